@@ -1,0 +1,17 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import kvpipe  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def compiler():
+    path = kvpipe.find_compiler(required=False)
+    if path is None:
+        pytest.skip("kvpipe-opt is not built")
+    return path
