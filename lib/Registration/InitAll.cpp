@@ -2,7 +2,9 @@
 
 #include "kvpipe/InitAll.h"
 
+#include "kvpipe/Conversion/Passes.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
+#include "kvpipe/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
@@ -37,4 +39,7 @@ void kvpipe::registerAllDialects(mlir::DialectRegistry &registry) {
   mlir::registerAllToLLVMIRTranslations(registry);
 }
 
-void kvpipe::registerAllPasses() {}
+void kvpipe::registerAllPasses() {
+  registerKVPipeConversionPasses();
+  registerKVPipePipelines();
+}

@@ -69,3 +69,47 @@ PipelineType::verify(function_ref<InFlightDiagnostic()> emitError,
                        << consumers;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// TensorMapType
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+TensorMapType::verify(function_ref<InFlightDiagnostic()> emitError,
+                      ArrayRef<int64_t> box, Type elementType,
+                      int64_t swizzle) {
+  if (box.empty() || box.size() > 5)
+    return emitError() << "tensor map box must have rank 1 to 5, got rank "
+                       << box.size();
+  for (auto [i, dim] : llvm::enumerate(box))
+    if (dim < 1 || dim > 256)
+      return emitError() << "tensor map box dimension " << i
+                         << " must be in [1, 256], got " << dim;
+  if (!elementType.isIntOrFloat() ||
+      elementType.getIntOrFloatBitWidth() % 8 != 0 ||
+      elementType.getIntOrFloatBitWidth() > 64)
+    return emitError() << "tensor map element type must be an integer or "
+                          "float of 1, 2, 4 or 8 bytes, got "
+                       << elementType;
+  if (swizzle != 0 && swizzle != 32 && swizzle != 64 && swizzle != 128)
+    return emitError() << "tensor map swizzle must be 0, 32, 64 or 128 "
+                          "bytes, got "
+                       << swizzle;
+  int64_t innerBytes = box.back() * elementType.getIntOrFloatBitWidth() / 8;
+  if (innerBytes % 16 != 0)
+    return emitError() << "tensor map innermost box dimension must span a "
+                          "multiple of 16 bytes, got "
+                       << innerBytes << " bytes";
+  if (swizzle != 0 && innerBytes > swizzle)
+    return emitError() << "tensor map innermost box dimension spans "
+                       << innerBytes << " bytes, more than the " << swizzle
+                       << "-byte swizzle";
+  return success();
+}
+
+int64_t TensorMapType::getBoxBytes() const {
+  int64_t elements = 1;
+  for (int64_t dim : getBox())
+    elements *= dim;
+  return elements * getElementBytes();
+}

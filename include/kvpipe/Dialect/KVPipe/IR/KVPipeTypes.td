@@ -40,4 +40,37 @@ def KVPipe_MBarrierType : KVPipe_Type<"MBarrier", "mbarrier"> {
   }];
 }
 
+def KVPipe_TensorMapType : KVPipe_Type<"TensorMap", "tensor_map"> {
+  let summary = "`!kvpipe.tensor_map` (a TMA descriptor for tiled copies)";
+  let description = [{
+    ```mlir
+    !kvpipe.tensor_map<box = [1, 1, 128, 64], element_type = bf16, swizzle = 128>
+    ```
+
+    A CUDA tensor map (`CUtensorMap`, 128 bytes) that the host encoded for
+    tiled TMA copies; a kernel receives it by value as a grid-constant
+    parameter. The type records what the kernel's code relies on: the box
+    (the tile one copy moves, dimensions outermost first, as a memref
+    shape), the element type, and the shared-memory swizzle in bytes
+    (0 for none, 32, 64 or 128). The global shape and strides are the
+    host's business. Rank 1 to 5; each box dimension at most 256; the
+    innermost box row a multiple of 16 bytes and, when swizzled, at most the
+    swizzle span.
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t">:$box,
+                        "::mlir::Type":$element_type, "int64_t":$swizzle);
+  let assemblyFormat =
+      "`<` `box` `=` `[` $box `]` `,` `element_type` `=` $element_type `,` "
+      "`swizzle` `=` $swizzle `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bytes one copy of the box moves (its transaction count).
+    int64_t getBoxBytes() const;
+    /// Size of one element in bytes.
+    int64_t getElementBytes() const {
+      return getElementType().getIntOrFloatBitWidth() / 8;
+    }
+  }];
+}
+
 #endif // KVPIPE_DIALECT_KVPIPE_IR_KVPIPETYPES_TD

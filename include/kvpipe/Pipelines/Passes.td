@@ -1,0 +1,40 @@
+//===- Passes.td - passes of the kvpipe pipelines ----------*- tablegen -*-===//
+
+#ifndef KVPIPE_PIPELINES_PASSES_TD
+#define KVPIPE_PIPELINES_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def AttachNVVMTarget : Pass<"kvpipe-attach-nvvm-target", "::mlir::ModuleOp"> {
+  let summary = "Give every gpu.module an NVVM target and optimisation level";
+  let description = [{
+    A `gpu.module` without a target gets
+    `#nvvm.target<chip = $chip, features = $features, O = $opt-level>`; a
+    module that declares its own `#nvvm.target` keeps its chip and features
+    and gets `O = $opt-level`.
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "Target chip of modules without a target">,
+    Option<"features", "features", "std::string", /*default=*/"\"+ptx86\"",
+           "PTX features of modules without a target">,
+    Option<"optLevel", "O", "unsigned", /*default=*/"3",
+           "LLVM optimisation level of the NVPTX compilation">,
+  ];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+}
+
+def DumpPTX : Pass<"kvpipe-dump-ptx", "::mlir::ModuleOp"> {
+  let summary = "Write the PTX of every gpu.binary to a file";
+  let description = [{
+    After `gpu-module-to-binary{format=isa}`, writes the PTX of each
+    `gpu.binary` to `file`; with several binaries, the binary's name is
+    inserted before the extension (`out.ptx` -> `out.<name>.ptx`).
+  }];
+  let options = [
+    Option<"file", "file", "std::string", /*default=*/"\"\"",
+           "Where to write the PTX ('-' for standard output)">,
+  ];
+}
+
+#endif // KVPIPE_PIPELINES_PASSES_TD

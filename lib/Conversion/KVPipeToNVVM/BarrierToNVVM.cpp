@@ -1,0 +1,329 @@
+//===- BarrierToNVVM.cpp - pipeline state and barriers to NVVM ------------===//
+//
+// The pipeline protocol: barrier allocation and initialisation, the waits
+// with their parities, the arrivals, and the state arithmetic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::lowering;
+
+namespace {
+
+/// A short description of `op` for wait-timeout reports: its name and
+/// source location.
+std::string describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << op->getName().stripDialect() << " at " << op->getLoc();
+  return text;
+}
+
+/// `kvpipe.create`: one `llvm.mlir.global` of `2 * num_stages` i64
+/// mbarriers in shared memory per op, and the state (barriers, 0, 0).
+struct CreateOpLowering : ConvertOpToLLVMPattern<CreateOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(CreateOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Operation *symbolTableOp = SymbolTable::getNearestSymbolTable(op);
+    if (!symbolTableOp || symbolTableOp->getNumRegions() != 1 ||
+        symbolTableOp->getRegion(0).empty())
+      return rewriter.notifyMatchFailure(op, "no enclosing symbol table");
+    auto type = cast<PipelineType>(op.getType());
+    Location loc = op.getLoc();
+
+    std::string name;
+    for (unsigned i = 0;; ++i) {
+      name = "__kvpipe_mbarriers_" + std::to_string(i);
+      if (!SymbolTable::lookupSymbolIn(symbolTableOp, name))
+        break;
+    }
+    auto arrayType =
+        LLVM::LLVMArrayType::get(rewriter.getI64Type(), type.getNumBarriers());
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPointToStart(&symbolTableOp->getRegion(0).front());
+      // No initializer: barriers are initialised at run time by
+      // kvpipe.init, and shared memory cannot hold one anyway.
+      LLVM::GlobalOp::create(rewriter, loc, arrayType, /*isConstant=*/false,
+                             LLVM::Linkage::Internal, name, Attribute(),
+                             /*alignment=*/8, /*addrSpace=*/3);
+    }
+    Value barriers = LLVM::AddressOfOp::create(
+        rewriter, loc, LLVM::LLVMPointerType::get(getContext(), 3), name);
+    LoweredState state{barriers, i32Constant(rewriter, loc, 0),
+                       i32Constant(rewriter, loc, 0)};
+    rewriter.replaceOp(op, state.pack(rewriter, loc));
+    return success();
+  }
+};
+
+/// `kvpipe.init`: thread (0,0,0) initialises the producer barriers with
+/// `producers` and the consumer barriers with `consumers` arrivals.
+struct InitOpLowering : ConvertOpToLLVMPattern<InitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(InitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<PipelineType>(op.getPipeline().getType());
+    Location loc = op.getLoc();
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
+    Type i32 = rewriter.getI32Type();
+    Value zero = i32Constant(rewriter, loc, 0);
+    Value tid = LLVM::OrOp::create(
+        rewriter, loc,
+        LLVM::OrOp::create(rewriter, loc, NVVM::ThreadIdXOp::create(rewriter, loc, i32),
+                           NVVM::ThreadIdYOp::create(rewriter, loc, i32)),
+        NVVM::ThreadIdZOp::create(rewriter, loc, i32));
+    Value elected =
+        LLVM::ICmpOp::create(rewriter, loc, LLVM::ICmpPredicate::eq, tid, zero);
+    Value producers = i32Constant(rewriter, loc, type.getProducers());
+    Value consumers = i32Constant(rewriter, loc, type.getConsumers());
+    for (int64_t i = 0; i < type.getNumBarriers(); ++i) {
+      Value addr = LLVM::GEPOp::create(
+          rewriter, loc, state.barriers.getType(), rewriter.getI64Type(),
+          state.barriers, ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
+      NVVM::MBarrierInitOp::create(
+          rewriter, loc, addr, i < type.getNumStages() ? producers : consumers,
+          elected);
+    }
+    // Make the initialisation visible to the async proxy (TMA completes on
+    // these barriers) and then to every thread of the CTA before anyone
+    // waits or arrives.
+    NVVM::FenceMbarrierInitOp::create(rewriter, loc);
+    NVVM::Barrier0Op::create(rewriter, loc);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// `kvpipe.producer_mbar` / `kvpipe.consumer_mbar`: the barrier's address.
+struct ProducerMBarOpLowering : ConvertOpToLLVMPattern<ProducerMBarOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(ProducerMBarOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
+    rewriter.replaceOp(op, barrierAddress(rewriter, loc, state.barriers,
+                                          state.index, op.getPipelineType(),
+                                          op.getStage(), /*consumer=*/false));
+    return success();
+  }
+};
+
+struct ConsumerMBarOpLowering : ConvertOpToLLVMPattern<ConsumerMBarOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(ConsumerMBarOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
+    Value slot = state.index;
+    if (Value index = adaptor.getIndex())
+      slot = LLVM::TruncOp::create(rewriter, loc, rewriter.getI32Type(), index);
+    rewriter.replaceOp(op, barrierAddress(rewriter, loc, state.barriers, slot,
+                                          op.getPipelineType(), op.getStage(),
+                                          /*consumer=*/true));
+    return success();
+  }
+};
+
+/// `kvpipe.producer_acquire`: wait on the consumer ("empty") barrier of the
+/// current slot with parity `phase ^ 1`. A barrier in its first phase counts
+/// the phase "before" it (parity 1) as complete, so the first `kv_stages`
+/// acquires of a fresh pipeline pass at once.
+struct ProducerAcquireOpLowering : ConvertOpToLLVMPattern<ProducerAcquireOp> {
+  ProducerAcquireOpLowering(const LLVMTypeConverter &converter,
+                            const KVPipeToNVVMOptions &options)
+      : ConvertOpToLLVMPattern(converter), options(options) {}
+
+  LogicalResult
+  matchAndRewrite(ProducerAcquireOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
+    Value addr =
+        barrierAddress(rewriter, loc, state.barriers, state.index,
+                       op.getPipelineType(), op.getStage(), /*consumer=*/true);
+    Value parity =
+        LLVM::XOrOp::create(rewriter, loc, state.phase, i32Constant(rewriter, loc, 1));
+    emitParityWait(rewriter, loc, addr, parity, options, describe(op),
+                   state.index, op.getStage());
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  KVPipeToNVVMOptions options;
+};
+
+/// `kvpipe.consumer_wait`: wait on the producer ("full") barrier of the
+/// current slot with parity `phase`.
+struct ConsumerWaitOpLowering : ConvertOpToLLVMPattern<ConsumerWaitOp> {
+  ConsumerWaitOpLowering(const LLVMTypeConverter &converter,
+                         const KVPipeToNVVMOptions &options)
+      : ConvertOpToLLVMPattern(converter), options(options) {}
+
+  LogicalResult
+  matchAndRewrite(ConsumerWaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
+    Value addr =
+        barrierAddress(rewriter, loc, state.barriers, state.index,
+                       op.getPipelineType(), op.getStage(), /*consumer=*/false);
+    emitParityWait(rewriter, loc, addr, state.phase, options, describe(op),
+                   state.index, op.getStage());
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  KVPipeToNVVMOptions options;
+};
+
+/// `kvpipe.producer_commit`: with TMA loads in the slot, one
+/// `mbarrier.arrive.expect_tx` with the bytes they deliver (the copies'
+/// complete_tx may come before or after it: the phase cannot complete while
+/// this arrival is pending); without, a plain arrive.
+struct ProducerCommitOpLowering : ConvertOpToLLVMPattern<ProducerCommitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(ProducerCommitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto bytes = op->getAttrOfType<IntegerAttr>(kTransactionBytesAttrName);
+    if (!bytes)
+      return rewriter.notifyMatchFailure(
+          op, "transaction bytes not annotated (run annotateTransactionBytes "
+              "before lowering)");
+    Location loc = op.getLoc();
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
+    Value addr =
+        barrierAddress(rewriter, loc, state.barriers, state.index,
+                       op.getPipelineType(), op.getStage(), /*consumer=*/false);
+    if (bytes.getInt() > 0)
+      NVVM::MBarrierArriveExpectTxOp::create(
+          rewriter, loc, /*res=*/Type(), addr,
+          i32Constant(rewriter, loc, bytes.getInt()), NVVM::MemScopeKind::CTA,
+          /*relaxed=*/false, /*predicate=*/Value());
+    else
+      NVVM::MBarrierArriveOp::create(rewriter, loc, /*res=*/Type(), addr,
+                                     /*count=*/Value());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// `kvpipe.consumer_release`: the threads with `%e` arrive on the consumer
+/// barrier of the slot's sub-stage; the result is stepped at the last one.
+struct ConsumerReleaseOpLowering : ConvertOpToLLVMPattern<ConsumerReleaseOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(ConsumerReleaseOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
+    Value addr =
+        barrierAddress(rewriter, loc, state.barriers, state.index,
+                       op.getPipelineType(), op.getStage(), /*consumer=*/true);
+    // The arrival has release semantics: the consumer's reads of the slot
+    // (retired wgmma reads included) are ordered before the producer's
+    // acquire of it.
+    auto ifOp = scf::IfOp::create(rewriter, loc, adaptor.getElected(),
+                                  /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPointToStart(ifOp.thenBlock());
+      NVVM::MBarrierArriveOp::create(rewriter, loc, /*res=*/Type(), addr,
+                                     /*count=*/Value());
+    }
+    if (op.advances())
+      state = state.step(rewriter, loc, op.getPipelineType().getKvStages());
+    rewriter.replaceOp(op, state.pack(rewriter, loc));
+    return success();
+  }
+};
+
+/// `kvpipe.step`: index + 1, wrapping and flipping the phase at kv_stages.
+struct StepOpLowering : ConvertOpToLLVMPattern<StepOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(StepOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = cast<PipelineType>(op.getType());
+    LoweredState state =
+        LoweredState::unpack(rewriter, loc, adaptor.getPipeline())
+            .step(rewriter, loc, type.getKvStages());
+    rewriter.replaceOp(op, state.pack(rewriter, loc));
+    return success();
+  }
+};
+
+struct IndexOpLowering : ConvertOpToLLVMPattern<IndexOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(IndexOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value index = LLVM::ExtractValueOp::create(rewriter, loc,
+                                               adaptor.getPipeline(), 1);
+    rewriter.replaceOp(op, LLVM::ZExtOp::create(rewriter, loc, getIndexType(),
+                                                index));
+    return success();
+  }
+};
+
+struct PhaseOpLowering : ConvertOpToLLVMPattern<PhaseOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(PhaseOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value phase = LLVM::ExtractValueOp::create(rewriter, loc,
+                                               adaptor.getPipeline(), 2);
+    rewriter.replaceOp(op, LLVM::TruncOp::create(rewriter, loc,
+                                                 rewriter.getI1Type(), phase));
+    return success();
+  }
+};
+
+} // namespace
+
+void kvpipe::populateBarrierToNVVMPatterns(
+    const LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    const KVPipeToNVVMOptions &options) {
+  patterns.add<CreateOpLowering, InitOpLowering, ProducerMBarOpLowering,
+               ConsumerMBarOpLowering, ProducerCommitOpLowering,
+               ConsumerReleaseOpLowering, StepOpLowering, IndexOpLowering,
+               PhaseOpLowering>(converter);
+  patterns.add<ProducerAcquireOpLowering, ConsumerWaitOpLowering>(converter,
+                                                                  options);
+}

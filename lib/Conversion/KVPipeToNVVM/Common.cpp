@@ -1,0 +1,148 @@
+//===- Common.cpp - helpers shared by the kvpipe lowering patterns --------===//
+
+#include "Common.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::lowering;
+
+Value lowering::i32Constant(OpBuilder &b, Location loc, int64_t v) {
+  return LLVM::ConstantOp::create(b, loc, b.getI32Type(),
+                                  b.getI32IntegerAttr(v));
+}
+
+Value lowering::i64Constant(OpBuilder &b, Location loc, int64_t v) {
+  return LLVM::ConstantOp::create(b, loc, b.getI64Type(),
+                                  b.getI64IntegerAttr(v));
+}
+
+Type LoweredState::getType(MLIRContext *ctx) {
+  auto i32 = IntegerType::get(ctx, 32);
+  return LLVM::LLVMStructType::getLiteral(
+      ctx, {LLVM::LLVMPointerType::get(ctx, /*addressSpace=*/3), i32, i32});
+}
+
+LoweredState LoweredState::unpack(OpBuilder &b, Location loc, Value state) {
+  return {LLVM::ExtractValueOp::create(b, loc, state, ArrayRef<int64_t>{0}),
+          LLVM::ExtractValueOp::create(b, loc, state, ArrayRef<int64_t>{1}),
+          LLVM::ExtractValueOp::create(b, loc, state, ArrayRef<int64_t>{2})};
+}
+
+Value LoweredState::pack(OpBuilder &b, Location loc) const {
+  Value state = LLVM::UndefOp::create(b, loc, getType(b.getContext()));
+  state = LLVM::InsertValueOp::create(b, loc, state, barriers, ArrayRef<int64_t>{0});
+  state = LLVM::InsertValueOp::create(b, loc, state, index, ArrayRef<int64_t>{1});
+  return LLVM::InsertValueOp::create(b, loc, state, phase, ArrayRef<int64_t>{2});
+}
+
+LoweredState LoweredState::step(OpBuilder &b, Location loc,
+                                int64_t kvStages) const {
+  Value next = LLVM::AddOp::create(b, loc, index, i32Constant(b, loc, 1));
+  Value wraps = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, next,
+                                     i32Constant(b, loc, kvStages));
+  Value flipped =
+      LLVM::XOrOp::create(b, loc, phase, i32Constant(b, loc, 1));
+  return {barriers,
+          LLVM::SelectOp::create(b, loc, wraps, i32Constant(b, loc, 0), next),
+          LLVM::SelectOp::create(b, loc, wraps, flipped, phase)};
+}
+
+Value lowering::barrierAddress(OpBuilder &b, Location loc, Value barriers,
+                             Value slot, PipelineType type, int64_t stage,
+                             bool consumer) {
+  // mbar[qk_stages * slot + stage (+ num_stages for the consumer side)].
+  Value offset = LLVM::MulOp::create(b, loc, slot,
+                                     i32Constant(b, loc, type.getQkStages()));
+  int64_t constant = stage + (consumer ? type.getNumStages() : 0);
+  if (constant != 0)
+    offset = LLVM::AddOp::create(b, loc, offset, i32Constant(b, loc, constant));
+  return LLVM::GEPOp::create(b, loc, barriers.getType(), b.getI64Type(),
+                             barriers, ValueRange{offset});
+}
+
+Value lowering::tileAddress(OpBuilder &b, Location loc,
+                          const LLVMTypeConverter &converter, MemRefType type,
+                          Value descriptor) {
+  Value zero = LLVM::ConstantOp::create(b, loc, converter.getIndexType(),
+                                        b.getIndexAttr(0));
+  SmallVector<Value> zeros(type.getRank(), zero);
+  return LLVM::getStridedElementPtr(b, loc, converter, type, descriptor, zeros);
+}
+
+Value lowering::threadIdX(OpBuilder &b, Location loc) {
+  return NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
+}
+
+/// Escapes `%` so that `text` prints verbatim through printf.
+static std::string escapePercent(StringRef text) {
+  std::string out;
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '%')
+      out.push_back('%');
+  }
+  return out;
+}
+
+void lowering::emitParityWait(OpBuilder &b, Location loc, Value addr,
+                            Value parity, const KVPipeToNVVMOptions &options,
+                            StringRef what, Value slot, int64_t stage) {
+  if (options.waitTimeout == 0) {
+    // The NVVM op loops on try_wait.parity until the phase completes; the
+    // suspend-time hint (ns) lets the thread sleep instead of spinning.
+    NVVM::MBarrierTryWaitParityOp::create(b, loc, addr, parity,
+                                          i32Constant(b, loc, 0x989680));
+    return;
+  }
+  // Bounded wait: try_wait until done or `waitTimeout` cycles have passed,
+  // then say which wait hung and trap, so a hang becomes an error.
+  MLIRContext *ctx = b.getContext();
+  Value start = NVVM::Clock64Op::create(b, loc, b.getI64Type());
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&loop.getBefore());
+    b.setInsertionPointToStart(before);
+    Value done = NVVM::MBarrierTryWaitOp::create(
+        b, loc, b.getI1Type(), addr, parity, /*ticks=*/Value(),
+        NVVM::MemScopeKindAttr::get(ctx, NVVM::MemScopeKind::CTA));
+    Value pending = LLVM::XOrOp::create(
+        b, loc, done,
+        LLVM::ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true)));
+    Value now = NVVM::Clock64Op::create(b, loc, b.getI64Type());
+    Value elapsed = LLVM::SubOp::create(b, loc, now, start);
+    Value expired = LLVM::ICmpOp::create(
+        b, loc, LLVM::ICmpPredicate::ugt, elapsed,
+        i64Constant(b, loc, static_cast<int64_t>(options.waitTimeout)));
+    Value hung = LLVM::AndOp::create(b, loc, pending, expired);
+    auto report = scf::IfOp::create(b, loc, hung, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(report.thenBlock());
+      std::string format =
+          "kvpipe: " + escapePercent(what) + ": no arrival after " +
+          std::to_string(options.waitTimeout) +
+          " cycles in block (%u,%u,%u) thread %u: slot %d stage " +
+          std::to_string(stage) + " parity %d\n";
+      Type i32 = b.getI32Type();
+      gpu::PrintfOp::create(
+          b, loc, b.getStringAttr(format),
+          ValueRange{NVVM::BlockIdXOp::create(b, loc, i32),
+                     NVVM::BlockIdYOp::create(b, loc, i32),
+                     NVVM::BlockIdZOp::create(b, loc, i32),
+                     threadIdX(b, loc), slot, parity});
+      LLVM::Trap::create(b, loc);
+    }
+    scf::ConditionOp::create(b, loc, pending, ValueRange{});
+    Block *after = b.createBlock(&loop.getAfter());
+    b.setInsertionPointToStart(after);
+    scf::YieldOp::create(b, loc);
+  }
+}

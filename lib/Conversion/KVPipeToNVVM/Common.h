@@ -1,0 +1,70 @@
+//===- Common.h - helpers shared by the kvpipe lowering patterns -*- C++ -*-===//
+
+#ifndef KVPIPE_LIB_CONVERSION_KVPIPETONVVM_COMMON_H
+#define KVPIPE_LIB_CONVERSION_KVPIPETONVVM_COMMON_H
+
+#include "kvpipe/Conversion/KVPipeToNVVM/KVPipeToNVVM.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
+
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/IR/Builders.h"
+
+namespace kvpipe {
+namespace lowering {
+
+mlir::Value i32Constant(mlir::OpBuilder &b, mlir::Location loc, int64_t v);
+mlir::Value i64Constant(mlir::OpBuilder &b, mlir::Location loc, int64_t v);
+
+/// The lowered pipeline state: `!llvm.struct<(ptr<3>, i32, i32)>`.
+struct LoweredState {
+  mlir::Value barriers; ///< `!llvm.ptr<3>` to the barrier array.
+  mlir::Value index;    ///< i32 ring index.
+  mlir::Value phase;    ///< i32 phase bit (0 or 1).
+
+  static mlir::Type getType(mlir::MLIRContext *ctx);
+  static LoweredState unpack(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value state);
+  mlir::Value pack(mlir::OpBuilder &b, mlir::Location loc) const;
+  /// `step(state)`: index + 1, wrapping to 0 and flipping the phase at
+  /// `kvStages`.
+  LoweredState step(mlir::OpBuilder &b, mlir::Location loc,
+                    int64_t kvStages) const;
+};
+
+/// Address of barrier `qkStages * slot + stage + (consumer ? numStages : 0)`.
+mlir::Value barrierAddress(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value barriers, mlir::Value slot,
+                           PipelineType type, int64_t stage, bool consumer);
+
+/// Waits until the phase of parity `parity` (i32) of the mbarrier at `addr`
+/// has completed. With a timeout, the wait is a bounded loop that reports
+/// `what` (the op and its location) and traps when the timeout expires.
+void emitParityWait(mlir::OpBuilder &b, mlir::Location loc, mlir::Value addr,
+                    mlir::Value parity, const KVPipeToNVVMOptions &options,
+                    llvm::StringRef what, mlir::Value slot, int64_t stage);
+
+/// The address of the first element of the tile a memref descriptor
+/// describes (its aligned pointer plus offset).
+mlir::Value tileAddress(mlir::OpBuilder &b, mlir::Location loc,
+                        const mlir::LLVMTypeConverter &converter,
+                        mlir::MemRefType type, mlir::Value descriptor);
+
+/// `threadIdx.x` as an i32.
+mlir::Value threadIdX(mlir::OpBuilder &b, mlir::Location loc);
+
+} // namespace lowering
+
+/// The pattern groups, one per op family (one file each).
+void populateBarrierToNVVMPatterns(const mlir::LLVMTypeConverter &converter,
+                                   mlir::RewritePatternSet &patterns,
+                                   const KVPipeToNVVMOptions &options);
+void populateTMAToNVVMPatterns(const mlir::LLVMTypeConverter &converter,
+                               mlir::RewritePatternSet &patterns);
+void populateWgmmaToNVVMPatterns(const mlir::LLVMTypeConverter &converter,
+                                 mlir::RewritePatternSet &patterns);
+void populateWarpSpecializationToNVVMPatterns(
+    const mlir::LLVMTypeConverter &converter, mlir::RewritePatternSet &patterns);
+
+} // namespace kvpipe
+
+#endif // KVPIPE_LIB_CONVERSION_KVPIPETONVVM_COMMON_H

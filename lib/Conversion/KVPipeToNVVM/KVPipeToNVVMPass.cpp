@@ -1,0 +1,160 @@
+//===- KVPipeToNVVMPass.cpp - the kvpipe to NVVM conversion pass ----------===//
+
+#include "kvpipe/Conversion/KVPipeToNVVM/KVPipeToNVVM.h"
+
+#include "Common.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/ControlFlow/Transforms/StructuralTypeConversions.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace kvpipe {
+#define GEN_PASS_DEF_CONVERTKVPIPETONVVM
+#include "kvpipe/Conversion/Passes.h.inc"
+} // namespace kvpipe
+
+using namespace mlir;
+using namespace kvpipe;
+
+void kvpipe::populateKVPipeToNVVMTypeConversions(LLVMTypeConverter &converter) {
+  converter.addConversion([](PipelineType type) {
+    return lowering::LoweredState::getType(type.getContext());
+  });
+  converter.addConversion([](MBarrierType type) {
+    return LLVM::LLVMPointerType::get(type.getContext(), /*addressSpace=*/3);
+  });
+  converter.addConversion([](TensorMapType type) {
+    return LLVM::LLVMPointerType::get(type.getContext());
+  });
+}
+
+void kvpipe::populateKVPipeToNVVMConversionPatterns(
+    const LLVMTypeConverter &converter, RewritePatternSet &patterns,
+    const KVPipeToNVVMOptions &options) {
+  populateBarrierToNVVMPatterns(converter, patterns, options);
+  populateTMAToNVVMPatterns(converter, patterns);
+  populateWgmmaToNVVMPatterns(converter, patterns);
+  populateWarpSpecializationToNVVMPatterns(converter, patterns);
+}
+
+void kvpipe::setTensorMapArgumentAttributes(Operation *funcOp,
+                                            unsigned argIndex) {
+  auto fn = cast<FunctionOpInterface>(funcOp);
+  MLIRContext *ctx = funcOp->getContext();
+  Builder b(ctx);
+  // A CUtensorMap is 128 bytes, 64-byte aligned, and must stay in the
+  // parameter space (grid constant): TMA reads it from there by address.
+  fn.setArgAttr(argIndex, LLVM::LLVMDialect::getByValAttrName(),
+                TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
+  fn.setArgAttr(argIndex, LLVM::LLVMDialect::getAlignAttrName(),
+                b.getI64IntegerAttr(64));
+  fn.setArgAttr(argIndex, NVVM::NVVMDialect::getGridConstantAttrName(),
+                b.getUnitAttr());
+}
+
+namespace {
+
+bool isKVPipeType(Type type) {
+  return isa<KVPipeDialect>(type.getDialect());
+}
+
+/// Whether `op` still mentions a kvpipe type anywhere the conversion has to
+/// rewrite: operands, results, block arguments, or a function signature.
+bool mentionsKVPipeType(Operation *op) {
+  if (llvm::any_of(op->getOperandTypes(), isKVPipeType) ||
+      llvm::any_of(op->getResultTypes(), isKVPipeType))
+    return true;
+  if (auto fn = dyn_cast<FunctionOpInterface>(op))
+    if (llvm::any_of(fn.getArgumentTypes(), isKVPipeType) ||
+        llvm::any_of(fn.getResultTypes(), isKVPipeType))
+      return true;
+  for (Region &region : op->getRegions())
+    for (Block &block : region)
+      if (llvm::any_of(block.getArgumentTypes(), isKVPipeType))
+        return true;
+  return false;
+}
+
+struct ConvertKVPipeToNVVM
+    : kvpipe::impl::ConvertKVPipeToNVVMBase<ConvertKVPipeToNVVM> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    Operation *root = getOperation();
+    MLIRContext *ctx = &getContext();
+    // The commits' byte counts are read off the TMA loads, which the
+    // conversion replaces: derive them first.
+    if (failed(annotateTransactionBytes(root)))
+      return signalPassFailure();
+
+    SmallVector<std::pair<FunctionOpInterface, SmallVector<int32_t>>>
+        tensorMapArgs;
+    root->walk([&](FunctionOpInterface fn) {
+      SmallVector<int32_t> positions;
+      for (auto [i, type] : llvm::enumerate(fn.getArgumentTypes()))
+        if (isa<TensorMapType>(type))
+          positions.push_back(i);
+      if (!positions.empty())
+        tensorMapArgs.push_back({fn, positions});
+    });
+
+    // The same configuration as convert-gpu-to-nvvm (address spaces of
+    // gpu memory spaces), so that the memref descriptors the kvpipe patterns
+    // read match the ones that pass produces.
+    LLVMTypeConverter converter(ctx);
+    configureGpuToNVVMTypeConverter(converter);
+    populateKVPipeToNVVMTypeConversions(converter);
+    // Structural ops (functions, scf, cf) only change the kvpipe types they
+    // carry; everything else is left to the upstream conversions.
+    TypeConverter structural;
+    structural.addConversion([](Type type) { return type; });
+    structural.addConversion([&](Type type) -> std::optional<Type> {
+      if (isKVPipeType(type))
+        return converter.convertType(type);
+      return std::nullopt;
+    });
+
+    RewritePatternSet patterns(ctx);
+    ConversionTarget target(*ctx);
+    target.addIllegalDialect<KVPipeDialect>();
+    target.markUnknownOpDynamicallyLegal(
+        [](Operation *op) { return !mentionsKVPipeType(op); });
+    populateKVPipeToNVVMConversionPatterns(converter, patterns,
+                                           {/*waitTimeout=*/waitTimeout});
+    populateAnyFunctionOpInterfaceTypeConversionPattern(patterns, structural);
+    populateCallOpTypeConversionPattern(patterns, structural);
+    populateReturnOpTypeConversionPattern(patterns, structural);
+    scf::populateSCFStructuralTypeConversions(structural, patterns);
+    cf::populateCFStructuralTypeConversions(structural, patterns);
+    if (failed(applyPartialConversion(root, target, std::move(patterns))))
+      return signalPassFailure();
+
+    // The upstream gpu.func lowering drops the by-value attributes of
+    // arguments: record where the tensor maps are, for
+    // kvpipe-finalize-kernel-abi to mark them on the llvm.func.
+    Builder b(ctx);
+    for (auto &[fn, positions] : tensorMapArgs) {
+      if (isa<LLVM::LLVMFuncOp>(fn.getOperation())) {
+        for (int32_t i : positions)
+          setTensorMapArgumentAttributes(fn, i);
+        continue;
+      }
+      fn->setAttr(kTensorMapArgsAttrName, b.getDenseI32ArrayAttr(positions));
+      fn->setAttr(kKernelSignatureAttrName,
+                  TypeAttr::get(fn.getFunctionType()));
+    }
+  }
+};
+
+} // namespace

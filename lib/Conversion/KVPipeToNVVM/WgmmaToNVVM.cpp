@@ -1,0 +1,379 @@
+//===- WgmmaToNVVM.cpp - warpgroup MMA to NVVM ----------------------------===//
+//
+// `kvpipe.warpgroup_mma` becomes wgmma.fence, K/16 wgmma.mma_async (SS via
+// the NVVM op, RS via inline PTX: NVVM has no RS form) and commit_group;
+// `kvpipe.warpgroup_wait` becomes wait_group plus register pins;
+// `kvpipe.store_fragment` writes an accumulator-layout fragment into a
+// swizzled tile.
+//
+// The shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
+//   bits  0-13  start address >> 4
+//   bits 16-29  leading-dimension byte offset (LBO) >> 4
+//   bits 32-45  stride-dimension byte offset (SBO) >> 4
+//   bits 62-63  swizzle: 1 = 128B, 2 = 64B, 3 = 32B
+// For the canonical tile layout (SwizzledTile.h) with swizzle span S:
+//   K-major operand: SBO = 8 rows * S (the next 8-row atom); LBO is unused
+//     because one k-step (16 elements) never leaves a swizzle row. A k-step
+//     at element k starts at block k/W, byte (k%W) * elem within the row.
+//   MN-major operand (B with transpose): SBO = 8 rows * S (the next 8 K
+//     rows); LBO = the block stride (the next W columns of N). A k-step
+//     starts 16 rows = 16 * S bytes further.
+// Verified on the H200 for S = 128 (shared/docs/gpu-workflow.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/IR/SwizzledTile.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::lowering;
+
+namespace {
+
+int64_t swizzleLayoutCode(int64_t swizzleBytes) {
+  switch (swizzleBytes) {
+  case 128:
+    return 1;
+  case 64:
+    return 2;
+  default:
+    return 3;
+  }
+}
+
+/// One shared-memory operand of a wgmma: its tile layout, its major-ness,
+/// and the descriptor of its first k-step.
+struct SmemOperand {
+  SwizzledTile tile;
+  bool kMajor;
+  Value baseDescriptor;
+
+  /// Byte offset of k-step `kk` from the tile's start.
+  int64_t kStepOffset(int64_t kk) const {
+    if (!kMajor)
+      return kk * 16 * tile.swizzleBytes;
+    int64_t k = 16 * kk;
+    return (k / tile.width) * tile.blockStrideBytes() +
+           (k % tile.width) * tile.elementBytes;
+  }
+
+  /// The descriptor of k-step `kk`: only the start-address field changes,
+  /// and it cannot overflow since shared memory is below 256 KiB.
+  Value descriptor(OpBuilder &b, Location loc, int64_t kk) const {
+    int64_t offset = kStepOffset(kk);
+    if (offset == 0)
+      return baseDescriptor;
+    return LLVM::AddOp::create(b, loc, baseDescriptor,
+                               i64Constant(b, loc, offset >> 4));
+  }
+};
+
+SmemOperand makeSmemOperand(OpBuilder &b, Location loc,
+                            const LLVMTypeConverter &converter,
+                            MemRefType type, Value descriptor,
+                            int64_t swizzle, bool kMajor) {
+  SwizzledTile tile =
+      *getSwizzledTile(type, swizzle, [] { return InFlightDiagnostic(); },
+                       "operand");
+  int64_t lbo = kMajor ? 16 : tile.blockStrideBytes();
+  int64_t sbo = 8 * tile.swizzleBytes;
+  int64_t high = (((lbo >> 4) & 0x3FFF) << 16) |
+                 (((sbo >> 4) & 0x3FFF) << 32) |
+                 (swizzleLayoutCode(swizzle) << 62);
+  Value ptr = tileAddress(b, loc, converter, type, descriptor);
+  Value addr = LLVM::PtrToIntOp::create(b, loc, b.getI64Type(), ptr);
+  Value start = LLVM::AndOp::create(
+      b, loc, LLVM::LShrOp::create(b, loc, addr, i64Constant(b, loc, 4)),
+      i64Constant(b, loc, 0x3FFF));
+  Value desc = LLVM::OrOp::create(b, loc, start, i64Constant(b, loc, high));
+  return {tile, kMajor, desc};
+}
+
+Type f32Struct(MLIRContext *ctx, int64_t n) {
+  return LLVM::LLVMStructType::getLiteral(
+      ctx, SmallVector<Type>(n, Float32Type::get(ctx)));
+}
+
+SmallVector<Value> vectorElements(OpBuilder &b, Location loc, Value vector) {
+  auto type = cast<VectorType>(vector.getType());
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < type.getNumElements(); ++i)
+    elements.push_back(LLVM::ExtractElementOp::create(
+        b, loc, vector, i32Constant(b, loc, i)));
+  return elements;
+}
+
+Value buildVector(OpBuilder &b, Location loc, VectorType type,
+                  ValueRange elements) {
+  Value vector = LLVM::UndefOp::create(b, loc, type);
+  for (auto [i, element] : llvm::enumerate(elements))
+    vector = LLVM::InsertElementOp::create(b, loc, vector, element,
+                                           i32Constant(b, loc, i));
+  return vector;
+}
+
+Value buildStruct(OpBuilder &b, Location loc, ValueRange elements) {
+  Value result =
+      LLVM::UndefOp::create(b, loc, f32Struct(b.getContext(), elements.size()));
+  for (auto [i, element] : llvm::enumerate(elements))
+    result = LLVM::InsertValueOp::create(b, loc, result, element, i);
+  return result;
+}
+
+SmallVector<Value> structElements(OpBuilder &b, Location loc, Value value,
+                                  int64_t n) {
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < n; ++i)
+    elements.push_back(LLVM::ExtractValueOp::create(b, loc, value, i));
+  return elements;
+}
+
+/// Pins f32 registers at this point of the program with an empty inline-asm
+/// statement that reads and writes them (CUTLASS's
+/// `warpgroup_fence_operand`): the compiler may not move their producers
+/// below, nor their consumers above it. Around wgmma this keeps accumulator
+/// reads after the wait that retires the group, and accumulator writes
+/// before the fence that starts one.
+SmallVector<Value> pinRegisters(OpBuilder &b, Location loc,
+                                ArrayRef<Value> values) {
+  int64_t n = values.size();
+  std::string constraints;
+  for (int64_t i = 0; i < n; ++i)
+    constraints += (i ? ",=f" : "=f");
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "," + std::to_string(i);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, f32Struct(b.getContext(), n), values, b.getStringAttr(""),
+      b.getStringAttr(constraints), b.getUnitAttr(), /*is_align_stack=*/nullptr,
+      LLVM::TailCallKindAttr::get(b.getContext(),
+                                  LLVM::tailcallkind::TailCallKind::None),
+      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  return structElements(b, loc, asmOp.getRes(), n);
+}
+
+NVVM::WGMMATypes wgmmaType(Type t) {
+  return t.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+}
+
+struct WarpgroupMmaOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(WarpgroupMmaOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    int64_t n = op.getN(), k = op.getK(), numAcc = n / 2;
+    bool kMajorB = !op.getTransposeB();
+    SmemOperand b =
+        makeSmemOperand(rewriter, loc, *getTypeConverter(),
+                        op.getB().getType(), adaptor.getB(), op.getSwizzle(),
+                        kMajorB);
+
+    // The accumulator's producers must finish before the fence that starts
+    // the group; without an accumulator the first step zero-initialises D.
+    bool zeroInit = !adaptor.getAcc();
+    SmallVector<Value> acc;
+    if (zeroInit) {
+      Value undef = LLVM::UndefOp::create(rewriter, loc, rewriter.getF32Type());
+      acc.assign(numAcc, undef);
+    } else {
+      acc = pinRegisters(rewriter, loc,
+                         vectorElements(rewriter, loc, adaptor.getAcc()));
+    }
+
+    std::optional<SmemOperand> a;
+    SmallVector<Value> aRegs;
+    if (op.isRegisterA()) {
+      // Pairs of 16-bit elements are the b32 registers of the A fragment.
+      auto fragType = cast<VectorType>(op.getA().getType());
+      Value asI32 = LLVM::BitcastOp::create(
+          rewriter, loc,
+          VectorType::get({fragType.getNumElements() / 2},
+                          rewriter.getI32Type()),
+          adaptor.getA());
+      aRegs = vectorElements(rewriter, loc, asI32);
+    } else {
+      a = makeSmemOperand(rewriter, loc, *getTypeConverter(),
+                          cast<MemRefType>(op.getA().getType()),
+                          adaptor.getA(), op.getSwizzle(), /*kMajor=*/true);
+    }
+
+    NVVM::WgmmaFenceAlignedOp::create(rewriter, loc);
+    Type structType = f32Struct(ctx, numAcc);
+    Value d = buildStruct(rewriter, loc, acc);
+    NVVM::WGMMATypes elementType = wgmmaType(op.getElementType());
+    for (int64_t kk = 0; kk < k / 16; ++kk) {
+      bool scaleZero = zeroInit && kk == 0;
+      Value descB = b.descriptor(rewriter, loc, kk);
+      if (a) {
+        d = NVVM::WgmmaMmaAsyncOp::create(
+            rewriter, loc, structType, d, a->descriptor(rewriter, loc, kk),
+            descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
+            NVVM::WGMMATypesAttr::get(ctx, elementType),
+            NVVM::WGMMATypesAttr::get(ctx, elementType),
+            NVVM::WGMMATypesAttr::get(ctx, NVVM::WGMMATypes::f32),
+            NVVM::WGMMAScaleOutAttr::get(ctx, scaleZero
+                                                  ? NVVM::WGMMAScaleOut::zero
+                                                  : NVVM::WGMMAScaleOut::one),
+            NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+            NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
+            NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+            NVVM::MMALayoutAttr::get(ctx, kMajorB ? NVVM::MMALayout::col
+                                                  : NVVM::MMALayout::row),
+            /*satfinite=*/nullptr);
+      } else {
+        d = emitRegisterA(rewriter, loc, d, numAcc,
+                          ArrayRef<Value>(aRegs).slice(4 * kk, 4), descB,
+                          scaleZero, kMajorB, op.getElementType());
+      }
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(rewriter, loc);
+    rewriter.replaceOp(
+        op, buildVector(rewriter, loc, cast<VectorType>(op.getType()),
+                        structElements(rewriter, loc, d, numAcc)));
+    return success();
+  }
+
+  /// One m64nNk16 wgmma with A from registers, as inline PTX:
+  ///   $0..$(n-1): D (tied to the inputs $(n+6)..), $n..$(n+3): A,
+  ///   $(n+4): B descriptor, $(n+5): scale-d (0: D = A*B, 1: D += A*B).
+  static Value emitRegisterA(OpBuilder &b, Location loc, Value d,
+                             int64_t numAcc, ArrayRef<Value> aRegs,
+                             Value descB, bool scaleZero, bool kMajorB,
+                             Type elementType) {
+    std::string t = elementType.isBF16() ? "bf16" : "f16";
+    std::string dRegs;
+    for (int64_t i = 0; i < numAcc; ++i)
+      dRegs += (i ? ", $" : "$") + std::to_string(i);
+    auto reg = [&](int64_t i) { return "$" + std::to_string(numAcc + i); };
+    std::string asmString =
+        "{\n.reg .pred p;\nsetp.ne.b32 p, " + reg(5) +
+        ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
+        std::to_string(numAcc * 2) + "k16.f32." + t + "." + t + " {" + dRegs +
+        "}, {" + reg(0) + ", " + reg(1) + ", " + reg(2) + ", " + reg(3) +
+        "}, " + reg(4) + ", p, 1, 1, " + (kMajorB ? "0" : "1") + ";\n}\n";
+    std::string constraints;
+    for (int64_t i = 0; i < numAcc; ++i)
+      constraints += (i ? ",=f" : "=f");
+    constraints += ",r,r,r,r,l,r";
+    for (int64_t i = 0; i < numAcc; ++i)
+      constraints += "," + std::to_string(i);
+    SmallVector<Value> operands(aRegs.begin(), aRegs.end());
+    operands.push_back(descB);
+    operands.push_back(i32Constant(b, loc, scaleZero ? 0 : 1));
+    llvm::append_range(operands, structElements(b, loc, d, numAcc));
+    auto asmOp = LLVM::InlineAsmOp::create(
+        b, loc, f32Struct(b.getContext(), numAcc), operands,
+        b.getStringAttr(asmString), b.getStringAttr(constraints),
+        b.getUnitAttr(), /*is_align_stack=*/nullptr,
+        LLVM::TailCallKindAttr::get(b.getContext(),
+                                    LLVM::tailcallkind::TailCallKind::None),
+        /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+    return asmOp.getRes();
+  }
+};
+
+struct WarpgroupWaitOpLowering : ConvertOpToLLVMPattern<WarpgroupWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(WarpgroupWaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    NVVM::WgmmaWaitGroupSyncOp::create(rewriter, loc, op.getPending());
+    // Only now are the retired groups' registers written: pin them so that
+    // no read of them is scheduled above the wait.
+    SmallVector<Value> results;
+    for (Value fragment : adaptor.getFragments()) {
+      auto type = cast<VectorType>(fragment.getType());
+      results.push_back(buildVector(
+          rewriter, loc, type,
+          pinRegisters(rewriter, loc,
+                       vectorElements(rewriter, loc, fragment))));
+    }
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+/// Each thread stores its fragment pairs (adjacent columns, one 32-bit
+/// store each) at their swizzled addresses. Element i of thread t is at row
+/// 16*w + l/4 + 8*((i%4)/2), column 8*(i/4) + 2*(l%4) + i%2 (w = t/32 within
+/// the warpgroup, l = t%32). The swizzle XORs the 16-byte chunk index
+/// (address bits 4..) with the row within the 8-row atom (bits 7..).
+struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(StoreFragmentOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MemRefType type = op.getDest().getType();
+    SwizzledTile tile = *getSwizzledTile(
+        type, op.getSwizzle(), [] { return InFlightDiagnostic(); }, "dest");
+    auto cst = [&](int64_t v) { return i32Constant(rewriter, loc, v); };
+    Value t = LLVM::URemOp::create(rewriter, loc, threadIdX(rewriter, loc),
+                                   cst(128));
+    Value warp = LLVM::UDivOp::create(rewriter, loc, t, cst(32));
+    Value lane = LLVM::URemOp::create(rewriter, loc, t, cst(32));
+    Value rowBase = LLVM::AddOp::create(
+        rewriter, loc, LLVM::MulOp::create(rewriter, loc, warp, cst(16)),
+        LLVM::UDivOp::create(rewriter, loc, lane, cst(4)));
+    Value colBase = LLVM::MulOp::create(
+        rewriter, loc, LLVM::URemOp::create(rewriter, loc, lane, cst(4)),
+        cst(2));
+    Value base = tileAddress(rewriter, loc, *getTypeConverter(), type,
+                             adaptor.getDest());
+    auto fragType = cast<VectorType>(op.getFragment().getType());
+    int64_t numPairs = fragType.getNumElements() / 2;
+    Value pairs = LLVM::BitcastOp::create(
+        rewriter, loc, VectorType::get({numPairs}, rewriter.getI32Type()),
+        adaptor.getFragment());
+    int64_t swizzleMask = tile.swizzleBytes / 16 - 1;
+    for (int64_t j = 0; j < numPairs; ++j) {
+      int64_t i = 2 * j, col = 8 * (i / 4), half = (i % 4) / 2;
+      int64_t block = col / tile.width, colInBlock = col % tile.width;
+      Value row = LLVM::AddOp::create(rewriter, loc, rowBase, cst(8 * half));
+      // Byte offset within the block, before the swizzle.
+      Value offset = LLVM::AddOp::create(
+          rewriter, loc,
+          LLVM::MulOp::create(rewriter, loc, row, cst(tile.swizzleBytes)),
+          LLVM::MulOp::create(
+              rewriter, loc,
+              LLVM::AddOp::create(rewriter, loc, colBase, cst(colInBlock)),
+              cst(tile.elementBytes)));
+      Value chunkXor = LLVM::ShlOp::create(
+          rewriter, loc,
+          LLVM::AndOp::create(
+              rewriter, loc,
+              LLVM::LShrOp::create(rewriter, loc, offset, cst(7)),
+              cst(swizzleMask)),
+          cst(4));
+      Value swizzled = LLVM::XOrOp::create(rewriter, loc, offset, chunkXor);
+      Value bytes = LLVM::AddOp::create(
+          rewriter, loc, swizzled, cst(block * tile.blockStrideBytes()));
+      Value addr = LLVM::GEPOp::create(rewriter, loc, base.getType(),
+                                       rewriter.getI8Type(), base,
+                                       ValueRange{bytes});
+      Value pair = LLVM::ExtractElementOp::create(rewriter, loc, pairs, cst(j));
+      LLVM::StoreOp::create(rewriter, loc, pair, addr, /*alignment=*/4);
+    }
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+} // namespace
+
+void kvpipe::populateWgmmaToNVVMPatterns(const LLVMTypeConverter &converter,
+                                         RewritePatternSet &patterns) {
+  patterns.add<WarpgroupMmaOpLowering, WarpgroupWaitOpLowering,
+               StoreFragmentOpLowering>(converter);
+}

@@ -1,0 +1,173 @@
+//===- KVPipeDataOps.cpp - verifiers of the data-path ops -------*- C++ -*-===//
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/IR/SwizzledTile.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace kvpipe;
+
+/// Drops the unit dimensions of a shape.
+static SmallVector<int64_t> squeeze(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> result;
+  for (int64_t dim : shape)
+    if (dim != 1)
+      result.push_back(dim);
+  return result;
+}
+
+/// Checks that `tile` can be the shared-memory side of a TMA copy of a box
+/// of `map`: same element type, same shape up to unit dimensions,
+/// contiguous, and aligned as TMA and the swizzle require.
+static LogicalResult verifyTMATile(Operation *op, TensorMapType map,
+                                   MemRefType tile, size_t numCoordinates,
+                                   StringRef name) {
+  if (numCoordinates != map.getBox().size())
+    return op->emitOpError() << "expects " << map.getBox().size()
+                             << " coordinates (one per box dimension), got "
+                             << numCoordinates;
+  if (!isWorkgroupMemRef(tile))
+    return op->emitOpError() << name
+                             << " must be in workgroup (shared) memory, got "
+                             << tile;
+  if (tile.getElementType() != map.getElementType())
+    return op->emitOpError() << name << " element type "
+                             << tile.getElementType()
+                             << " does not match the tensor map's "
+                             << map.getElementType();
+  if (!tile.hasStaticShape() ||
+      squeeze(tile.getShape()) != squeeze(map.getBox()))
+    return op->emitOpError() << name << " shape must be the box ["
+                             << map.getBox()
+                             << "] up to unit dimensions, got " << tile;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(tile.getStridesAndOffset(strides, offset)))
+    return op->emitOpError() << name << " must have a strided layout";
+  int64_t expected = 1;
+  for (int64_t i = tile.getRank() - 1; i >= 0; --i) {
+    if (tile.getDimSize(i) != 1 && strides[i] != expected)
+      return op->emitOpError() << name
+                               << " must be contiguous (a TMA box is written "
+                                  "densely), got "
+                               << tile;
+    expected *= tile.getDimSize(i);
+  }
+  // TMA needs 128-byte aligned shared memory; a swizzled box also starts on
+  // a swizzle atom (8 rows) so that the pattern matches the address bits.
+  int64_t align = map.getSwizzle() ? 8 * map.getSwizzle() : 128;
+  if (!ShapedType::isDynamic(offset) &&
+      (offset * map.getElementBytes()) % align != 0)
+    return op->emitOpError() << name << " must be " << align
+                             << "-byte aligned, got an offset of "
+                             << offset * map.getElementBytes() << " bytes";
+  return success();
+}
+
+LogicalResult TMALoadOp::verify() {
+  return verifyTMATile(*this, getTensorMapType(), getDest().getType(),
+                       getCoordinates().size(), "destination");
+}
+
+LogicalResult TMAStoreOp::verify() {
+  return verifyTMATile(*this, getTensorMapType(), getSource().getType(),
+                       getCoordinates().size(), "source");
+}
+
+//===----------------------------------------------------------------------===//
+// WarpgroupMmaOp
+//===----------------------------------------------------------------------===//
+
+Type WarpgroupMmaOp::getElementType() {
+  if (auto vec = dyn_cast<VectorType>(getA().getType()))
+    return vec.getElementType();
+  return cast<MemRefType>(getA().getType()).getElementType();
+}
+
+int64_t WarpgroupMmaOp::getN() {
+  return cast<VectorType>(getResult().getType()).getNumElements() * 2;
+}
+
+int64_t WarpgroupMmaOp::getK() {
+  auto b = cast<MemRefType>(getB().getType());
+  int64_t rank = b.getRank();
+  // K-major B: [K/W][N][W]; MN-major B: [N/W][K][W].
+  if (getTransposeB())
+    return b.getDimSize(rank - 2);
+  return (rank == 3 ? b.getDimSize(0) : 1) * b.getDimSize(rank - 1);
+}
+
+LogicalResult WarpgroupMmaOp::verify() {
+  auto emit = [&]() { return emitOpError(); };
+  FailureOr<SwizzledTile> b =
+      getSwizzledTile(getB().getType(), getSwizzle(), emit, "operand B");
+  if (failed(b))
+    return failure();
+  int64_t n = getTransposeB() ? b->columns() : b->rows;
+  int64_t k = getTransposeB() ? b->rows : b->columns();
+  if (k % 16 != 0)
+    return emitOpError() << "K must be a multiple of 16, got " << k;
+  if (n % 8 != 0 || n < 8 || n > 256)
+    return emitOpError() << "N must be a multiple of 8 in [8, 256], got " << n;
+
+  if (auto aTile = dyn_cast<MemRefType>(getA().getType())) {
+    FailureOr<SwizzledTile> a = getSwizzledTile(aTile, getSwizzle(), emit,
+                                                "operand A");
+    if (failed(a))
+      return failure();
+    if (a->elementType != b->elementType)
+      return emitOpError() << "operands A and B must have the same element "
+                              "type, got "
+                           << a->elementType << " and " << b->elementType;
+    if (a->rows != 64)
+      return emitOpError() << "operand A must have 64 rows (wgmma's M), got "
+                           << a->rows;
+    if (a->columns() != k)
+      return emitOpError() << "operand A has K = " << a->columns()
+                           << " but operand B has K = " << k;
+  } else {
+    auto aFrag = cast<VectorType>(getA().getType());
+    if (aFrag.getElementType() != b->elementType)
+      return emitOpError() << "operands A and B must have the same element "
+                              "type, got "
+                           << aFrag.getElementType() << " and "
+                           << b->elementType;
+    if (aFrag.getNumElements() * 2 != k)
+      return emitOpError() << "register operand A must hold K/2 = " << k / 2
+                           << " elements per thread, got "
+                           << aFrag.getNumElements();
+  }
+  int64_t resultSize = cast<VectorType>(getResult().getType()).getNumElements();
+  if (resultSize != n / 2)
+    return emitOpError() << "result must hold N/2 = " << n / 2
+                         << " f32 elements per thread, got " << resultSize;
+  if (getAcc() && getAcc().getType() != getResult().getType())
+    return emitOpError() << "accumulator type " << getAcc().getType()
+                         << " must match the result type "
+                         << getResult().getType();
+  return success();
+}
+
+LogicalResult StoreFragmentOp::verify() {
+  auto emit = [&]() { return emitOpError(); };
+  FailureOr<SwizzledTile> tile =
+      getSwizzledTile(getDest().getType(), getSwizzle(), emit, "destination");
+  if (failed(tile))
+    return failure();
+  auto frag = cast<VectorType>(getFragment().getType());
+  if (frag.getElementType() != tile->elementType)
+    return emitOpError() << "fragment element type " << frag.getElementType()
+                         << " does not match the tile's "
+                         << tile->elementType;
+  if (tile->rows != 64)
+    return emitOpError() << "destination must have 64 rows (one "
+                            "warpgroup's fragment), got "
+                         << tile->rows;
+  if (frag.getNumElements() * 2 != tile->columns())
+    return emitOpError() << "fragment must hold N/2 = " << tile->columns() / 2
+                         << " elements per thread for a 64x"
+                         << tile->columns() << " tile, got "
+                         << frag.getNumElements();
+  return success();
+}

@@ -1,0 +1,58 @@
+//===- DumpPTX.cpp - write the PTX of gpu.binary ops to files -------------===//
+
+#include "kvpipe/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace kvpipe {
+#define GEN_PASS_DEF_DUMPPTX
+#include "kvpipe/Pipelines/Passes.h.inc"
+} // namespace kvpipe
+
+using namespace mlir;
+
+namespace {
+
+struct DumpPTX : kvpipe::impl::DumpPTXBase<DumpPTX> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (file.empty())
+      return;
+    SmallVector<gpu::BinaryOp> binaries(getOperation().getOps<gpu::BinaryOp>());
+    for (gpu::BinaryOp binary : binaries) {
+      std::string path = file;
+      if (binaries.size() > 1 && file != "-") {
+        StringRef ext = llvm::sys::path::extension(file);
+        path = (StringRef(file).drop_back(ext.size()) + "." +
+                binary.getName() + ext)
+                   .str();
+      }
+      StringRef ptx;
+      for (Attribute object : binary.getObjects()) {
+        auto obj = dyn_cast<gpu::ObjectAttr>(object);
+        if (obj && obj.getFormat() == gpu::CompilationTarget::Assembly)
+          ptx = obj.getObject().getValue();
+      }
+      if (ptx.empty()) {
+        binary.emitError() << "holds no PTX to write to '" << path
+                           << "': compile with format=isa";
+        return signalPassFailure();
+      }
+      std::string error;
+      std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(path, &error);
+      if (!out) {
+        binary.emitError() << "cannot write the PTX: " << error;
+        return signalPassFailure();
+      }
+      out->os() << ptx;
+      out->keep();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,74 @@
+//===- KVPipeToPTX.cpp - the --kvpipe-to-ptx pipeline ---------------------===//
+//
+// From kvpipe programs to PTX. The kvpipe ops are lowered first, inside each
+// gpu.module, while the surrounding upstream IR is still structured; the
+// upstream conversions (as in gpu-lower-to-nvvm-pipeline) take the rest to
+// LLVM; then each module is translated to PTX or a cubin.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvpipe/Pipelines/Pipelines.h"
+
+#include "kvpipe/Conversion/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace kvpipe {
+#define GEN_PASS_REGISTRATION
+#include "kvpipe/Pipelines/Passes.h.inc"
+} // namespace kvpipe
+
+using namespace mlir;
+
+void kvpipe::buildKVPipeToPTXPipeline(OpPassManager &pm,
+                                      const KVPipeToPTXOptions &options) {
+  OpPassManager &gpuModule = pm.nest<gpu::GPUModuleOp>();
+  ConvertKVPipeToNVVMOptions kvpipeOptions;
+  kvpipeOptions.waitTimeout = options.waitTimeout;
+  gpuModule.addPass(createConvertKVPipeToNVVM(kvpipeOptions));
+  gpuModule.addPass(memref::createExpandStridedMetadataPass());
+  gpuModule.addPass(createLowerAffinePass());
+  gpuModule.addPass(createSCFToControlFlowPass());
+  gpuModule.addPass(createConvertGpuOpsToNVVMOps());
+  gpuModule.addPass(createFinalizeKernelABI());
+  gpuModule.addPass(createConvertNVVMToLLVMPass());
+  gpuModule.addPass(createReconcileUnrealizedCastsPass());
+  gpuModule.addPass(createCanonicalizerPass());
+  gpuModule.addPass(createCSEPass());
+
+  AttachNVVMTargetOptions targetOptions;
+  targetOptions.chip = options.chip;
+  targetOptions.features = options.features;
+  targetOptions.optLevel = options.optLevel;
+  pm.addPass(createAttachNVVMTarget(targetOptions));
+
+  GpuModuleToBinaryPassOptions binaryOptions;
+  binaryOptions.compilationTarget = options.format;
+  binaryOptions.toolkitPath = options.toolkit;
+  pm.addPass(createGpuModuleToBinaryPass(binaryOptions));
+  if (!options.ptxFile.empty()) {
+    DumpPTXOptions dumpOptions;
+    dumpOptions.file = options.ptxFile;
+    pm.addPass(createDumpPTX(dumpOptions));
+  }
+}
+
+void kvpipe::registerKVPipePipelines() {
+  registerKVPipePipelinesPasses();
+  PassPipelineRegistration<KVPipeToPTXOptions>(
+      "kvpipe-to-ptx",
+      "Lower kvpipe programs (pipelines, TMA, wgmma, attention kernels) in "
+      "gpu.modules to gpu.binary ops holding PTX (format=isa) or cubins "
+      "(format=bin) for sm_90a",
+      buildKVPipeToPTXPipeline);
+}
