@@ -10,6 +10,7 @@
 #include "kvpipe/Pipelines/Pipelines.h"
 
 #include "kvpipe/Conversion/Passes.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
@@ -32,6 +33,10 @@ using namespace mlir;
 
 void kvpipe::buildKVPipeToPTXPipeline(OpPassManager &pm,
                                       const KVPipeToPTXOptions &options) {
+  ExpandAttentionOptions expandOptions;
+  expandOptions.abiFile = options.abiFile;
+  pm.addPass(createExpandAttention(expandOptions));
+
   OpPassManager &gpuModule = pm.nest<gpu::GPUModuleOp>();
   ConvertKVPipeToNVVMOptions kvpipeOptions;
   kvpipeOptions.waitTimeout = options.waitTimeout;

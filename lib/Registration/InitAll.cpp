@@ -4,6 +4,7 @@
 
 #include "kvpipe/Conversion/Passes.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/Passes.h"
 #include "kvpipe/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,6 +41,7 @@ void kvpipe::registerAllDialects(mlir::DialectRegistry &registry) {
 }
 
 void kvpipe::registerAllPasses() {
+  registerKVPipeTransformsPasses();
   registerKVPipeConversionPasses();
   registerKVPipePipelines();
 }

@@ -45,6 +45,11 @@ struct KVPipeToPTXOptions : public mlir::PassPipelineOptions<KVPipeToPTXOptions>
       *this, "ptx-file",
       llvm::cl::desc("Also write the PTX to this file (format=isa)"),
       llvm::cl::init("")};
+  Option<std::string> abiFile{
+      *this, "abi-file",
+      llvm::cl::desc("Write the ABI of the generated attention kernels to "
+                     "this JSON file"),
+      llvm::cl::init("")};
   Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit whose ptxas assembles format=bin (default: "

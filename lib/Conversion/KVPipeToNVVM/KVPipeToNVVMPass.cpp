@@ -15,6 +15,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -86,9 +87,56 @@ bool mentionsKVPipeType(Operation *op) {
   return false;
 }
 
+/// Converts the kvpipe types in a `gpu.func` signature. The generic
+/// FunctionOpInterface pattern maps only the function's inputs onto the entry
+/// block, but a `gpu.func` entry block also holds its workgroup and private
+/// attributions after them: those must be kept as they are, or a kernel with
+/// tensor-map arguments loses its shared-memory buffers.
+struct GPUFuncSignatureConversion : OpConversionPattern<gpu::GPUFuncOp> {
+  GPUFuncSignatureConversion(const TypeConverter &converter, MLIRContext *ctx)
+      : OpConversionPattern(converter, ctx, /*benefit=*/2) {}
+
+  LogicalResult
+  matchAndRewrite(gpu::GPUFuncOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    llvm::errs() << "DEBUG gpufunc pattern\n";
+    if (op.getBody().empty())
+      return rewriter.notifyMatchFailure(op, "no body");
+    FunctionType type = op.getFunctionType();
+    Block &entry = op.getBody().front();
+    TypeConverter::SignatureConversion conversion(entry.getNumArguments());
+    SmallVector<Type> results;
+    if (failed(getTypeConverter()->convertSignatureArgs(type.getInputs(),
+                                                        conversion)) ||
+        failed(getTypeConverter()->convertTypes(type.getResults(), results)))
+      return rewriter.notifyMatchFailure(op, "cannot convert the signature");
+    size_t numInputs = conversion.getConvertedTypes().size();
+    for (unsigned i = type.getNumInputs(); i < entry.getNumArguments(); ++i)
+      conversion.addInputs(i, entry.getArgument(i).getType());
+    auto newType = FunctionType::get(
+        getContext(), conversion.getConvertedTypes().take_front(numInputs),
+        results);
+    if (failed(rewriter.convertRegionTypes(&op.getBody(), *getTypeConverter(),
+                                           &conversion)))
+      return rewriter.notifyMatchFailure(op, "cannot convert the body");
+    rewriter.modifyOpInPlace(
+        op, [&] { op.setFunctionTypeAttr(TypeAttr::get(newType)); });
+    return success();
+  }
+};
+
 struct ConvertKVPipeToNVVM
     : kvpipe::impl::ConvertKVPipeToNVVMBase<ConvertKVPipeToNVVM> {
   using Base::Base;
+
+  /// The patterns also create `scf.if` (consumer_release's elected arrive)
+  /// and `scf.while` (bounded waits): without the SCF dialect loaded, the
+  /// builders would create unregistered ops in inputs that do not already
+  /// use scf (e.g. a func.func with only kvpipe ops).
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registry.insert<scf::SCFDialect>();
+  }
 
   void runOnOperation() override {
     Operation *root = getOperation();
@@ -132,6 +180,7 @@ struct ConvertKVPipeToNVVM
         [](Operation *op) { return !mentionsKVPipeType(op); });
     populateKVPipeToNVVMConversionPatterns(converter, patterns,
                                            {/*waitTimeout=*/waitTimeout});
+    patterns.add<GPUFuncSignatureConversion>(structural, ctx);
     populateAnyFunctionOpInterfaceTypeConversionPattern(patterns, structural);
     populateCallOpTypeConversionPattern(patterns, structural);
     populateReturnOpTypeConversionPattern(patterns, structural);

@@ -7,5 +7,6 @@ include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
 include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.td"
 include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.td"
 include "kvpipe/Dialect/KVPipe/IR/KVPipeDataOps.td"
+include "kvpipe/Dialect/KVPipe/IR/KVPipeAttentionOps.td"
 
 #endif // KVPIPE_DIALECT_KVPIPE_IR_KVPIPE_TD

@@ -1,0 +1,63 @@
+//===- AttentionConfig.h - configuration of an attention kernel -*- C++ -*-===//
+//
+// What a `kvpipe.attention_kernel` declaration asks for, with the defaults
+// the compiler picks per head dim filled in, and the derived shapes of the
+// generated kernel. The verifier, the expansion and the ABI report all read
+// the kernel's parameters from here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_DIALECT_KVPIPE_IR_ATTENTIONCONFIG_H
+#define KVPIPE_DIALECT_KVPIPE_IR_ATTENTIONCONFIG_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Types.h"
+#include "mlir/Support/LLVM.h"
+
+namespace kvpipe {
+
+class AttentionKernelOp;
+
+struct AttentionConfig {
+  int64_t headDim;
+  mlir::Type elementType;
+  bool causal;
+  int64_t blockN;
+  int64_t kvStages;
+  int64_t consumerWarpgroups;
+  int64_t producerRegisters;
+  int64_t consumerRegisters;
+
+  /// Shared memory a CTA may use on sm_90 (227 KiB).
+  static constexpr int64_t kMaxSharedMemoryBytes = 227 * 1024;
+  /// The swizzle of every tile: rows of 128 bytes (64 bf16/f16 elements).
+  static constexpr int64_t kSwizzleBytes = 128;
+  static constexpr int64_t kTileWidth = 64;
+  /// Slack for aligning the dynamic shared memory to a swizzle atom.
+  static constexpr int64_t kAlignmentSlack = 1024;
+
+  /// Query rows per CTA: 64 per consumer warpgroup (wgmma's M).
+  int64_t blockM() const { return 64 * consumerWarpgroups; }
+  int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
+  int64_t elementBytes() const { return 2; }
+  /// Column blocks of 64 elements a row of head_dim spans.
+  int64_t headBlocks() const { return headDim / kTileWidth; }
+  int64_t qTileBytes() const { return blockM() * headDim * elementBytes(); }
+  int64_t kvTileBytes() const { return blockN * headDim * elementBytes(); }
+  /// Byte offsets in the (1024-aligned) dynamic shared memory.
+  int64_t kOffset() const { return qTileBytes(); }
+  int64_t vOffset() const { return kOffset() + kvStages * kvTileBytes(); }
+  int64_t dynamicSharedMemoryBytes() const {
+    return kAlignmentSlack + vOffset() + kvStages * kvTileBytes();
+  }
+
+  /// Reads and checks the declaration; reports the first unsupported
+  /// attribute through `emitError`, naming it and what is supported.
+  static mlir::FailureOr<AttentionConfig>
+  get(AttentionKernelOp op,
+      llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+};
+
+} // namespace kvpipe
+
+#endif // KVPIPE_DIALECT_KVPIPE_IR_ATTENTIONCONFIG_H

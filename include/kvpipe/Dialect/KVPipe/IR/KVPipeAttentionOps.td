@@ -1,0 +1,50 @@
+//===- KVPipeAttentionOps.td - attention kernel declarations -*- tablegen -*-===//
+
+#ifndef KVPIPE_DIALECT_KVPIPE_IR_KVPIPEATTENTIONOPS_TD
+#define KVPIPE_DIALECT_KVPIPE_IR_KVPIPEATTENTIONOPS_TD
+
+include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
+  let summary = "declaration of a FlashAttention forward kernel to generate";
+  let description = [{
+    Declares, inside a `gpu.module`, a FlashAttention forward kernel that
+    `--kvpipe-expand-attention` replaces by the generated `gpu.func` of the
+    same name, written with kvpipe pipelines, TMA, wgmma and upstream
+    dialects:
+
+    ```mlir
+    gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+      kvpipe.attention_kernel @fa_fwd {head_dim = 128 : i64, element_type = bf16, causal = true}
+    }
+    ```
+
+    It computes `O = softmax(scale * Q K^T [+ causal mask]) V` with fp32
+    accumulation and the output in the input type, and optionally the fp32
+    log-sum-exp of each row, for any `seq_q` and `seq_kv` (tails masked),
+    batch and heads in the grid and grouped-query attention. Causal masking
+    is top-left aligned (query i sees keys <= i), as torch's `is_causal`.
+
+    Required: `head_dim` (64 or 128), `element_type` (bf16 or f16),
+    `causal`. Optional tuning attributes, with defaults per head dim:
+    `block_n` (keys per pipeline slot: 64, 128 or 192), `kv_stages` (slots of
+    the K and V rings, >= 2), `consumer_warpgroups` (1 or 2; the Q block has
+    64 rows per consumer warpgroup), `producer_registers` and
+    `consumer_registers` (the `setmaxnreg` targets of the roles).
+
+    The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
+    documented in docs/kernel-abi.md.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$head_dim,
+                       TypeAttr:$element_type, BoolAttr:$causal,
+                       OptionalAttr<I64Attr>:$block_n,
+                       OptionalAttr<I64Attr>:$kv_stages,
+                       OptionalAttr<I64Attr>:$consumer_warpgroups,
+                       OptionalAttr<I64Attr>:$producer_registers,
+                       OptionalAttr<I64Attr>:$consumer_registers);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
+#endif // KVPIPE_DIALECT_KVPIPE_IR_KVPIPEATTENTIONOPS_TD

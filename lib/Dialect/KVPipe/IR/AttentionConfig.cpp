@@ -1,0 +1,73 @@
+//===- AttentionConfig.cpp - configuration of an attention kernel ---------===//
+
+#include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+using namespace mlir;
+using namespace kvpipe;
+
+FailureOr<AttentionConfig>
+AttentionConfig::get(AttentionKernelOp op,
+                     function_ref<InFlightDiagnostic()> emitError) {
+  AttentionConfig c;
+  c.headDim = op.getHeadDim();
+  c.elementType = op.getElementType();
+  c.causal = op.getCausal();
+  if (c.headDim != 64 && c.headDim != 128)
+    return emitError() << "'head_dim' must be 64 or 128, got " << c.headDim;
+  if (!c.elementType.isBF16() && !c.elementType.isF16())
+    return emitError() << "'element_type' must be bf16 or f16, got "
+                       << c.elementType;
+
+  c.consumerWarpgroups = op.getConsumerWarpgroups().value_or(2);
+  if (c.consumerWarpgroups != 1 && c.consumerWarpgroups != 2)
+    return emitError() << "'consumer_warpgroups' must be 1 or 2, got "
+                       << c.consumerWarpgroups;
+  c.blockN = op.getBlockN().value_or(128);
+  if (c.blockN < 32 || c.blockN > 256 || c.blockN % 16 != 0)
+    return emitError() << "'block_n' must be a multiple of 16 in [32, 256] "
+                          "(the wgmma N of S = Q K^T), got "
+                       << c.blockN;
+  c.kvStages = op.getKvStages().value_or(c.headDim == 64 ? 3 : 2);
+  if (c.kvStages < 2 || c.kvStages > 8)
+    return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
+
+  // Registers: all warpgroups together have 64K; the producer gives most of
+  // its share to the consumers (setmaxnreg wants multiples of 8 in
+  // [24, 256]).
+  int64_t defaultProducer = c.consumerWarpgroups == 2 ? 24 : 56;
+  c.producerRegisters = op.getProducerRegisters().value_or(defaultProducer);
+  c.consumerRegisters = op.getConsumerRegisters().value_or(240);
+  for (auto [name, value] :
+       {std::pair<StringRef, int64_t>{"producer_registers",
+                                      c.producerRegisters},
+        {"consumer_registers", c.consumerRegisters}})
+    if (value < 24 || value > 256 || value % 8 != 0)
+      return emitError() << "'" << name
+                         << "' must be a multiple of 8 in [24, 256], got "
+                         << value;
+  int64_t registers = 128 * (c.producerRegisters +
+                             c.consumerWarpgroups * c.consumerRegisters);
+  if (registers > 65536)
+    return emitError() << "'producer_registers' + " << c.consumerWarpgroups
+                       << " * 'consumer_registers' must fit the 64K registers "
+                          "of an SM for 128-thread warpgroups, got "
+                       << registers << " registers";
+
+  if (c.dynamicSharedMemoryBytes() > kMaxSharedMemoryBytes)
+    return emitError() << "needs " << c.dynamicSharedMemoryBytes()
+                       << " bytes of shared memory (Q " << c.qTileBytes()
+                       << ", K and V " << c.kvStages << " x "
+                       << c.kvTileBytes() << " each), more than the "
+                       << kMaxSharedMemoryBytes
+                       << " of sm_90: lower 'kv_stages' or 'block_n'";
+  return c;
+}
+
+LogicalResult AttentionKernelOp::verify() {
+  if (!isa<gpu::GPUModuleOp>((*this)->getParentOp()))
+    return emitOpError() << "must be declared inside a gpu.module";
+  return AttentionConfig::get(*this, [&] { return emitOpError(); });
+}

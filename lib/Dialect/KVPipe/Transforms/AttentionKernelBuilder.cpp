@@ -1,0 +1,551 @@
+//===- AttentionKernelBuilder.cpp - generate an attention kernel ----------===//
+//
+// The FlashAttention forward kernel in kvpipe terms (FA3's structure,
+// shared/docs/attention-design.md):
+//
+//   warpgroup 0, one thread      consumer warpgroups 1..W (64 Q rows each)
+//   ---------------------------  -------------------------------------------
+//   Q -> sQ         (pipe q)     wait q
+//   for j: acquire k; K_j -> sK  for j: wait k; S = Q K_j^T (wgmma SS);
+//          commit k; step k             retire; release k;
+//          acquire v; V_j -> sV         mask, online softmax (exp2, FMA);
+//          commit v; step v             wait v; O += P V_j (wgmma RS);
+//                                       retire; release v
+//                                epilogue: O /= l -> sQ rows -> TMA store;
+//                                          log-sum-exp
+//
+// A slot is released only after the wgmma that read it retired
+// (`kvpipe.warpgroup_wait`), which is what the protocol checker demands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionKernelBuilder.h"
+#include "Fragment.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace kvpipe;
+
+namespace {
+
+class KernelBuilder {
+public:
+  KernelBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config)
+      : b(b), c(config), ctx(b.getContext()) {}
+
+  gpu::GPUFuncOp build(StringRef name);
+
+private:
+  // Types.
+  TensorMapType tensorMapType(int64_t rows) const {
+    return TensorMapType::get(ctx, {1, 1, rows, AttentionConfig::kTileWidth},
+                              c.elementType, AttentionConfig::kSwizzleBytes);
+  }
+  Attribute workgroup() const {
+    return gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  }
+  MemRefType sharedType(ArrayRef<int64_t> shape) const {
+    return MemRefType::get(shape, c.elementType, MemRefLayoutAttrInterface(),
+                           workgroup());
+  }
+  PipelineType pipelineType(int64_t kvStages) const {
+    return PipelineType::get(ctx, kvStages, /*qk_stages=*/1, /*producers=*/1,
+                             /*consumers=*/c.consumerWarpgroups);
+  }
+
+  // Scalars.
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  Value f32(double v) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value toI32(Value v) { return arith::IndexCastOp::create(b, b.getI32Type(), v); }
+
+  /// A rank-reduced view of one slot (and column block) of a tile ring.
+  Value slot(Value ring, ArrayRef<OpFoldResult> offsets,
+             ArrayRef<int64_t> sizes);
+
+  void buildProducer();
+  void buildConsumer();
+  /// The online-softmax update of one K/V block; returns the new
+  /// (o, m0, m1, l0, l1) and P in the element type.
+  struct SoftmaxState {
+    Value o, m0, m1, l0, l1;
+  };
+  std::pair<SoftmaxState, Value> softmaxStep(Value s, Value kvBlock,
+                                             const SoftmaxState &state);
+  void buildEpilogue(const SoftmaxState &state);
+
+  ImplicitLocOpBuilder &b;
+  const AttentionConfig &c;
+  MLIRContext *ctx;
+
+  // Kernel-wide values.
+  SmallVector<Value> params;
+  Value batch, head, kvHead, qBlockRow, numKVBlocks, seqQ, seqKV;
+  Value sQ, sK, sV, pipeQ, pipeK, pipeV;
+  // Consumer values.
+  Value sQw, elected, qRows, row0, row1, lane, warp;
+};
+
+Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
+                          ArrayRef<int64_t> sizes) {
+  auto ringType = cast<MemRefType>(ring.getType());
+  SmallVector<OpFoldResult> fullSizes, strides;
+  int64_t dropped = ringType.getRank() - sizes.size();
+  for (int64_t i = 0; i < ringType.getRank(); ++i) {
+    fullSizes.push_back(
+        b.getIndexAttr(i < dropped ? 1 : sizes[i - dropped]));
+    strides.push_back(b.getIndexAttr(1));
+  }
+  auto resultType = memref::SubViewOp::inferRankReducedResultType(
+      sizes, ringType, offsets, fullSizes, strides);
+  return memref::SubViewOp::create(b, cast<MemRefType>(resultType), ring,
+                                   offsets, fullSizes, strides);
+}
+
+gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
+  Type i32Type = b.getI32Type();
+  SmallVector<Type> paramTypes = {
+      tensorMapType(c.blockM()), tensorMapType(c.blockN),
+      tensorMapType(c.blockN),   tensorMapType(64),
+      LLVM::LLVMPointerType::get(ctx, /*addressSpace=*/1),
+      i32Type, i32Type, i32Type, b.getF32Type()};
+  auto func = gpu::GPUFuncOp::create(b, name,
+                                     b.getFunctionType(paramTypes, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  // setmaxnreg is honoured only under a register cap at entry: declaring the
+  // block size and one CTA per SM gives ptxas that cap.
+  func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                b.getDenseI32ArrayAttr({static_cast<int32_t>(c.threads()), 1, 1}));
+  func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                b.getI32IntegerAttr(1));
+  func->setAttr("kvpipe.attention_abi", getAttentionABI(ctx, name, c));
+
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  params.assign(entry.getArguments().begin(), entry.getArguments().end());
+  auto param = [&](AttentionParam p) {
+    return params[static_cast<unsigned>(p)];
+  };
+
+  Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  qBlockRow = arith::MulIOp::create(b, qBlock, index(c.blockM()));
+  seqQ = toIndex(param(AttentionParam::SeqQ));
+  seqKV = toIndex(param(AttentionParam::SeqKV));
+  kvHead = arith::DivUIOp::create(
+      b, head, toIndex(param(AttentionParam::HeadsPerKVHead)));
+  // The K/V blocks this Q block needs: all of them, or with the causal mask
+  // those up to the block holding key min(last row, seq_kv - 1).
+  Value kvEnd = seqKV;
+  if (c.causal)
+    kvEnd = arith::MinUIOp::create(
+        b, seqKV, arith::AddIOp::create(b, qBlockRow, index(c.blockM())));
+  numKVBlocks = arith::CeilDivUIOp::create(b, kvEnd, index(c.blockN));
+
+  // Shared memory: Q, then the K ring, then the V ring, from a 1024-byte
+  // aligned start (the 128-byte swizzle repeats every 8 rows of 128 bytes,
+  // and TMA and wgmma assume tiles start on such an atom).
+  auto bytes = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                               MemRefLayoutAttrInterface(), workgroup());
+  Value dynamicShared = gpu::DynamicSharedMemoryOp::create(b, bytes);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, dynamicShared);
+  Value pad = arith::RemUIOp::create(
+      b,
+      arith::SubIOp::create(b, index(AttentionConfig::kAlignmentSlack),
+                            arith::RemUIOp::create(
+                                b, base, index(AttentionConfig::kAlignmentSlack))),
+      index(AttentionConfig::kAlignmentSlack));
+  auto view = [&](int64_t offset, MemRefType type) -> Value {
+    return memref::ViewOp::create(b, type, dynamicShared,
+                                  arith::AddIOp::create(b, pad, index(offset)),
+                                  ValueRange{});
+  };
+  int64_t w = AttentionConfig::kTileWidth;
+  sQ = view(0, sharedType({c.headBlocks(), c.blockM(), w}));
+  sK = view(c.kOffset(),
+            sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
+  sV = view(c.vOffset(),
+            sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
+
+  pipeQ = CreateOp::create(b, pipelineType(1));
+  pipeK = CreateOp::create(b, pipelineType(c.kvStages));
+  pipeV = CreateOp::create(b, pipelineType(c.kvStages));
+  for (Value pipe : {pipeQ, pipeK, pipeV})
+    InitOp::create(b, pipe);
+
+  Value warpgroup = WarpgroupIdOp::create(b, b.getIndexType());
+  Value isProducer =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warpgroup, index(0));
+  auto roles = scf::IfOp::create(b, isProducer, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(roles.thenBlock());
+    NVVM::SetMaxRegisterOp::create(
+        b, b.getI32IntegerAttr(c.producerRegisters),
+        NVVM::SetMaxRegisterActionAttr::get(ctx,
+                                            NVVM::SetMaxRegisterAction::decrease));
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value leader =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
+    auto producer = scf::IfOp::create(b, leader, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(producer.thenBlock());
+    buildProducer();
+
+    b.setInsertionPointToStart(roles.elseBlock());
+    NVVM::SetMaxRegisterOp::create(
+        b, b.getI32IntegerAttr(c.consumerRegisters),
+        NVVM::SetMaxRegisterActionAttr::get(ctx,
+                                            NVVM::SetMaxRegisterAction::increase));
+    Value consumer = arith::SubIOp::create(b, warpgroup, index(1));
+    qRows = arith::MulIOp::create(b, consumer, index(64));
+    buildConsumer();
+  }
+  gpu::ReturnOp::create(b);
+  return func;
+}
+
+void KernelBuilder::buildProducer() {
+  auto param = [&](AttentionParam p) {
+    return params[static_cast<unsigned>(p)];
+  };
+  for (AttentionParam map : {AttentionParam::QMap, AttentionParam::KMap,
+                             AttentionParam::VMap, AttentionParam::OMap})
+    TMAPrefetchOp::create(b, param(map));
+
+  int64_t w = AttentionConfig::kTileWidth;
+  // Q once.
+  ProducerAcquireOp::create(b, pipeQ, nullptr);
+  Value qBarrier = ProducerMBarOp::create(b, pipeQ, nullptr);
+  for (int64_t col = 0; col < c.headBlocks(); ++col) {
+    Value tile = slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0),
+                           b.getIndexAttr(0)},
+                      {c.blockM(), w});
+    TMALoadOp::create(b, param(AttentionParam::QMap),
+                      ValueRange{batch, head, qBlockRow, index(col * w)}, tile,
+                      qBarrier, Value());
+  }
+  ProducerCommitOp::create(b, pipeQ, nullptr);
+
+  // K and V, block by block, through their rings.
+  auto loop = scf::ForOp::create(b, index(0), numKVBlocks, index(1),
+                                 ValueRange{pipeK, pipeV});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value kvRow =
+      arith::MulIOp::create(b, loop.getInductionVar(), index(c.blockN));
+  SmallVector<Value> next;
+  for (auto [ring, map, state] :
+       {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0)},
+        std::tuple{sV, param(AttentionParam::VMap),
+                   loop.getRegionIterArg(1)}}) {
+    ProducerAcquireOp::create(b, state, nullptr);
+    Value slotIndex = IndexOp::create(b, state);
+    Value barrier = ProducerMBarOp::create(b, state, nullptr);
+    for (int64_t col = 0; col < c.headBlocks(); ++col) {
+      Value tile = slot(ring, {slotIndex, b.getIndexAttr(col),
+                               b.getIndexAttr(0), b.getIndexAttr(0)},
+                        {c.blockN, w});
+      TMALoadOp::create(b, map, ValueRange{batch, kvHead, kvRow, index(col * w)},
+                        tile, barrier, Value());
+    }
+    ProducerCommitOp::create(b, state, nullptr);
+    next.push_back(StepOp::create(b, state));
+  }
+  scf::YieldOp::create(b, next);
+}
+
+void KernelBuilder::buildConsumer() {
+  int64_t w = AttentionConfig::kTileWidth;
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value t = arith::RemUIOp::create(b, tid, index(128));
+  warp = arith::DivUIOp::create(b, t, index(32));
+  lane = arith::RemUIOp::create(b, t, index(32));
+  elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
+  // The two rows of the fragments this thread holds.
+  row0 = arith::AddIOp::create(
+      b, arith::AddIOp::create(b, qBlockRow, qRows),
+      arith::AddIOp::create(b, arith::MulIOp::create(b, warp, index(16)),
+                            arith::DivUIOp::create(b, lane, index(4))));
+  row1 = arith::AddIOp::create(b, row0, index(8));
+
+  // This warpgroup's 64 rows of Q.
+  sQw = memref::SubViewOp::create(
+      b, sQ,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(0), qRows, b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(c.headBlocks()),
+                             b.getIndexAttr(64), b.getIndexAttr(w)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                             b.getIndexAttr(1)});
+  ConsumerWaitOp::create(b, pipeQ, nullptr);
+
+  Fragment oFrag(b, c.headDim / 2);
+  Value negInf = f32(-INFINITY);
+  SoftmaxState init{
+      arith::ConstantOp::create(b, oFrag.type(),
+                                DenseElementsAttr::get(oFrag.type(), 0.0f)),
+      negInf, negInf, f32(0.0), f32(0.0)};
+  auto loop = scf::ForOp::create(
+      b, index(0), numKVBlocks, index(1),
+      ValueRange{pipeK, pipeV, init.o, init.m0, init.m1, init.l0, init.l1});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
+    SoftmaxState state{loop.getRegionIterArg(2), loop.getRegionIterArg(3),
+                       loop.getRegionIterArg(4), loop.getRegionIterArg(5),
+                       loop.getRegionIterArg(6)};
+    auto sFragType = VectorType::get({c.blockN / 2}, b.getF32Type());
+
+    // S = Q K_j^T.
+    ConsumerWaitOp::create(b, stateK, nullptr);
+    Value kTile = slot(sK,
+                       {Value(IndexOp::create(b, stateK)), b.getIndexAttr(0),
+                        b.getIndexAttr(0), b.getIndexAttr(0)},
+                       {c.headBlocks(), c.blockN, w});
+    Value s = WarpgroupMmaOp::create(b, sFragType, sQw, kTile, Value(),
+                                     AttentionConfig::kSwizzleBytes,
+                                     /*transpose_b=*/false);
+    s = WarpgroupWaitOp::create(b, TypeRange{sFragType}, ValueRange{s}, 0)
+            .getResult(0);
+    Value nextK = ConsumerReleaseOp::create(b, stateK, elected, nullptr);
+
+    auto [updated, p] = softmaxStep(s, loop.getInductionVar(), state);
+
+    // O += P V_j.
+    ConsumerWaitOp::create(b, stateV, nullptr);
+    Value vTile = slot(sV,
+                       {Value(IndexOp::create(b, stateV)), b.getIndexAttr(0),
+                        b.getIndexAttr(0), b.getIndexAttr(0)},
+                       {c.headBlocks(), c.blockN, w});
+    Value o = WarpgroupMmaOp::create(b, oFrag.type(), p, vTile, updated.o,
+                                     AttentionConfig::kSwizzleBytes,
+                                     /*transpose_b=*/true);
+    o = WarpgroupWaitOp::create(b, TypeRange{oFrag.type()}, ValueRange{o}, 0)
+            .getResult(0);
+    Value nextV = ConsumerReleaseOp::create(b, stateV, elected, nullptr);
+    scf::YieldOp::create(b, ValueRange{nextK, nextV, o, updated.m0,
+                                       updated.m1, updated.l0, updated.l1});
+  }
+  // Every QK wgmma of this warpgroup has retired: its Q rows are free.
+  ConsumerReleaseOp::create(b, pipeQ, elected, nullptr);
+  buildEpilogue({loop.getResult(2), loop.getResult(3), loop.getResult(4),
+                 loop.getResult(5), loop.getResult(6)});
+}
+
+std::pair<KernelBuilder::SoftmaxState, Value>
+KernelBuilder::softmaxStep(Value s, Value kvBlock, const SoftmaxState &state) {
+  Fragment sFrag(b, c.blockN / 2), oFrag(b, c.headDim / 2);
+  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
+  Type f32Type = b.getF32Type();
+  auto i32Vec = VectorType::get({c.blockN / 2}, b.getI32Type());
+
+  // Mask keys past seq_kv and, when causal, keys after the query: -inf.
+  Value firstCol = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, kvBlock, index(c.blockN)),
+      arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
+                            index(2)));
+  Value cols = arith::AddIOp::create(
+      b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
+      sFrag.columnOffsets());
+  Value valid = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::slt, cols,
+      vector::BroadcastOp::create(b, i32Vec, toI32(seqKV)));
+  if (c.causal) {
+    Value rows = sFrag.perRow(toI32(row0), toI32(row1));
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, cols, rows));
+  }
+  s = arith::SelectOp::create(
+      b, valid, s, vector::BroadcastOp::create(b, sFrag.type(), f32(-INFINITY)));
+
+  // Running max per row, across the row's 4 lanes.
+  SoftmaxState next;
+  Value m[2] = {state.m0, state.m1}, l[2] = {state.l0, state.l1};
+  Value mNew[2], scaledMax[2], alpha[2];
+  for (int half : {0, 1}) {
+    Value rowMax = sFrag.reduceRow(s, half, vector::CombiningKind::MAXNUMF,
+                                   /*acrossLanes=*/true);
+    mNew[half] = arith::MaxNumFOp::create(b, m[half], rowMax);
+    // A row with no valid key yet keeps max -inf; use 0 so that
+    // exp2(-inf - 0) = 0 rather than NaN.
+    Value isEmpty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                          mNew[half], f32(-INFINITY));
+    scaledMax[half] = arith::SelectOp::create(
+        b, isEmpty, f32(0.0), arith::MulFOp::create(b, mNew[half], scaleLog2));
+    // exp2((m_old - m_new) * c): rescales what was accumulated so far.
+    alpha[half] = math::Exp2Op::create(
+        b, arith::SubFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
+                                 scaledMax[half]));
+  }
+  // P = exp2(S * c - m * c): the scale folded into one FMA per element.
+  Value p = math::Exp2Op::create(
+      b, math::FmaOp::create(
+             b, s, vector::BroadcastOp::create(b, sFrag.type(), scaleLog2),
+             arith::NegFOp::create(b, sFrag.perRow(scaledMax[0], scaledMax[1]))));
+  Value lNew[2];
+  for (int half : {0, 1}) {
+    // Row sums stay per thread; the 4 lanes are combined once, at the end.
+    Value rowSum = sFrag.reduceRow(p, half, vector::CombiningKind::ADD,
+                                   /*acrossLanes=*/false);
+    lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);
+  }
+  next.o = arith::MulFOp::create(b, state.o, oFrag.perRow(alpha[0], alpha[1]));
+  next.m0 = mNew[0];
+  next.m1 = mNew[1];
+  next.l0 = lNew[0];
+  next.l1 = lNew[1];
+  (void)f32Type;
+  Value p16 = arith::TruncFOp::create(
+      b, VectorType::get({c.blockN / 2}, c.elementType), p);
+  return {next, p16};
+}
+
+void KernelBuilder::buildEpilogue(const SoftmaxState &state) {
+  int64_t w = AttentionConfig::kTileWidth;
+  Fragment oFrag(b, c.headDim / 2);
+  Value sums[2], inv[2], partialSums[2] = {state.l0, state.l1};
+  for (int half : {0, 1}) {
+    sums[half] =
+        oFrag.reduceAcrossLanes(partialSums[half], vector::CombiningKind::ADD);
+    // A row without any key (seq_kv = 0) is all zeros, not NaN.
+    Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                           sums[half], f32(0.0));
+    inv[half] = arith::SelectOp::create(
+        b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
+  }
+  Value o = arith::MulFOp::create(b, state.o, oFrag.perRow(inv[0], inv[1]));
+  Value o16 = arith::TruncFOp::create(
+      b, VectorType::get({c.headDim / 2}, c.elementType), o);
+
+  // Stage O in this warpgroup's Q rows, then one thread stores it with TMA
+  // (which clips the rows past seq_q). The generic-proxy writes must be
+  // visible to the async proxy (fence) and complete in all 128 threads
+  // (named barrier 1 + consumer index) before the store reads them.
+  StoreFragmentOp::create(b, o16, sQw, AttentionConfig::kSwizzleBytes);
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  Value barrierId = toI32(arith::AddIOp::create(
+      b, arith::DivUIOp::create(b, qRows, index(64)), index(1)));
+  NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+  auto store = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(store.thenBlock());
+    Value oMap = params[static_cast<unsigned>(AttentionParam::OMap)];
+    Value firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
+    for (int64_t col = 0; col < c.headBlocks(); ++col) {
+      Value tile = slot(sQw, {b.getIndexAttr(col), b.getIndexAttr(0),
+                              b.getIndexAttr(0)},
+                        {64, w});
+      TMAStoreOp::create(b, tile, oMap,
+                         ValueRange{batch, head, firstRow, index(col * w)});
+    }
+    NVVM::CpAsyncBulkCommitGroupOp::create(b);
+    // The CTA's shared memory must outlive the store's reads.
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                         b.getUnitAttr());
+  }
+
+  // Log-sum-exp, natural log: ln 2 * (m * c + log2 l), one lane per row.
+  Value lse = params[static_cast<unsigned>(AttentionParam::Lse)];
+  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
+  auto ptrType = LLVM::LLVMPointerType::get(ctx, 1);
+  Value null = LLVM::ZeroOp::create(b, ptrType);
+  Value wanted = arith::AndIOp::create(
+      b, LLVM::ICmpOp::create(b, LLVM::ICmpPredicate::ne, lse, null),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::RemUIOp::create(b, lane, index(4)),
+                            index(0)));
+  auto write = scf::IfOp::create(b, wanted, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(write.thenBlock());
+  Value headsQ = gpu::GridDimOp::create(b, gpu::Dimension::y);
+  Value rowBase = arith::MulIOp::create(
+      b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
+      seqQ);
+  Value maxes[2] = {state.m0, state.m1}, rows[2] = {row0, row1};
+  for (int half : {0, 1}) {
+    Value inRange =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, rows[half], seqQ);
+    auto ifRow = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard rowGuard(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    Value value = arith::MulFOp::create(
+        b,
+        arith::AddFOp::create(b, arith::MulFOp::create(b, maxes[half], scaleLog2),
+                              math::Log2Op::create(b, sums[half])),
+        f32(M_LN2));
+    Value offset = arith::IndexCastOp::create(
+        b, b.getI64Type(), arith::AddIOp::create(b, rowBase, rows[half]));
+    Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), lse,
+                                     ValueRange{offset});
+    LLVM::StoreOp::create(b, value, addr);
+  }
+}
+
+} // namespace
+
+gpu::GPUFuncOp kvpipe::buildAttentionKernel(OpBuilder &builder, Location loc,
+                                            StringRef name,
+                                            const AttentionConfig &config) {
+  ImplicitLocOpBuilder b(loc, builder);
+  return KernelBuilder(b, config).build(name);
+}
+
+DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
+                                       const AttentionConfig &c) {
+  Builder b(ctx);
+  auto box = [&](int64_t rows) {
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, 64})),
+         b.getNamedAttr("swizzle", b.getI64IntegerAttr(128))});
+  };
+  std::string element = c.elementType.isBF16() ? "bf16" : "f16";
+  return b.getDictionaryAttr({
+      b.getNamedAttr("kernel", b.getStringAttr(name)),
+      b.getNamedAttr("abi_version", b.getI64IntegerAttr(1)),
+      b.getNamedAttr("head_dim", b.getI64IntegerAttr(c.headDim)),
+      b.getNamedAttr("element_type", b.getStringAttr(element)),
+      b.getNamedAttr("causal", b.getBoolAttr(c.causal)),
+      b.getNamedAttr("block_m", b.getI64IntegerAttr(c.blockM())),
+      b.getNamedAttr("block_n", b.getI64IntegerAttr(c.blockN)),
+      b.getNamedAttr("kv_stages", b.getI64IntegerAttr(c.kvStages)),
+      b.getNamedAttr("consumer_warpgroups",
+                     b.getI64IntegerAttr(c.consumerWarpgroups)),
+      b.getNamedAttr("producer_registers",
+                     b.getI64IntegerAttr(c.producerRegisters)),
+      b.getNamedAttr("consumer_registers",
+                     b.getI64IntegerAttr(c.consumerRegisters)),
+      b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())),
+      b.getNamedAttr("dynamic_shared_memory",
+                     b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
+      b.getNamedAttr("params",
+                     b.getStrArrayAttr({"q_map", "k_map", "v_map", "o_map",
+                                        "lse", "seq_q", "seq_kv",
+                                        "heads_per_kv_head", "scale_log2"})),
+      b.getNamedAttr("q_map", box(c.blockM())),
+      b.getNamedAttr("k_map", box(c.blockN)),
+      b.getNamedAttr("v_map", box(c.blockN)),
+      b.getNamedAttr("o_map", box(64)),
+  });
+}

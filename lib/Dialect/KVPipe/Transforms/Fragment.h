@@ -1,0 +1,52 @@
+//===- Fragment.h - wgmma accumulator fragments as vectors ------*- C++ -*-===//
+//
+// A warpgroup's 64xN f32 wgmma accumulator lives in its 128 threads as
+// `vector<N/2 x f32>`: element i of thread t (warp w = t/32, lane l = t%32)
+// is row 16w + l/4 + 8*((i%4)/2), column 8*(i/4) + 2*(l%4) + i%2. So each
+// thread holds two rows ("row halves" 0 and 1: i%4 < 2 and i%4 >= 2), and a
+// row is spread over the 4 lanes with equal l/4. These helpers build the
+// row-wise operations of the online softmax on that layout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_FRAGMENT_H
+#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_FRAGMENT_H
+
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace kvpipe {
+
+class Fragment {
+public:
+  /// Helpers for fragments of `numElements` f32 per thread (a 64 x
+  /// 2*numElements tile).
+  Fragment(mlir::ImplicitLocOpBuilder &b, int64_t numElements)
+      : b(b), n(numElements) {}
+
+  mlir::VectorType type() const;
+  /// The column offset of each element from the thread's first column
+  /// (`2*(l%4)`): 8*(i/4) + i%2, as a constant i32 vector.
+  mlir::Value columnOffsets() const;
+  /// True for the elements of row half 1 (the row 8 below), a constant.
+  mlir::Value isSecondRow() const;
+  /// A vector whose elements of row half 0 are `first` and of half 1
+  /// `second` (scalars of the element type of the result).
+  mlir::Value perRow(mlir::Value first, mlir::Value second) const;
+  /// Reduces the thread's elements of one row half with `kind`, then across
+  /// the 4 lanes of the row (shuffle-xor 1 and 2) when `acrossLanes`.
+  mlir::Value reduceRow(mlir::Value fragment, int half,
+                        mlir::vector::CombiningKind kind,
+                        bool acrossLanes) const;
+  /// Combines a scalar across the 4 lanes of a row (shuffle-xor 1 and 2).
+  mlir::Value reduceAcrossLanes(mlir::Value value,
+                                mlir::vector::CombiningKind kind) const;
+
+private:
+  mlir::ImplicitLocOpBuilder &b;
+  int64_t n;
+};
+
+} // namespace kvpipe
+
+#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_FRAGMENT_H
