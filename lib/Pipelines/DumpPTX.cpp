@@ -21,9 +21,26 @@ struct DumpPTX : kvpipe::impl::DumpPTXBase<DumpPTX> {
   using Base::Base;
 
   void runOnOperation() override {
+    SmallVector<gpu::BinaryOp> binaries(getOperation().getOps<gpu::BinaryOp>());
+    for (gpu::BinaryOp binary : binaries) {
+      // PTX that still declares libdevice functions cannot be loaded: the
+      // NVVM target did not find libdevice to link.
+      for (Attribute object : binary.getObjects()) {
+        auto obj = dyn_cast<gpu::ObjectAttr>(object);
+        if (!obj || obj.getFormat() != gpu::CompilationTarget::Assembly)
+          continue;
+        StringRef text = obj.getObject().getValue();
+        size_t pos = text.find(".extern .func");
+        if (pos != StringRef::npos && text.find("__nv_", pos) != StringRef::npos) {
+          binary.emitError()
+              << "calls libdevice functions that were not linked: give the "
+                 "CUDA toolkit with toolkit=<path> (or CUDA_HOME)";
+          return signalPassFailure();
+        }
+      }
+    }
     if (file.empty())
       return;
-    SmallVector<gpu::BinaryOp> binaries(getOperation().getOps<gpu::BinaryOp>());
     for (gpu::BinaryOp binary : binaries) {
       std::string path = file;
       if (binaries.size() > 1 && file != "-") {

@@ -23,6 +23,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdlib>
 
 namespace kvpipe {
 #define GEN_PASS_REGISTRATION
@@ -30,6 +33,19 @@ namespace kvpipe {
 } // namespace kvpipe
 
 using namespace mlir;
+
+/// The CUDA toolkit whose libdevice gets linked (math ops lower to its
+/// functions) and whose ptxas assembles cubins: $CUDA_HOME, $CUDA_PATH, or
+/// /usr/local/cuda. Without one, PTX would call unresolved libdevice
+/// functions, which kvpipe-dump-ptx reports.
+static std::string defaultCUDAToolkit() {
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *value = std::getenv(var); value && *value)
+      return value;
+  if (llvm::sys::fs::is_directory("/usr/local/cuda"))
+    return "/usr/local/cuda";
+  return "";
+}
 
 void kvpipe::buildKVPipeToPTXPipeline(OpPassManager &pm,
                                       const KVPipeToPTXOptions &options) {
@@ -59,13 +75,13 @@ void kvpipe::buildKVPipeToPTXPipeline(OpPassManager &pm,
 
   GpuModuleToBinaryPassOptions binaryOptions;
   binaryOptions.compilationTarget = options.format;
-  binaryOptions.toolkitPath = options.toolkit;
+  binaryOptions.toolkitPath = options.toolkit.empty()
+                                  ? defaultCUDAToolkit()
+                                  : std::string(options.toolkit);
   pm.addPass(createGpuModuleToBinaryPass(binaryOptions));
-  if (!options.ptxFile.empty()) {
-    DumpPTXOptions dumpOptions;
-    dumpOptions.file = options.ptxFile;
-    pm.addPass(createDumpPTX(dumpOptions));
-  }
+  DumpPTXOptions dumpOptions;
+  dumpOptions.file = options.ptxFile;
+  pm.addPass(createDumpPTX(dumpOptions));
 }
 
 void kvpipe::registerKVPipePipelines() {

@@ -25,9 +25,11 @@ def AttachNVVMTarget : Pass<"kvpipe-attach-nvvm-target", "::mlir::ModuleOp"> {
 }
 
 def DumpPTX : Pass<"kvpipe-dump-ptx", "::mlir::ModuleOp"> {
-  let summary = "Write the PTX of every gpu.binary to a file";
+  let summary = "Check the PTX of every gpu.binary and write it to a file";
   let description = [{
-    After `gpu-module-to-binary{format=isa}`, writes the PTX of each
+    After `gpu-module-to-binary{format=isa}`, reports PTX that calls libdevice
+    functions which were not linked (no CUDA toolkit was found), and, with
+    `file`, writes the PTX of each
     `gpu.binary` to `file`; with several binaries, the binary's name is
     inserted before the extension (`out.ptx` -> `out.<name>.ptx`).
   }];

@@ -169,7 +169,8 @@ struct ProducerAcquireOpLowering : ConvertOpToLLVMPattern<ProducerAcquireOp> {
     Value parity =
         LLVM::XOrOp::create(rewriter, loc, state.phase, i32Constant(rewriter, loc, 1));
     emitParityWait(rewriter, loc, addr, parity, options, describe(op),
-                   state.index, op.getStage());
+                   state.index, op.getPipelineType(), op.getStage(),
+                   /*consumer=*/true);
     rewriter.eraseOp(op);
     return success();
   }
@@ -194,7 +195,8 @@ struct ConsumerWaitOpLowering : ConvertOpToLLVMPattern<ConsumerWaitOp> {
         barrierAddress(rewriter, loc, state.barriers, state.index,
                        op.getPipelineType(), op.getStage(), /*consumer=*/false);
     emitParityWait(rewriter, loc, addr, state.phase, options, describe(op),
-                   state.index, op.getStage());
+                   state.index, op.getPipelineType(), op.getStage(),
+                   /*consumer=*/false);
     rewriter.eraseOp(op);
     return success();
   }

@@ -54,15 +54,21 @@ LoweredState LoweredState::step(OpBuilder &b, Location loc,
           LLVM::SelectOp::create(b, loc, wraps, flipped, phase)};
 }
 
-Value lowering::barrierAddress(OpBuilder &b, Location loc, Value barriers,
-                             Value slot, PipelineType type, int64_t stage,
-                             bool consumer) {
-  // mbar[qk_stages * slot + stage (+ num_stages for the consumer side)].
+Value lowering::barrierIndex(OpBuilder &b, Location loc, Value slot,
+                             PipelineType type, int64_t stage, bool consumer) {
+  // qk_stages * slot + stage (+ num_stages for the consumer side).
   Value offset = LLVM::MulOp::create(b, loc, slot,
                                      i32Constant(b, loc, type.getQkStages()));
   int64_t constant = stage + (consumer ? type.getNumStages() : 0);
   if (constant != 0)
     offset = LLVM::AddOp::create(b, loc, offset, i32Constant(b, loc, constant));
+  return offset;
+}
+
+Value lowering::barrierAddress(OpBuilder &b, Location loc, Value barriers,
+                             Value slot, PipelineType type, int64_t stage,
+                             bool consumer) {
+  Value offset = barrierIndex(b, loc, slot, type, stage, consumer);
   return LLVM::GEPOp::create(b, loc, barriers.getType(), b.getI64Type(),
                              barriers, ValueRange{offset});
 }
@@ -93,7 +99,8 @@ static std::string escapePercent(StringRef text) {
 
 void lowering::emitParityWait(OpBuilder &b, Location loc, Value addr,
                             Value parity, const KVPipeToNVVMOptions &options,
-                            StringRef what, Value slot, int64_t stage) {
+                            StringRef what, Value slot, PipelineType type,
+                            int64_t stage, bool consumer) {
   if (options.waitTimeout == 0) {
     // The NVVM op loops on try_wait.parity until the phase completes; the
     // suspend-time hint (ns) lets the thread sleep instead of spinning.
@@ -126,18 +133,21 @@ void lowering::emitParityWait(OpBuilder &b, Location loc, Value addr,
     {
       OpBuilder::InsertionGuard inner(b);
       b.setInsertionPointToStart(report.thenBlock());
+      // Only the cold path computes the barrier's index for the report.
       std::string format =
           "kvpipe: " + escapePercent(what) + ": no arrival after " +
           std::to_string(options.waitTimeout) +
-          " cycles in block (%u,%u,%u) thread %u: slot %d stage " +
-          std::to_string(stage) + " parity %d\n";
+          " cycles in block (%u,%u,%u) thread %u: " +
+          (consumer ? "consumer" : "producer") + " barrier %d (slot %d stage " +
+          std::to_string(stage) + ") parity %d\n";
       Type i32 = b.getI32Type();
       gpu::PrintfOp::create(
           b, loc, b.getStringAttr(format),
           ValueRange{NVVM::BlockIdXOp::create(b, loc, i32),
                      NVVM::BlockIdYOp::create(b, loc, i32),
-                     NVVM::BlockIdZOp::create(b, loc, i32),
-                     threadIdX(b, loc), slot, parity});
+                     NVVM::BlockIdZOp::create(b, loc, i32), threadIdX(b, loc),
+                     barrierIndex(b, loc, slot, type, stage, consumer), slot,
+                     parity});
       LLVM::Trap::create(b, loc);
     }
     scf::ConditionOp::create(b, loc, pending, ValueRange{});

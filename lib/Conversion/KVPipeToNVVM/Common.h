@@ -36,12 +36,21 @@ mlir::Value barrierAddress(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value barriers, mlir::Value slot,
                            PipelineType type, int64_t stage, bool consumer);
 
+/// Index of barrier `qkStages * slot + stage + (consumer ? numStages : 0)`
+/// in the pipeline's barrier array, as an i32.
+mlir::Value barrierIndex(mlir::OpBuilder &b, mlir::Location loc,
+                         mlir::Value slot, PipelineType type, int64_t stage,
+                         bool consumer);
+
 /// Waits until the phase of parity `parity` (i32) of the mbarrier at `addr`
 /// has completed. With a timeout, the wait is a bounded loop that reports
-/// `what` (the op and its location) and traps when the timeout expires.
+/// `what` (the op and its location), the barrier (`barrierIndex` of `slot`,
+/// `stage` and `consumer`) and the parity, and traps when the timeout
+/// expires.
 void emitParityWait(mlir::OpBuilder &b, mlir::Location loc, mlir::Value addr,
                     mlir::Value parity, const KVPipeToNVVMOptions &options,
-                    llvm::StringRef what, mlir::Value slot, int64_t stage);
+                    llvm::StringRef what, mlir::Value slot, PipelineType type,
+                    int64_t stage, bool consumer);
 
 /// The address of the first element of the tile a memref descriptor
 /// describes (its aligned pointer plus offset).

@@ -49,6 +49,14 @@ struct FinalizeKernelABI
         return WalkResult::interrupt();
       }
       for (int32_t position : positions.asArrayRef()) {
+        if (position < 0 ||
+            static_cast<unsigned>(position) >= fnType.getNumInputs()) {
+          fn.emitOpError() << "tensor-map argument " << position
+                           << " is not an argument of the recorded kernel "
+                              "signature "
+                           << fnType;
+          return WalkResult::interrupt();
+        }
         auto input = mapping.getInputMapping(position);
         if (!input || input->size != 1 ||
             input->inputNo >= fn.getNumArguments() ||

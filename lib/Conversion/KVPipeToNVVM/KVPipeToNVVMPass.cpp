@@ -17,6 +17,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -87,40 +88,41 @@ bool mentionsKVPipeType(Operation *op) {
   return false;
 }
 
-/// Converts the kvpipe types in a `gpu.func` signature. The generic
-/// FunctionOpInterface pattern maps only the function's inputs onto the entry
-/// block, but a `gpu.func` entry block also holds its workgroup and private
-/// attributions after them: those must be kept as they are, or a kernel with
-/// tensor-map arguments loses its shared-memory buffers.
-struct GPUFuncSignatureConversion : OpConversionPattern<gpu::GPUFuncOp> {
-  GPUFuncSignatureConversion(const TypeConverter &converter, MLIRContext *ctx)
-      : OpConversionPattern(converter, ctx, /*benefit=*/2) {}
+/// Converts the kvpipe types in the signature of a function-like op. Unlike
+/// upstream's FunctionOpInterface pattern, it keeps the entry-block arguments
+/// that follow the function's inputs: a `gpu.func` holds its workgroup and
+/// private attributions there, and a kernel with tensor-map arguments must
+/// not lose its shared-memory buffers.
+struct FunctionSignatureConversion
+    : OpInterfaceConversionPattern<FunctionOpInterface> {
+  using OpInterfaceConversionPattern::OpInterfaceConversionPattern;
 
   LogicalResult
-  matchAndRewrite(gpu::GPUFuncOp op, OpAdaptor adaptor,
+  matchAndRewrite(FunctionOpInterface fn, ArrayRef<Value> operands,
                   ConversionPatternRewriter &rewriter) const override {
-    llvm::errs() << "DEBUG gpufunc pattern\n";
-    if (op.getBody().empty())
-      return rewriter.notifyMatchFailure(op, "no body");
-    FunctionType type = op.getFunctionType();
-    Block &entry = op.getBody().front();
-    TypeConverter::SignatureConversion conversion(entry.getNumArguments());
+    auto type = dyn_cast<FunctionType>(fn.getFunctionType());
+    if (!type)
+      return rewriter.notifyMatchFailure(fn, "not a builtin function type");
+    Region &body = fn.getFunctionBody();
+    unsigned numEntryArgs = body.empty() ? type.getNumInputs()
+                                         : body.front().getNumArguments();
+    TypeConverter::SignatureConversion conversion(numEntryArgs);
     SmallVector<Type> results;
     if (failed(getTypeConverter()->convertSignatureArgs(type.getInputs(),
                                                         conversion)) ||
         failed(getTypeConverter()->convertTypes(type.getResults(), results)))
-      return rewriter.notifyMatchFailure(op, "cannot convert the signature");
+      return rewriter.notifyMatchFailure(fn, "cannot convert the signature");
     size_t numInputs = conversion.getConvertedTypes().size();
-    for (unsigned i = type.getNumInputs(); i < entry.getNumArguments(); ++i)
-      conversion.addInputs(i, entry.getArgument(i).getType());
+    for (unsigned i = type.getNumInputs(); i < numEntryArgs; ++i)
+      conversion.addInputs(i, body.front().getArgument(i).getType());
     auto newType = FunctionType::get(
         getContext(), conversion.getConvertedTypes().take_front(numInputs),
         results);
-    if (failed(rewriter.convertRegionTypes(&op.getBody(), *getTypeConverter(),
+    if (!body.empty() &&
+        failed(rewriter.convertRegionTypes(&body, *getTypeConverter(),
                                            &conversion)))
-      return rewriter.notifyMatchFailure(op, "cannot convert the body");
-    rewriter.modifyOpInPlace(
-        op, [&] { op.setFunctionTypeAttr(TypeAttr::get(newType)); });
+      return rewriter.notifyMatchFailure(fn, "cannot convert the body");
+    rewriter.modifyOpInPlace(fn, [&] { fn.setType(newType); });
     return success();
   }
 };
@@ -141,6 +143,22 @@ struct ConvertKVPipeToNVVM
   void runOnOperation() override {
     Operation *root = getOperation();
     MLIRContext *ctx = &getContext();
+    // `kvpipe.create` adds a global to its nearest symbol table. That table
+    // must be the op this pass runs on or inside it: a pass running on
+    // functions in parallel must not insert into their common module.
+    WalkResult placement = root->walk([&](CreateOp create) {
+      Operation *table = SymbolTable::getNearestSymbolTable(create);
+      if (table && root->isAncestor(table))
+        return WalkResult::advance();
+      create.emitOpError()
+          << "needs an enclosing symbol table (a module or gpu.module) inside "
+             "the op that convert-kvpipe-to-nvvm runs on, to hold its "
+             "barriers: run the pass on the module";
+      return WalkResult::interrupt();
+    });
+    if (placement.wasInterrupted())
+      return signalPassFailure();
+
     // The commits' byte counts are read off the TMA loads, which the
     // conversion replaces: derive them first.
     if (failed(annotateTransactionBytes(root)))
@@ -180,8 +198,7 @@ struct ConvertKVPipeToNVVM
         [](Operation *op) { return !mentionsKVPipeType(op); });
     populateKVPipeToNVVMConversionPatterns(converter, patterns,
                                            {/*waitTimeout=*/waitTimeout});
-    patterns.add<GPUFuncSignatureConversion>(structural, ctx);
-    populateAnyFunctionOpInterfaceTypeConversionPattern(patterns, structural);
+    patterns.add<FunctionSignatureConversion>(structural, ctx);
     populateCallOpTypeConversionPattern(patterns, structural);
     populateReturnOpTypeConversionPattern(patterns, structural);
     scf::populateSCFStructuralTypeConversions(structural, patterns);

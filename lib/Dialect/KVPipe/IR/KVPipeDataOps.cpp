@@ -106,8 +106,10 @@ LogicalResult WarpgroupMmaOp::verify() {
     return failure();
   int64_t n = getTransposeB() ? b->columns() : b->rows;
   int64_t k = getTransposeB() ? b->rows : b->columns();
-  if (k % 16 != 0)
-    return emitOpError() << "K must be a multiple of 16, got " << k;
+  // A tile without blocks (memref<0x...>) has K = 0: no instruction would
+  // write the result.
+  if (k <= 0 || k % 16 != 0)
+    return emitOpError() << "K must be a positive multiple of 16, got " << k;
   if (n % 8 != 0 || n < 8 || n > 256)
     return emitOpError() << "N must be a multiple of 8 in [8, 256], got " << n;
 

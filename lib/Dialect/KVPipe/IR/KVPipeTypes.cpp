@@ -85,9 +85,11 @@ TensorMapType::verify(function_ref<InFlightDiagnostic()> emitError,
     if (dim < 1 || dim > 256)
       return emitError() << "tensor map box dimension " << i
                          << " must be in [1, 256], got " << dim;
-  if (!elementType.isIntOrFloat() ||
-      elementType.getIntOrFloatBitWidth() % 8 != 0 ||
-      elementType.getIntOrFloatBitWidth() > 64)
+  // TMA element sizes are 1, 2, 4 or 8 bytes; i24 or i48 are not.
+  unsigned bits = elementType.isIntOrFloat()
+                      ? elementType.getIntOrFloatBitWidth()
+                      : 0;
+  if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
     return emitError() << "tensor map element type must be an integer or "
                           "float of 1, 2, 4 or 8 bytes, got "
                        << elementType;

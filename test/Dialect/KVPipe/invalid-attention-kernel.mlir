@@ -1,0 +1,91 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics
+
+// Configurations the compiler cannot generate are verifier errors that name
+// the attribute and what is supported.
+
+gpu.module @m {
+  // expected-error @+1 {{'head_dim' must be 64 or 128, got 96}}
+  kvpipe.attention_kernel @k {head_dim = 96 : i64, element_type = bf16, causal = false}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'head_dim' must be 64 or 128, got 256}}
+  kvpipe.attention_kernel @k {head_dim = 256 : i64, element_type = f16, causal = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'element_type' must be bf16 or f16, got 'f32'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = f32, causal = false}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'consumer_warpgroups' must be 1 or 2, got 3}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 3 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'block_n' must be a multiple of 16 in [32, 256] (the wgmma N of S = Q K^T), got 100}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, block_n = 100 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'block_n' must be a multiple of 16 in [32, 256] (the wgmma N of S = Q K^T), got 512}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, block_n = 512 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'kv_stages' must be in [2, 8], got 1}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, kv_stages = 1 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'consumer_registers' must be a multiple of 8 in [24, 256], got 250}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_registers = 250 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'producer_registers' must be a multiple of 8 in [24, 256], got 16}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, producer_registers = 16 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'producer_registers' + 2 * 'consumer_registers' must fit the 64K registers of an SM for 128-thread warpgroups, got 68608 registers}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, producer_registers = 40 : i64, consumer_registers = 248 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{needs 295936 bytes of shared memory (Q 32768, K and V 4 x 32768 each), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, kv_stages = 4 : i64}
+}
+
+// -----
+
+// expected-error @+1 {{'kvpipe.attention_kernel' op must be declared inside a gpu.module}}
+kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{requires attribute 'causal'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16}
+}
