@@ -95,11 +95,11 @@ def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...],
 
 
 def _tensor_map(name: str, t: Any, layout: str, rows: int) -> bytes:
-    shape, strides = _bhsd_view(name, t, layout)
-    esize = t.element_size()
+    # The kernel sees every tensor as (B, H, S, D); for bshd that is a
+    # permutation of the dimensions, which the strides express.
+    order = (0, 2, 1, 3) if layout == "bshd" else None
     try:
-        return tma.encode_tiled(t.data_ptr(), kernels.dtype_name(t.dtype), shape,
-                                [s * esize for s in strides[:3]], (1, 1, rows, 64), 128)
+        return tma.encode_from_tensor(t, (1, 1, rows, 64), 128, dims_order=order)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
 
@@ -133,24 +133,27 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         kvpipe.cuda.CudaError: the launch failed (with the kernel's name and
             configuration).
     """
-    import torch
-
     (b, hq, sq, d), (_, hkv, skv, _) = _check_inputs(q, k, v, layout)
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
     if scale is None:
         scale = 1.0 / math.sqrt(d)
-    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+            or not math.isfinite(scale) or scale <= 0):
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
-    if out is None:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    else:
+    if out is not None:
         _tensors.check_tensor("out", out, rank=4, device="cuda", last_dim_contiguous=True,
                               stride_alignment_bytes=16)
-        if tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype or out.device != q.device:
+        if (tuple(out.shape) != tuple(q.shape) or str(out.dtype) != str(q.dtype)
+                or str(out.device) != str(q.device)):
             raise ValueError(f"out must have q's shape {tuple(q.shape)}, dtype {q.dtype} and "
                              f"device {q.device}, got {tuple(out.shape)}, {out.dtype}, "
                              f"{out.device}")
+
+    import torch
+
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = (torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
            if return_lse else None)
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from fakes import FakeDevice, FakeDtype, FakeTensor  # noqa: F401
+
 from kvpipe import cuda
 from kvpipe._tensors import check_tensor, dtype_name, element_size
 
@@ -313,49 +315,6 @@ def test_module_jit_failure_reports_the_error_log(monkeypatch):
 
 # ---------------------------------------------------------------------------
 # Tensor checks, on fake tensors
-
-
-class FakeDevice:
-    def __init__(self, type_: str):
-        self.type = type_
-
-    def __str__(self):
-        return self.type
-
-
-class FakeDtype:
-    """Prints like a torch dtype, which is all that kvpipe looks at."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __str__(self):
-        return f"torch.{self.name}"
-
-
-class FakeTensor:
-    SIZES = {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1}
-
-    def __init__(self, shape, strides=None, dtype="bfloat16", device="cuda", ptr=0x10000):
-        self.shape = tuple(shape)
-        if strides is None:  # contiguous
-            strides, step = [], 1
-            for extent in reversed(self.shape):
-                strides.insert(0, step)
-                step *= extent
-        self._strides = tuple(strides)
-        self.dtype = FakeDtype(dtype)
-        self.device = FakeDevice(device)
-        self._ptr = ptr
-
-    def stride(self):
-        return self._strides
-
-    def data_ptr(self):
-        return self._ptr
-
-    def element_size(self):
-        return self.SIZES[self.dtype.name]
 
 
 def test_dtype_names():

@@ -1,0 +1,121 @@
+"""kvpipe.attention rejects bad arguments with a message naming them, before
+touching the GPU (CPU-only: tensor-like fakes stand in for torch tensors)."""
+
+import pytest
+
+import kvpipe
+from fakes import FakeTensor
+
+
+def qkv(b=2, hq=4, hkv=4, sq=100, skv=120, d=128, layout="bhsd", **kw):
+    def make(h, s):
+        shape = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
+        return FakeTensor(shape, **kw)
+    return make(hq, sq), make(hkv, skv), make(hkv, skv)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_valid_arguments_reach_the_launch(layout, monkeypatch):
+    # Validation passes; the first thing after it is importing torch, which
+    # is absent here (or, with torch, the fake is not a real tensor).
+    q, k, v = qkv(layout=layout)
+    with pytest.raises((ImportError, AttributeError, TypeError)) as info:
+        kvpipe.attention(q, k, v, layout=layout)
+    assert "must" not in str(info.value)
+
+
+def test_rank():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="q.*rank 4"):
+        kvpipe.attention(FakeTensor((2, 4, 100)), k, v)
+
+
+def test_dtype():
+    q, k, v = qkv(dtype="float32")
+    with pytest.raises(TypeError, match="bfloat16 or float16"):
+        kvpipe.attention(q, k, v)
+
+
+def test_mixed_dtypes():
+    q, _, _ = qkv()
+    _, k, v = qkv(dtype="float16")
+    with pytest.raises(TypeError, match="same dtype"):
+        kvpipe.attention(q, k, v)
+
+
+def test_device():
+    q, k, v = qkv(device="cpu")
+    with pytest.raises(ValueError, match="cuda"):
+        kvpipe.attention(q, k, v)
+
+
+def test_head_dim():
+    q, k, v = qkv(d=96)
+    with pytest.raises(ValueError, match="head dim must be one of \\(64, 128\\), got 96"):
+        kvpipe.attention(q, k, v)
+
+
+def test_head_counts_must_divide():
+    q, k, v = qkv(hq=6, hkv=4)
+    with pytest.raises(ValueError, match="multiple of k and v's heads"):
+        kvpipe.attention(q, k, v)
+
+
+def test_k_v_shapes_must_match():
+    q, k, _ = qkv()
+    _, _, v = qkv(skv=121)
+    with pytest.raises(ValueError, match="k and v must have the same shape"):
+        kvpipe.attention(q, k, v)
+
+
+def test_batch_must_match():
+    q, _, _ = qkv(b=2)
+    _, k, v = qkv(b=3)
+    with pytest.raises(ValueError, match="k's batch must equal q's"):
+        kvpipe.attention(q, k, v)
+
+
+def test_layout():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="layout must be one of"):
+        kvpipe.attention(q, k, v, layout="sbhd")
+
+
+def test_last_dim_must_be_contiguous():
+    q, k, v = qkv()
+    bad = FakeTensor(q.shape, strides=(4 * 100 * 256, 100 * 256, 256, 2))
+    with pytest.raises(ValueError, match="q.*contiguous"):
+        kvpipe.attention(bad, k, v)
+
+
+def test_strides_must_be_16_byte_aligned():
+    q, k, v = qkv(d=64)
+    # A row stride of 68 elements is 136 bytes: not a multiple of 16.
+    bad = FakeTensor(k.shape, strides=(4 * 120 * 68, 120 * 68, 68, 1))
+    with pytest.raises(ValueError, match="k.*16"):
+        kvpipe.attention(q, bad, v)
+
+
+def test_empty_sequences():
+    q, k, v = qkv(skv=0)
+    with pytest.raises(ValueError, match="sequence length must be at least 1"):
+        kvpipe.attention(q, k, v)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), True])
+def test_scale(scale):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="scale must be a positive finite number"):
+        kvpipe.attention(q, k, v, scale=scale)
+
+
+def test_causal_must_be_bool():
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        kvpipe.attention(q, k, v, causal=1)
+
+
+def test_out_shape():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="out must have q's shape"):
+        kvpipe.attention(q, k, v, out=FakeTensor((2, 4, 99, 128)))

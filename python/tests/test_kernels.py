@@ -1,0 +1,89 @@
+"""compile_attention and the kernel cache (no GPU needed)."""
+
+import json
+import os
+import stat
+
+import pytest
+
+import kvpipe
+from kvpipe import kernels
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_compile_produces_ptx_and_abi(compiler, cache):
+    k = kvpipe.compile_attention(head_dim=64, dtype="bf16", causal=True)
+    assert k.name == "kvpipe_attention_d64_bf16_causal"
+    assert f".entry {k.name}(" in k.ptx
+    for instruction in ("wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier.try_wait",
+                        "setmaxnreg"):
+        assert instruction in k.ptx
+    assert k.abi["head_dim"] == 64 and k.abi["causal"] is True
+    assert k.abi["threads"] == 128 * (1 + k.abi["consumer_warpgroups"])
+    assert k.abi["dynamic_shared_memory"] <= 227 * 1024
+    assert k.abi["params"][:4] == ["q_map", "k_map", "v_map", "o_map"]
+    entries = list(cache.iterdir())
+    assert len(entries) == 1 and (entries[0] / "kernel.ptx").is_file()
+    assert json.loads((entries[0] / "meta.json").read_text())["compiler_version"]
+
+
+def test_tuning_reaches_the_kernel(compiler, cache):
+    k = kvpipe.compile_attention(64, "f16", False, block_n=64, kv_stages=4)
+    assert k.abi["block_n"] == 64 and k.abi["kv_stages"] == 4
+    assert "block_n64" in k.name and "kv_stages4" in k.name
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in k.ptx
+
+
+def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
+    first = kvpipe.compile_attention(128, "bf16", False)
+    calls = []
+    monkeypatch.setattr(kernels, "_compile", lambda *a: calls.append(a))
+    second = kvpipe.compile_attention(128, "bf16", False)
+    assert calls == [] and second.ptx == first.ptx
+
+
+def test_new_compiler_version_recompiles(compiler, cache, monkeypatch):
+    kvpipe.compile_attention(64, "bf16", False)
+    monkeypatch.setattr(kernels, "compiler_version", lambda path: "another-build")
+    k = kvpipe.compile_attention(64, "bf16", False)
+    assert k.compiler_version == "another-build"
+
+
+def test_without_compiler_the_cache_serves(compiler, cache, monkeypatch):
+    made = kvpipe.compile_attention(64, "bf16", True)
+    monkeypatch.setattr(kernels._compiler, "find_compiler", lambda required=False: None)
+    loaded = kvpipe.compile_attention(64, "bf16", True)
+    assert loaded.ptx == made.ptx and loaded.abi == made.abi
+
+
+def test_without_compiler_or_cache_the_error_names_both(cache, monkeypatch):
+    monkeypatch.setattr(kernels._compiler, "find_compiler", lambda required=False: None)
+    with pytest.raises(kvpipe.KernelNotAvailableError) as info:
+        kvpipe.compile_attention(128, "f16", True)
+    message = str(info.value)
+    assert "KVPIPE_OPT" in message and "KVPIPE_CACHE_DIR" in message and str(cache) in message
+
+
+def test_compiler_rejects_unsupported_tuning(compiler, cache):
+    with pytest.raises(kvpipe.CompilerError, match="'kv_stages' must be in \\[2, 8\\], got 1"):
+        kvpipe.compile_attention(64, "bf16", False, kv_stages=1)
+
+
+@pytest.mark.parametrize("args,error,match", [
+    ((96, "bf16", False), ValueError, "head_dim must be one of"),
+    ((64, "f32", False), TypeError, "bfloat16 or float16"),
+    ((64, "bf16", 1), TypeError, "causal must be a bool"),
+])
+def test_configuration_errors(args, error, match, cache):
+    with pytest.raises(error, match=match):
+        kvpipe.compile_attention(*args)
+
+
+def test_unknown_tuning_attribute(cache):
+    with pytest.raises(ValueError, match="unknown tuning attribute 'block_m'"):
+        kvpipe.compile_attention(64, "bf16", False, block_m=64)
