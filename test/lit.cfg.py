@@ -21,7 +21,8 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kvpipe_obj_root, "test")
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "Inputs"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "Inputs",
+                   "outside-project", "runners"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%kvpipe_src_root", config.kvpipe_src_root))
@@ -41,6 +42,9 @@ for candidate in (config.cuda_bin_dir, "/usr/local/cuda/bin"):
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+
+config.substitutions.append(
+    ("%kvpipe_capi_test", os.path.join(config.kvpipe_tools_dir, "kvpipe-capi-test")))
 
 python = shutil.which("python3") or "python3"
 config.substitutions.append(("%python", python))

@@ -44,7 +44,9 @@ def _tuning(values: Optional[List[str]]) -> dict:
     tuning = {}
     for item in values or []:
         name, _, value = item.partition("=")
-        tuning[name] = int(value)
+        tuning[name] = {"true": True, "false": False}.get(value.lower(), None)
+        if tuning[name] is None:
+            tuning[name] = int(value)
     return tuning
 
 

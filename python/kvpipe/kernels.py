@@ -27,7 +27,9 @@ DTYPES = ("bf16", "f16")
 HEAD_DIMS = (64, 128)
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
-                     "producer_registers", "consumer_registers")
+                     "producer_registers", "consumer_registers", "overlap_softmax")
+#: The boolean ones among them.
+_BOOL_TUNING = ("overlap_softmax",)
 
 
 class KernelNotAvailableError(RuntimeError):
@@ -59,7 +61,10 @@ class AttentionConfig:
             if name not in TUNING_ATTRIBUTES:
                 raise ValueError(f"unknown tuning attribute {name!r}; expected one of "
                                  f"{', '.join(TUNING_ATTRIBUTES)}")
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if name in _BOOL_TUNING:
+                if not isinstance(value, bool):
+                    raise ValueError(f"tuning attribute {name} must be a bool, got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"tuning attribute {name} must be a positive int, got {value!r}")
         if not isinstance(wait_timeout, int) or wait_timeout < 0:
             raise ValueError(f"wait_timeout must be a non-negative int, got {wait_timeout!r}")
@@ -70,7 +75,7 @@ class AttentionConfig:
     def kernel_name(self) -> str:
         parts = [f"kvpipe_attention_d{self.head_dim}_{self.dtype}",
                  "causal" if self.causal else "full"]
-        parts += [f"{name}{value}" for name, value in self.tuning]
+        parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
         return "_".join(parts)
@@ -79,7 +84,8 @@ class AttentionConfig:
         """The MLIR module declaring this kernel."""
         attrs = [f"head_dim = {self.head_dim} : i64", f"element_type = {self.dtype}",
                  f"causal = {'true' if self.causal else 'false'}"]
-        attrs += [f"{name} = {value} : i64" for name, value in self.tuning]
+        attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
+                  else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
                 "[#nvvm.target<chip = \"sm_90a\", features = \"+ptx86\">] {\n"
                 f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}\n"

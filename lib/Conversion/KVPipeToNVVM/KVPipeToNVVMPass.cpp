@@ -127,6 +127,56 @@ struct FunctionSignatureConversion
   }
 };
 
+/// `gpu.return` carries the results of a `gpu.func` whose signature
+/// FunctionSignatureConversion changed (upstream converts only `func.return`).
+struct GPUReturnOpConversion : OpConversionPattern<gpu::ReturnOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(gpu::ReturnOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<gpu::ReturnOp>(op, adaptor.getOperands());
+    return success();
+  }
+};
+
+/// The SM version of an NVVM chip name ("sm_90a" -> 90), if it is one.
+std::optional<unsigned> smVersion(StringRef chip) {
+  unsigned version;
+  if (!chip.consume_front("sm_") ||
+      chip.take_while(llvm::isDigit).getAsInteger(10, version))
+    return std::nullopt;
+  return version;
+}
+
+/// kvpipe lowers to sm_90 instructions (mbarrier transaction counts and
+/// parity waits, fence.mbarrier_init, TMA, wgmma). Where a gpu.module already
+/// declares an older NVVM target, say so at the first kvpipe op instead of
+/// leaving instructions NVPTX cannot select.
+LogicalResult checkTargets(Operation *root) {
+  WalkResult result = root->walk([&](Operation *op) {
+    if (!isa<KVPipeDialect>(op->getDialect()))
+      return WalkResult::advance();
+    auto module = op->getParentOfType<gpu::GPUModuleOp>();
+    if (!module || !module.getTargetsAttr())
+      return WalkResult::advance();
+    for (Attribute target : module.getTargetsAttr()) {
+      auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target);
+      if (!nvvm)
+        continue;
+      std::optional<unsigned> version = smVersion(nvvm.getChip());
+      if (!version || *version >= 90)
+        continue;
+      op->emitOpError() << "needs sm_90 or later (mbarrier transactions, "
+                           "TMA, wgmma), but its gpu.module targets "
+                        << nvvm.getChip();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
 struct ConvertKVPipeToNVVM
     : kvpipe::impl::ConvertKVPipeToNVVMBase<ConvertKVPipeToNVVM> {
   using Base::Base;
@@ -157,6 +207,8 @@ struct ConvertKVPipeToNVVM
       return WalkResult::interrupt();
     });
     if (placement.wasInterrupted())
+      return signalPassFailure();
+    if (failed(checkTargets(root)))
       return signalPassFailure();
 
     // The commits' byte counts are read off the TMA loads, which the
@@ -198,7 +250,8 @@ struct ConvertKVPipeToNVVM
         [](Operation *op) { return !mentionsKVPipeType(op); });
     populateKVPipeToNVVMConversionPatterns(converter, patterns,
                                            {/*waitTimeout=*/waitTimeout});
-    patterns.add<FunctionSignatureConversion>(structural, ctx);
+    patterns.add<FunctionSignatureConversion, GPUReturnOpConversion>(
+        structural, ctx);
     populateCallOpTypeConversionPattern(patterns, structural);
     populateReturnOpTypeConversionPattern(patterns, structural);
     scf::populateSCFStructuralTypeConversions(structural, patterns);

@@ -31,6 +31,7 @@ AttentionConfig::get(AttentionKernelOp op,
                           "(the wgmma N of S = Q K^T), got "
                        << c.blockN;
   c.kvStages = op.getKvStages().value_or(c.headDim == 64 ? 3 : 2);
+  c.overlapSoftmax = op.getOverlapSoftmax().value_or(true);
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 

@@ -82,14 +82,31 @@ private:
 
   void buildProducer();
   void buildConsumer();
-  /// The online-softmax update of one K/V block; returns the new
-  /// (o, m0, m1, l0, l1) and P in the element type.
-  struct SoftmaxState {
-    Value o, m0, m1, l0, l1;
+
+  /// Running statistics of the thread's two rows: max and (partial) sum.
+  struct RowStats {
+    Value m0, m1, l0, l1;
   };
-  std::pair<SoftmaxState, Value> softmaxStep(Value s, Value kvBlock,
-                                             const SoftmaxState &state);
-  void buildEpilogue(const SoftmaxState &state);
+  /// One block's online-softmax update: the new statistics, the factors
+  /// rescaling what was accumulated under the old maxima, and P.
+  struct Softmax {
+    RowStats stats;
+    Value alpha0, alpha1;
+    Value p16;
+  };
+  /// Waits for K's slot and issues S = Q K^T (not retired).
+  Value issueQK(Value stateK);
+  /// Waits for V's slot and issues O += P V (not retired).
+  Value issuePV(Value p16, Value stateV, Value o);
+  /// Retires wgmma groups until `pending` are left; returns the fragment.
+  Value retire(Value fragment, int64_t pending);
+  Value rescale(Value o, Value alpha0, Value alpha1);
+  Value mask(Value s, Value kvBlock);
+  Softmax softmax(Value s, Value kvBlock, const RowStats &stats);
+  /// The K/V loops; both return (k state, v state, O, m0, m1, l0, l1).
+  SmallVector<Value> buildSimpleLoop(Value o, RowStats stats);
+  SmallVector<Value> buildOverlappedLoop(Value o, RowStats stats);
+  void buildEpilogue(Value acc, const RowStats &stats);
 
   ImplicitLocOpBuilder &b;
   const AttentionConfig &c;
@@ -100,7 +117,7 @@ private:
   Value batch, head, kvHead, qBlockRow, numKVBlocks, seqQ, seqKV;
   Value sQ, sK, sV, pipeQ, pipeK, pipeV;
   // Consumer values.
-  Value sQw, elected, qRows, row0, row1, lane, warp;
+  Value sQw, elected, qRows, firstRow, row0, row1, lane, warp;
 };
 
 Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
@@ -280,8 +297,9 @@ void KernelBuilder::buildConsumer() {
   lane = arith::RemUIOp::create(b, t, index(32));
   elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
   // The two rows of the fragments this thread holds.
+  firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
   row0 = arith::AddIOp::create(
-      b, arith::AddIOp::create(b, qBlockRow, qRows),
+      b, firstRow,
       arith::AddIOp::create(b, arith::MulIOp::create(b, warp, index(16)),
                             arith::DivUIOp::create(b, lane, index(4))));
   row1 = arith::AddIOp::create(b, row0, index(8));
@@ -298,68 +316,154 @@ void KernelBuilder::buildConsumer() {
 
   Fragment oFrag(b, c.headDim / 2);
   Value negInf = f32(-INFINITY);
-  SoftmaxState init{
-      arith::ConstantOp::create(b, oFrag.type(),
-                                DenseElementsAttr::get(oFrag.type(), 0.0f)),
-      negInf, negInf, f32(0.0), f32(0.0)};
-  auto loop = scf::ForOp::create(
-      b, index(0), numKVBlocks, index(1),
-      ValueRange{pipeK, pipeV, init.o, init.m0, init.m1, init.l0, init.l1});
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
-    SoftmaxState state{loop.getRegionIterArg(2), loop.getRegionIterArg(3),
-                       loop.getRegionIterArg(4), loop.getRegionIterArg(5),
-                       loop.getRegionIterArg(6)};
-    auto sFragType = VectorType::get({c.blockN / 2}, b.getF32Type());
-
-    // S = Q K_j^T.
-    ConsumerWaitOp::create(b, stateK, nullptr);
-    Value kTile = slot(sK,
-                       {Value(IndexOp::create(b, stateK)), b.getIndexAttr(0),
-                        b.getIndexAttr(0), b.getIndexAttr(0)},
-                       {c.headBlocks(), c.blockN, w});
-    Value s = WarpgroupMmaOp::create(b, sFragType, sQw, kTile, Value(),
-                                     AttentionConfig::kSwizzleBytes,
-                                     /*transpose_b=*/false);
-    s = WarpgroupWaitOp::create(b, TypeRange{sFragType}, ValueRange{s}, 0)
-            .getResult(0);
-    Value nextK = ConsumerReleaseOp::create(b, stateK, elected, nullptr);
-
-    auto [updated, p] = softmaxStep(s, loop.getInductionVar(), state);
-
-    // O += P V_j.
-    ConsumerWaitOp::create(b, stateV, nullptr);
-    Value vTile = slot(sV,
-                       {Value(IndexOp::create(b, stateV)), b.getIndexAttr(0),
-                        b.getIndexAttr(0), b.getIndexAttr(0)},
-                       {c.headBlocks(), c.blockN, w});
-    Value o = WarpgroupMmaOp::create(b, oFrag.type(), p, vTile, updated.o,
-                                     AttentionConfig::kSwizzleBytes,
-                                     /*transpose_b=*/true);
-    o = WarpgroupWaitOp::create(b, TypeRange{oFrag.type()}, ValueRange{o}, 0)
-            .getResult(0);
-    Value nextV = ConsumerReleaseOp::create(b, stateV, elected, nullptr);
-    scf::YieldOp::create(b, ValueRange{nextK, nextV, o, updated.m0,
-                                       updated.m1, updated.l0, updated.l1});
-  }
+  Value zeroO = arith::ConstantOp::create(
+      b, oFrag.type(), DenseElementsAttr::get(oFrag.type(), 0.0f));
+  RowStats init{negInf, negInf, f32(0.0), f32(0.0)};
+  SmallVector<Value> results = c.overlapSoftmax
+                                   ? buildOverlappedLoop(zeroO, init)
+                                   : buildSimpleLoop(zeroO, init);
   // Every QK wgmma of this warpgroup has retired: its Q rows are free.
   ConsumerReleaseOp::create(b, pipeQ, elected, nullptr);
-  buildEpilogue({loop.getResult(2), loop.getResult(3), loop.getResult(4),
-                 loop.getResult(5), loop.getResult(6)});
+  buildEpilogue(results[2], {results[3], results[4], results[5], results[6]});
 }
 
-std::pair<KernelBuilder::SoftmaxState, Value>
-KernelBuilder::softmaxStep(Value s, Value kvBlock, const SoftmaxState &state) {
-  Fragment sFrag(b, c.blockN / 2), oFrag(b, c.headDim / 2);
-  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
-  Type f32Type = b.getF32Type();
-  auto i32Vec = VectorType::get({c.blockN / 2}, b.getI32Type());
+Value KernelBuilder::issueQK(Value stateK) {
+  int64_t w = AttentionConfig::kTileWidth;
+  ConsumerWaitOp::create(b, stateK, nullptr);
+  Value kTile = slot(sK,
+                     {Value(IndexOp::create(b, stateK)), b.getIndexAttr(0),
+                      b.getIndexAttr(0), b.getIndexAttr(0)},
+                     {c.headBlocks(), c.blockN, w});
+  return WarpgroupMmaOp::create(
+      b, VectorType::get({c.blockN / 2}, b.getF32Type()), sQw, kTile, Value(),
+      AttentionConfig::kSwizzleBytes, /*transpose_b=*/false);
+}
 
-  // Mask keys past seq_kv and, when causal, keys after the query: -inf.
+Value KernelBuilder::issuePV(Value p16, Value stateV, Value o) {
+  int64_t w = AttentionConfig::kTileWidth;
+  ConsumerWaitOp::create(b, stateV, nullptr);
+  Value vTile = slot(sV,
+                     {Value(IndexOp::create(b, stateV)), b.getIndexAttr(0),
+                      b.getIndexAttr(0), b.getIndexAttr(0)},
+                     {c.headBlocks(), c.blockN, w});
+  return WarpgroupMmaOp::create(b, o.getType(), p16, vTile, o,
+                                AttentionConfig::kSwizzleBytes,
+                                /*transpose_b=*/true);
+}
+
+Value KernelBuilder::retire(Value fragment, int64_t pending) {
+  return WarpgroupWaitOp::create(b, TypeRange{fragment.getType()},
+                                 ValueRange{fragment}, pending)
+      .getResult(0);
+}
+
+Value KernelBuilder::rescale(Value o, Value alpha0, Value alpha1) {
+  Fragment oFrag(b, c.headDim / 2);
+  return arith::MulFOp::create(b, o, oFrag.perRow(alpha0, alpha1));
+}
+
+SmallVector<Value> KernelBuilder::buildSimpleLoop(Value o, RowStats stats) {
+  // for j: S = Q K_j; retire; release K; softmax; O = O*alpha + P V_j;
+  // retire; release V. Tensor cores idle during the softmax.
+  auto loop = scf::ForOp::create(
+      b, index(0), numKVBlocks, index(1),
+      ValueRange{pipeK, pipeV, o, stats.m0, stats.m1, stats.l0, stats.l1});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
+  RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
+                   loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
+  Value s = retire(issueQK(stateK), 0);
+  Value nextK = ConsumerReleaseOp::create(b, stateK, elected, nullptr);
+  Softmax sm = softmax(s, loop.getInductionVar(), current);
+  Value acc = rescale(loop.getRegionIterArg(2), sm.alpha0, sm.alpha1);
+  acc = retire(issuePV(sm.p16, stateV, acc), 0);
+  Value nextV = ConsumerReleaseOp::create(b, stateV, elected, nullptr);
+  scf::YieldOp::create(b, ValueRange{nextK, nextV, acc, sm.stats.m0,
+                                     sm.stats.m1, sm.stats.l0, sm.stats.l1});
+  return SmallVector<Value>(loop.getResults());
+}
+
+SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value o, RowStats stats) {
+  // FA3's intra-warpgroup overlap: S_j = Q K_j and O += P_{j-1} V_{j-1} are
+  // issued together; S_j is retired first (wait_group 1) and its softmax
+  // runs while the tensor cores still compute P_{j-1} V_{j-1}.
+  Fragment oFrag(b, c.headDim / 2);
+  Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numKVBlocks,
+                                    index(0));
+  SmallVector<Type> types = {pipeK.getType(), pipeV.getType(), o.getType(),
+                             b.getF32Type(), b.getF32Type(), b.getF32Type(),
+                             b.getF32Type()};
+  auto ifAny = scf::IfOp::create(b, types, any, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifAny.elseBlock());
+  scf::YieldOp::create(b, ValueRange{pipeK, pipeV, o, stats.m0, stats.m1,
+                                     stats.l0, stats.l1});
+
+  b.setInsertionPointToStart(ifAny.thenBlock());
+  // Block 0: S_0 and its softmax; O is still zero.
+  Value s = retire(issueQK(pipeK), 0);
+  Value stateK = ConsumerReleaseOp::create(b, pipeK, elected, nullptr);
+  Softmax first = softmax(s, index(0), stats);
+
+  auto loop = scf::ForOp::create(
+      b, index(1), numKVBlocks, index(1),
+      ValueRange{stateK, pipeV, o, first.stats.m0, first.stats.m1,
+                 first.stats.l0, first.stats.l1, first.p16});
+  {
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value k = loop.getRegionIterArg(0), v = loop.getRegionIterArg(1);
+    RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
+                     loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
+    Value sj = issueQK(k);
+    Value acc = issuePV(loop.getRegionIterArg(7), v, loop.getRegionIterArg(2));
+    // S_j's group was issued first: with one group left in flight it has
+    // retired, and K_j's slot may be released.
+    sj = retire(sj, 1);
+    Value nextK = ConsumerReleaseOp::create(b, k, elected, nullptr);
+    Softmax sm = softmax(sj, loop.getInductionVar(), current);
+    acc = retire(acc, 0);
+    Value nextV = ConsumerReleaseOp::create(b, v, elected, nullptr);
+    acc = rescale(acc, sm.alpha0, sm.alpha1);
+    scf::YieldOp::create(b, ValueRange{nextK, nextV, acc, sm.stats.m0,
+                                       sm.stats.m1, sm.stats.l0, sm.stats.l1,
+                                       sm.p16});
+  }
+  // The last P V.
+  Value lastV = loop.getResult(1);
+  Value acc = retire(issuePV(loop.getResult(7), lastV, loop.getResult(2)), 0);
+  Value endV = ConsumerReleaseOp::create(b, lastV, elected, nullptr);
+  scf::YieldOp::create(b, ValueRange{loop.getResult(0), endV, acc,
+                                     loop.getResult(3), loop.getResult(4),
+                                     loop.getResult(5), loop.getResult(6)});
+  (void)oFrag;
+  return SmallVector<Value>(ifAny.getResults());
+}
+
+Value KernelBuilder::mask(Value s, Value kvBlock) {
+  Fragment sFrag(b, c.blockN / 2);
+  auto i32Vec = VectorType::get({c.blockN / 2}, b.getI32Type());
+  Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
+  // Only a block that crosses seq_kv or, when causal, the diagonal of this
+  // warpgroup's rows needs masking: a uniform branch skips it elsewhere.
+  Value blockEnd = arith::AddIOp::create(b, kvRow, index(c.blockN));
+  Value needed = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd,
+                                       seqKV);
+  if (c.causal)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd,
+                              arith::AddIOp::create(b, firstRow, index(1))));
+  auto ifMask = scf::IfOp::create(b, TypeRange{s.getType()}, needed,
+                                  /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifMask.elseBlock());
+  scf::YieldOp::create(b, s);
+  b.setInsertionPointToStart(ifMask.thenBlock());
+  // Keys past seq_kv and, when causal, keys after the query become -inf.
   Value firstCol = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, kvBlock, index(c.blockN)),
+      b, kvRow,
       arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
                             index(2)));
   Value cols = arith::AddIOp::create(
@@ -374,12 +478,21 @@ KernelBuilder::softmaxStep(Value s, Value kvBlock, const SoftmaxState &state) {
         b, valid,
         arith::CmpIOp::create(b, arith::CmpIPredicate::sle, cols, rows));
   }
-  s = arith::SelectOp::create(
-      b, valid, s, vector::BroadcastOp::create(b, sFrag.type(), f32(-INFINITY)));
+  scf::YieldOp::create(
+      b, ValueRange{arith::SelectOp::create(
+             b, valid, s,
+             vector::BroadcastOp::create(b, sFrag.type(), f32(-INFINITY)))});
+  return ifMask.getResult(0);
+}
+
+KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
+                                              const RowStats &stats) {
+  Fragment sFrag(b, c.blockN / 2);
+  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
+  s = mask(s, kvBlock);
 
   // Running max per row, across the row's 4 lanes.
-  SoftmaxState next;
-  Value m[2] = {state.m0, state.m1}, l[2] = {state.l0, state.l1};
+  Value m[2] = {stats.m0, stats.m1}, l[2] = {stats.l0, stats.l1};
   Value mNew[2], scaledMax[2], alpha[2];
   for (int half : {0, 1}) {
     Value rowMax = sFrag.reduceRow(s, half, vector::CombiningKind::MAXNUMF,
@@ -408,18 +521,12 @@ KernelBuilder::softmaxStep(Value s, Value kvBlock, const SoftmaxState &state) {
                                    /*acrossLanes=*/false);
     lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);
   }
-  next.o = arith::MulFOp::create(b, state.o, oFrag.perRow(alpha[0], alpha[1]));
-  next.m0 = mNew[0];
-  next.m1 = mNew[1];
-  next.l0 = lNew[0];
-  next.l1 = lNew[1];
-  (void)f32Type;
   Value p16 = arith::TruncFOp::create(
       b, VectorType::get({c.blockN / 2}, c.elementType), p);
-  return {next, p16};
+  return {{mNew[0], mNew[1], lNew[0], lNew[1]}, alpha[0], alpha[1], p16};
 }
 
-void KernelBuilder::buildEpilogue(const SoftmaxState &state) {
+void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   int64_t w = AttentionConfig::kTileWidth;
   Fragment oFrag(b, c.headDim / 2);
   Value sums[2], inv[2], partialSums[2] = {state.l0, state.l1};
@@ -432,7 +539,7 @@ void KernelBuilder::buildEpilogue(const SoftmaxState &state) {
     inv[half] = arith::SelectOp::create(
         b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
   }
-  Value o = arith::MulFOp::create(b, state.o, oFrag.perRow(inv[0], inv[1]));
+  Value o = arith::MulFOp::create(b, acc, oFrag.perRow(inv[0], inv[1]));
   Value o16 = arith::TruncFOp::create(
       b, VectorType::get({c.headDim / 2}, c.elementType), o);
 
@@ -452,7 +559,6 @@ void KernelBuilder::buildEpilogue(const SoftmaxState &state) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(store.thenBlock());
     Value oMap = params[static_cast<unsigned>(AttentionParam::OMap)];
-    Value firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
     for (int64_t col = 0; col < c.headBlocks(); ++col) {
       Value tile = slot(sQw, {b.getIndexAttr(col), b.getIndexAttr(0),
                               b.getIndexAttr(0)},
@@ -536,6 +642,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                      b.getI64IntegerAttr(c.producerRegisters)),
       b.getNamedAttr("consumer_registers",
                      b.getI64IntegerAttr(c.consumerRegisters)),
+      b.getNamedAttr("overlap_softmax", b.getBoolAttr(c.overlapSoftmax)),
       b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())),
       b.getNamedAttr("dynamic_shared_memory",
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),

@@ -27,6 +27,9 @@ struct AttentionConfig {
   int64_t consumerWarpgroups;
   int64_t producerRegisters;
   int64_t consumerRegisters;
+  /// Overlap the softmax of block j with the wgmmas of blocks j and j-1
+  /// (FA3's intra-warpgroup pipelining).
+  bool overlapSoftmax;
 
   /// Shared memory a CTA may use on sm_90 (227 KiB).
   static constexpr int64_t kMaxSharedMemoryBytes = 227 * 1024;

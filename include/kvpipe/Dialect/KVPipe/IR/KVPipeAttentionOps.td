@@ -31,7 +31,10 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     `block_n` (keys per pipeline slot: 64, 128 or 192), `kv_stages` (slots of
     the K and V rings, >= 2), `consumer_warpgroups` (1 or 2; the Q block has
     64 rows per consumer warpgroup), `producer_registers` and
-    `consumer_registers` (the `setmaxnreg` targets of the roles).
+    `consumer_registers` (the `setmaxnreg` targets of the roles),
+    `overlap_softmax` (issue `S_j = Q K_j^T` together with
+    `O += P_{j-1} V_{j-1}` and compute the softmax of block j while the
+    tensor cores work, FA3's intra-warpgroup pipelining; default true).
 
     The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
     documented in docs/kernel-abi.md.
@@ -42,7 +45,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<I64Attr>:$kv_stages,
                        OptionalAttr<I64Attr>:$consumer_warpgroups,
                        OptionalAttr<I64Attr>:$producer_registers,
-                       OptionalAttr<I64Attr>:$consumer_registers);
+                       OptionalAttr<I64Attr>:$consumer_registers,
+                       OptionalAttr<BoolAttr>:$overlap_softmax);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -1,0 +1,154 @@
+//===- ProtocolAnalysis.h - how pipeline states flow ------------*- C++ -*-===//
+//
+// The protocol checker (VerifyProtocol.cpp) reasons about pipeline states as
+// SSA values. This analysis answers the questions it asks about them:
+//
+// - which pipeline a state belongs to: the states linked by `step`,
+//   `consumer_release`, loop iter_args, branch yields, block arguments and
+//   calls, named by their `kvpipe.create` or function argument;
+// - which slot a state denotes: states equal up to the releases of the
+//   sub-stages before the last one, which return the same state as a new
+//   value;
+// - how many slots a chain of ops advances a state: through `step`,
+//   `consumer_release` at the last sub-stage, both branches of `scf.if` and
+//   `scf.index_switch`, `scf.for` loops of constant trip count and calls
+//   whose callee returns the advanced argument;
+// - what a loop or a call does with a state: how many slots it advances per
+//   iteration, whether it advances it at all, whether it produces into or
+//   consumes from its pipeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
+#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <optional>
+#include <string>
+
+namespace kvpipe {
+
+/// The slots a chain of ops inside a scope advances a state by.
+struct StateAdvance {
+  /// Where the chain starts: a value defined outside the scope, or a block
+  /// argument of the scope op itself (a loop's iter_arg, a function argument).
+  mlir::Value base;
+  /// Slots advanced from `base`.
+  int64_t slots = 0;
+  /// The last advancing op of the chain (for notes), if any.
+  mlir::Operation *lastAdvance = nullptr;
+};
+
+/// Which side of a pipeline ops work on, as a bit set.
+enum PipelineSide : unsigned {
+  kNoSide = 0,
+  kProducerSide = 1, ///< `producer_acquire` / `producer_commit`
+  kConsumerSide = 2, ///< `consumer_wait` / `consumer_release`
+};
+
+/// The flow of pipeline states under one root op. Built once, read-only
+/// afterwards except for memoised answers.
+class PipelineFlow {
+public:
+  explicit PipelineFlow(mlir::Operation *root);
+
+  /// Every pipeline-typed value under the root, in walk order.
+  llvm::ArrayRef<mlir::Value> getStates() const { return states; }
+
+  /// The representative state of the pipeline `state` belongs to.
+  mlir::Value getPipeline(mlir::Value state);
+  /// The representative state of the slot `state` denotes.
+  mlir::Value getSlot(mlir::Value state);
+  /// The states of the slot whose representative is `slot`.
+  llvm::ArrayRef<mlir::Value> getSlotStates(mlir::Value slot);
+  /// Every `scf.for` / `scf.while` under the root, in walk order.
+  llvm::ArrayRef<mlir::Operation *> getLoops() const { return loops; }
+
+  /// Names the pipeline of `state` for diagnostics: "pipeline created at
+  /// FILE:LINE:COL : TYPE", "pipeline argument #N of @F : TYPE".
+  std::string describe(mlir::Value state);
+
+  /// Follows `state` back through advancing ops to a value defined outside
+  /// `scope` (or a block argument of `scope`). Nothing when the chain leaves
+  /// what can be counted statically: an unknown op, a loop of unknown trip
+  /// count, branches that disagree, a call without a summary.
+  std::optional<StateAdvance> traceAdvance(mlir::Value state,
+                                           mlir::Operation *scope);
+
+  /// The slots `loop` (`scf.for` or `scf.while`) advances the state carried
+  /// at `position` by per iteration, when statically known.
+  std::optional<int64_t> getAdvancePerIteration(mlir::Operation *loop,
+                                                unsigned position);
+  /// The carried position of `loop` whose loop-entry operand is `use`, if any.
+  static std::optional<unsigned> getCarriedPosition(mlir::OpOperand &use);
+  /// The states a loop carries, by position (null where not a pipeline).
+  static llvm::SmallVector<mlir::Value> getCarriedStates(mlir::Operation *loop);
+
+  /// Whether the user of `use` advances the state: `step`, the release of
+  /// the last sub-stage, a loop that advances the iter_arg it feeds, a call
+  /// whose callee advances the argument.
+  bool advances(mlir::OpOperand &use);
+  /// The ops under `op` (not `op` itself) that advance a state of
+  /// `pipeline`: the first one found, or null.
+  mlir::Operation *findAdvanceWithin(mlir::Operation *op, mlir::Value pipeline);
+  /// The sides of `pipeline` that ops under `op` work on (through calls too).
+  unsigned getSides(mlir::Operation *op, mlir::Value pipeline);
+
+  /// The callee of `call`, when it is a function with a body under the root.
+  mlir::FunctionOpInterface resolveCallee(mlir::CallOpInterface call);
+
+private:
+  struct CallAdvance {
+    unsigned argument;
+    int64_t slots;
+  };
+  /// For each result of `callee`: the argument it returns advanced, if the
+  /// advance is statically known on every return.
+  llvm::SmallVector<std::optional<CallAdvance>>
+  getReturnAdvances(mlir::FunctionOpInterface callee);
+  std::optional<CallAdvance> getCallAdvance(mlir::CallOpInterface call,
+                                            unsigned result);
+  /// The index among `call`'s arguments of `use`, if it is one.
+  static std::optional<unsigned> getArgumentIndex(mlir::CallOpInterface call,
+                                                  mlir::OpOperand &use);
+
+  mlir::Value find(llvm::DenseMap<mlir::Value, mlir::Value> &parents,
+                   mlir::Value value);
+  void unite(llvm::DenseMap<mlir::Value, mlir::Value> &parents, mlir::Value a,
+             mlir::Value b);
+  void build();
+
+  mlir::Operation *root;
+  mlir::SymbolTableCollection symbolTables;
+  llvm::SmallVector<mlir::Value> states;
+  llvm::SmallVector<mlir::Operation *> loops;
+  llvm::DenseMap<mlir::Value, mlir::Value> pipelineParents;
+  llvm::DenseMap<mlir::Value, mlir::Value> slotParents;
+  llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> slotMembers;
+  llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> pipelineMembers;
+  llvm::DenseMap<mlir::Value, std::string> names;
+  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>,
+                 std::optional<int64_t>>
+      perIteration;
+  llvm::DenseMap<mlir::Operation *,
+                 llvm::SmallVector<std::optional<CallAdvance>>>
+      returnAdvances;
+  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, unsigned> calleeSides;
+  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, bool>
+      calleeAdvances;
+  /// Callees being summarised, to cut recursion.
+  llvm::DenseSet<mlir::Operation *> returnsInProgress;
+  llvm::DenseSet<std::pair<mlir::Operation *, unsigned>> sidesInProgress;
+  llvm::DenseSet<std::pair<mlir::Operation *, unsigned>> advancesInProgress;
+};
+
+} // namespace kvpipe
+
+#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H

@@ -1,0 +1,268 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 2 of --kvpipe-verify-protocol: the producer-side and consumer-side
+// loops of one pipeline advance it by the same number of slots, per
+// iteration where the loops have the same trip count, in total where both
+// trip counts are constants. Otherwise the phases of the two sides drift
+// apart and one of them waits forever.
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// The consumer releases two slots per iteration, the producer fills one,
+// over the same trip count (equal constants count as the same bounds).
+func.func @per_iteration(%n: index, %producer: i1, %e: i1) {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    // expected-note @below {{the producer-side loop}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    // expected-error-re @below {{'scf.for' op consumer side advances 2 slot(s) per iteration but the producer-side loop with the same trip count advances 1: their phases drift apart and the pipeline hangs (pipeline created at {{.*}}:14:8 : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>)}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      kvpipe.consumer_wait %t : !p
+      %u = kvpipe.consumer_release %t, %e : !p
+      scf.yield %u : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// Constant trip counts: 8 slots produced, 3 x 2 = 6 consumed.
+func.func @totals(%producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c8 = arith.constant 8 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{the producer-side loop}}
+    %r = scf.for %i = %c0 to %c8 step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-error @below {{'scf.for' op consumer side advances 6 slot(s) in total (3 iteration(s) of 2) but the producer side advances 8 (8 of 1): their phases drift apart and the pipeline hangs (pipeline created at}}
+    %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      kvpipe.consumer_wait %t : !p
+      %u = kvpipe.consumer_release %t, %e : !p
+      scf.yield %u : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// A nested loop of constant trip count multiplies: the producer fills
+// 2 x 1 slots per outer iteration, the consumer releases one.
+func.func @nested(%n: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{the producer-side loop}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %inner = scf.for %j = %c0 to %c2 step %c1 iter_args(%x = %s) -> (!p) {
+        kvpipe.producer_acquire %x : !p
+        kvpipe.producer_commit %x : !p
+        %y = kvpipe.step %x : !p
+        scf.yield %y : !p
+      }
+      scf.yield %inner : !p
+    }
+  } else {
+    // expected-error @below {{consumer side advances 1 slot(s) per iteration but the producer-side loop with the same trip count advances 2}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// Through scf.if (both branches advance alike) and a call: the consumer
+// advances 2 per iteration, the producer 1.
+func.func private @consume_one(%s: !p, %e: i1) -> !p {
+  kvpipe.consumer_wait %s : !p
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+func.func @through_branch_and_call(%n: index, %producer: i1, %c: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{the producer-side loop}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-error @below {{consumer side advances 2 slot(s) per iteration but the producer-side loop with the same trip count advances 1}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %t = scf.if %c -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %u = kvpipe.consumer_release %s, %e : !p
+        scf.yield %u : !p
+      } else {
+        %u = func.call @consume_one(%s, %e) : (!p, i1) -> !p
+        scf.yield %u : !p
+      }
+      %v = func.call @consume_one(%t, %e) : (!p, i1) -> !p
+      scf.yield %v : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p1 = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!p2 = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 2>
+
+// Correct: a ring with qk_stages = 1 in scf.for, one slot per iteration on
+// both sides.
+func.func @ring_qk1(%n: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p1
+  kvpipe.init %p : !p1
+  scf.if %producer {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p1) {
+      kvpipe.producer_acquire %s : !p1
+      kvpipe.producer_commit %s : !p1
+      %t = kvpipe.step %s : !p1
+      scf.yield %t : !p1
+    }
+  } else {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p1) {
+      kvpipe.consumer_wait %s : !p1
+      %t = kvpipe.consumer_release %s, %e : !p1
+      scf.yield %t : !p1
+    }
+  }
+  return
+}
+
+// Correct: qk_stages = 2, the sub-stages of each slot in order; the release
+// of sub-stage 1 advances.
+func.func @ring_qk2(%n: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p2
+  kvpipe.init %p : !p2
+  scf.if %producer {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+      kvpipe.producer_acquire %s stage 0 : !p2
+      kvpipe.producer_commit %s stage 0 : !p2
+      kvpipe.producer_acquire %s stage 1 : !p2
+      kvpipe.producer_commit %s stage 1 : !p2
+      %t = kvpipe.step %s : !p2
+      scf.yield %t : !p2
+    }
+  } else {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+      kvpipe.consumer_wait %s stage 0 : !p2
+      kvpipe.consumer_wait %s stage 1 : !p2
+      %t = kvpipe.consumer_release %s, %e stage 0 : !p2
+      %u = kvpipe.consumer_release %t, %e stage 1 : !p2
+      scf.yield %u : !p2
+    }
+  }
+  return
+}
+
+// Correct: 8 x 1 = 4 x 2 slots with constant trip counts; unrelated dynamic
+// trip counts (%n, %m) cannot be compared; an scf.while has no trip count to
+// compare.
+func.func @not_comparable(%n: index, %m: index, %producer: i1, %e: i1, %go: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %p = kvpipe.create : !p1
+  %q = kvpipe.create : !p1
+  %w = kvpipe.create : !p1
+  scf.if %producer {
+    %r = scf.for %i = %c0 to %c8 step %c1 iter_args(%s = %p) -> (!p1) {
+      kvpipe.producer_acquire %s : !p1
+      kvpipe.producer_commit %s : !p1
+      %t = kvpipe.step %s : !p1
+      scf.yield %t : !p1
+    }
+    %r2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %q) -> (!p1) {
+      kvpipe.producer_acquire %s : !p1
+      kvpipe.producer_commit %s : !p1
+      %t = kvpipe.step %s : !p1
+      scf.yield %t : !p1
+    }
+    %r3 = scf.while (%s = %w) : (!p1) -> !p1 {
+      scf.condition(%go) %s : !p1
+    } do {
+    ^bb0(%s: !p1):
+      kvpipe.producer_acquire %s : !p1
+      kvpipe.producer_commit %s : !p1
+      %t = kvpipe.step %s : !p1
+      scf.yield %t : !p1
+    }
+  } else {
+    %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%s = %p) -> (!p1) {
+      kvpipe.consumer_wait %s : !p1
+      %t = kvpipe.consumer_release %s, %e : !p1
+      kvpipe.consumer_wait %t : !p1
+      %u = kvpipe.consumer_release %t, %e : !p1
+      scf.yield %u : !p1
+    }
+    %r2 = scf.for %i = %c0 to %m step %c1 iter_args(%s = %q) -> (!p1) {
+      kvpipe.consumer_wait %s : !p1
+      %t = kvpipe.consumer_release %s, %e : !p1
+      kvpipe.consumer_wait %t : !p1
+      %u = kvpipe.consumer_release %t, %e : !p1
+      scf.yield %u : !p1
+    }
+    %r3 = scf.while (%s = %w) : (!p1) -> !p1 {
+      scf.condition(%go) %s : !p1
+    } do {
+    ^bb0(%s: !p1):
+      kvpipe.consumer_wait %s : !p1
+      %t = kvpipe.consumer_release %s, %e : !p1
+      kvpipe.consumer_wait %t : !p1
+      %u = kvpipe.consumer_release %t, %e : !p1
+      scf.yield %u : !p1
+    }
+  }
+  return
+}

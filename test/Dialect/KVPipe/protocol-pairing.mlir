@@ -1,0 +1,144 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 3 of --kvpipe-verify-protocol, pairs: in one block (one loop
+// iteration) every consumer_wait is followed by the consumer_release of the
+// same slot and sub-stage and every release has its wait before it; the
+// same for producer_acquire and producer_commit. The slot is the state up
+// to releases of earlier sub-stages, which return it as a new value.
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// A wait whose slot is never released: the producer's next lap hangs.
+func.func @wait_without_release(%n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    // expected-error-re @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block (sub-stage 0 of pipeline created at {{.*}}:15:8 : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>)}}
+    kvpipe.consumer_wait %s : !p
+    %t = kvpipe.step %s : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// A release of a slot whose data the consumer never waited for.
+func.func @release_without_wait(%p: !p, %e: i1) -> !p {
+  // expected-error-re @below {{'kvpipe.consumer_release' op has no preceding consumer_wait of the same slot and sub-stage in its block (sub-stage 0 of pipeline argument #0 of @release_without_wait : !kvpipe.pipeline<{{.*}}>)}}
+  %q = kvpipe.consumer_release %p, %e : !p
+  return %q : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 2>
+
+// The release before the wait is not a pair either (sub-stage 0: the
+// release returns the same slot).
+func.func @release_before_wait(%p: !p, %e: i1) -> !p {
+  // expected-error @below {{'kvpipe.consumer_release' op has no preceding consumer_wait of the same slot and sub-stage in its block (sub-stage 0 of}}
+  %q = kvpipe.consumer_release %p, %e stage 0 : !p
+  // expected-error @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block (sub-stage 0 of}}
+  kvpipe.consumer_wait %q stage 0 : !p
+  return %q : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// Split across blocks: the wait in the loop body, the releases in the
+// branches of an scf.if.
+func.func @split_across_branches(%n: index, %c: i1, %e: i1) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    // expected-error @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block}}
+    kvpipe.consumer_wait %s : !p
+    %t = scf.if %c -> (!p) {
+      // expected-error @below {{'kvpipe.consumer_release' op has no preceding consumer_wait of the same slot and sub-stage in its block}}
+      %u = kvpipe.consumer_release %s, %e : !p
+      scf.yield %u : !p
+    } else {
+      // expected-error @below {{'kvpipe.consumer_release' op has no preceding consumer_wait of the same slot and sub-stage in its block}}
+      %u = kvpipe.consumer_release %s, %e : !p
+      scf.yield %u : !p
+    }
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 2>
+
+// The wait and the release of different sub-stages do not pair.
+func.func @different_sub_stages(%p: !p, %e: i1) -> !p {
+  // expected-error @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block (sub-stage 0 of pipeline argument #0}}
+  kvpipe.consumer_wait %p stage 0 : !p
+  // expected-error @below {{'kvpipe.consumer_release' op has no preceding consumer_wait of the same slot and sub-stage in its block (sub-stage 1 of pipeline argument #0}}
+  %q = kvpipe.consumer_release %p, %e stage 1 : !p
+  return %q : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// An acquire whose slot is never committed: the consumers wait forever.
+func.func @acquire_without_commit(%n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    // expected-error-re @below {{'kvpipe.producer_acquire' op has no producer_commit of the same slot and sub-stage after it in its block (sub-stage 0 of pipeline created at {{.*}} : !kvpipe.pipeline<{{.*}}>)}}
+    kvpipe.producer_acquire %s : !p
+    %t = kvpipe.step %s : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// A commit of a slot the producer did not acquire: it may overwrite data
+// the consumers still read.
+func.func @commit_without_acquire(%p: !p) -> !p {
+  // expected-error @below {{'kvpipe.producer_commit' op has no preceding producer_acquire of the same slot and sub-stage in its block (sub-stage 0 of pipeline argument #0 of @commit_without_acquire}}
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+
+// -----
+
+!p1 = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!p2 = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 2>
+
+// Correct: pairs in one block, also interleaved over sub-stages and through
+// the value a non-advancing release returns; two pipelines side by side.
+func.func @pairs(%n: index, %e: i1) -> (!p1, !p2) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = kvpipe.create : !p1
+  %b = kvpipe.create : !p2
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %a, %t = %b) -> (!p1, !p2) {
+    kvpipe.producer_acquire %s : !p1
+    kvpipe.consumer_wait %t stage 0 : !p2
+    kvpipe.producer_commit %s : !p1
+    %s1 = kvpipe.step %s : !p1
+    %t0 = kvpipe.consumer_release %t, %e stage 0 : !p2
+    kvpipe.consumer_wait %t0 stage 1 : !p2
+    %t1 = kvpipe.consumer_release %t0, %e stage 1 : !p2
+    scf.yield %s1, %t1 : !p1, !p2
+  }
+  return %r#0, %r#1 : !p1, !p2
+}

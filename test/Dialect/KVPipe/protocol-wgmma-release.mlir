@@ -1,0 +1,177 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 4 of --kvpipe-verify-protocol: on sm_90a a consumer_release is an
+// mbarrier arrive, so a slot may be released only after the wgmma groups
+// that read it retired. Each kvpipe.warpgroup_mma is one group; a
+// kvpipe.warpgroup_wait {pending = N} (or nvvm.wgmma.wait.group.sync.aligned
+// N) retires all but the N most recent. A wgmma reads a slot when one of its
+// shared-memory operands is addressed, through subview/view/reinterpret_cast,
+// with the kvpipe.index of a state of that slot.
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// No wait at all between the wgmma and the release.
+func.func @release_in_flight(%n: index, %e: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.consumer_wait %s : !p
+    %slot = kvpipe.index %s : !p
+    %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+    // expected-note @below {{the wgmma reading the slot, not retired before the release}}
+    %acc = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+    // expected-error-re @below {{'kvpipe.consumer_release' op releases a slot that a kvpipe.warpgroup_mma still in flight reads: retire it with kvpipe.warpgroup_wait first (sub-stage 0 of pipeline created at {{.*}}:21:8 : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>)}}
+    %t = kvpipe.consumer_release %s, %e : !p
+    %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// pending = 1 leaves the most recent group in flight, and that is the one
+// reading the slot (through an index computed from kvpipe.index).
+func.func @pending_leaves_reader(%p: !p, %e: i1, %q: !q, %k: !ring, %other: !tile) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %a = kvpipe.warpgroup_mma %q, %other : !q, !tile -> vector<64xf32>
+  %slot = kvpipe.index %p : !p
+  %row = arith.addi %slot, %c0 : index
+  %kt = memref.subview %k[%row, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+  // expected-note @below {{the wgmma reading the slot}}
+  %b = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+  %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
+  // expected-error @below {{'kvpipe.consumer_release' op releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// A wait under a condition retires nothing for sure.
+func.func @conditional_wait(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring) -> !p {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+  // expected-note @below {{the wgmma reading the slot}}
+  %acc = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+  scf.if %c {
+    %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  }
+  // expected-error @below {{'kvpipe.consumer_release' op releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// qk_stages = 2: a wgmma reads the sub-stage last waited on before it. The
+// release of sub-stage 1 comes while the sub-stage 1 wgmma is in flight.
+func.func @sub_stage_in_flight(%p: !p, %e: i1, %q: !q, %k: !ring) -> !p {
+  %slot = kvpipe.index %p : !p
+  %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+  kvpipe.consumer_wait %p stage 0 : !p
+  %a = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+  kvpipe.consumer_wait %p stage 1 : !p
+  // expected-note @below {{the wgmma reading the slot}}
+  %b = kvpipe.warpgroup_mma %q, %kt, %a : !q, !tile -> vector<64xf32>
+  %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
+  %r0 = kvpipe.consumer_release %p, %e stage 0 : !p
+  // expected-error @below {{'kvpipe.consumer_release' op releases a slot that a kvpipe.warpgroup_mma still in flight reads: retire it with kvpipe.warpgroup_wait first (sub-stage 1 of pipeline argument #0 of @sub_stage_in_flight}}
+  %r1 = kvpipe.consumer_release %r0, %e stage 1 : !p
+  return %r1 : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!p2 = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// Correct: the consumer loop of attention, S = Q K^T and O += P V, each
+// slot released after the wait that retires its wgmma.
+func.func @released_after_wait(%n: index, %e: i1, %q: !q, %k: !ring, %v: !ring, %pf: vector<64xbf16>) -> (!p, !p) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %kp = kvpipe.create : !p
+  %vp = kvpipe.create : !p
+  %o0 = arith.constant dense<0.0> : vector<64xf32>
+  %r:3 = scf.for %i = %c0 to %n step %c1 iter_args(%ks = %kp, %vs = %vp, %o = %o0) -> (!p, !p, vector<64xf32>) {
+    kvpipe.consumer_wait %ks : !p
+    %kslot = kvpipe.index %ks : !p
+    %kt = memref.subview %k[%kslot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+    %s = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+    %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
+    %ks1 = kvpipe.consumer_release %ks, %e : !p
+    kvpipe.consumer_wait %vs : !p
+    %vslot = kvpipe.index %vs : !p
+    %vt = memref.subview %v[%vslot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+    %o1 = kvpipe.warpgroup_mma %pf, %vt, %o {transpose_b} : vector<64xbf16>, !tile -> vector<64xf32>
+    %o2 = kvpipe.warpgroup_wait %o1 {pending = 0} : vector<64xf32>
+    %vs1 = kvpipe.consumer_release %vs, %e : !p
+    scf.yield %ks1, %vs1, %o2 : !p, !p, vector<64xf32>
+  }
+  return %r#0, %r#1 : !p, !p
+}
+
+// Correct: pending = 1 retires the older group, the one reading the slot;
+// groups committed by hand count towards pending; the NVVM wait retires too.
+func.func @older_group_retired(%p: !p, %e: i1, %q: !q, %k: !ring, %other: !tile) -> !p {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+  %a = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+  %b = kvpipe.warpgroup_mma %q, %other : !q, !tile -> vector<64xf32>
+  %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
+  %t = kvpipe.consumer_release %p, %e : !p
+  kvpipe.consumer_wait %t : !p
+  %slot2 = kvpipe.index %t : !p
+  %kt2 = memref.subview %k[%slot2, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+  %c = kvpipe.warpgroup_mma %q, %kt2 : !q, !tile -> vector<64xf32>
+  nvvm.wgmma.commit.group.sync.aligned
+  nvvm.wgmma.wait.group.sync.aligned 1
+  %u = kvpipe.consumer_release %t, %e : !p
+  return %u : !p
+}
+
+// Correct: qk_stages = 2, each sub-stage released once its wgmma retired.
+func.func @sub_stages_retired(%p: !p2, %e: i1, %q: !q, %k: !ring) -> !p2 {
+  %slot = kvpipe.index %p : !p2
+  %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+  kvpipe.consumer_wait %p stage 0 : !p2
+  %a = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+  kvpipe.consumer_wait %p stage 1 : !p2
+  %b = kvpipe.warpgroup_mma %q, %kt, %a : !q, !tile -> vector<64xf32>
+  %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
+  %r0 = kvpipe.consumer_release %p, %e stage 0 : !p2
+  %w2 = kvpipe.warpgroup_wait %w#1 {pending = 0} : vector<64xf32>
+  %r1 = kvpipe.consumer_release %r0, %e stage 1 : !p2
+  return %r1 : !p2
+}
