@@ -1,15 +1,31 @@
-!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 2>
-func.func @f(%e: i1, %i: index) -> (index, i1) {
-  %p = kvpipe.create : !p
-  kvpipe.init %p : !p
-  %b = kvpipe.producer_mbar %p stage 0 : !p
-  %c = kvpipe.consumer_mbar %p [%i] : !p
-  kvpipe.producer_acquire %p stage 0 : !p
-  kvpipe.producer_commit %p : !p
-  kvpipe.consumer_wait %p stage 1 : !p
-  %p1 = kvpipe.consumer_release %p, %e stage 1 : !p
-  %p2 = kvpipe.step %p1 : !p
-  %x = kvpipe.index %p2 : !p
-  %y = kvpipe.phase %p2 : !p
-  return %x, %y : index, i1
+// A producer/consumer ring written with the core ops: lower it with
+//   kvpipe-opt examples/ring.mlir --kvpipe-to-ptx="ptx-file=ring.ptx"
+!pipe = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+module attributes {gpu.container_module} {
+  gpu.module @ring {
+    gpu.func @ring(%n: index) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %true = arith.constant true
+      %p = kvpipe.create : !pipe
+      kvpipe.init %p : !pipe
+      %tid = gpu.thread_id x
+      %producer = arith.cmpi eq, %tid, %c0 : index
+      scf.if %producer {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!pipe) {
+          kvpipe.producer_acquire %s : !pipe
+          kvpipe.producer_commit %s : !pipe
+          %t = kvpipe.step %s : !pipe
+          scf.yield %t : !pipe
+        }
+      } else {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!pipe) {
+          kvpipe.consumer_wait %s : !pipe
+          %t = kvpipe.consumer_release %s, %true : !pipe
+          scf.yield %t : !pipe
+        }
+      }
+      gpu.return
+    }
+  }
 }

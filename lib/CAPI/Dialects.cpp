@@ -33,12 +33,24 @@ void kvpipeRegisterAllPasses(void) {
 
 MlirLogicalResult kvpipeRunPipeline(MlirModule module, MlirStringRef pipeline) {
   mlir::ModuleOp op = unwrap(module);
-  mlir::PassManager pm(op->getContext());
   std::string errors;
   llvm::raw_string_ostream os(errors);
-  if (mlir::failed(mlir::parsePassPipeline(unwrap(pipeline), pm, os))) {
+  // The textual pipeline names its anchor ("builtin.module(...)"); run it as
+  // written on the module rather than nested under another module pass.
+  mlir::FailureOr<mlir::OpPassManager> parsed =
+      mlir::parsePassPipeline(unwrap(pipeline), os);
+  if (mlir::failed(parsed)) {
     op.emitError() << "kvpipeRunPipeline: " << errors;
     return mlirLogicalResultFailure();
   }
+  if (parsed->getOpAnchorName() != mlir::ModuleOp::getOperationName() &&
+      parsed->getOpAnchorName() != mlir::OpPassManager::getAnyOpAnchorName()) {
+    op.emitError() << "kvpipeRunPipeline: the pipeline must be anchored on "
+                      "builtin.module, got '"
+                   << parsed->getOpAnchorName() << "'";
+    return mlirLogicalResultFailure();
+  }
+  mlir::PassManager pm(op->getContext());
+  static_cast<mlir::OpPassManager &>(pm) = *parsed;
   return wrap(pm.run(op));
 }

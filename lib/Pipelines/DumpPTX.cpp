@@ -21,6 +21,13 @@ struct DumpPTX : kvpipe::impl::DumpPTXBase<DumpPTX> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (format != "isa" && format != "bin") {
+      getOperation().emitError()
+          << "kvpipe-to-ptx: 'format' must be 'isa' (PTX) or 'bin' (cubin), "
+             "got '"
+          << format << "'";
+      return signalPassFailure();
+    }
     SmallVector<gpu::BinaryOp> binaries(getOperation().getOps<gpu::BinaryOp>());
     for (gpu::BinaryOp binary : binaries) {
       // PTX that still declares libdevice functions cannot be loaded: the

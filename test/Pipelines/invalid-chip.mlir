@@ -1,4 +1,3 @@
-// XFAIL: *
 // RUN: not kvpipe-opt %s --kvpipe-to-ptx="chip=sm_80" -o /dev/null 2>&1 | FileCheck %s
 // RUN: not kvpipe-opt %s --kvpipe-to-ptx="chip=gfx942" -o /dev/null 2>&1 | FileCheck %s
 
@@ -10,7 +9,6 @@
 // %llvm.nvvm.fence.mbarrier_init.release.cluster"). A module that declares
 // such a target is rejected (test/Conversion/KVPipeToNVVM/target-check.mlir).
 // The fix belongs in lib/Pipelines/KVPipeToPTX.cpp: attach the targets
-// before the gpu.module passes; remove the XFAIL with it.
 
 // CHECK: error: 'kvpipe.create' op needs sm_90 or later
 

@@ -1,4 +1,3 @@
-// XFAIL: *
 // RUN: not kvpipe-opt %s --kvpipe-to-ptx="format=foo" -o %t.mlir 2>&1 | FileCheck %s
 // RUN: not grep -q gpu.binary %t.mlir
 
@@ -7,7 +6,6 @@
 // "Invalid format specified." but does not fail the pass: kvpipe-opt exits 0
 // and prints a gpu.binary with an object of no format. The fix belongs in
 // lib/Pipelines/KVPipeToPTX.cpp (validate `format` before building the
-// pipeline, or make the option an enum); remove the XFAIL with it.
 
 // CHECK: error: {{.*}}format
 

@@ -42,25 +42,37 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-COUNT-2:   kvpipe.tma_load %[[V]]
 //       CHECK:   kvpipe.producer_commit %[[SV]]
 //       CHECK:   kvpipe.step %[[SV]]
-// Consumers.
+// Consumers: block 0 alone, then S_j = Q K_j^T issued together with
+// O += P_{j-1} V_{j-1}; S_j retired first (one group left in flight), its
+// softmax overlapping the P V wgmma.
 //       CHECK: nvvm.setmaxregister increase 240
 //       CHECK: kvpipe.consumer_wait %[[PQ]]
-//       CHECK: scf.for {{.*}} iter_args(%[[CK:[^ ]*]] = %[[PK]], %[[CV:[^ ]*]] = %[[PV]]
-//       CHECK:   kvpipe.consumer_wait %[[CK]]
-//       CHECK:   %[[S:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} : memref<2x64x64xbf16, {{.*}}>, memref<2x128x64xbf16, {{.*}}> -> vector<64xf32>
-//       CHECK:   %[[S1:.*]] = kvpipe.warpgroup_wait %[[S]] {pending = 0 : i64}
-//       CHECK:   kvpipe.consumer_release %[[CK]]
-// The causal mask compares key columns with query rows.
-//       CHECK:   arith.cmpi sle
-//       CHECK:   vector.reduction <maxnumf>
-//       CHECK:   gpu.shuffle  xor
-//       CHECK:   math.fma
-//       CHECK:   math.exp2 {{.*}} : vector<64xf32>
-//       CHECK:   arith.truncf {{.*}} : vector<64xf32> to vector<64xbf16>
-//       CHECK:   kvpipe.consumer_wait %[[CV]]
-//       CHECK:   kvpipe.warpgroup_mma {{.*}} {transpose_b} : vector<64xbf16>, memref<2x128x64xbf16, {{.*}}> -> vector<64xf32>
-//       CHECK:   kvpipe.warpgroup_wait
-//       CHECK:   kvpipe.consumer_release %[[CV]]
+//       CHECK: scf.if
+//       CHECK:   kvpipe.consumer_wait %[[PK]]
+//       CHECK:   kvpipe.warpgroup_mma %{{.*}}, %{{.*}} : memref<2x64x64xbf16, {{.*}}>, memref<2x128x64xbf16, {{.*}}> -> vector<64xf32>
+//       CHECK:   kvpipe.warpgroup_wait {{.*}} {pending = 0 : i64}
+//       CHECK:   %[[K1:.*]] = kvpipe.consumer_release %[[PK]]
+//       CHECK:   scf.for {{.*}} iter_args(%[[CK:[^ ]*]] = %[[K1]], %[[CV:[^ ]*]] = %[[PV]]
+//       CHECK:     kvpipe.consumer_wait %[[CK]]
+//       CHECK:     %[[S:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} : memref<2x64x64xbf16
+//       CHECK:     kvpipe.consumer_wait %[[CV]]
+//       CHECK:     %[[PVO:.*]] = kvpipe.warpgroup_mma {{.*}} {transpose_b} : vector<64xbf16>, memref<2x128x64xbf16, {{.*}}> -> vector<64xf32>
+//       CHECK:     kvpipe.warpgroup_wait %[[S]] {pending = 1 : i64}
+//       CHECK:     kvpipe.consumer_release %[[CK]]
+// The causal mask compares key columns with query rows, only on the blocks
+// that need it.
+//       CHECK:     scf.if
+//       CHECK:       arith.cmpi sle
+//       CHECK:     vector.reduction <maxnumf>
+//       CHECK:     gpu.shuffle  xor
+//       CHECK:     math.fma
+//       CHECK:     math.exp2 {{.*}} : vector<64xf32>
+//       CHECK:     arith.truncf {{.*}} : vector<64xf32> to vector<64xbf16>
+//       CHECK:     kvpipe.warpgroup_wait %[[PVO]] {pending = 0 : i64}
+//       CHECK:     kvpipe.consumer_release %[[CV]]
+//       CHECK:   kvpipe.warpgroup_mma {{.*}} {transpose_b}
+//       CHECK:   kvpipe.warpgroup_wait {{.*}} {pending = 0 : i64}
+//       CHECK:   kvpipe.consumer_release
 // Epilogue.
 //       CHECK: kvpipe.consumer_release %[[PQ]]
 //       CHECK: kvpipe.store_fragment

@@ -22,6 +22,7 @@ def ConvertKVPipeToNVVM : Pass<"convert-kvpipe-to-nvvm"> {
     "::mlir::LLVM::LLVMDialect",
     "::mlir::NVVM::NVVMDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::scf::SCFDialect",
   ];
   let options = [
     Option<"waitTimeout", "wait-timeout", "uint64_t", /*default=*/"0",

@@ -36,6 +36,9 @@ def DumpPTX : Pass<"kvpipe-dump-ptx", "::mlir::ModuleOp"> {
   let options = [
     Option<"file", "file", "std::string", /*default=*/"\"\"",
            "Where to write the PTX ('-' for standard output)">,
+    Option<"format", "format", "std::string", /*default=*/"\"isa\"",
+           "The format gpu-module-to-binary was asked for: 'isa' or 'bin' "
+           "(anything else is reported)">,
   ];
 }
 

@@ -41,6 +41,11 @@ struct KVPipeToPTXOptions : public mlir::PassPipelineOptions<KVPipeToPTXOptions>
       llvm::cl::desc("Debug: bound every mbarrier wait to this many cycles, "
                      "then report and trap (0: off)"),
       llvm::cl::init(0)};
+  Option<bool> verifyProtocol{
+      *this, "verify-protocol",
+      llvm::cl::desc("Check the pipelines' protocol first "
+                     "(--kvpipe-verify-protocol)"),
+      llvm::cl::init(true)};
   Option<std::string> ptxFile{
       *this, "ptx-file",
       llvm::cl::desc("Also write the PTX to this file (format=isa)"),

@@ -152,7 +152,7 @@ std::optional<unsigned> smVersion(StringRef chip) {
 /// kvpipe lowers to sm_90 instructions (mbarrier transaction counts and
 /// parity waits, fence.mbarrier_init, TMA, wgmma). Where a gpu.module already
 /// declares an older NVVM target, say so at the first kvpipe op instead of
-/// leaving instructions NVPTX cannot select.
+/// leaving instructions NVPTX cannot select (it aborts).
 LogicalResult checkTargets(Operation *root) {
   WalkResult result = root->walk([&](Operation *op) {
     if (!isa<KVPipeDialect>(op->getDialect()))
@@ -164,8 +164,10 @@ LogicalResult checkTargets(Operation *root) {
       auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target);
       if (!nvvm)
         continue;
+      // A chip that is no "sm_<version>" at all is as unusable: NVPTX would
+      // ignore it and fail the same way.
       std::optional<unsigned> version = smVersion(nvvm.getChip());
-      if (!version || *version >= 90)
+      if (version && *version >= 90)
         continue;
       op->emitOpError() << "needs sm_90 or later (mbarrier transactions, "
                            "TMA, wgmma), but its gpu.module targets "

@@ -1,4 +1,3 @@
-// XFAIL: *
 // RUN: kvpipe-opt %s -canonicalize | FileCheck %s
 
 // A descriptor prefetch has no result and must survive canonicalisation.
@@ -6,7 +5,6 @@
 // MemoryEffects<[MemRead]>: an op that only reads and whose (no) results are
 // unused is trivially dead, so -canonicalize deletes every prefetch. The fix
 // is in the .td (MemRead and MemWrite, like the other data-path ops); remove
-// the XFAIL with it.
 
 !map = !kvpipe.tensor_map<box = [64, 64], element_type = bf16, swizzle = 128>
 

@@ -1,5 +1,6 @@
 // REQUIRES: ptxas
-// RUN: kvpipe-opt %s --kvpipe-to-ptx="format=bin" | FileCheck %s
+// RUN: kvpipe-opt %s --kvpipe-to-ptx="verify-protocol=false format=bin" | FileCheck %s
+// A fragment of a pipeline, not a whole protocol: verify-protocol=false.
 
 // format=bin: gpu-module-to-binary assembles the PTX with ptxas, and the
 // gpu.binary holds the ELF cubin instead of the PTX text.

@@ -1,6 +1,7 @@
-// RUN: kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.ptx" -o /dev/null
+// RUN: kvpipe-opt %s --kvpipe-to-ptx="verify-protocol=false ptx-file=%t.ptx" -o /dev/null
 // RUN: FileCheck %s < %t.ptx
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.ptx -o %t.cubin %}
+// A fragment of a pipeline, not a whole protocol: verify-protocol=false.
 
 // A TMA load multicast to the CTAs of a cluster of 2: the destination is
 // converted to the cluster shared window and the copy carries the mask.

@@ -1,8 +1,9 @@
-// RUN: kvpipe-opt %s --kvpipe-to-ptx="wait-timeout=100000 ptx-file=%t.ptx" -o /dev/null
+// RUN: kvpipe-opt %s --kvpipe-to-ptx="verify-protocol=false wait-timeout=100000 ptx-file=%t.ptx" -o /dev/null
 // RUN: FileCheck %s < %t.ptx
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.ptx -o %t.cubin %}
-// RUN: kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.off.ptx" -o /dev/null
+// RUN: kvpipe-opt %s --kvpipe-to-ptx="verify-protocol=false ptx-file=%t.off.ptx" -o /dev/null
 // RUN: FileCheck %s --check-prefix=OFF < %t.off.ptx
+// A fragment of a pipeline, not a whole protocol: verify-protocol=false.
 
 // The wait-timeout debug option survives to PTX: a bounded try_wait loop on
 // clock64 that calls vprintf with a format naming the op ("kvpipe:

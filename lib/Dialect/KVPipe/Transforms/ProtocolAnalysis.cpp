@@ -58,16 +58,19 @@ static void printLocation(llvm::raw_ostream &os, Location loc) {
 PipelineFlow::PipelineFlow(Operation *root) : root(root) { build(); }
 
 Value PipelineFlow::find(DenseMap<Value, Value> &parents, Value value) {
-  auto it = parents.find(value);
-  if (it == parents.end()) {
-    parents[value] = value;
+  auto [it, inserted] = parents.try_emplace(value, value);
+  if (inserted)
     return value;
+  // Iteratively, with path compression: chains of states can be long.
+  Value top = value;
+  for (auto next = parents.find(top); next->second != top;
+       next = parents.find(top))
+    top = next->second;
+  for (Value current = value; current != top;) {
+    Value &parent = parents[current];
+    current = parent;
+    parent = top;
   }
-  Value parent = it->second;
-  if (parent == value)
-    return value;
-  Value top = find(parents, parent);
-  parents[value] = top;
   return top;
 }
 
@@ -145,8 +148,8 @@ void PipelineFlow::build() {
         bool sameSlot = true;
         for (Value yielded : yields) {
           unite(pipelineParents, result, yielded);
-          sameSlot &= find(slotParents, yielded) ==
-                      find(slotParents, yields.front());
+          sameSlot &=
+              find(slotParents, yielded) == find(slotParents, yields.front());
         }
         if (sameSlot)
           unite(slotParents, result, yields.front());
@@ -224,7 +227,8 @@ std::string PipelineFlow::describe(Value state) {
       auto argument = dyn_cast<BlockArgument>(member);
       if (!argument || !argument.getOwner()->isEntryBlock())
         continue;
-      if (isa_and_nonnull<FunctionOpInterface>(argument.getOwner()->getParentOp())) {
+      if (isa_and_nonnull<FunctionOpInterface>(
+              argument.getOwner()->getParentOp())) {
         named = member;
         break;
       }
@@ -237,7 +241,8 @@ std::string PipelineFlow::describe(Value state) {
     printLocation(os, named.getLoc());
   } else if (named) {
     auto argument = cast<BlockArgument>(named);
-    auto function = cast<FunctionOpInterface>(argument.getOwner()->getParentOp());
+    auto function =
+        cast<FunctionOpInterface>(argument.getOwner()->getParentOp());
     os << "pipeline argument #" << argument.getArgNumber() << " of @"
        << function.getName();
   } else {
@@ -404,10 +409,9 @@ std::optional<int64_t> PipelineFlow::getAdvancePerIteration(Operation *loop,
       auto afterArg = after ? dyn_cast<BlockArgument>(after->base) : nullptr;
       if (afterArg && afterArg.getOwner() == whileOp.getAfterBody() &&
           afterArg.getArgNumber() < condition.getArgs().size()) {
-        std::optional<StateAdvance> before = traceAdvance(
-            condition.getArgs()[afterArg.getArgNumber()], whileOp);
-        if (before &&
-            before->base == whileOp.getBeforeArguments()[position]) {
+        std::optional<StateAdvance> before =
+            traceAdvance(condition.getArgs()[afterArg.getArgNumber()], whileOp);
+        if (before && before->base == whileOp.getBeforeArguments()[position]) {
           int64_t total = before->slots;
           if (addSlots(total, after->slots))
             slots = total;
@@ -429,8 +433,8 @@ FunctionOpInterface PipelineFlow::resolveCallee(CallOpInterface call) {
   Operation *table = SymbolTable::getNearestSymbolTable(call);
   if (!table || !root->isAncestor(table))
     return {};
-  auto callee =
-      dyn_cast_or_null<FunctionOpInterface>(call.resolveCallableInTable(&symbolTables));
+  auto callee = dyn_cast_or_null<FunctionOpInterface>(
+      call.resolveCallableInTable(&symbolTables));
   if (!callee || callee.isExternal() || !root->isAncestor(callee))
     return {};
   if (callee.getNumArguments() != call.getArgOperands().size() ||
@@ -464,8 +468,7 @@ PipelineFlow::getReturnAdvances(FunctionOpInterface callee) {
     std::optional<CallAdvance> common;
     bool known = true;
     for (Block &block : body) {
-      Operation *terminator =
-          block.empty() ? nullptr : &block.back();
+      Operation *terminator = block.empty() ? nullptr : &block.back();
       if (!terminator || !terminator->hasTrait<OpTrait::ReturnLike>())
         continue;
       if (index >= terminator->getNumOperands()) {
@@ -481,8 +484,8 @@ PipelineFlow::getReturnAdvances(FunctionOpInterface callee) {
         break;
       }
       CallAdvance here{argument.getArgNumber(), advance->slots};
-      if (common && (common->argument != here.argument ||
-                     common->slots != here.slots)) {
+      if (common &&
+          (common->argument != here.argument || common->slots != here.slots)) {
         known = false;
         break;
       }
@@ -520,8 +523,7 @@ bool PipelineFlow::advances(OpOperand &use) {
   if (auto release = dyn_cast<ConsumerReleaseOp>(user))
     return release.advances() && &use == &release.getPipelineMutable();
   if (std::optional<unsigned> position = getCarriedPosition(use)) {
-    if (std::optional<int64_t> slots =
-            getAdvancePerIteration(user, *position))
+    if (std::optional<int64_t> slots = getAdvancePerIteration(user, *position))
       return *slots != 0;
     return findAdvanceWithin(user, getPipeline(use.get())) != nullptr;
   }

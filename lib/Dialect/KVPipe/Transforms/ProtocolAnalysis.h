@@ -134,15 +134,13 @@ private:
   llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> slotMembers;
   llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> pipelineMembers;
   llvm::DenseMap<mlir::Value, std::string> names;
-  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>,
-                 std::optional<int64_t>>
+  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, std::optional<int64_t>>
       perIteration;
   llvm::DenseMap<mlir::Operation *,
                  llvm::SmallVector<std::optional<CallAdvance>>>
       returnAdvances;
   llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, unsigned> calleeSides;
-  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, bool>
-      calleeAdvances;
+  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, bool> calleeAdvances;
   /// Callees being summarised, to cut recursion.
   llvm::DenseSet<mlir::Operation *> returnsInProgress;
   llvm::DenseSet<std::pair<mlir::Operation *, unsigned>> sidesInProgress;

@@ -43,10 +43,8 @@ namespace kvpipe {
 using namespace mlir;
 using namespace kvpipe;
 
-namespace {
-
 /// The sub-stage an op names, if it names one.
-std::optional<int64_t> getStageOf(Operation *op) {
+static std::optional<int64_t> getStageOf(Operation *op) {
   if (auto wait = dyn_cast<ConsumerWaitOp>(op))
     return wait.getStage();
   if (auto release = dyn_cast<ConsumerReleaseOp>(op))
@@ -63,7 +61,7 @@ std::optional<int64_t> getStageOf(Operation *op) {
 }
 
 /// The static trip count of an `scf.for`, when it fits comfortably.
-std::optional<int64_t> getTripCount(Operation *loop) {
+static std::optional<int64_t> getTripCount(Operation *loop) {
   auto forOp = dyn_cast<scf::ForOp>(loop);
   if (!forOp)
     return std::nullopt;
@@ -74,7 +72,7 @@ std::optional<int64_t> getTripCount(Operation *loop) {
 }
 
 /// The same SSA value or equal constants.
-bool isSameBound(Value a, Value b) {
+static bool isSameBound(Value a, Value b) {
   if (a == b)
     return true;
   std::optional<int64_t> ca = getConstantIntValue(a);
@@ -84,12 +82,14 @@ bool isSameBound(Value a, Value b) {
 
 /// Whether two `scf.for` loops run the same number of iterations because
 /// their bounds and steps are the same.
-bool haveSameTripCount(Operation *a, Operation *b) {
+static bool haveSameTripCount(Operation *a, Operation *b) {
   auto fa = dyn_cast<scf::ForOp>(a), fb = dyn_cast<scf::ForOp>(b);
   return fa && fb && isSameBound(fa.getLowerBound(), fb.getLowerBound()) &&
          isSameBound(fa.getUpperBound(), fb.getUpperBound()) &&
          isSameBound(fa.getStep(), fb.getStep());
 }
+
+namespace {
 
 /// A wgmma group in flight and the slots (and sub-stages, -1: any) it reads.
 struct WgmmaGroup {
@@ -192,9 +192,9 @@ private:
                 !runsAfter(advancer, user))
               continue;
             staleUsers.insert(user);
-            InFlightDiagnostic diag =
-                error(user) << "state used after it was advanced"
-                            << where(member, getStageOf(user));
+            InFlightDiagnostic diag = error(user)
+                                      << "state used after it was advanced"
+                                      << where(member, getStageOf(user));
             diag.attachNote(advancer->getLoc()) << advancedBy(advancer);
           }
       }
@@ -210,10 +210,10 @@ private:
          parent = parent->getParentOp()) {
       if (!isa<LoopLikeOpInterface>(parent))
         continue;
-      InFlightDiagnostic diag =
-          error(advancer) << "advances a state defined outside its loop, "
-                             "once per iteration: carry it as an iter_arg"
-                          << where(state, getStageOf(advancer));
+      InFlightDiagnostic diag = error(advancer)
+                                << "advances a state defined outside its loop, "
+                                   "once per iteration: carry it as an iter_arg"
+                                << where(state, getStageOf(advancer));
       diag.attachNote(parent->getLoc()) << "the loop";
       return;
     }
@@ -290,10 +290,10 @@ private:
         return;
       InFlightDiagnostic diag =
           error(consumer.loop)
-          << "consumer side advances " << consumerTotal
-          << " slot(s) in total (" << *consumerTrips << " iteration(s) of "
-          << perConsumer << ") but the producer side advances "
-          << producerTotal << " (" << *producerTrips << " of " << perProducer
+          << "consumer side advances " << consumerTotal << " slot(s) in total ("
+          << *consumerTrips << " iteration(s) of " << perConsumer
+          << ") but the producer side advances " << producerTotal << " ("
+          << *producerTrips << " of " << perProducer
           << "): their phases drift apart and the pipeline hangs"
           << where(pipeline);
       diag.attachNote(producer.loop->getLoc()) << "the producer-side loop";
@@ -329,8 +329,7 @@ private:
       } else if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
         worklist.push_back(view.getByteShift());
         current = view.getSource();
-      } else if (auto cast =
-                     dyn_cast_or_null<memref::ReinterpretCastOp>(def)) {
+      } else if (auto cast = dyn_cast_or_null<memref::ReinterpretCastOp>(def)) {
         llvm::append_range(worklist, cast.getOffsets());
         current = cast.getSource();
       } else if (auto cast = dyn_cast_or_null<memref::CastOp>(def)) {
@@ -448,14 +447,14 @@ private:
         lastWaited[flow.getSlot(wait.getPipeline())] = wait.getStage();
       } else if (auto release = dyn_cast<ConsumerReleaseOp>(op)) {
         checkReleaseRetired(release, inFlight);
-        closePair(pairs, order, &op, release.getPipeline(),
-                  release.getStage(), 0, "consumer_wait", "consumer_release");
+        closePair(pairs, order, &op, release.getPipeline(), release.getStage(),
+                  0, "consumer_wait", "consumer_release");
       } else if (auto acquire = dyn_cast<ProducerAcquireOp>(op)) {
         openPair(pairs, order, &op, acquire.getPipeline(), acquire.getStage(),
                  1, "producer_acquire");
       } else if (auto commit = dyn_cast<ProducerCommitOp>(op)) {
-        closePair(pairs, order, &op, commit.getPipeline(), commit.getStage(),
-                  1, "producer_acquire", "producer_commit");
+        closePair(pairs, order, &op, commit.getPipeline(), commit.getStage(), 1,
+                  "producer_acquire", "producer_commit");
       } else if (auto mma = dyn_cast<WarpgroupMmaOp>(op)) {
         WgmmaGroup group{&op, {}};
         for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
@@ -526,9 +525,10 @@ private:
           continue;
         SmallVector<std::optional<StateAdvance>> branches;
         for (Region &region : op->getRegions()) {
-          auto yield = region.hasOneBlock()
-                           ? dyn_cast<scf::YieldOp>(region.front().getTerminator())
-                           : nullptr;
+          auto yield =
+              region.hasOneBlock()
+                  ? dyn_cast<scf::YieldOp>(region.front().getTerminator())
+                  : nullptr;
           if (!yield || result.getResultNumber() >= yield.getNumOperands())
             return;
           branches.push_back(flow.traceAdvance(

@@ -99,8 +99,10 @@ def KVPipe_TMAStoreOp : KVPipe_Op<"tma_store",
   }];
 }
 
+// A prefetch has no result: with a read effect alone, canonicalisation would
+// delete it. Read and write keep it where it is.
 def KVPipe_TMAPrefetchOp : KVPipe_Op<"tma_prefetch_descriptor",
-    [MemoryEffects<[MemRead]>]> {
+    [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "prefetch a tensor map into the descriptor cache";
   let description = [{
     `prefetch.tensormap` on the kernel parameter holding the descriptor, so
