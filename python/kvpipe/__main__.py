@@ -93,6 +93,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         from kvpipe import check
 
         rows = check.run()
+        rows += check.run_torch_integration()
         markdown = check.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe check", rows, markdown)

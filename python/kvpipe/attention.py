@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from typing import Any, Dict, Optional, Tuple
 
@@ -108,6 +109,41 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
               return_lse: bool = False, layout: str = "bhsd", out: Any = None,
               **tuning: int) -> Any:
     """Scaled dot-product attention, forward, computed by a kvpipe kernel.
+
+    With torch installed and real tensors, this goes through the custom
+    operator ``torch.ops.kvpipe.attention`` (so that ``torch.compile`` traces
+    it without a graph break); ``out=`` and tuning attributes call the
+    kernel directly. See ``attention_impl`` for the arguments.
+    """
+    op = _custom_op(q)
+    if op is not None and (not isinstance(causal, bool) or layout not in LAYOUTS or
+                           (scale is not None and (isinstance(scale, bool) or
+                                                   not isinstance(scale, (int, float))))):
+        op = None  # let attention_impl report the bad argument
+    if op is None or out is not None or tuning:
+        return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
+                              layout=layout, out=out, **tuning)
+    if scale is None:
+        shape = tuple(q.shape)
+        scale = 1.0 / math.sqrt(shape[-1]) if shape and shape[-1] > 0 else 1.0
+    o, lse = op(q, k, v, causal, float(scale), layout)
+    return (o, lse) if return_lse else o
+
+
+def _custom_op(q: Any) -> Any:
+    """torch.ops.kvpipe.attention when q is a torch tensor, else None."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(q, torch.Tensor):
+        return None
+    from kvpipe import torch_ops  # noqa: F401  (registers the operator)
+
+    return torch.ops.kvpipe.attention
+
+
+def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
+                   return_lse: bool = False, layout: str = "bhsd", out: Any = None,
+                   **tuning: int) -> Any:
+    """Launches the kernel (the operator's implementation).
 
     Args:
         q: ``(B, H_q, S_q, D)`` (``layout="bhsd"``, torch SDPA's) or

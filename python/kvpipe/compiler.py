@@ -61,6 +61,16 @@ def find_compiler(required: bool = True) -> Optional[str]:
     return None
 
 
+def compiler_release(compiler: Optional[str] = None) -> str:
+    """The kvpipe release a ``kvpipe-opt`` was built as (``kvpipe-opt --version``)."""
+    exe = compiler or find_compiler()
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith("kvpipe "):
+            return line.split()[1]
+    raise CompilerError(f"{exe} --version does not name a kvpipe release:\n{out}", 0, [exe])
+
+
 def run_opt(ir: str, passes: Sequence[str] = (), *,
             pass_pipeline: Optional[str] = None,
             extra_args: Sequence[str] = (),

@@ -96,3 +96,9 @@ def test_crash_is_reported_not_hidden(tmp_path, monkeypatch):
     with pytest.raises(CompilerError) as info:
         run_opt("module {}", compiler=str(fake))
     assert info.value.returncode < 0
+
+
+def test_package_version_matches_the_compiler(compiler):
+    from kvpipe.compiler import compiler_release
+
+    assert compiler_release(compiler) == kvpipe.__version__

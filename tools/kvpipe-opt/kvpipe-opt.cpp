@@ -10,8 +10,13 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
+  // The Python package's __version__ must match this (python/kvpipe).
+  llvm::cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "kvpipe " KVPIPE_VERSION "\n"; });
   mlir::registerAllPasses();
   kvpipe::registerAllPasses();
   mlir::DialectRegistry registry;

@@ -1,0 +1,179 @@
+"""``kvpipe.attention``: FlashAttention forward on Hopper with kvpipe kernels.
+
+The kernel ABI (docs/kernel-abi.md): parameters ``(q_map, k_map, v_map,
+o_map, lse, seq_q, seq_kv, heads_per_kv_head, scale_log2)``, where the maps
+are by-value CUtensorMaps of the 4-D tensors seen as ``(B, H, S, D)`` whatever
+their memory layout (the strides say where things are), boxes of
+``(1, 1, rows, 64)`` with the 128-byte swizzle; ``lse`` is a pointer to a
+contiguous fp32 ``(B, H_q, S_q)`` tensor or null; grid
+``(ceil(S_q / block_m), H_q, B)``; block ``(threads, 1, 1)``; the dynamic
+shared memory the ABI names.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Any, Dict, Optional, Tuple
+
+from kvpipe import _tensors, cuda, kernels, tma
+
+LAYOUTS = ("bhsd", "bshd")
+_LOG2E = 1.4426950408889634
+
+_loaded: Dict[Tuple[Any, ...], Tuple[cuda.Kernel, Dict[str, Any]]] = {}
+_lock = threading.Lock()
+
+
+def _kernel_for(config_args: Tuple[int, str, bool], device_index: int,
+                tuning: Tuple[Tuple[str, int], ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
+    """The loaded kernel for a configuration on a device, compiled or cached once."""
+    key = (config_args, device_index, tuning)
+    found = _loaded.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        found = _loaded.get(key)
+        if found is None:
+            head_dim, dtype, causal = config_args
+            timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
+            compiled = kernels.compile_attention(head_dim, dtype, causal,
+                                                 wait_timeout=timeout, **dict(tuning))
+            module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
+            kernel = module.function(compiled.name)
+            kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
+            found = (kernel, compiled.abi)
+            _loaded[key] = found
+    return found
+
+
+def _bhsd_view(name: str, t: Any, layout: str) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """Shape and element strides of ``t`` seen as (B, H, S, D)."""
+    shape, strides = tuple(t.shape), tuple(t.stride())
+    if layout == "bshd":
+        return ((shape[0], shape[2], shape[1], shape[3]),
+                (strides[0], strides[2], strides[1], strides[3]))
+    return shape, strides
+
+
+def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...], ...]:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True,
+                              stride_alignment_bytes=16)
+    dtypes = {str(t.dtype) for t in (q, k, v)}
+    if len(dtypes) != 1:
+        raise TypeError(f"q, k and v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    kernels.dtype_name(q.dtype)  # raises TypeError for other dtypes
+    if len({str(t.device) for t in (q, k, v)}) != 1:
+        raise ValueError(f"q, k and v must be on the same device, got {q.device}, "
+                         f"{k.device}, {v.device}")
+    qs, ks, vs = (_bhsd_view(n, t, layout)[0] for n, t in (("q", q), ("k", k), ("v", v)))
+    b, hq, sq, d = qs
+    if d not in kernels.HEAD_DIMS:
+        raise ValueError(f"q's head dim must be one of {kernels.HEAD_DIMS}, got {d}")
+    if ks != vs:
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and "
+                         f"{tuple(v.shape)} ({layout})")
+    if ks[0] != b:
+        raise ValueError(f"k's batch must equal q's ({b}), got {ks[0]}")
+    if ks[3] != d:
+        raise ValueError(f"k and v's head dim must equal q's ({d}), got {ks[3]}")
+    if ks[1] < 1 or hq % ks[1] != 0:
+        raise ValueError(f"q's heads ({hq}) must be a multiple of k and v's heads "
+                         f"({ks[1]}) (grouped-query attention)")
+    if sq < 1:
+        raise ValueError(f"q's sequence length must be at least 1, got {sq}")
+    if ks[2] < 1:
+        raise ValueError(f"k and v's sequence length must be at least 1, got {ks[2]}")
+    if hq > 65535 or b > 65535:
+        raise ValueError(f"q's heads ({hq}) and batch ({b}) must each be at most 65535 "
+                         f"(grid dimensions)")
+    return qs, ks
+
+
+def _tensor_map(name: str, t: Any, layout: str, rows: int) -> bytes:
+    # The kernel sees every tensor as (B, H, S, D); for bshd that is a
+    # permutation of the dimensions, which the strides express.
+    order = (0, 2, 1, 3) if layout == "bshd" else None
+    try:
+        return tma.encode_from_tensor(t, (1, 1, rows, 64), 128, dims_order=order)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
+              return_lse: bool = False, layout: str = "bhsd", out: Any = None,
+              **tuning: int) -> Any:
+    """Scaled dot-product attention, forward, computed by a kvpipe kernel.
+
+    Args:
+        q: ``(B, H_q, S_q, D)`` (``layout="bhsd"``, torch SDPA's) or
+            ``(B, S_q, H_q, D)`` (``"bshd"``, flash-attn's); bfloat16 or
+            float16, on a CUDA device, D in {64, 128}. Any strides with a
+            contiguous last dimension and 16-byte aligned other strides.
+        k, v: the same layout, with ``H_kv`` heads dividing ``H_q`` (GQA/MQA)
+            and any ``S_kv``.
+        causal: top-left aligned causal mask (query i sees keys <= i), as
+            ``is_causal`` of torch's SDPA.
+        scale: the softmax scale (default ``1/sqrt(D)``).
+        return_lse: also return the fp32 log-sum-exp ``(B, H_q, S_q)``.
+        layout: ``"bhsd"`` or ``"bshd"``.
+        out: an optional output tensor (q's shape, dtype, device and layout).
+        **tuning: tuning attributes of the kernel (see kvpipe.compile_attention).
+
+    Returns:
+        ``o`` (q's shape, dtype and layout), or ``(o, lse)``.
+
+    Raises:
+        ValueError / TypeError: an argument of the wrong rank, dtype, device,
+            head dim, head count, shape or strides; the message names it.
+        kvpipe.cuda.CudaError: the launch failed (with the kernel's name and
+            configuration).
+    """
+    (b, hq, sq, d), (_, hkv, skv, _) = _check_inputs(q, k, v, layout)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+            or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    if out is not None:
+        _tensors.check_tensor("out", out, rank=4, device="cuda", last_dim_contiguous=True,
+                              stride_alignment_bytes=16)
+        if (tuple(out.shape) != tuple(q.shape) or str(out.dtype) != str(q.dtype)
+                or str(out.device) != str(q.device)):
+            raise ValueError(f"out must have q's shape {tuple(q.shape)}, dtype {q.dtype} and "
+                             f"device {q.device}, got {tuple(out.shape)}, {out.dtype}, "
+                             f"{out.device}")
+
+    import torch
+
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = (torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+           if return_lse else None)
+
+    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal), device_index,
+                              tuple(sorted(tuning.items())))
+    args = [
+        cuda.TensorMapArg(_tensor_map("q", q, layout, abi["q_map"]["box"][2])),
+        cuda.TensorMapArg(_tensor_map("k", k, layout, abi["k_map"]["box"][2])),
+        cuda.TensorMapArg(_tensor_map("v", v, layout, abi["v_map"]["box"][2])),
+        cuda.TensorMapArg(_tensor_map("out", out, layout, abi["o_map"]["box"][2])),
+        cuda.PtrArg(lse.data_ptr() if lse is not None else 0),
+        cuda.I32Arg(sq),
+        cuda.I32Arg(skv),
+        cuda.I32Arg(hq // hkv),
+        cuda.F32Arg(scale * _LOG2E),
+    ]
+    grid = ((sq + abi["block_m"] - 1) // abi["block_m"], hq, b)
+    with torch.cuda.device(device_index):
+        kernel.launch(grid, (abi["threads"], 1, 1), args,
+                      shared_mem=abi["dynamic_shared_memory"],
+                      stream=torch.cuda.current_stream())
+    return (out, lse) if return_lse else out

@@ -1,0 +1,88 @@
+"""``python -m kvpipe bench``: kvpipe's attention against torch's SDPA backends.
+
+TFLOP/s = 4 * B * H * N^2 * D (halved when causal) over the median time, for
+kvpipe, cuDNN and flash (FA2) measured in the same process on the same
+inputs (bf16 forward, H = 16, B * N = 32k tokens so inputs exceed the L2).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+
+def _median_ms(fn: Callable[[], Any]) -> float:
+    try:
+        from triton.testing import do_bench
+
+        return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    except ImportError:
+        import torch
+
+        fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(30):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        times.sort()
+        return times[len(times) // 2]
+
+
+def run(head_dims: Sequence[int] = (64, 128),
+        seq_lens: Sequence[int] = (1024, 2048, 4096, 8192, 16384),
+        causals: Sequence[bool] = (False, True), heads: int = 16,
+        peers: bool = True, **tuning: int) -> List[Dict[str, Any]]:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import kvpipe
+
+    rows = []
+    for d in head_dims:
+        for n in seq_lens:
+            b = max(1, 16384 // n) * 2
+            for causal in causals:
+                q, k, v = (torch.randn(b, heads, n, d, dtype=torch.bfloat16, device="cuda")
+                           for _ in range(3))
+                flops = 4 * b * heads * n * n * d / (2 if causal else 1)
+                compiled = kvpipe.compile_attention(d, "bf16", causal, **tuning)
+                row: Dict[str, Any] = {"D": d, "N": n, "B": b, "H": heads, "causal": causal,
+                                       "compile_s": compiled.compile_seconds,
+                                       "ptx_s": compiled.abi.get("ptx_seconds")}
+                fn = lambda: kvpipe.attention(q, k, v, causal=causal, **tuning)  # noqa: E731
+                row["kvpipe"] = round(flops / _median_ms(fn) / 1e9, 1)
+                if peers:
+                    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                          ("flash", SDPBackend.FLASH_ATTENTION)):
+                        try:
+                            with sdpa_kernel([backend]):
+                                ms = _median_ms(lambda: F.scaled_dot_product_attention(
+                                    q, k, v, is_causal=causal))
+                            row[name] = round(flops / ms / 1e9, 1)
+                        except RuntimeError:
+                            row[name] = None
+                    if row.get("cudnn"):
+                        row["vs_cudnn"] = round(row["kvpipe"] / row["cudnn"], 3)
+                    if row.get("flash"):
+                        row["vs_flash"] = round(row["kvpipe"] / row["flash"], 3)
+                print(row, flush=True)
+                rows.append(row)
+                del q, k, v
+    return rows
+
+
+def to_markdown(rows: List[Dict[str, Any]]) -> str:
+    lines = ["| D | N | B | causal | kvpipe TFLOP/s | cuDNN | flash (FA2) | kvpipe/cuDNN "
+             "| kvpipe/flash | compile s (PTX, +cubin) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
+                     f"{r['kvpipe']} | {r.get('cudnn')} | {r.get('flash')} | "
+                     f"{r.get('vs_cudnn')} | {r.get('vs_flash')} | "
+                     f"{r.get('ptx_s')}, {r.get('compile_s')} |")
+    return "\n".join(lines) + "\n"

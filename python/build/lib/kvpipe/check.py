@@ -1,0 +1,161 @@
+"""``python -m kvpipe check``: verify the attention kernels on the GPU.
+
+For a grid of configurations (both dtypes, both head dims, causal and not,
+odd and even sequence lengths including 1, tails that are not tile
+multiples, seq_q != seq_kv, GQA and MQA, both layouts, strided views), runs
+``kvpipe.attention`` on fresh random inputs with a poisoned (NaN) output and
+compares the output and the log-sum-exp against torch computed in float32.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Dict, List, Optional
+
+#: Relative error bound of the output (||o - ref|| / ||ref||), per the spec.
+REL_TOLERANCE = 1e-2
+#: Absolute error bound of the log-sum-exp (natural log).
+LSE_TOLERANCE = 2e-2
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    dtype: str
+    head_dim: int
+    causal: bool
+    batch: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    seq_kv: int
+    layout: str = "bhsd"
+    strided: bool = False
+
+    @property
+    def name(self) -> str:
+        extra = ",strided" if self.strided else ""
+        return (f"{self.dtype} d{self.head_dim} {'causal' if self.causal else 'full'} "
+                f"B{self.batch} H{self.heads_q}/{self.heads_kv} "
+                f"{self.seq_q}x{self.seq_kv} {self.layout}{extra}")
+
+
+def default_grid() -> List[Case]:
+    cases: List[Case] = []
+    shapes = [
+        (2, 4, 4, 256, 256),   # tile multiples
+        (1, 2, 2, 1, 1),       # a single query and key
+        (2, 3, 3, 197, 197),   # odd lengths, tails in both dimensions
+        (1, 2, 2, 100, 300),   # seq_q < seq_kv
+        (1, 2, 2, 300, 77),    # seq_q > seq_kv
+    ]
+    for dtype in ("bf16", "f16"):
+        for head_dim in (64, 128):
+            for causal in (False, True):
+                for b, hq, hkv, sq, skv in shapes:
+                    cases.append(Case(dtype, head_dim, causal, b, hq, hkv, sq, skv))
+    for causal in (False, True):
+        for head_dim in (64, 128):
+            cases += [
+                Case("bf16", head_dim, causal, 2, 8, 2, 160, 333),            # GQA
+                Case("bf16", head_dim, causal, 1, 6, 1, 129, 129),            # MQA
+                Case("bf16", head_dim, causal, 2, 4, 2, 190, 257, "bshd"),    # GQA bshd
+                Case("f16", head_dim, causal, 1, 3, 3, 64, 1000, "bhsd", True),
+                Case("bf16", head_dim, causal, 2, 2, 1, 333, 128, "bshd", True),
+            ]
+    cases.append(Case("bf16", 128, False, 1, 1, 1, 1, 4096))   # one query, long keys
+    cases.append(Case("bf16", 128, True, 1, 2, 2, 2048, 2048))  # long causal
+    return cases
+
+
+def _make(case: Case, which: str, heads: int, seq: int, torch: Any) -> Any:
+    """A random (B, H, S, D)-or-(B, S, H, D) tensor; strided cases are views."""
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    b, d = case.batch, case.head_dim
+    shape = (b, heads, seq, d) if case.layout == "bhsd" else (b, seq, heads, d)
+    if not case.strided:
+        return torch.randn(shape, dtype=dtype, device="cuda")
+    # Allocated in the other layout with a padded head dim, then viewed:
+    # non-contiguous in two ways at once.
+    other = (b, seq, heads, d + 64) if case.layout == "bhsd" else (b, heads, seq, d + 64)
+    base = torch.randn(other, dtype=dtype, device="cuda")
+    return base[..., :d].transpose(1, 2)
+
+
+def _reference(case: Case, q: Any, k: Any, v: Any, scale: float, torch: Any):
+    if case.layout == "bshd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    qf, kf, vf = (t.float() for t in (q, k, v))
+    group = case.heads_q // case.heads_kv
+    kf = kf.repeat_interleave(group, dim=1)
+    vf = vf.repeat_interleave(group, dim=1)
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+    if case.causal:
+        mask = torch.ones(case.seq_q, case.seq_kv, dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    out = torch.matmul(torch.softmax(scores, dim=-1), vf)
+    if case.layout == "bshd":
+        out = out.transpose(1, 2)
+    return out, lse
+
+
+def run_case(case: Case, seed: int) -> Dict[str, Any]:
+    import torch
+
+    import kvpipe
+
+    torch.manual_seed(seed)
+    q = _make(case, "q", case.heads_q, case.seq_q, torch)
+    k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
+    v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
+    scale = 1.0 / math.sqrt(case.head_dim)
+    out = torch.full_like(q, float("nan"), memory_format=torch.contiguous_format)
+    row: Dict[str, Any] = {"case": case.name}
+    try:
+        o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
+                                  layout=case.layout, out=out)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    ref, lse_ref = _reference(case, q, k, v, scale, torch)
+    of = o.float()
+    finite = bool(torch.isfinite(of).all())
+    rel = float((of - ref).norm() / ref.norm().clamp_min(1e-30))
+    max_abs = float((of - ref).abs().max())
+    lse_err = float((lse - lse_ref).abs().max())
+    ok = finite and rel < REL_TOLERANCE and lse_err < LSE_TOLERANCE
+    row.update(ok=ok, rel=rel, max_abs=max_abs, lse_err=lse_err, finite=finite)
+    return row
+
+
+def run(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:
+    cases = cases if cases is not None else default_grid()
+    rows = []
+    for i, case in enumerate(cases):
+        start = time.perf_counter()
+        row = run_case(case, seed=1234 + i)
+        row["seconds"] = round(time.perf_counter() - start, 3)
+        rows.append(row)
+        status = "PASS" if row["ok"] else "FAIL"
+        detail = (f"rel {row['rel']:.2e} max_abs {row['max_abs']:.2e} lse {row['lse_err']:.2e}"
+                  if "rel" in row else row.get("error", ""))
+        print(f"{status} {case.name}: {detail}", flush=True)
+    return rows
+
+
+def to_markdown(rows: List[Dict[str, Any]]) -> str:
+    lines = ["| case | result | rel. error | max abs error | lse max error |",
+             "| --- | --- | --- | --- | --- |"]
+    for row in rows:
+        if "rel" in row:
+            lines.append(f"| {row['case']} | {'PASS' if row['ok'] else 'FAIL'} | "
+                         f"{row['rel']:.2e} | {row['max_abs']:.2e} | {row['lse_err']:.2e} |")
+        else:
+            lines.append(f"| {row['case']} | FAIL | {row.get('error', '')} | | |")
+    passed = sum(r["ok"] for r in rows)
+    lines.append(f"\n{passed}/{len(rows)} configurations passed "
+                 f"(rel. error < {REL_TOLERANCE}, lse error < {LSE_TOLERANCE}).")
+    return "\n".join(lines) + "\n"

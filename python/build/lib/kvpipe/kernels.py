@@ -1,0 +1,256 @@
+"""Compiling attention kernels and caching them.
+
+``compile_attention`` turns a configuration into a compiled kernel (PTX, a
+cubin where ``ptxas`` exists, and the kernel's ABI) by running the project's
+compiler on a ``kvpipe.attention_kernel`` declaration. Results are stored in a
+cache directory (``KVPIPE_CACHE_DIR``, default ``~/.cache/kvpipe``) keyed by
+the configuration; each entry records the compiler's version, so that a newer
+compiler recompiles while a machine without any compiler (a GPU machine that
+only runs kernels) loads what was compiled elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from kvpipe import compiler as _compiler
+
+DTYPES = ("bf16", "f16")
+HEAD_DIMS = (64, 128)
+#: Tuning attributes of kvpipe.attention_kernel (all optional).
+TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
+                     "producer_registers", "consumer_registers", "overlap_softmax")
+#: The boolean ones among them.
+_BOOL_TUNING = ("overlap_softmax",)
+
+
+class KernelNotAvailableError(RuntimeError):
+    """Neither a compiler nor a cached kernel is available."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig:
+    """What a kernel computes and how (the declaration's attributes)."""
+
+    head_dim: int
+    dtype: str
+    causal: bool
+    tuning: tuple = ()  # sorted (name, value) pairs
+    #: Debug: bound every barrier wait to this many cycles (0: off).
+    wait_timeout: int = 0
+
+    @staticmethod
+    def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
+             **tuning: int) -> "AttentionConfig":
+        dtype = dtype_name(dtype)
+        if not isinstance(head_dim, int) or isinstance(head_dim, bool):
+            raise TypeError(f"head_dim must be an int, got {head_dim!r}")
+        if head_dim not in HEAD_DIMS:
+            raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {causal!r}")
+        for name, value in tuning.items():
+            if name not in TUNING_ATTRIBUTES:
+                raise ValueError(f"unknown tuning attribute {name!r}; expected one of "
+                                 f"{', '.join(TUNING_ATTRIBUTES)}")
+            if name in _BOOL_TUNING:
+                if not isinstance(value, bool):
+                    raise ValueError(f"tuning attribute {name} must be a bool, got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"tuning attribute {name} must be a positive int, got {value!r}")
+        if not isinstance(wait_timeout, int) or wait_timeout < 0:
+            raise ValueError(f"wait_timeout must be a non-negative int, got {wait_timeout!r}")
+        return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
+                               wait_timeout)
+
+    @property
+    def kernel_name(self) -> str:
+        parts = [f"kvpipe_attention_d{self.head_dim}_{self.dtype}",
+                 "causal" if self.causal else "full"]
+        parts += [f"{name}{int(value)}" for name, value in self.tuning]
+        if self.wait_timeout:
+            parts.append(f"timeout{self.wait_timeout}")
+        return "_".join(parts)
+
+    def declaration(self) -> str:
+        """The MLIR module declaring this kernel."""
+        attrs = [f"head_dim = {self.head_dim} : i64", f"element_type = {self.dtype}",
+                 f"causal = {'true' if self.causal else 'false'}"]
+        attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
+                  else f"{name} = {value} : i64" for name, value in self.tuning]
+        return ("gpu.module @kvpipe_kernels "
+                "[#nvvm.target<chip = \"sm_90a\", features = \"+ptx86\">] {\n"
+                f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}\n"
+                "}\n")
+
+
+@dataclasses.dataclass
+class CompiledKernel:
+    """A compiled attention kernel: what the runtime needs to launch it."""
+
+    config: AttentionConfig
+    name: str
+    ptx: str
+    cubin: Optional[bytes]
+    abi: Dict[str, Any]
+    compiler_version: str
+    compile_seconds: Optional[float] = None
+
+    @property
+    def image(self) -> bytes:
+        """What to load: the cubin where there is one, else the PTX."""
+        return self.cubin if self.cubin is not None else self.ptx.encode()
+
+
+def dtype_name(dtype: Any) -> str:
+    """'bf16' or 'f16' for a name or a torch dtype."""
+    text = str(dtype).replace("torch.", "")
+    names = {"bf16": "bf16", "bfloat16": "bf16", "f16": "f16", "float16": "f16",
+             "half": "f16", "fp16": "f16"}
+    if text not in names:
+        raise TypeError(f"dtype must be bfloat16 or float16, got {dtype}")
+    return names[text]
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("KVPIPE_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "kvpipe"
+
+
+def compiler_version(path: str) -> str:
+    """Identifies a compiler build: the digest of its binary."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _entry_dir(config: AttentionConfig) -> Path:
+    key = hashlib.sha256((config.declaration() + str(config.wait_timeout)).encode())
+    key = key.hexdigest()[:12]
+    return cache_dir() / f"{config.kernel_name}-{key}"
+
+
+def _find_ptxas() -> Optional[str]:
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    candidate = "/usr/local/cuda/bin/ptxas"
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+def _load_entry(entry: Path, config: AttentionConfig) -> Optional[CompiledKernel]:
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+        ptx = (entry / "kernel.ptx").read_text()
+        abi = json.loads((entry / "abi.json").read_text())
+    except (OSError, ValueError):
+        return None
+    cubin_path = entry / "kernel.cubin"
+    cubin = cubin_path.read_bytes() if cubin_path.is_file() else None
+    if meta.get("declaration") != config.declaration():
+        return None
+    return CompiledKernel(config, meta["name"], ptx, cubin, abi, meta["compiler_version"],
+                          meta.get("compile_seconds"))
+
+
+def _compile(config: AttentionConfig, compiler: str, version: str) -> CompiledKernel:
+    import time
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kvpipe-") as tmp:
+        ptx_path = os.path.join(tmp, "kernel.ptx")
+        abi_path = os.path.join(tmp, "abi.json")
+        _compiler.run_opt(
+            config.declaration(),
+            [f"--kvpipe-to-ptx=ptx-file={ptx_path} abi-file={abi_path} "
+             f"wait-timeout={config.wait_timeout}"],
+            extra_args=["-o", os.devnull], compiler=compiler)
+        ptx = Path(ptx_path).read_text()
+        abi = json.loads(Path(abi_path).read_text())[0]
+        ptx_seconds = time.perf_counter() - start
+        cubin = None
+        ptxas = _find_ptxas()
+        if ptxas:
+            cubin_path = os.path.join(tmp, "kernel.cubin")
+            proc = subprocess.run([ptxas, "-arch=sm_90a", ptx_path, "-o", cubin_path],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise _compiler.CompilerError(proc.stderr, proc.returncode, [ptxas])
+            cubin = Path(cubin_path).read_bytes()
+    kernel = CompiledKernel(config, abi["kernel"], ptx, cubin, abi, version,
+                            compile_seconds=round(time.perf_counter() - start, 3))
+    kernel.abi["ptx_seconds"] = round(ptx_seconds, 3)
+    return kernel
+
+
+def _store_entry(kernel: CompiledKernel) -> None:
+    entry = _entry_dir(kernel.config)
+    tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "kernel.ptx").write_text(kernel.ptx)
+    if kernel.cubin is not None:
+        (tmp / "kernel.cubin").write_bytes(kernel.cubin)
+    (tmp / "abi.json").write_text(json.dumps(kernel.abi, indent=1))
+    (tmp / "meta.json").write_text(json.dumps({
+        "name": kernel.name, "declaration": kernel.config.declaration(),
+        "compiler_version": kernel.compiler_version,
+        "compile_seconds": kernel.compile_seconds}, indent=1))
+    # Replace atomically so that concurrent readers see a whole entry.
+    if entry.exists():
+        shutil.rmtree(entry, ignore_errors=True)
+    os.replace(tmp, entry)
+
+
+def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
+                      use_cache: bool = True, wait_timeout: int = 0,
+                      **tuning: int) -> CompiledKernel:
+    """Compiles (or loads from the cache) a FlashAttention forward kernel.
+
+    Args:
+        head_dim: 64 or 128.
+        dtype: bfloat16 or float16 (a torch dtype or 'bf16'/'f16').
+        causal: top-left aligned causal mask (torch's ``is_causal``).
+        use_cache: read and fill the kernel cache.
+        wait_timeout: debug aid: every barrier wait gives up after this many
+            clock cycles, prints where it hung and traps (0: off).
+        **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
+            (block_n, kv_stages, consumer_warpgroups, producer_registers,
+            consumer_registers).
+
+    Needs no GPU. With a compiler (``KVPIPE_OPT``, the build tree, or
+    ``PATH``), a cached kernel from another compiler version is recompiled;
+    without one, any cached kernel of this configuration is used.
+
+    Raises:
+        KernelNotAvailableError: no compiler and nothing cached.
+        kvpipe.CompilerError: the compiler rejected the configuration (its
+            diagnostics name the attribute).
+    """
+    config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, **tuning)
+    entry = _entry_dir(config)
+    cached = _load_entry(entry, config) if use_cache else None
+    compiler = _compiler.find_compiler(required=False)
+    if compiler is None:
+        if cached is not None:
+            return cached
+        raise KernelNotAvailableError(
+            f"no compiled kernel for {config.kernel_name}: kvpipe-opt was not found "
+            f"(set KVPIPE_OPT, build the project, or put it on PATH) and the kernel "
+            f"cache {cache_dir()} (KVPIPE_CACHE_DIR) holds no entry for it")
+    version = compiler_version(compiler)
+    if cached is not None and cached.compiler_version == version:
+        return cached
+    kernel = _compile(config, compiler, version)
+    if use_cache:
+        _store_entry(kernel)
+    return kernel

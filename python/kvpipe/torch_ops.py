@@ -1,0 +1,32 @@
+"""``kvpipe.attention`` as a torch custom operator (``torch.ops.kvpipe.attention``).
+
+Registered with ``torch.library`` together with a fake (meta) implementation,
+so that ``torch.compile`` graphs call the kernel without a graph break, and
+the launch path (host-side tensor-map encoding and ``cuLaunchKernel`` on the
+current stream) can be captured in CUDA graphs.
+"""
+
+
+from typing import Tuple
+
+import torch
+
+from kvpipe import attention as _attention
+
+
+@torch.library.custom_op("kvpipe::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                 scale: float, layout: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) = attention(q, k, v); see kvpipe.attention."""
+    return _attention.attention_impl(q, k, v, causal=causal, scale=scale,
+                                     return_lse=True, layout=layout)
+
+
+@attention_op.register_fake
+def _(q, k, v, causal, scale, layout):
+    if layout == "bshd":
+        b, s, h = q.shape[0], q.shape[1], q.shape[2]
+    else:
+        b, h, s = q.shape[0], q.shape[1], q.shape[2]
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            q.new_empty((b, h, s), dtype=torch.float32))
