@@ -11,14 +11,14 @@ from typing import Tuple
 
 import torch
 
-from kvpipe import attention as _attention
+from kvpipe.attention import attention_impl
 
 
 @torch.library.custom_op("kvpipe::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                  scale: float, layout: str) -> Tuple[torch.Tensor, torch.Tensor]:
     """(o, lse) = attention(q, k, v); see kvpipe.attention."""
-    return _attention.attention_impl(q, k, v, causal=causal, scale=scale,
+    return attention_impl(q, k, v, causal=causal, scale=scale,
                                      return_lse=True, layout=layout)
 
 
