@@ -47,7 +47,9 @@ for src in "$root"/test/Integration/GPU/*.mlir; do
   name=$(basename "$src" .mlir)
   ptx=$out/$name.ptx
   rm -f "$ptx" "$out/$name.cubin"
-  if ! "$opt" "$src" --kvpipe-to-ptx="${options/PTX/$ptx}" -o /dev/null; then
+  # A test may add pipeline options: `// GPU-TEST-OPTIONS: ...`.
+  extra=$(sed -n 's|^// GPU-TEST-OPTIONS: ||p' "$src" | head -1)
+  if ! "$opt" "$src" --kvpipe-to-ptx="${options/PTX/$ptx}${extra:+ $extra}" -o /dev/null; then
     echo "build-gpu-tests: $name: kvpipe-opt failed" >&2
     status=1
     continue

@@ -64,6 +64,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
         p.add_argument("--json", help="write the table as JSON")
         p.add_argument("--markdown", help="append the table as Markdown to this file")
+    sub.choices["check"].add_argument("--tune", nargs="*", metavar="NAME=VALUE",
+                                      help="check kernels with these tuning attributes")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
     bench.add_argument("--seq-len", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
@@ -92,8 +94,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "check":
         from kvpipe import check
 
-        rows = check.run()
-        rows += check.run_torch_integration()
+        tuning = _tuning(args.tune)
+        rows = check.run(tuning=tuning)
+        if not tuning:
+            rows += check.run_torch_integration()
         markdown = check.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe check", rows, markdown)

@@ -101,7 +101,7 @@ def _reference(case: Case, q: Any, k: Any, v: Any, scale: float, torch: Any):
     return out, lse
 
 
-def run_case(case: Case, seed: int) -> Dict[str, Any]:
+def run_case(case: Case, seed: int, tuning: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     import torch
 
     import kvpipe
@@ -115,7 +115,7 @@ def run_case(case: Case, seed: int) -> Dict[str, Any]:
     row: Dict[str, Any] = {"case": case.name}
     try:
         o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
-                                  layout=case.layout, out=out)
+                                  layout=case.layout, out=out, **(tuning or {}))
         torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -131,12 +131,17 @@ def run_case(case: Case, seed: int) -> Dict[str, Any]:
     return row
 
 
-def run(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:
+def run(cases: Optional[List[Case]] = None,
+        tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     cases = cases if cases is not None else default_grid()
+    if tuning:  # a tuning's kernels exist per head dim: check those it fits
+        cases = [c for c in cases if "head_dim" not in tuning]
     rows = []
     for i, case in enumerate(cases):
         start = time.perf_counter()
-        row = run_case(case, seed=1234 + i)
+        row = run_case(case, seed=1234 + i, tuning=tuning)
+        if tuning:
+            row["case"] += " " + ",".join(f"{k}={v}" for k, v in sorted(tuning.items()))
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
         status = "PASS" if row["ok"] else "FAIL"

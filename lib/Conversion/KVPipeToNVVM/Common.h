@@ -61,6 +61,13 @@ mlir::Value tileAddress(mlir::OpBuilder &b, mlir::Location loc,
 /// `threadIdx.x` as an i32.
 mlir::Value threadIdX(mlir::OpBuilder &b, mlir::Location loc);
 
+/// Checks the NVVM targets of the gpu.modules in `root` before the lowering:
+/// that NVPTX accepts each (an explicit PTX version no older than its chip
+/// needs) and that the modules with kvpipe ops target a chip NVPTX knows,
+/// sm_90 or later, with PTX ISA 8.0 or later. Reports the first violation
+/// at the gpu.module or the kvpipe op.
+mlir::LogicalResult checkTargets(mlir::Operation *root);
+
 } // namespace lowering
 
 /// The pattern groups, one per op family (one file each).

@@ -58,10 +58,11 @@ struct FinalizeKernelABI
           return WalkResult::interrupt();
         }
         auto input = mapping.getInputMapping(position);
-        if (!input || input->size != 1 ||
-            input->inputNo >= fn.getNumArguments() ||
-            !isa<LLVM::LLVMPointerType>(
-                fn.getArgument(input->inputNo).getType())) {
+        // The lowered signature, not the entry block: a declaration has no
+        // body to hold arguments.
+        ArrayRef<Type> params = fn.getFunctionType().getParams();
+        if (!input || input->size != 1 || input->inputNo >= params.size() ||
+            !isa<LLVM::LLVMPointerType>(params[input->inputNo])) {
           fn.emitOpError() << "tensor-map argument " << position
                            << " does not map onto one pointer argument";
           return WalkResult::interrupt();

@@ -140,45 +140,6 @@ struct GPUReturnOpConversion : OpConversionPattern<gpu::ReturnOp> {
   }
 };
 
-/// The SM version of an NVVM chip name ("sm_90a" -> 90), if it is one.
-std::optional<unsigned> smVersion(StringRef chip) {
-  unsigned version;
-  if (!chip.consume_front("sm_") ||
-      chip.take_while(llvm::isDigit).getAsInteger(10, version))
-    return std::nullopt;
-  return version;
-}
-
-/// kvpipe lowers to sm_90 instructions (mbarrier transaction counts and
-/// parity waits, fence.mbarrier_init, TMA, wgmma). Where a gpu.module already
-/// declares an older NVVM target, say so at the first kvpipe op instead of
-/// leaving instructions NVPTX cannot select (it aborts).
-LogicalResult checkTargets(Operation *root) {
-  WalkResult result = root->walk([&](Operation *op) {
-    if (!isa<KVPipeDialect>(op->getDialect()))
-      return WalkResult::advance();
-    auto module = op->getParentOfType<gpu::GPUModuleOp>();
-    if (!module || !module.getTargetsAttr())
-      return WalkResult::advance();
-    for (Attribute target : module.getTargetsAttr()) {
-      auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(target);
-      if (!nvvm)
-        continue;
-      // A chip that is no "sm_<version>" at all is as unusable: NVPTX would
-      // ignore it and fail the same way.
-      std::optional<unsigned> version = smVersion(nvvm.getChip());
-      if (version && *version >= 90)
-        continue;
-      op->emitOpError() << "needs sm_90 or later (mbarrier transactions, "
-                           "TMA, wgmma), but its gpu.module targets "
-                        << nvvm.getChip();
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  return failure(result.wasInterrupted());
-}
-
 struct ConvertKVPipeToNVVM
     : kvpipe::impl::ConvertKVPipeToNVVMBase<ConvertKVPipeToNVVM> {
   using Base::Base;
@@ -210,7 +171,7 @@ struct ConvertKVPipeToNVVM
     });
     if (placement.wasInterrupted())
       return signalPassFailure();
-    if (failed(checkTargets(root)))
+    if (failed(lowering::checkTargets(root)))
       return signalPassFailure();
 
     // The commits' byte counts are read off the TMA loads, which the

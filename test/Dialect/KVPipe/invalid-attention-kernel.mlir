@@ -25,8 +25,8 @@ gpu.module @m {
 // -----
 
 gpu.module @m {
-  // expected-error @+1 {{'consumer_warpgroups' must be 1 or 2, got 3}}
-  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 3 : i64}
+  // expected-error @+1 {{'consumer_warpgroups' must be 1, 2 or 3, got 4}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 4 : i64}
 }
 
 // -----

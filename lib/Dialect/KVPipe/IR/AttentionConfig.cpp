@@ -22,8 +22,8 @@ AttentionConfig::get(AttentionKernelOp op,
                        << c.elementType;
 
   c.consumerWarpgroups = op.getConsumerWarpgroups().value_or(2);
-  if (c.consumerWarpgroups != 1 && c.consumerWarpgroups != 2)
-    return emitError() << "'consumer_warpgroups' must be 1 or 2, got "
+  if (c.consumerWarpgroups < 1 || c.consumerWarpgroups > 3)
+    return emitError() << "'consumer_warpgroups' must be 1, 2 or 3, got "
                        << c.consumerWarpgroups;
   c.blockN = op.getBlockN().value_or(128);
   if (c.blockN < 32 || c.blockN > 256 || c.blockN % 16 != 0)
@@ -38,9 +38,14 @@ AttentionConfig::get(AttentionKernelOp op,
   // Registers: all warpgroups together have 64K; the producer gives most of
   // its share to the consumers (setmaxnreg wants multiples of 8 in
   // [24, 256]).
-  int64_t defaultProducer = c.consumerWarpgroups == 2 ? 24 : 56;
-  c.producerRegisters = op.getProducerRegisters().value_or(defaultProducer);
-  c.consumerRegisters = op.getConsumerRegisters().value_or(240);
+  // Defaults as FA3's: 56/240 with one consumer warpgroup, 24/240 with two,
+  // 32/160 with three.
+  static constexpr int64_t kDefaultRegisters[3][2] = {
+      {56, 240}, {24, 240}, {32, 160}};
+  c.producerRegisters = op.getProducerRegisters().value_or(
+      kDefaultRegisters[c.consumerWarpgroups - 1][0]);
+  c.consumerRegisters = op.getConsumerRegisters().value_or(
+      kDefaultRegisters[c.consumerWarpgroups - 1][1]);
   for (auto [name, value] :
        {std::pair<StringRef, int64_t>{"producer_registers",
                                       c.producerRegisters},

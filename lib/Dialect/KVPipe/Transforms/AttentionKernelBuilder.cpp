@@ -162,6 +162,14 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   };
 
   Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  // With the causal mask, later Q blocks have more keys to visit: launch
+  // them first (longest first) so that the short ones fill the tail.
+  if (c.causal)
+    qBlock = arith::SubIOp::create(
+        b,
+        arith::SubIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x),
+                              index(1)),
+        qBlock);
   head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
   qBlockRow = arith::MulIOp::create(b, qBlock, index(c.blockM()));

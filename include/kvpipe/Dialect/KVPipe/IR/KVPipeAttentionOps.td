@@ -29,7 +29,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     Required: `head_dim` (64 or 128), `element_type` (bf16 or f16),
     `causal`. Optional tuning attributes, with defaults per head dim:
     `block_n` (keys per pipeline slot: 64, 128 or 192), `kv_stages` (slots of
-    the K and V rings, >= 2), `consumer_warpgroups` (1 or 2; the Q block has
+    the K and V rings, >= 2), `consumer_warpgroups` (1, 2 or 3; the Q block has
     64 rows per consumer warpgroup), `producer_registers` and
     `consumer_registers` (the `setmaxnreg` targets of the roles),
     `overlap_softmax` (issue `S_j = Q K_j^T` together with
