@@ -68,7 +68,7 @@ gpu.module @m {
 
 gpu.module @m {
   // expected-error @+1 {{'producer_registers' + 2 * 'consumer_registers' must fit the 64K registers of an SM for 128-thread warpgroups, got 68608 registers}}
-  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, producer_registers = 40 : i64, consumer_registers = 248 : i64}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, producer_registers = 40 : i64, consumer_registers = 248 : i64}
 }
 
 // -----

@@ -20,7 +20,7 @@
 // OFF-NOT: trap
 
 // CHECK: kvpipe: consumer_wait at loc({{.*}}wait_timeout.mlir{{.*}}): no arrival after 200000000 cycles
-// CHECK: PASS: the hang was reported and the launch failed with CUDA_ERROR_{{[A-Z_]+}} after {{[0-9.]+}} s
+// CHECK: PASS broken_ring: the hang was reported and the launch failed with CUDA_ERROR_{{[A-Z_]+}} after {{[0-9.]+}} s
 
 !pipe = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
 module attributes {gpu.container_module} {

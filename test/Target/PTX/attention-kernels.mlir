@@ -23,9 +23,10 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: .target sm_90a
 // CHECK-LABEL: .entry d64_bf16_full(
 // CHECK-COUNT-4: .param .align 64 .b8 d64_bf16_full_param_{{[0-3]}}[128]
-// CHECK: .maxntid 384, 1, 1
-// CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 24
-// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 240
+// Head dim 64: three consumer warpgroups (512 threads, 32/160 registers).
+// CHECK: .maxntid 512, 1, 1
+// CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 32
+// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 160
 // CHECK-DAG: cp.async.bulk.tensor.4d.shared::cta.global.tile.mbarrier::complete_tx::bytes
 // CHECK-DAG: mbarrier.arrive.expect_tx.shared.b64
 // CHECK-DAG: mbarrier.try_wait.parity
@@ -38,8 +39,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16
 // CHECK-LABEL: .entry d64_f16_causal(
 // CHECK-LABEL: .entry d128_bf16_full(
+// Head dim 128: two consumer warpgroups (384 threads, 24/240 registers).
+// CHECK: .maxntid 384, 1, 1
 // CHECK-DAG: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK-DAG: setmaxnreg.dec.sync.aligned.u32 24
+// CHECK-DAG: setmaxnreg.inc.sync.aligned.u32 240
 // CHECK-LABEL: .entry d128_bf16_causal(
 // CHECK-LABEL: .entry d128_f16_full(
 // CHECK-LABEL: .entry d128_f16_causal(
