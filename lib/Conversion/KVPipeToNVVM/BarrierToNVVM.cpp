@@ -30,6 +30,18 @@ std::string describe(Operation *op) {
   return text;
 }
 
+/// The lowered state of a staged op's pipeline and the address of its
+/// current slot's producer or consumer barrier at the op's sub-stage.
+template <typename OpTy>
+std::pair<LoweredState, Value> slotBarrier(OpTy op, Value pipeline,
+                                           OpBuilder &b, bool consumer) {
+  Location loc = op.getLoc();
+  LoweredState state = LoweredState::unpack(b, loc, pipeline);
+  Value addr = barrierAddress(b, loc, state.barriers, state.index,
+                              op.getPipelineType(), op.getStage(), consumer);
+  return {state, addr};
+}
+
 /// `kvpipe.create`: one `llvm.mlir.global` of `2 * num_stages` i64
 /// mbarriers in shared memory per op, and the state (barriers, 0, 0).
 struct CreateOpLowering : ConvertOpToLLVMPattern<CreateOp> {
@@ -119,12 +131,9 @@ struct ProducerMBarOpLowering : ConvertOpToLLVMPattern<ProducerMBarOp> {
   LogicalResult
   matchAndRewrite(ProducerMBarOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    LoweredState state =
-        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
-    rewriter.replaceOp(op, barrierAddress(rewriter, loc, state.barriers,
-                                          state.index, op.getPipelineType(),
-                                          op.getStage(), /*consumer=*/false));
+    rewriter.replaceOp(op, slotBarrier(op, adaptor.getPipeline(), rewriter,
+                                       /*consumer=*/false)
+                               .second);
     return success();
   }
 };
@@ -148,61 +157,42 @@ struct ConsumerMBarOpLowering : ConvertOpToLLVMPattern<ConsumerMBarOp> {
   }
 };
 
-/// `kvpipe.producer_acquire`: wait on the consumer ("empty") barrier of the
-/// current slot with parity `phase ^ 1`. A barrier in its first phase counts
-/// the phase "before" it (parity 1) as complete, so the first `kv_stages`
-/// acquires of a fresh pipeline pass at once.
-struct ProducerAcquireOpLowering : ConvertOpToLLVMPattern<ProducerAcquireOp> {
-  ProducerAcquireOpLowering(const LLVMTypeConverter &converter,
-                            const KVPipeToNVVMOptions &options)
-      : ConvertOpToLLVMPattern(converter), options(options) {}
+/// The two waits of the protocol:
+/// - `kvpipe.producer_acquire` waits on the consumer ("empty") barrier of
+///   the current slot with parity `phase ^ 1`. A barrier in its first phase
+///   counts the phase "before" it (parity 1) as complete, so the first
+///   `kv_stages` acquires of a fresh pipeline pass at once.
+/// - `kvpipe.consumer_wait` waits on the producer ("full") barrier with
+///   parity `phase`.
+template <typename OpTy, bool kOnConsumerBarrier>
+struct WaitOpLowering : ConvertOpToLLVMPattern<OpTy> {
+  WaitOpLowering(const LLVMTypeConverter &converter,
+                 const KVPipeToNVVMOptions &options)
+      : ConvertOpToLLVMPattern<OpTy>(converter), options(options) {}
 
   LogicalResult
-  matchAndRewrite(ProducerAcquireOp op, OpAdaptor adaptor,
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    LoweredState state =
-        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
-    Value addr =
-        barrierAddress(rewriter, loc, state.barriers, state.index,
-                       op.getPipelineType(), op.getStage(), /*consumer=*/true);
-    Value parity =
-        LLVM::XOrOp::create(rewriter, loc, state.phase, i32Constant(rewriter, loc, 1));
+    auto [state, addr] =
+        slotBarrier(op, adaptor.getPipeline(), rewriter, kOnConsumerBarrier);
+    Value parity = state.phase;
+    if (kOnConsumerBarrier)
+      parity = LLVM::XOrOp::create(rewriter, loc, parity,
+                                   i32Constant(rewriter, loc, 1));
     emitParityWait(rewriter, loc, addr, parity, options, describe(op),
                    state.index, op.getPipelineType(), op.getStage(),
-                   /*consumer=*/true);
+                   kOnConsumerBarrier);
     rewriter.eraseOp(op);
     return success();
   }
 
   KVPipeToNVVMOptions options;
 };
-
-/// `kvpipe.consumer_wait`: wait on the producer ("full") barrier of the
-/// current slot with parity `phase`.
-struct ConsumerWaitOpLowering : ConvertOpToLLVMPattern<ConsumerWaitOp> {
-  ConsumerWaitOpLowering(const LLVMTypeConverter &converter,
-                         const KVPipeToNVVMOptions &options)
-      : ConvertOpToLLVMPattern(converter), options(options) {}
-
-  LogicalResult
-  matchAndRewrite(ConsumerWaitOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    LoweredState state =
-        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
-    Value addr =
-        barrierAddress(rewriter, loc, state.barriers, state.index,
-                       op.getPipelineType(), op.getStage(), /*consumer=*/false);
-    emitParityWait(rewriter, loc, addr, state.phase, options, describe(op),
-                   state.index, op.getPipelineType(), op.getStage(),
-                   /*consumer=*/false);
-    rewriter.eraseOp(op);
-    return success();
-  }
-
-  KVPipeToNVVMOptions options;
-};
+using ProducerAcquireOpLowering =
+    WaitOpLowering<ProducerAcquireOp, /*kOnConsumerBarrier=*/true>;
+using ConsumerWaitOpLowering =
+    WaitOpLowering<ConsumerWaitOp, /*kOnConsumerBarrier=*/false>;
 
 /// `kvpipe.producer_commit`: with TMA loads in the slot, one
 /// `mbarrier.arrive.expect_tx` with the bytes they deliver (the copies'
@@ -220,11 +210,8 @@ struct ProducerCommitOpLowering : ConvertOpToLLVMPattern<ProducerCommitOp> {
           op, "transaction bytes not annotated (run annotateTransactionBytes "
               "before lowering)");
     Location loc = op.getLoc();
-    LoweredState state =
-        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
-    Value addr =
-        barrierAddress(rewriter, loc, state.barriers, state.index,
-                       op.getPipelineType(), op.getStage(), /*consumer=*/false);
+    auto [state, addr] = slotBarrier(op, adaptor.getPipeline(), rewriter,
+                                     /*consumer=*/false);
     if (bytes.getInt() > 0)
       NVVM::MBarrierArriveExpectTxOp::create(
           rewriter, loc, /*res=*/Type(), addr,
@@ -247,11 +234,8 @@ struct ConsumerReleaseOpLowering : ConvertOpToLLVMPattern<ConsumerReleaseOp> {
   matchAndRewrite(ConsumerReleaseOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    LoweredState state =
-        LoweredState::unpack(rewriter, loc, adaptor.getPipeline());
-    Value addr =
-        barrierAddress(rewriter, loc, state.barriers, state.index,
-                       op.getPipelineType(), op.getStage(), /*consumer=*/true);
+    auto [state, addr] = slotBarrier(op, adaptor.getPipeline(), rewriter,
+                                     /*consumer=*/true);
     // The arrival has release semantics: the consumer's reads of the slot
     // (retired wgmma reads included) are ordered before the producer's
     // acquire of it.
