@@ -64,7 +64,7 @@ gpu.module @m [#nvvm.target<chip = "sm_80">] {
 
 // sm_90 (without the "a" features) has mbarriers and TMA but no wgmma: the
 // NVVM verifier names the chip once the lowering has produced the op.
-gpu.module @m [#nvvm.target<chip = "sm_90">] {
+gpu.module @m [#nvvm.target<chip = "sm_90", features = "+ptx80">] {
   gpu.func @k(%a: memref<64x64xbf16, #gpu.address_space<workgroup>>,
               %b: memref<8x64xbf16, #gpu.address_space<workgroup>>) kernel {
     // CHECK: invalid-input.mlir:[[@LINE+1]]:10: error: 'nvvm.wgmma.fence.aligned' op is not supported on sm_90

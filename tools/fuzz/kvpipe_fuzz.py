@@ -2,15 +2,21 @@
 """Mutation fuzzer for kvpipe-opt over the project's own test inputs.
 
 The corpus is every .mlir file under test/ and examples/ (files that say
-`REQUIRES: gpu` are skipped), split at `// -----` into separate inputs, plus
-the expanded form (--kvpipe-expand-attention) of every input that declares
-an attention kernel. Each mutant applies one to four mutations that aim at
-what this dialect checks: integer literals replaced by boundary values and
-values just above hardware limits, `stage N`, swizzles, element types,
-memref shapes, layouts and address spaces, vector sizes, pipeline and
-attention-kernel parameters, protocol ops swapped, lines deleted, duplicated
-or swapped, tokens deleted, operand names swapped, attributes removed, and
-lines spliced in from other inputs.
+`REQUIRES: gpu` are skipped), split at `// -----` into separate inputs
+without their comments, plus the expanded form (--kvpipe-expand-attention)
+of every input that declares an attention kernel. Most mutants start from
+an input that verifies as it is.
+
+A mutant applies one to four mutations, drawn either from the wild set
+(integer literals replaced by boundary values and values just above
+hardware limits, `stage N`, swizzles, element types, memref shapes, layouts
+and address spaces, vector sizes including scalable ones, pipeline and
+attention-kernel parameters, protocol ops swapped, lines deleted,
+duplicated or swapped, tokens deleted, operand names swapped, attributes
+removed or added, lines spliced in from other inputs) or from the gentle
+set (plausible values applied consistently across the input, so that the
+mutant often still verifies and reaches the lowering with a configuration
+the tests do not have).
 
 Every mutant runs through kvpipe-opt in two modes:
 
@@ -20,12 +26,17 @@ Every mutant runs through kvpipe-opt in two modes:
           one so that the lowering sees its ops. A mutant that is valid IR
           but breaks the protocol runs with verify-protocol=false.
 
-kvpipe-opt must answer every input with exit code 0 or 1 and, on 1, a
-diagnostic. A crash is a signal, another exit code, or an LLVM crash banner
-on stderr; a run past the timeout is a hang. Crashing and hanging inputs are
-saved (minimised by deleting lines while they still fail the same way) with
-the command and its stderr under --crash-dir. The exit code is 1 when
-anything crashed, 2 when something hung but nothing crashed, 0 otherwise.
+kvpipe-opt must answer every input with exit code 0, or 1 and a diagnostic
+with a location. A crash is a signal, another exit code, or an LLVM crash
+banner on stderr ("PLEASE submit a bug report", "LLVM ERROR", "Assertion",
+"Stack dump", "UNREACHABLE"); a run past the timeout is a hang; exit code 1
+without a located error is an unlocated diagnostic. Each is saved under
+--crash-dir with the command and its stderr (the first crash of each kind
+minimised by deleting lines while it still crashes the same way). Crashes
+in the installed MLIR/LLVM libraries that kvpipe cannot fix (KNOWN_UPSTREAM)
+are reported and saved but do not fail the run. The exit code is 1 when
+anything crashed, 2 when something hung, 3 for unlocated diagnostics, 0
+otherwise.
 
 Mutant N of a seed is the same on every machine: --dump-mutant N prints it.
 
@@ -298,6 +309,12 @@ def m_vector(rng, text, corpus):
     if not m:
         return None
     n = int(m.group(1))
+    if rng.random() < 0.15:
+        # Scalable: no fixed number of registers.
+        new = "vector<[%d]x" % rng.choice([n, 4, 32])
+        if rng.random() < 0.4:
+            return text.replace(m.group(0), new)
+        return text[:m.start()] + new + text[m.end():]
     new = rng.choice([0, 1, 2, 4, 8, 16, 32, 63, 64, 65, 96, 128, 129, 256,
                       n * 2, max(n // 2, 1), 2**20, 2**31])
     if rng.random() < 0.4:
@@ -460,6 +477,177 @@ MUTATION_FUNCS = [f for f, _ in MUTATIONS]
 MUTATION_WEIGHTS = [w for _, w in MUTATIONS]
 
 
+# ---------------------------------------------------------------------------
+# Gentle mutations: plausible values, applied consistently across the input,
+# so that the mutant often still verifies and reaches the lowering with a
+# configuration the tests do not have.
+# ---------------------------------------------------------------------------
+
+def everywhere_or_once(rng, text, m, group, value):
+    if rng.random() < 0.6:
+        old = m.group(0)
+        new = old[:m.start(group) - m.start()] + str(value) + \
+            old[m.end(group) - m.start():]
+        return text.replace(old, new)
+    return replace_match(text, m, group, value)
+
+
+def g_int(rng, text, corpus):
+    m = pick_match(rng, INT_RE, text)
+    if not m:
+        return None
+    v = int(m.group(0))
+    new = rng.choice([v * 2, v // 2, v + 8, v - 8, v + 16, v + 1, 0, 1, 2, 4,
+                      8, 16, 32, 64, 128, 256])
+    return everywhere_or_once(rng, text, m, 0, new)
+
+
+def g_stage(rng, text, corpus):
+    m = pick_match(rng, STAGE_RE, text)
+    if m and rng.random() < 0.7:
+        return replace_match(text, m, 1, rng.choice([0, 1, 2, 3]))
+    m = pick_match(rng, STAGED_RE, text)
+    if not m:
+        return None
+    return (text[:m.end(1)] + " stage %d" % rng.choice([0, 1, 2]) +
+            text[m.end(1):])
+
+
+def g_swizzle(rng, text, corpus):
+    m = pick_match(rng, SWIZZLE_RE, text)
+    if not m:
+        return None
+    return everywhere_or_once(rng, text, m, 1, rng.choice([0, 32, 64, 128]))
+
+
+def g_element_type(rng, text, corpus):
+    half = re.compile(r"\b(bf16|f16)\b")
+    m = pick_match(rng, half if rng.random() < 0.7 else TYPE_RE, text)
+    if not m:
+        return None
+    new = rng.choice(["bf16", "f16", "bf16", "f16", "f32", "i8", "f64"])
+    return re.sub(r"\b%s\b" % re.escape(m.group(1)), new, text)
+
+
+def g_shape(rng, text, corpus):
+    m = pick_match(rng, SHAPED_RE, text)
+    if not m:
+        return None
+    body = m.group(2)
+    dims = list(DIM_RE.finditer(body))
+    if not dims:
+        return None
+    d = rng.choice(dims)
+    n = int(d.group(1)) if d.group(1) != "?" else 64
+    new = rng.choice([n * 2, max(n // 2, 1), n + 8, n + 64, 1, 8, 16, 64,
+                      128, 256])
+    body = body[:d.start(1)] + str(new) + body[d.end(1):]
+    return text.replace(m.group(0), "%s<%s>" % (m.group(1), body))
+
+
+def g_box(rng, text, corpus):
+    m = pick_match(rng, re.compile(r"box = \[([^\]]*)\]"), text)
+    if not m:
+        return None
+    dims = [d.strip() for d in m.group(1).split(",")]
+    i = rng.randrange(len(dims))
+    n = int(dims[i]) if dims[i].lstrip("-").isdigit() else 64
+    dims[i] = str(rng.choice([n * 2, max(n // 2, 1), 1, 8, 16, 32, 64, 128,
+                              192, 256]))
+    new = "box = [%s]" % ", ".join(dims)
+    if rng.random() < 0.6:
+        return text.replace(m.group(0), new)
+    return text[:m.start()] + new + text[m.end():]
+
+
+def g_pipeline_param(rng, text, corpus):
+    m = pick_match(rng, PARAM_RE, text)
+    if not m:
+        return None
+    return everywhere_or_once(rng, text, m, 2,
+                              rng.choice([1, 2, 3, 4, 5, 8, 16, 32]))
+
+
+GENTLE_ATTENTION = {
+    "head_dim": [64, 128],
+    "block_n": [32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224,
+                240, 256],
+    "kv_stages": [2, 3, 4, 5, 6, 7, 8],
+    "consumer_warpgroups": [1, 2],
+    "producer_registers": [24, 32, 40, 56, 64, 128, 256],
+    "consumer_registers": [24, 128, 160, 200, 232, 240, 256],
+}
+
+
+def g_attention(rng, text, corpus):
+    m = pick_match(rng, ATTN_RE, text)
+    if m and rng.random() < 0.5:
+        return replace_match(text, m, 2,
+                             rng.choice(GENTLE_ATTENTION[m.group(1)]))
+    m = pick_match(rng, ATTN_OP_RE, text)
+    if not m:
+        return None
+    name = rng.choice(list(GENTLE_ATTENTION) + ["overlap_softmax", "causal",
+                                                "element_type"])
+    if name in ("overlap_softmax", "causal"):
+        value = rng.choice(["true", "false"])
+    elif name == "element_type":
+        value = rng.choice(["bf16", "f16"])
+    else:
+        value = "%d : i64" % rng.choice(GENTLE_ATTENTION[name])
+    entry = "%s = %s" % (name, value)
+    # Replace the attribute where the declaration has it already.
+    existing = re.compile(r"\b%s = [^,}]+" % name)
+    start = m.end(1)
+    end = text.find("}", start)
+    if existing.search(text, start, end):
+        body = existing.sub(entry, text[start:end], count=1)
+        return text[:start] + body + text[end:]
+    return text[:start] + entry + ", " + text[start:]
+
+
+def g_pending(rng, text, corpus):
+    m = pick_match(rng, re.compile(r"pending = (\d+)"), text)
+    if not m:
+        return None
+    return replace_match(text, m, 1, rng.choice(range(8)))
+
+
+def g_adjacent_lines(rng, text, corpus):
+    lines = lines_of(text)
+    ops = [i for i, line in enumerate(lines[:-1]) if "kvpipe." in line]
+    if not ops:
+        return None
+    i = rng.choice(ops)
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    return join(lines)
+
+
+def g_kvpipe_line(rng, text, corpus):
+    """Deletes or duplicates one kvpipe op."""
+    lines = lines_of(text)
+    ops = [i for i, line in enumerate(lines) if "kvpipe." in line and
+           not line.lstrip().startswith(("!", "#"))]
+    if not ops:
+        return None
+    i = rng.choice(ops)
+    if rng.random() < 0.5:
+        del lines[i]
+    else:
+        lines.insert(i, lines[i])
+    return join(lines)
+
+
+GENTLE_MUTATIONS = [
+    (g_int, 8), (g_stage, 4), (g_swizzle, 5), (g_element_type, 5),
+    (g_shape, 8), (g_box, 5), (g_pipeline_param, 6), (g_attention, 10),
+    (g_pending, 2), (g_adjacent_lines, 3), (g_kvpipe_line, 3),
+    (m_protocol_op, 2), (m_remove_attribute, 2),
+]
+GENTLE_FUNCS = [f for f, _ in GENTLE_MUTATIONS]
+GENTLE_WEIGHTS = [w for _, w in GENTLE_MUTATIONS]
+
+
 def make_mutant(corpus, seed, index, valid=None):
     """Mutant `index` of `seed`: (seed name, mutation names, text). Mostly
     of the inputs in `valid` (indices of the corpus inputs that verify):
@@ -469,16 +657,20 @@ def make_mutant(corpus, seed, index, valid=None):
         name, text = corpus[rng.choice(valid)]
     else:
         name, text = rng.choice(corpus)
-    count = rng.choices([1, 2, 3, 4], weights=[50, 30, 12, 8])[0]
+    gentle = rng.random() < 0.5
+    funcs, weights = ((GENTLE_FUNCS, GENTLE_WEIGHTS) if gentle else
+                      (MUTATION_FUNCS, MUTATION_WEIGHTS))
+    count = rng.choices([1, 2, 3, 4], weights=[70, 20, 6, 4] if gentle else
+                        [50, 30, 12, 8])[0]
     applied = []
     tries = 0
     while len(applied) < count and tries < 20:
         tries += 1
-        mutation = rng.choices(MUTATION_FUNCS, weights=MUTATION_WEIGHTS)[0]
+        mutation = rng.choices(funcs, weights=weights)[0]
         new = mutation(rng, text, corpus)
         if new is not None and new != text:
             text = new
-            applied.append(mutation.__name__[2:])
+            applied.append(mutation.__name__)
     return name, applied, text
 
 
@@ -541,19 +733,55 @@ def unlocated(returncode, stderr):
     return returncode == 1 and not LOCATED_ERROR_RE.search(stderr)
 
 
+FRAME_RE = re.compile(r"^ *#\d+ 0x[0-9a-f]+ (.*)$", re.M)
+BORING_FRAME_RE = re.compile(r"^(llvm::sys::|SignalHandler|__restore_rt|"
+                             r"raise|abort|__pthread|llvm::report_fatal|"
+                             r"llvm::reportFatal|/|0x|$)")
+
+
+def stack_frames(stderr):
+    """The function names of a stack dump, innermost first, without the
+    signal handling."""
+    frames = []
+    for text in FRAME_RE.findall(stderr):
+        text = text.replace("(anonymous namespace)", "(anon)")
+        text = re.sub(r" \(/[^()]*\)$", "", text)        # (/lib/x.so+0x..)
+        text = re.sub(r" \S+:\d+(:\d+)?$", "", text)       # file.cpp:1:2
+        name = re.split(r"\((?!anon\))", text, maxsplit=1)[0].strip()
+        if not BORING_FRAME_RE.match(name):
+            frames.append(name)
+    return frames
+
+
 def signature(kind, stderr):
-    """What identifies one bug: the crash kind and its first message."""
+    """What identifies one bug: the crash kind and its first message, or the
+    innermost frames of its stack."""
     for line in stderr.splitlines():
         if any(marker in line for marker in ("LLVM ERROR", "Assertion",
                                              "UNREACHABLE")):
             return kind + ": " + re.sub(r"\d+", "N", line.strip())[:160]
-    frames = re.findall(r"^ *#\d+ 0x[0-9a-f]+ (?:\S+ )?\(?([^+()\n]*)", stderr,
-                        flags=re.M)
-    interesting = [f for f in frames
-                   if f and not re.search(r"llvm::sys::|SignalHandler|"
-                                          r"__restore_rt|raise|abort|libc",
-                                          f)]
-    return kind + (": " + interesting[0][:160] if interesting else "")
+    frames = stack_frames(stderr)
+    return kind + (": " + " < ".join(frames[:3]) if frames else "")
+
+
+# Crashes in upstream MLIR/LLVM code that kvpipe cannot fix (they happen
+# before any kvpipe code runs, in the installed libraries): a frame that
+# identifies each, and the upstream report. They are counted and saved but
+# do not fail the run.
+KNOWN_UPSTREAM = [
+    ("mlir::detail::Parser::parseDenseArrayAttr",
+     "the MLIR 22 parser takes `index` as a dense array element type and "
+     "asks for its bit width (array<index: ...>): llvm/llvm-project#179045, "
+     "fixed upstream by llvm/llvm-project#179075 after 22.1"),
+]
+
+
+def known_upstream(stderr):
+    frames = stack_frames(stderr)
+    for frame, report in KNOWN_UPSTREAM:
+        if frame in frames[:6]:
+            return report
+    return None
 
 
 def limit_memory():
@@ -638,7 +866,7 @@ def check(mode, text, args, index):
     rc, stderr, seconds = run_opt(opt, text, args, path, timeout)
     result = {"mode": mode, "rc": rc, "args": args, "seconds": seconds,
               "text": text, "stderr": stderr, "crash": None, "hang": False,
-              "unlocated": False}
+              "unlocated": False, "upstream": None}
     if rc is None:
         result["hang"] = True
         return result
@@ -648,6 +876,11 @@ def check(mode, text, args, index):
         first = (stderr.strip().splitlines() or ["(nothing on stderr)"])[0]
         result["signature"] = "unlocated: " + re.sub(r"\d+", "N", first)[:160]
     if kind:
+        upstream = known_upstream(stderr)
+        if upstream:
+            result["upstream"] = upstream
+            result["signature"] = "upstream: " + upstream
+            return result
         result["crash"] = kind
         result["signature"] = signature(kind, stderr)
     return result
@@ -661,7 +894,7 @@ def run_mutant(index):
     verify = check("verify", text, ["--kvpipe-verify-protocol"], index)
     results.append(verify)
     options = pipeline_options(rng, _STATE["workdir"])
-    if verify["rc"] == 1 and not verify["crash"] and rng.random() < 0.5:
+    if verify["rc"] == 1 and not verify["crash"]:
         # Valid IR that breaks the protocol still must not crash the
         # lowering when the check is off.
         parse = check("verify", text, [], index)
@@ -675,7 +908,7 @@ def run_mutant(index):
         results.append(check("full", wrap_in_gpu_module(text),
                              full_args(options), index))
     for r in results:
-        if not r["crash"] and not r["hang"] and not r["unlocated"]:
+        if not (r["crash"] or r["hang"] or r["unlocated"] or r["upstream"]):
             # Only failures travel back to the parent.
             r["text"] = r["stderr"] = None
     return index, name, mutations, results
@@ -782,6 +1015,7 @@ def main(argv=None):
               len(valid)), flush=True)
     counts = {"verify": 0, "full": 0}
     crashes, hangs, unlocated_runs, signatures = [], [], [], {}
+    upstream_runs = []
     first_crashes = []
     start = time.time()
     deadline = start + args.seconds if args.seconds is not None else None
@@ -838,6 +1072,19 @@ def main(argv=None):
                                 seen.append(path)
                             else:
                                 seen.append("")
+                        elif r["upstream"]:
+                            sig = r["signature"]
+                            if sig not in signatures:
+                                path = save(args.crash_dir, "upstream", index,
+                                            name, mutations, r, opt, args.seed)
+                                print("KNOWN UPSTREAM CRASH (%s) mutant %d of "
+                                      "%s: %s -> %s" % (r["mode"], index,
+                                                        name, r["upstream"],
+                                                        path), flush=True)
+                                signatures[sig] = [path]
+                            else:
+                                signatures[sig].append("")
+                            upstream_runs.append(r)
                         elif r["unlocated"]:
                             sig = r["signature"]
                             if sig not in signatures:
@@ -883,8 +1130,9 @@ def main(argv=None):
     for sig, paths in sorted(signatures.items()):
         print("  %d x %s (e.g. %s)" % (len(paths), sig, paths[0]))
     print("total: %d mutants in %.1f s; crashes: %d; hangs: %d; unlocated "
-          "diagnostics: %d" % (done, seconds, len(crashes), len(hangs),
-                               len(unlocated_runs)))
+          "diagnostics: %d; known upstream crashes: %d" % (
+              done, seconds, len(crashes), len(hangs), len(unlocated_runs),
+              len(upstream_runs)))
     if crashes:
         return 1
     if hangs:

@@ -82,6 +82,11 @@ Value lowering::tileAddress(OpBuilder &b, Location loc,
   return LLVM::getStridedElementPtr(b, loc, converter, type, descriptor, zeros);
 }
 
+bool lowering::isNVVMKernel(LLVM::LLVMFuncOp fn) {
+  return fn->hasAttr(NVVM::NVVMDialect::getKernelFuncAttrName()) ||
+         fn.getCConv() == LLVM::CConv::PTX_Kernel;
+}
+
 Value lowering::threadIdX(OpBuilder &b, Location loc) {
   return NVVM::ThreadIdXOp::create(b, loc, b.getI32Type());
 }

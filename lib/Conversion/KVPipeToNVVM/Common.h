@@ -7,6 +7,7 @@
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
 
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 
 namespace kvpipe {
@@ -58,14 +59,21 @@ mlir::Value tileAddress(mlir::OpBuilder &b, mlir::Location loc,
                         const mlir::LLVMTypeConverter &converter,
                         mlir::MemRefType type, mlir::Value descriptor);
 
+/// Whether `fn` is an NVVM kernel (`nvvm.kernel` or the PTX kernel calling
+/// convention): only its parameters can be grid constants.
+bool isNVVMKernel(mlir::LLVM::LLVMFuncOp fn);
+
 /// `threadIdx.x` as an i32.
 mlir::Value threadIdX(mlir::OpBuilder &b, mlir::Location loc);
 
-/// Checks the NVVM targets of the gpu.modules in `root` before the lowering:
-/// that NVPTX accepts each (an explicit PTX version no older than its chip
-/// needs) and that the modules with kvpipe ops target a chip NVPTX knows,
-/// sm_90 or later, with PTX ISA 8.0 or later. Reports the first violation
-/// at the gpu.module or the kvpipe op.
+/// Checks the gpu.modules in `root` before the lowering for what would make
+/// NVPTX or the translation to LLVM IR abort or fail without a location: an
+/// NVVM target whose explicit PTX version is older than its chip needs, an
+/// op outside any function, a negative launch bound, a type NVPTX cannot
+/// compile (scalable vectors, x87 floats, huge vectors), and kvpipe ops in a
+/// module that does not target a chip NVPTX knows, sm_90 or later, with the
+/// PTX ISA the ops need (8.0, or 8.6 for TMA loads without multicast).
+/// Reports the first violation at the gpu.module or the op.
 mlir::LogicalResult checkTargets(mlir::Operation *root);
 
 } // namespace lowering

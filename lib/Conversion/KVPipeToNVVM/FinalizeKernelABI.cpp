@@ -2,6 +2,8 @@
 
 #include "kvpipe/Conversion/KVPipeToNVVM/KVPipeToNVVM.h"
 
+#include "Common.h"
+
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -67,7 +69,10 @@ struct FinalizeKernelABI
                            << " does not map onto one pointer argument";
           return WalkResult::interrupt();
         }
-        setTensorMapArgumentAttributes(fn, input->inputNo);
+        // Only a kernel parameter can be a grid constant; a device function
+        // (or a declaration) receives the map as a plain pointer to it.
+        if (lowering::isNVVMKernel(fn))
+          setTensorMapArgumentAttributes(fn, input->inputNo);
       }
       fn->removeAttr(kTensorMapArgsAttrName);
       fn->removeAttr(kKernelSignatureAttrName);

@@ -140,6 +140,30 @@ struct GPUReturnOpConversion : OpConversionPattern<gpu::ReturnOp> {
   }
 };
 
+/// The fragments a `kvpipe.warpgroup_wait` retires are wgmma accumulators,
+/// at most 128 f32 registers per thread (64 x 256 over 128 threads); the
+/// lowering pins each register with inline asm. Its ODS constraint admits
+/// any rank-1 f32 vector, so bound them here rather than emit (or hang on)
+/// an inline-asm statement with a million operands or a scalable vector
+/// NVPTX cannot legalise.
+LogicalResult checkWarpgroupWaits(Operation *root) {
+  constexpr int64_t kMaxAccumulatorRegisters = 128;
+  WalkResult result = root->walk([&](WarpgroupWaitOp wait) {
+    for (Type type : wait.getFragments().getTypes()) {
+      auto vector = cast<VectorType>(type);
+      if (!vector.isScalable() &&
+          vector.getNumElements() <= kMaxAccumulatorRegisters)
+        continue;
+      wait.emitOpError() << "fragments must be wgmma accumulators of at most "
+                         << kMaxAccumulatorRegisters
+                         << " f32 registers per thread, got " << type;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
 struct ConvertKVPipeToNVVM
     : kvpipe::impl::ConvertKVPipeToNVVMBase<ConvertKVPipeToNVVM> {
   using Base::Base;
@@ -172,6 +196,9 @@ struct ConvertKVPipeToNVVM
     if (placement.wasInterrupted())
       return signalPassFailure();
     if (failed(lowering::checkTargets(root)))
+      return signalPassFailure();
+
+    if (failed(checkWarpgroupWaits(root)))
       return signalPassFailure();
 
     // The commits' byte counts are read off the TMA loads, which the
@@ -227,9 +254,10 @@ struct ConvertKVPipeToNVVM
     // kvpipe-finalize-kernel-abi to mark them on the llvm.func.
     Builder b(ctx);
     for (auto &[fn, positions] : tensorMapArgs) {
-      if (isa<LLVM::LLVMFuncOp>(fn.getOperation())) {
-        for (int32_t i : positions)
-          setTensorMapArgumentAttributes(fn, i);
+      if (auto llvmFn = dyn_cast<LLVM::LLVMFuncOp>(fn.getOperation())) {
+        if (lowering::isNVVMKernel(llvmFn))
+          for (int32_t i : positions)
+            setTensorMapArgumentAttributes(fn, i);
         continue;
       }
       fn->setAttr(kTensorMapArgsAttrName, b.getDenseI32ArrayAttr(positions));

@@ -1,22 +1,30 @@
-//===- TargetCheck.cpp - NVVM targets the lowering can compile for --------===//
+//===- TargetCheck.cpp - what NVPTX can compile, checked before lowering --===//
 //
 // kvpipe lowers to sm_90 instructions that need PTX ISA 8.0 (mbarrier
-// transaction counts, fence.mbarrier_init, TMA, wgmma). The NVPTX backend
-// does not report a target it cannot serve, it aborts: on an explicit PTX
-// version older than the chip needs ("LLVM ERROR: PTX version ... does not
-// support target"), and on an instruction the chip or the PTX version lacks
-// ("LLVM ERROR: Cannot select"). A chip name it does not know is ignored
-// with a warning, and code is then selected for sm_20. The checks here turn
-// each of those into a diagnostic before anything reaches NVPTX.
+// transaction counts, fence.mbarrier_init, TMA, wgmma) or, for TMA loads into
+// the CTA's own shared memory, 8.6. The NVPTX backend does not report what it
+// cannot compile, it aborts: on an explicit PTX version older than the chip
+// needs ("LLVM ERROR: PTX version ... does not support target"), on an
+// instruction the chip or the PTX version lacks ("LLVM ERROR: Cannot
+// select"), on types it has no registers for (scalable vectors, x87 floats,
+// vectors of 2^16 elements). A chip name it does not know is ignored with a
+// warning, and code is then selected for sm_20. The translation to LLVM IR
+// crashes on an instruction outside any function and fails without a
+// location on a negative launch bound. The checks here turn each of those
+// into a diagnostic at the gpu.module or the op, before anything reaches
+// NVPTX.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -57,9 +65,15 @@ constexpr unsigned kPTXVersions[] = {32, 40, 41, 42, 43, 50, 60, 61, 62,
                                      76, 77, 78, 80, 81, 82, 83, 84, 85,
                                      86, 87, 88, 90};
 
-/// The PTX ISA that mbarrier transaction counts, fence.mbarrier_init, TMA
-/// and wgmma need.
-constexpr unsigned kKVPipePTX = 80;
+/// The PTX ISA a kvpipe op's lowering needs, and what for: mbarrier
+/// transaction counts, fence.mbarrier_init, TMA and wgmma are PTX ISA 8.0; a
+/// TMA load into this CTA's shared memory (cp.async.bulk.tensor with a
+/// .shared::cta destination, the form without multicast) is 8.6.
+std::pair<unsigned, StringRef> requiredPTX(Operation *op) {
+  if (auto load = dyn_cast<TMALoadOp>(op); load && !load.getMulticastMask())
+    return {86, "cp.async.bulk.tensor into .shared::cta"};
+  return {80, "mbarrier transactions, fence.mbarrier_init, TMA, wgmma"};
+}
 
 const NVPTXChip *lookupChip(StringRef chip) {
   for (const NVPTXChip &known : kNVPTXChips)
@@ -112,6 +126,103 @@ LogicalResult checkModuleTargets(gpu::GPUModuleOp module) {
   return success();
 }
 
+/// Vectors longer than this are rejected: NVPTX's instruction selection
+/// holds at most 2^16 operands per node and crashes on a vector of 65536
+/// elements; a thread has at most 255 registers anyway.
+constexpr int64_t kMaxVectorElements = 1 << 14;
+
+/// Why NVPTX cannot compile a value of `type` (it aborts or crashes instead
+/// of reporting), or an empty string.
+std::string unsupportedByNVPTX(Type type) {
+  std::string why;
+  type.walk([&](Type inner) {
+    if (!why.empty())
+      return WalkResult::interrupt();
+    if (auto vector = dyn_cast<VectorType>(inner)) {
+      if (vector.isScalable())
+        why = "a scalable vector (NVPTX has none)";
+      else if (vector.getNumElements() > kMaxVectorElements)
+        why = "a vector of more than " + std::to_string(kMaxVectorElements) +
+              " elements (NVPTX cannot select it)";
+    } else if (isa<Float80Type>(inner)) {
+      why = "x87's 80-bit float (NVPTX has none)";
+    }
+    return why.empty() ? WalkResult::advance() : WalkResult::interrupt();
+  });
+  return why;
+}
+
+/// Checks that every type in `module` is one NVPTX compiles: the operands,
+/// results and block arguments of its ops, function signatures (declarations
+/// have no block arguments) and type attributes (globals).
+LogicalResult checkModuleTypes(gpu::GPUModuleOp module) {
+  WalkResult result = module.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    SmallVector<Type> types(op->getResultTypes());
+    llvm::append_range(types, op->getOperandTypes());
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        llvm::append_range(types, block.getArgumentTypes());
+    if (auto fn = dyn_cast<FunctionOpInterface>(op))
+      types.push_back(fn.getFunctionType());
+    for (NamedAttribute attr : op->getAttrs())
+      if (auto typeAttr = dyn_cast<TypeAttr>(attr.getValue()))
+        types.push_back(typeAttr.getValue());
+    for (Type type : types) {
+      std::string why = unsupportedByNVPTX(type);
+      if (why.empty())
+        continue;
+      op->emitOpError() << "uses " << type << ", " << why
+                        << ": the gpu.module cannot be compiled to PTX";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+/// Checks that the ops at the top level of `module` are what LLVM IR can have
+/// at global scope: symbols (functions, globals, kernel declarations) and
+/// the LLVM dialect's module-level records. Anything else never executes
+/// (functions are isolated from above: nothing can use its results), and
+/// once lowered to an instruction with side effects (a barrier, a shuffle,
+/// what kvpipe.warpgroup_id becomes) it crashes the translation to LLVM IR,
+/// which has no block to put it in.
+LogicalResult checkModuleTopLevel(gpu::GPUModuleOp module) {
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (isa<SymbolOpInterface>(op) || op.hasTrait<OpTrait::IsTerminator>() ||
+        isa<LLVM::GlobalCtorsOp, LLVM::GlobalDtorsOp, LLVM::ModuleFlagsOp,
+            LLVM::LinkerOptionsOp>(op))
+      continue;
+    return op.emitOpError()
+           << "is at the top level of a gpu.module, where nothing executes: "
+              "it must be inside a function";
+  }
+  return success();
+}
+
+/// Checks the launch-bound attributes of the functions in `module` that the
+/// translation to LLVM IR reads as unsigned thread and cluster counts: a
+/// negative one is an error there without a location ("can't parse integer
+/// attribute -1 in nvvm.maxntid"). `known_block_size` becomes
+/// `nvvm.maxntid`.
+LogicalResult checkLaunchBounds(gpu::GPUModuleOp module) {
+  static constexpr StringLiteral kNames[] = {
+      "known_block_size", "nvvm.maxntid", "nvvm.reqntid", "nvvm.cluster_dim"};
+  WalkResult result = module.walk([&](FunctionOpInterface fn) {
+    for (StringRef name : kNames) {
+      auto sizes = fn->getAttrOfType<DenseI32ArrayAttr>(name);
+      if (!sizes || llvm::all_of(sizes.asArrayRef(),
+                                 [](int32_t size) { return size > 0; }))
+        continue;
+      fn->emitOpError() << "'" << name << "' must hold positive sizes, got ["
+                        << sizes.asArrayRef() << "]";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
 /// Checks that the targets of the gpu.module around the kvpipe op `op` have
 /// the instructions the lowering emits.
 LogicalResult checkKVPipeOpTargets(Operation *op) {
@@ -137,14 +248,13 @@ LogicalResult checkKVPipeOpTargets(Operation *op) {
       return diag;
     }
     unsigned ptx = requestedPTX(nvvm.getFeatures()).value_or(chip->minPTX);
-    if (ptx < kKVPipePTX)
+    auto [required, what] = requiredPTX(op);
+    if (ptx < required)
       return op->emitOpError()
-             << "needs PTX ISA " << ptxString(kKVPipePTX)
-             << " or later (mbarrier transactions, fence.mbarrier_init, TMA, "
-                "wgmma), but its gpu.module targets "
-             << name << " with PTX ISA " << ptxString(ptx)
-             << ": add features = \"+ptx" << kKVPipePTX
-             << "\" (or later) to the target";
+             << "needs PTX ISA " << ptxString(required) << " or later ("
+             << what << "), but its gpu.module targets " << name
+             << " with PTX ISA " << ptxString(ptx) << ": add features = \"+ptx"
+             << required << "\" (or later) to the target";
   }
   return success();
 }
@@ -153,8 +263,12 @@ LogicalResult checkKVPipeOpTargets(Operation *op) {
 
 LogicalResult lowering::checkTargets(Operation *root) {
   WalkResult modules = root->walk([&](gpu::GPUModuleOp module) {
-    return failed(checkModuleTargets(module)) ? WalkResult::interrupt()
-                                              : WalkResult::advance();
+    return failed(checkModuleTargets(module)) ||
+                   failed(checkModuleTopLevel(module)) ||
+                   failed(checkLaunchBounds(module)) ||
+                   failed(checkModuleTypes(module))
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
   });
   if (modules.wasInterrupted())
     return failure();

@@ -102,13 +102,19 @@ func.func @producers(%p: !p, %k: !k, %kt: !kt, %i: index) {
 // -----
 
 !p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
-!k = !kvpipe.tensor_map<box = [256, 256], element_type = f64, swizzle = 0>
-!kt = memref<256x256xf64, #gpu.address_space<workgroup>>
+!k = !kvpipe.tensor_map<box = [128, 128], element_type = f64, swizzle = 0>
+!kt = memref<128x128xf64, #gpu.address_space<workgroup>>
 
-// 2 * 256 * 256 * 8 bytes: more than the 20-bit transaction count.
+// 8 * 128 * 128 * 8 bytes: more than the 20-bit transaction count.
 func.func @too_many_bytes(%p: !p, %k: !k, %kt: !kt, %i: index) {
   kvpipe.producer_acquire %p : !p
   %b = kvpipe.producer_mbar %p : !p
+  kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
+  kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
+  kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
+  kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
+  kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
+  kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
   kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
   kvpipe.tma_load %k[%i, %i], %kt, %b : !k, !kt
   // expected-error @+1 {{'kvpipe.producer_commit' op its slot's TMA loads deliver 1048576 bytes, more than an mbarrier phase can track (1048575)}}

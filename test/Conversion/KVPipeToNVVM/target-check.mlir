@@ -58,7 +58,7 @@ gpu.module @hopper [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
-gpu.module @hopper_plain [#nvvm.target<chip = "sm_90">] {
+gpu.module @hopper_plain [#nvvm.target<chip = "sm_90", features = "+ptx80">] {
   gpu.func @k() kernel {
     %p = kvpipe.create : !p
     kvpipe.init %p : !p

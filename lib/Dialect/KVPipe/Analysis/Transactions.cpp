@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -42,12 +43,34 @@ static LogicalResult collectIn(Operation *op, Value pipeline, int64_t stage,
         diag.attachNote(load.getLoc()) << "the load";
         return WalkResult::interrupt();
       }
-      count *= trips->getSExtValue();
+      // Trip counts are unsigned and may be huge: a product that does not
+      // fit is reported, not wrapped around.
+      std::optional<int64_t> product =
+          trips->isIntN(63)
+              ? llvm::checkedMul<int64_t>(count, trips->getZExtValue())
+              : std::nullopt;
+      if (!product) {
+        InFlightDiagnostic diag = commit.emitOpError()
+                                  << "cannot derive its transaction bytes: "
+                                     "the loops around a TMA load completing "
+                                     "on its barrier run more than 2^63 times";
+        diag.attachNote(load.getLoc()) << "the load";
+        return WalkResult::interrupt();
+      }
+      count = *product;
       if (parent == op)
         break;
     }
     result.loads.push_back({load, count});
-    result.bytes += count * load.getTransactionBytes();
+    std::optional<int64_t> bytes = llvm::checkedMulAdd<int64_t>(
+        count, load.getTransactionBytes(), result.bytes);
+    if (!bytes) {
+      commit.emitOpError() << "its slot's TMA loads deliver more than 2^63 "
+                              "bytes, more than an mbarrier phase can track ("
+                           << kMaxTransactionBytes << ")";
+      return WalkResult::interrupt();
+    }
+    result.bytes = *bytes;
     return WalkResult::advance();
   });
   return failure(walk.wasInterrupted());

@@ -98,8 +98,20 @@ int64_t WarpgroupMmaOp::getK() {
   return (rank == 3 ? b.getDimSize(0) : 1) * b.getDimSize(rank - 1);
 }
 
+/// Fragments are registers: a scalable vector has no fixed number of them.
+static LogicalResult verifyFixedFragments(Operation *op, TypeRange types) {
+  for (Type type : types)
+    if (auto vector = dyn_cast<VectorType>(type); vector && vector.isScalable())
+      return op->emitOpError() << "fragments must have a fixed size, got "
+                               << type;
+  return success();
+}
+
 LogicalResult WarpgroupMmaOp::verify() {
   auto emit = [&]() { return emitOpError(); };
+  if (failed(verifyFixedFragments(*this, getOperandTypes())) ||
+      failed(verifyFixedFragments(*this, getResult().getType())))
+    return failure();
   FailureOr<SwizzledTile> b =
       getSwizzledTile(getB().getType(), getSwizzle(), emit, "operand B");
   if (failed(b))
@@ -153,6 +165,8 @@ LogicalResult WarpgroupMmaOp::verify() {
 
 LogicalResult StoreFragmentOp::verify() {
   auto emit = [&]() { return emitOpError(); };
+  if (failed(verifyFixedFragments(*this, getFragment().getType())))
+    return failure();
   FailureOr<SwizzledTile> tile =
       getSwizzledTile(getDest().getType(), getSwizzle(), emit, "destination");
   if (failed(tile))

@@ -1,6 +1,7 @@
 //===- KVPipeTypes.cpp - kvpipe types and attributes ------------*- C++ -*-===//
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
+#include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -106,6 +107,16 @@ TensorMapType::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "tensor map innermost box dimension spans "
                        << innerBytes << " bytes, more than the " << swizzle
                        << "-byte swizzle";
+  // Every copy of the box lands in (or leaves) one CTA's shared memory.
+  // Each dimension is at most 256 and the rank at most 5: no overflow.
+  int64_t bytes = bits / 8;
+  for (int64_t dim : box)
+    bytes *= dim;
+  if (bytes > AttentionConfig::kMaxSharedMemoryBytes)
+    return emitError() << "tensor map box of " << bytes
+                       << " bytes does not fit the "
+                       << AttentionConfig::kMaxSharedMemoryBytes
+                       << " bytes (227 KiB) of shared memory of an sm_90 CTA";
   return success();
 }
 

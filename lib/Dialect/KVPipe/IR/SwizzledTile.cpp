@@ -2,7 +2,10 @@
 
 #include "kvpipe/Dialect/KVPipe/IR/SwizzledTile.h"
 
+#include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -60,6 +63,13 @@ kvpipe::getSwizzledTile(MemRefType type, int64_t swizzleBytes,
     return emitError() << name
                        << " rows must be contiguous and " << tile.width
                        << " elements apart, got strides " << type;
+  // A row count this large overflows the products below; no tile can have
+  // it (the footprint check gives the real limit).
+  if (tile.rows > AttentionConfig::kMaxSharedMemoryBytes)
+    return emitError() << name << " has " << tile.rows
+                       << " rows, more than fit the "
+                       << AttentionConfig::kMaxSharedMemoryBytes
+                       << " bytes (227 KiB) of shared memory of an sm_90 CTA";
   tile.blockStride = tile.rows * tile.width;
   if (rank == 3) {
     tile.blockStride = strides[0];
@@ -68,6 +78,27 @@ kvpipe::getSwizzledTile(MemRefType type, int64_t swizzleBytes,
       return emitError() << name
                          << " blocks must be static and must not overlap, got "
                          << type;
+  }
+  // The tile lives in one CTA's shared memory: its end (a static offset,
+  // then the first row of the first block to the last row of the last) must
+  // be inside it. Checked before any byte arithmetic, which it then bounds.
+  std::optional<int64_t> end = int64_t(0);
+  if (tile.blocks != 0)
+    end = llvm::checkedMulAdd(tile.blocks - 1, tile.blockStride,
+                              tile.rows * tile.width);
+  if (end && !ShapedType::isDynamic(offset))
+    end = llvm::checkedAdd(*end, offset);
+  if (end)
+    end = llvm::checkedMul(*end, tile.elementBytes);
+  if (!end || *end > AttentionConfig::kMaxSharedMemoryBytes) {
+    InFlightDiagnostic diag = emitError() << name << " ends ";
+    if (end)
+      diag << *end << " bytes";
+    else
+      diag << "more than 2^63 bytes";
+    return diag << " into shared memory, beyond the "
+                << AttentionConfig::kMaxSharedMemoryBytes
+                << " bytes (227 KiB) of an sm_90 CTA: " << type;
   }
   // The swizzle pattern repeats every 8 rows; wgmma descriptors and the
   // swizzled addresses assume every block starts on such an atom.

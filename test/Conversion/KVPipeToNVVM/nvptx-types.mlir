@@ -1,0 +1,61 @@
+// RUN: kvpipe-opt %s --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-to-ptx -split-input-file -verify-diagnostics -o /dev/null
+
+// Regressions (found by tools/fuzz/kvpipe_fuzz.py): --kvpipe-to-ptx handed
+// NVPTX types it cannot compile, and NVPTX aborted or crashed instead of
+// reporting: a scalable vector ("LLVM ERROR: Don't know how to legalize this
+// scalable vector type"), x87's f80 ("LLVM ERROR: Cannot select" on an
+// argument, "unsupported library call operation" on a load), a vector of
+// 65536 elements (signal 11 in instruction selection). The lowering rejects
+// them at the first op that uses one.
+
+gpu.module @m {
+  // expected-error @+1 {{'func.func' op uses 'vector<[64]xbf16>', a scalable vector (NVPTX has none): the gpu.module cannot be compiled to PTX}}
+  func.func @scalable(%a: vector<[64]xbf16>) {
+    return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'func.func' op uses 'f80', x87's 80-bit float (NVPTX has none)}}
+  func.func @x87(%a: f80) -> f80 {
+    return %a : f80
+  }
+}
+
+// -----
+
+gpu.module @m {
+  func.func @x87_memory(%a: memref<4xf32>, %i: index) {
+    // expected-error @+1 {{'memref.alloca' op uses 'memref<4xf80>', x87's 80-bit float (NVPTX has none)}}
+    %m = memref.alloca() : memref<4xf80>
+    return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'memref.global' op uses 'memref<2xf80>', x87's 80-bit float (NVPTX has none)}}
+  memref.global "private" @g : memref<2xf80>
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'func.func' op uses 'vector<65536xf32>', a vector of more than 16384 elements (NVPTX cannot select it)}}
+  func.func @huge(%a: vector<65536xf32>) {
+    return
+  }
+}
+
+// -----
+
+// 16384 elements compile.
+gpu.module @m {
+  func.func @large(%a: vector<16384xf32>) -> vector<16384xf32> {
+    return %a : vector<16384xf32>
+  }
+}
