@@ -764,23 +764,35 @@ def signature(kind, stderr):
     return kind + (": " + " < ".join(frames[:3]) if frames else "")
 
 
-# Crashes in upstream MLIR/LLVM code that kvpipe cannot fix (they happen
-# before any kvpipe code runs, in the installed libraries): a frame that
-# identifies each, and the upstream report. They are counted and saved but
-# do not fail the run.
+# Crashes (and hangs) in upstream MLIR/LLVM code that kvpipe cannot fix:
+# they happen in the installed libraries, on upstream ops, in the parser,
+# printer or canonicaliser, before or outside any kvpipe code. Each is known
+# by a stack frame or by what the input holds, with what is wrong and the
+# upstream report. They are counted and saved but do not fail the run.
 KNOWN_UPSTREAM = [
-    ("mlir::detail::Parser::parseDenseArrayAttr",
-     "the MLIR 22 parser takes `index` as a dense array element type and "
-     "asks for its bit width (array<index: ...>): llvm/llvm-project#179045, "
-     "fixed upstream by llvm/llvm-project#179075 after 22.1"),
+    {"frame": "mlir::detail::Parser::parseDenseArrayAttr",
+     "report": "the MLIR 22 parser takes `index` as a dense array element "
+               "type and asks for its bit width (array<index: ...>): "
+               "llvm/llvm-project#179045, fixed upstream by "
+               "llvm/llvm-project#179075 after 22.1"},
+    {"input": r"(vector\.(insert|extract)|subview|reinterpret_cast|"
+              r"extract_slice|insert_slice)[^\n]*\[[^\]\n]*"
+              r"-9223372036854775808",
+     "report": "a static position or offset of INT64_MIN is MLIR's "
+               "ShapedType::kDynamic sentinel: vector.insert %x, %v "
+               "[-9223372036854775808] verifies, then the printer and the "
+               "canonicaliser read a dynamic operand that is not there "
+               "(signal 11, or a hang)"},
 ]
 
 
-def known_upstream(stderr):
+def known_upstream(stderr, text):
     frames = stack_frames(stderr)
-    for frame, report in KNOWN_UPSTREAM:
-        if frame in frames[:6]:
-            return report
+    for known in KNOWN_UPSTREAM:
+        if "frame" in known and known["frame"] in frames[:6]:
+            return known["report"]
+        if "input" in known and text and re.search(known["input"], text):
+            return known["report"]
     return None
 
 
@@ -868,7 +880,12 @@ def check(mode, text, args, index):
               "text": text, "stderr": stderr, "crash": None, "hang": False,
               "unlocated": False, "upstream": None}
     if rc is None:
-        result["hang"] = True
+        upstream = known_upstream(stderr, text)
+        if upstream:
+            result["upstream"] = upstream
+            result["signature"] = "upstream: " + upstream
+        else:
+            result["hang"] = True
         return result
     kind = classify(rc, stderr)
     if not kind and unlocated(rc, stderr):
@@ -876,7 +893,7 @@ def check(mode, text, args, index):
         first = (stderr.strip().splitlines() or ["(nothing on stderr)"])[0]
         result["signature"] = "unlocated: " + re.sub(r"\d+", "N", first)[:160]
     if kind:
-        upstream = known_upstream(stderr)
+        upstream = known_upstream(stderr, text)
         if upstream:
             result["upstream"] = upstream
             result["signature"] = "upstream: " + upstream

@@ -9,10 +9,11 @@
 // select"), on types it has no registers for (scalable vectors, x87 floats,
 // vectors of 2^16 elements). A chip name it does not know is ignored with a
 // warning, and code is then selected for sm_20. The translation to LLVM IR
-// crashes on an instruction outside any function and fails without a
-// location on a negative launch bound. The checks here turn each of those
-// into a diagnostic at the gpu.module or the op, before anything reaches
-// NVPTX.
+// crashes on an instruction outside any function and on an LLVM dialect type
+// that holds a type LLVM IR does not have, NVPTX on a global in an address
+// space PTX has no variables in, and the translation fails without a location
+// on a negative launch bound. The checks here turn each of those into a
+// diagnostic at the gpu.module or the op, before anything reaches NVPTX.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +25,9 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -131,6 +134,19 @@ LogicalResult checkModuleTargets(gpu::GPUModuleOp module) {
 /// elements; a thread has at most 255 registers anyway.
 constexpr int64_t kMaxVectorElements = 1 << 14;
 
+/// Whether a shape has at most `limit` elements (its product may overflow:
+/// vector<4611686018427387904x65536xf32>).
+bool elementCountAtMost(ArrayRef<int64_t> shape, int64_t limit) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    std::optional<int64_t> product = llvm::checkedMul(count, dim);
+    if (!product || *product > limit)
+      return false;
+    count = *product;
+  }
+  return true;
+}
+
 /// Why NVPTX cannot compile a value of `type` (it aborts or crashes instead
 /// of reporting), or an empty string.
 std::string unsupportedByNVPTX(Type type) {
@@ -141,11 +157,16 @@ std::string unsupportedByNVPTX(Type type) {
     if (auto vector = dyn_cast<VectorType>(inner)) {
       if (vector.isScalable())
         why = "a scalable vector (NVPTX has none)";
-      else if (vector.getNumElements() > kMaxVectorElements)
+      else if (!elementCountAtMost(vector.getShape(), kMaxVectorElements))
         why = "a vector of more than " + std::to_string(kMaxVectorElements) +
               " elements (NVPTX cannot select it)";
     } else if (isa<Float80Type>(inner)) {
       why = "x87's 80-bit float (NVPTX has none)";
+    } else if (isa<LLVM::LLVMDialect>(inner.getDialect()) &&
+               !LLVM::isCompatibleType(inner)) {
+      // The LLVM dialect's verifier admits e.g. !llvm.array<4 x complex<f32>>;
+      // translating it to LLVM IR crashes.
+      why = "an LLVM dialect type holding a type LLVM IR does not have";
     }
     return why.empty() ? WalkResult::advance() : WalkResult::interrupt();
   });
@@ -198,6 +219,33 @@ LogicalResult checkModuleTopLevel(gpu::GPUModuleOp module) {
               "it must be inside a function";
   }
   return success();
+}
+
+/// Checks that the globals of `module` are in an address space PTX has
+/// variables in: generic (emitted as global), global, shared, constant or
+/// local. NVPTX aborts on any other ("LLVM ERROR: Bad address space found
+/// while emitting PTX"). A memref.global's integer memory space becomes its
+/// address space.
+LogicalResult checkGlobalAddressSpaces(gpu::GPUModuleOp module) {
+  auto supported = [](int64_t space) {
+    return space == 0 || space == 1 || space == 3 || space == 4 || space == 5;
+  };
+  WalkResult result = module.walk([&](Operation *op) {
+    std::optional<int64_t> space;
+    if (auto global = dyn_cast<LLVM::GlobalOp>(op))
+      space = global.getAddrSpace();
+    else if (auto global = dyn_cast<memref::GlobalOp>(op))
+      if (auto integer = dyn_cast_or_null<IntegerAttr>(
+              global.getType().getMemorySpace()))
+        space = integer.getInt();
+    if (!space || supported(*space))
+      return WalkResult::advance();
+    op->emitOpError() << "is in address space " << *space
+                      << ", where PTX has no variables (0 generic, 1 global, "
+                         "3 shared, 4 constant, 5 local)";
+    return WalkResult::interrupt();
+  });
+  return failure(result.wasInterrupted());
 }
 
 /// Checks the launch-bound attributes of the functions in `module` that the
@@ -266,6 +314,7 @@ LogicalResult lowering::checkTargets(Operation *root) {
     return failed(checkModuleTargets(module)) ||
                    failed(checkModuleTopLevel(module)) ||
                    failed(checkLaunchBounds(module)) ||
+                   failed(checkGlobalAddressSpaces(module)) ||
                    failed(checkModuleTypes(module))
                ? WalkResult::interrupt()
                : WalkResult::advance();

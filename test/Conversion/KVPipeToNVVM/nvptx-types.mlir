@@ -6,8 +6,12 @@
 // reporting: a scalable vector ("LLVM ERROR: Don't know how to legalize this
 // scalable vector type"), x87's f80 ("LLVM ERROR: Cannot select" on an
 // argument, "unsupported library call operation" on a load), a vector of
-// 65536 elements (signal 11 in instruction selection). The lowering rejects
-// them at the first op that uses one.
+// 65536 elements (signal 11 in instruction selection) or of 2^62 x 2^16
+// elements (the count overflowed and passed the check; "LLVM ERROR: Empty
+// parameter types are not supported"); and the translation to LLVM IR
+// crashed on an LLVM dialect type holding a builtin type it does not have
+// (!llvm.array<4 x complex<f32>>, signal 11 in llvm::ArrayType::get).
+// The lowering rejects them at the first op that uses one.
 
 gpu.module @m {
   // expected-error @+1 {{'func.func' op uses 'vector<[64]xbf16>', a scalable vector (NVPTX has none): the gpu.module cannot be compiled to PTX}}
@@ -47,6 +51,23 @@ gpu.module @m {
 gpu.module @m {
   // expected-error @+1 {{'func.func' op uses 'vector<65536xf32>', a vector of more than 16384 elements (NVPTX cannot select it)}}
   func.func @huge(%a: vector<65536xf32>) {
+    return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'llvm.mlir.global' op uses '!llvm.array<4 x complex<f32>>', an LLVM dialect type holding a type LLVM IR does not have}}
+  llvm.mlir.global internal @h() {addr_space = 3 : i32} : !llvm.array<4 x complex<f32>>
+}
+
+// -----
+
+// The element count of a multi-dimensional vector overflowed and passed.
+gpu.module @m {
+  // expected-error @+1 {{'func.func' op uses 'vector<4611686018427387904x65536xf32>', a vector of more than 16384 elements (NVPTX cannot select it)}}
+  func.func @overflow(%a: vector<4611686018427387904x65536xf32>) {
     return
   }
 }
