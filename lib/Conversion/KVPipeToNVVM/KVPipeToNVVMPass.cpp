@@ -164,6 +164,34 @@ LogicalResult checkWarpgroupWaits(Operation *root) {
   return failure(result.wasInterrupted());
 }
 
+/// Upstream gives a gpu.func's workgroup buffers only their element's
+/// alignment, but TMA boxes and wgmma operands in the swizzled layout must
+/// start on a 1024-byte swizzle atom, and the verifiers cannot see that the
+/// buffer behind a static offset 0 is misaligned. Kernels that use kvpipe's
+/// data path get every workgroup buffer aligned to 1024 bytes (a buffer that
+/// asks for more keeps it).
+void alignSwizzledWorkgroupBuffers(Operation *root) {
+  constexpr int64_t kAtomBytes = 1024;
+  root->walk([&](gpu::GPUFuncOp fn) {
+    bool usesDataPath = false;
+    fn.walk([&](Operation *op) {
+      if (isa<TMALoadOp, TMAStoreOp, WarpgroupMmaOp, StoreFragmentOp>(op))
+        usesDataPath = true;
+    });
+    if (!usesDataPath)
+      return;
+    Builder b(fn.getContext());
+    StringRef name = LLVM::LLVMDialect::getAlignAttrName();
+    for (unsigned i = 0, e = fn.getNumWorkgroupAttributions(); i < e; ++i) {
+      auto align = dyn_cast_or_null<IntegerAttr>(
+          fn.getWorkgroupAttributionAttr(i, name));
+      if (!align || align.getInt() < kAtomBytes)
+        fn.setWorkgroupAttributionAttr(i, name,
+                                       b.getI64IntegerAttr(kAtomBytes));
+    }
+  });
+}
+
 struct ConvertKVPipeToNVVM
     : kvpipe::impl::ConvertKVPipeToNVVMBase<ConvertKVPipeToNVVM> {
   using Base::Base;
@@ -205,6 +233,7 @@ struct ConvertKVPipeToNVVM
     // conversion replaces: derive them first.
     if (failed(annotateTransactionBytes(root)))
       return signalPassFailure();
+    alignSwizzledWorkgroupBuffers(root);
 
     SmallVector<std::pair<FunctionOpInterface, SmallVector<int32_t>>>
         tensorMapArgs;

@@ -41,7 +41,7 @@ gpu.module @kernels {
 
 // CHECK-LABEL: gpu.func @with_buffers
 //  CHECK-SAME:   (%[[K:.*]]: !llvm.ptr, %[[I:.*]]: index)
-//  CHECK-SAME:   workgroup(%[[BUF:.*]] : memref<64x64xbf16, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64}, %[[BUF2:.*]] : memref<64x64xbf16, #gpu.address_space<workgroup>>)
+//  CHECK-SAME:   workgroup(%[[BUF:[^ ]*]] : memref<64x64xbf16, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64}, %[[BUF2:[^ ]*]] : memref<64x64xbf16, #gpu.address_space<workgroup>> {llvm.align = 1024 : i64})
 //  CHECK-SAME:   private(%[[PRIV:.*]] : memref<4xf32, #gpu.address_space<private>>)
 //  CHECK-SAME:   kernel
 //  CHECK-SAME:   kvpipe.kernel_signature = (!llvm.ptr, index) -> ()
