@@ -70,6 +70,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     bench.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
     bench.add_argument("--seq-len", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
     bench.add_argument("--tune", nargs="*", metavar="NAME=VALUE")
+    bench.add_argument("--variant", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
+                       help="also measure this tuning (repeatable), in the same process")
+    bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     args = parser.parse_args(argv)
 
     if args.command == "compile":
@@ -104,7 +107,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0 if all(r["ok"] for r in rows) else 1
     from kvpipe import bench as bench_mod
 
-    rows = bench_mod.run(args.head_dim, args.seq_len, **_tuning(args.tune))
+    variants = [_tuning(v.split(",")) for v in args.variant or []]
+    causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
+    rows = bench_mod.run(args.head_dim, args.seq_len, causals, variants=variants,
+                         **_tuning(args.tune))
     markdown = bench_mod.to_markdown(rows)
     print(markdown)
     _write(args, "kvpipe bench", rows, markdown)

@@ -3,6 +3,8 @@
 TFLOP/s = 4 * B * H * N^2 * D (halved when causal) over the median time, for
 kvpipe, cuDNN and flash (FA2) measured in the same process on the same
 inputs (bf16 forward, H = 16, B * N = 32k tokens so inputs exceed the L2).
+With several tuning variants (``--variant``), each is measured on the same
+inputs in the same process, so that their ratios are comparable.
 """
 
 from __future__ import annotations
@@ -35,7 +37,14 @@ def _median_ms(fn: Callable[[], Any]) -> float:
 def run(head_dims: Sequence[int] = (64, 128),
         seq_lens: Sequence[int] = (1024, 2048, 4096, 8192, 16384),
         causals: Sequence[bool] = (False, True), heads: int = 16,
-        peers: bool = True, **tuning: int) -> List[Dict[str, Any]]:
+        peers: bool = True, variants: Optional[Sequence[Dict[str, Any]]] = None,
+        **tuning: Any) -> List[Dict[str, Any]]:
+    """Measures every point; returns one row per (D, N, causal).
+
+    ``tuning`` applies to the main kvpipe column; each of ``variants`` (a
+    dict of tuning attributes, on top of ``tuning``) gets a column of its own
+    under ``row["variants"][label]``.
+    """
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -56,6 +65,13 @@ def run(head_dims: Sequence[int] = (64, 128),
                                        "ptx_s": compiled.abi.get("ptx_seconds")}
                 fn = lambda: kvpipe.attention(q, k, v, causal=causal, **tuning)  # noqa: E731
                 row["kvpipe"] = round(flops / _median_ms(fn) / 1e9, 1)
+                row["variants"] = {}
+                for variant in variants or ():
+                    merged = {**tuning, **variant}
+                    kvpipe.compile_attention(d, "bf16", causal, **merged)
+                    vfn = lambda: kvpipe.attention(q, k, v, causal=causal, **merged)  # noqa: E731
+                    row["variants"][variant_label(variant)] = round(
+                        flops / _median_ms(vfn) / 1e9, 1)
                 if peers:
                     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                           ("flash", SDPBackend.FLASH_ATTENTION)):
@@ -76,13 +92,28 @@ def run(head_dims: Sequence[int] = (64, 128),
     return rows
 
 
+def variant_label(variant: Dict[str, Any]) -> str:
+    """``{"pingpong": True, "kv_stages": 3}`` -> ``"pingpong=1,kv_stages=3"``."""
+    return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in variant.items())
+
+
 def to_markdown(rows: List[Dict[str, Any]]) -> str:
-    lines = ["| D | N | B | causal | kvpipe TFLOP/s | cuDNN | flash (FA2) | kvpipe/cuDNN "
-             "| kvpipe/flash | compile s (PTX, +cubin) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    labels: List[str] = []
     for r in rows:
+        labels += [label for label in r.get("variants", {}) if label not in labels]
+    lines = ["| D | N | B | causal | kvpipe TFLOP/s | cuDNN | flash (FA2) | kvpipe/cuDNN "
+             "| kvpipe/flash | compile s (PTX, +cubin) |"
+             + "".join(f" {label} (/cuDNN) |" for label in labels),
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+             + " --- |" * len(labels)]
+    for r in rows:
+        extra = ""
+        for label in labels:
+            value = r.get("variants", {}).get(label)
+            ratio = f" ({value / r['cudnn']:.3f})" if value and r.get("cudnn") else ""
+            extra += f" {value}{ratio} |"
         lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
                      f"{r['kvpipe']} | {r.get('cudnn')} | {r.get('flash')} | "
                      f"{r.get('vs_cudnn')} | {r.get('vs_flash')} | "
-                     f"{r.get('ptx_s')}, {r.get('compile_s')} |")
+                     f"{r.get('ptx_s')}, {r.get('compile_s')} |" + extra)
     return "\n".join(lines) + "\n"

@@ -27,9 +27,10 @@ DTYPES = ("bf16", "f16")
 HEAD_DIMS = (64, 128)
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
-                     "producer_registers", "consumer_registers", "overlap_softmax")
+                     "producer_registers", "consumer_registers", "overlap_softmax",
+                     "pingpong")
 #: The boolean ones among them.
-_BOOL_TUNING = ("overlap_softmax",)
+_BOOL_TUNING = ("overlap_softmax", "pingpong")
 
 
 class KernelNotAvailableError(RuntimeError):
@@ -225,7 +226,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             clock cycles, prints where it hung and traps (0: off).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
-            consumer_registers).
+            consumer_registers, overlap_softmax, pingpong).
 
     Needs no GPU. With a compiler (``KVPIPE_OPT``, the build tree, or
     ``PATH``), a cached kernel from another compiler version is recompiled;

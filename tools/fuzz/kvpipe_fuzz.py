@@ -93,6 +93,7 @@ ATTENTION_ATTRS = {
     "producer_registers": [0, 8, 16, 24, 32, 56, 240, 248, 256, 264, 2**31],
     "consumer_registers": [0, 24, 160, 232, 240, 248, 256, 264, 2**31],
 }
+BOOL_ATTENTION_ATTRS = ("overlap_softmax", "pingpong", "causal")
 PROTOCOL_OPS = ["producer_acquire", "producer_commit", "consumer_wait"]
 STAGED_OPS = PROTOCOL_OPS + ["producer_mbar"]
 OTHER_ATTRS = ["{swizzle = 128}", "{swizzle = 64, transpose_b}",
@@ -339,8 +340,8 @@ def m_attention(rng, text, corpus):
     m = pick_match(rng, ATTN_OP_RE, text)
     if not m:
         return None
-    name = rng.choice(list(ATTENTION_ATTRS) + ["overlap_softmax", "causal"])
-    if name in ("overlap_softmax", "causal"):
+    name = rng.choice(list(ATTENTION_ATTRS) + list(BOOL_ATTENTION_ATTRS))
+    if name in BOOL_ATTENTION_ATTRS:
         value = rng.choice(["true", "false", "1 : i64", "unit"])
     else:
         value = "%d : %s" % (rng.choice(ATTENTION_ATTRS[name]),
@@ -587,9 +588,9 @@ def g_attention(rng, text, corpus):
     m = pick_match(rng, ATTN_OP_RE, text)
     if not m:
         return None
-    name = rng.choice(list(GENTLE_ATTENTION) + ["overlap_softmax", "causal",
-                                                "element_type"])
-    if name in ("overlap_softmax", "causal"):
+    name = rng.choice(list(GENTLE_ATTENTION) + list(BOOL_ATTENTION_ATTRS)
+                      + ["element_type"])
+    if name in BOOL_ATTENTION_ATTRS:
         value = rng.choice(["true", "false"])
     elif name == "element_type":
         value = rng.choice(["bf16", "f16"])

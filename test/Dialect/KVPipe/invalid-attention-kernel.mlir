@@ -89,3 +89,10 @@ gpu.module @m {
   // expected-error @+1 {{requires attribute 'causal'}}
   kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16}
 }
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'pingpong' needs 2 or 3 consumer warpgroups to take turns, got 'consumer_warpgroups' = 1}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, pingpong = true}
+}

@@ -36,6 +36,11 @@ AttentionConfig::get(AttentionKernelOp op,
                        << c.blockN;
   c.kvStages = op.getKvStages().value_or(2);
   c.overlapSoftmax = op.getOverlapSoftmax().value_or(true);
+  c.pingpong = op.getPingpong().value_or(false);
+  if (c.pingpong && c.consumerWarpgroups < 2)
+    return emitError() << "'pingpong' needs 2 or 3 consumer warpgroups to "
+                          "take turns, got 'consumer_warpgroups' = "
+                       << c.consumerWarpgroups;
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 

@@ -94,10 +94,16 @@ private:
     Value alpha0, alpha1;
     Value p16;
   };
-  /// Waits for K's slot and issues S = Q K^T (not retired).
-  Value issueQK(Value stateK);
+  /// Waits for K's slot and issues S = Q K^T (not retired); with
+  /// `takeTurn`, waits for this warpgroup's turn after the slot is full.
+  Value issueQK(Value stateK, bool takeTurn = false);
   /// Waits for V's slot and issues O += P V (not retired).
-  Value issuePV(Value p16, Value stateV, Value o);
+  Value issuePV(Value p16, Value stateV, Value o, bool takeTurn = false);
+  /// The ping-pong schedule (no-ops without `pingpong`): a warpgroup waits
+  /// for its turn before issuing wgmmas and passes the turn on after.
+  void startTurns();
+  void waitForTurn();
+  void passTurn();
   /// Retires wgmma groups until `pending` are left; returns the fragment.
   Value retire(Value fragment, int64_t pending);
   Value rescale(Value o, Value alpha0, Value alpha1);
@@ -117,7 +123,7 @@ private:
   Value batch, head, kvHead, qBlockRow, numKVBlocks, seqQ, seqKV;
   Value sQ, sK, sV, pipeQ, pipeK, pipeV;
   // Consumer values.
-  Value sQw, elected, qRows, firstRow, row0, row1, lane, warp;
+  Value consumerIndex, sQw, elected, qRows, firstRow, row0, row1, lane, warp;
 };
 
 Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
@@ -239,8 +245,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
         b, b.getI32IntegerAttr(c.consumerRegisters),
         NVVM::SetMaxRegisterActionAttr::get(ctx,
                                             NVVM::SetMaxRegisterAction::increase));
-    Value consumer = arith::SubIOp::create(b, warpgroup, index(1));
-    qRows = arith::MulIOp::create(b, consumer, index(64));
+    consumerIndex = arith::SubIOp::create(b, warpgroup, index(1));
+    qRows = arith::MulIOp::create(b, consumerIndex, index(64));
     buildConsumer();
   }
   gpu::ReturnOp::create(b);
@@ -321,6 +327,7 @@ void KernelBuilder::buildConsumer() {
       ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
                              b.getIndexAttr(1)});
   ConsumerWaitOp::create(b, pipeQ, nullptr);
+  startTurns();
 
   Fragment oFrag(b, c.headDim / 2);
   Value negInf = f32(-INFINITY);
@@ -335,9 +342,47 @@ void KernelBuilder::buildConsumer() {
   buildEpilogue(results[2], {results[3], results[4], results[5], results[6]});
 }
 
-Value KernelBuilder::issueQK(Value stateK) {
+void KernelBuilder::startTurns() {
+  if (!c.pingpong)
+    return;
+  // Consumer 0 goes first: it arrives at its own barrier, which its first
+  // wait then completes. Every other wait is completed by the previous
+  // consumer's arrival; all consumers take the same number of turns.
+  Value first = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                      consumerIndex, index(0));
+  auto ifFirst = scf::IfOp::create(b, first, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifFirst.thenBlock());
+  NVVM::BarrierArriveOp::create(b, i32(AttentionConfig::scheduleBarrier(0)),
+                                i32(2 * 128));
+}
+
+void KernelBuilder::waitForTurn() {
+  if (!c.pingpong)
+    return;
+  Value id = toI32(
+      arith::AddIOp::create(b, consumerIndex,
+                            index(AttentionConfig::scheduleBarrier(0))));
+  NVVM::BarrierOp::create(b, Type(), id, i32(2 * 128), nullptr, Value());
+}
+
+void KernelBuilder::passTurn() {
+  if (!c.pingpong)
+    return;
+  // The next consumer in the cycle 0 -> 1 (-> 2) -> 0.
+  Value next = arith::RemUIOp::create(
+      b, arith::AddIOp::create(b, consumerIndex, index(1)),
+      index(c.consumerWarpgroups));
+  Value id = toI32(arith::AddIOp::create(
+      b, next, index(AttentionConfig::scheduleBarrier(0))));
+  NVVM::BarrierArriveOp::create(b, id, i32(2 * 128));
+}
+
+Value KernelBuilder::issueQK(Value stateK, bool takeTurn) {
   int64_t w = AttentionConfig::kTileWidth;
   ConsumerWaitOp::create(b, stateK, nullptr);
+  if (takeTurn)
+    waitForTurn();
   Value kTile = slot(sK,
                      {Value(IndexOp::create(b, stateK)), b.getIndexAttr(0),
                       b.getIndexAttr(0), b.getIndexAttr(0)},
@@ -347,9 +392,12 @@ Value KernelBuilder::issueQK(Value stateK) {
       AttentionConfig::kSwizzleBytes, /*transpose_b=*/false);
 }
 
-Value KernelBuilder::issuePV(Value p16, Value stateV, Value o) {
+Value KernelBuilder::issuePV(Value p16, Value stateV, Value o,
+                             bool takeTurn) {
   int64_t w = AttentionConfig::kTileWidth;
   ConsumerWaitOp::create(b, stateV, nullptr);
+  if (takeTurn)
+    waitForTurn();
   Value vTile = slot(sV,
                      {Value(IndexOp::create(b, stateV)), b.getIndexAttr(0),
                       b.getIndexAttr(0), b.getIndexAttr(0)},
@@ -381,11 +429,15 @@ SmallVector<Value> KernelBuilder::buildSimpleLoop(Value o, RowStats stats) {
   Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
   RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
                    loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
-  Value s = retire(issueQK(stateK), 0);
+  Value s = issueQK(stateK, /*takeTurn=*/true);
+  passTurn();
+  s = retire(s, 0);
   Value nextK = ConsumerReleaseOp::create(b, stateK, elected, nullptr);
   Softmax sm = softmax(s, loop.getInductionVar(), current);
   Value acc = rescale(loop.getRegionIterArg(2), sm.alpha0, sm.alpha1);
-  acc = retire(issuePV(sm.p16, stateV, acc), 0);
+  acc = issuePV(sm.p16, stateV, acc, /*takeTurn=*/true);
+  passTurn();
+  acc = retire(acc, 0);
   Value nextV = ConsumerReleaseOp::create(b, stateV, elected, nullptr);
   scf::YieldOp::create(b, ValueRange{nextK, nextV, acc, sm.stats.m0,
                                      sm.stats.m1, sm.stats.l0, sm.stats.l1});
@@ -410,7 +462,9 @@ SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value o, RowStats stats) {
 
   b.setInsertionPointToStart(ifAny.thenBlock());
   // Block 0: S_0 and its softmax; O is still zero.
-  Value s = retire(issueQK(pipeK), 0);
+  Value s = issueQK(pipeK, /*takeTurn=*/true);
+  passTurn();
+  s = retire(s, 0);
   Value stateK = ConsumerReleaseOp::create(b, pipeK, elected, nullptr);
   Softmax first = softmax(s, index(0), stats);
 
@@ -424,8 +478,11 @@ SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value o, RowStats stats) {
     Value k = loop.getRegionIterArg(0), v = loop.getRegionIterArg(1);
     RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
                      loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
-    Value sj = issueQK(k);
+    Value sj = issueQK(k, /*takeTurn=*/true);
     Value acc = issuePV(loop.getRegionIterArg(7), v, loop.getRegionIterArg(2));
+    // The other warpgroups' GEMMs queue behind these while this one runs
+    // its softmax.
+    passTurn();
     // S_j's group was issued first: with one group left in flight it has
     // retired, and K_j's slot may be released.
     sj = retire(sj, 1);
@@ -440,7 +497,10 @@ SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value o, RowStats stats) {
   }
   // The last P V.
   Value lastV = loop.getResult(1);
-  Value acc = retire(issuePV(loop.getResult(7), lastV, loop.getResult(2)), 0);
+  Value acc =
+      issuePV(loop.getResult(7), lastV, loop.getResult(2), /*takeTurn=*/true);
+  passTurn();
+  acc = retire(acc, 0);
   Value endV = ConsumerReleaseOp::create(b, lastV, elected, nullptr);
   scf::YieldOp::create(b, ValueRange{loop.getResult(0), endV, acc,
                                      loop.getResult(3), loop.getResult(4),
@@ -560,7 +620,7 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
       b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
   Value barrierId = toI32(arith::AddIOp::create(
-      b, arith::DivUIOp::create(b, qRows, index(64)), index(1)));
+      b, consumerIndex, index(AttentionConfig::epilogueBarrier(0))));
   NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
   auto store = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
   {
@@ -651,6 +711,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("consumer_registers",
                      b.getI64IntegerAttr(c.consumerRegisters)),
       b.getNamedAttr("overlap_softmax", b.getBoolAttr(c.overlapSoftmax)),
+      b.getNamedAttr("pingpong", b.getBoolAttr(c.pingpong)),
       b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())),
       b.getNamedAttr("dynamic_shared_memory",
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),

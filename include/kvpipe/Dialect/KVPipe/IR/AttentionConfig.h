@@ -30,6 +30,14 @@ struct AttentionConfig {
   /// Overlap the softmax of block j with the wgmmas of blocks j and j-1
   /// (FA3's intra-warpgroup pipelining).
   bool overlapSoftmax;
+  /// Consumer warpgroups take turns issuing their wgmmas (named barriers),
+  /// so that one's softmax overlaps another's GEMMs.
+  bool pingpong;
+
+  /// Named barriers: 0 is the CTA barrier; each consumer warpgroup has one
+  /// for its epilogue and one for its turn in the ping-pong schedule.
+  static int64_t epilogueBarrier(int64_t consumer) { return 1 + consumer; }
+  static int64_t scheduleBarrier(int64_t consumer) { return 4 + consumer; }
 
   /// Shared memory a CTA may use on sm_90 (227 KiB).
   static constexpr int64_t kMaxSharedMemoryBytes = 227 * 1024;

@@ -34,7 +34,11 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     `consumer_registers` (the `setmaxnreg` targets of the roles),
     `overlap_softmax` (issue `S_j = Q K_j^T` together with
     `O += P_{j-1} V_{j-1}` and compute the softmax of block j while the
-    tensor cores work, FA3's intra-warpgroup pipelining; default true).
+    tensor cores work, FA3's intra-warpgroup pipelining; default true),
+    `pingpong` (with two or three consumer warpgroups, named barriers order
+    their wgmma issue in turn, so that one warpgroup's softmax runs while
+    the tensor cores work on another's GEMMs, FA3's inter-warpgroup
+    scheduling).
 
     The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
     documented in docs/kernel-abi.md.
@@ -46,7 +50,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<I64Attr>:$consumer_warpgroups,
                        OptionalAttr<I64Attr>:$producer_registers,
                        OptionalAttr<I64Attr>:$consumer_registers,
-                       OptionalAttr<BoolAttr>:$overlap_softmax);
+                       OptionalAttr<BoolAttr>:$overlap_softmax,
+                       OptionalAttr<BoolAttr>:$pingpong);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

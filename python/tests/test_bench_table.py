@@ -1,0 +1,39 @@
+"""The bench table and the command line's tuning syntax (no GPU needed)."""
+
+from kvpipe import bench
+from kvpipe.__main__ import _tuning
+
+
+def test_tuning_values_parse_as_bools_and_ints():
+    assert _tuning(["pingpong=true", "kv_stages=3", "overlap_softmax=False"]) == {
+        "pingpong": True, "kv_stages": 3, "overlap_softmax": False}
+
+
+def test_variant_label_is_compact_and_ordered():
+    assert bench.variant_label({"pingpong": True, "kv_stages": 3}) == "pingpong=1,kv_stages=3"
+
+
+def test_markdown_has_a_column_per_variant_with_its_ratio_to_cudnn():
+    rows = [
+        {"D": 128, "N": 4096, "B": 8, "causal": False, "kvpipe": 580.0, "cudnn": 600.0,
+         "flash": 340.0, "vs_cudnn": 0.967, "vs_flash": 1.706, "ptx_s": 0.2, "compile_s": 0.5,
+         "variants": {"pingpong=1": 630.0}},
+        {"D": 128, "N": 4096, "B": 8, "causal": True, "kvpipe": 520.0, "cudnn": None,
+         "flash": 310.0, "vs_cudnn": None, "vs_flash": 1.677, "ptx_s": 0.2, "compile_s": 0.5,
+         "variants": {"pingpong=1": 540.0}},
+    ]
+    lines = bench.to_markdown(rows).splitlines()
+    assert lines[0].endswith("| pingpong=1 (/cuDNN) |")
+    assert lines[1].count("---") == 11
+    assert lines[2].endswith("| 630.0 (1.050) |")
+    # Without a cuDNN figure there is no ratio, but the variant's figure stays.
+    assert lines[3].endswith("| 540.0 |")
+
+
+def test_markdown_without_variants_keeps_the_reference_columns():
+    rows = [{"D": 64, "N": 1024, "B": 32, "causal": True, "kvpipe": 226.3, "cudnn": 336.6,
+             "flash": 213.6, "vs_cudnn": 0.672, "vs_flash": 1.059, "ptx_s": 0.16,
+             "compile_s": 0.39}]
+    lines = bench.to_markdown(rows).splitlines()
+    assert lines[0].count("|") == 11
+    assert "| 226.3 | 336.6 | 213.6 | 0.672 | 1.059 | 0.16, 0.39 |" in lines[2]
