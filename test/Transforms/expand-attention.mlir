@@ -88,4 +88,5 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // ABI: "dynamic_shared_memory": 164864
 // ABI: "kernel": "fa_fwd"
 // ABI: "kv_stages": 2
+// ABI: "pingpong": true
 // ABI: "threads": 384

@@ -38,7 +38,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     `pingpong` (with two or three consumer warpgroups, named barriers order
     their wgmma issue in turn, so that one warpgroup's softmax runs while
     the tensor cores work on another's GEMMs, FA3's inter-warpgroup
-    scheduling).
+    scheduling; default true with two or more consumer warpgroups).
 
     The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
     documented in docs/kernel-abi.md.
