@@ -1,13 +1,14 @@
 """``kvpipe.attention``: FlashAttention forward on Hopper with kvpipe kernels.
 
 The kernel ABI (docs/kernel-abi.md): parameters ``(q_map, k_map, v_map,
-o_map, lse, seq_q, seq_kv, heads_per_kv_head, scale_log2)``, where the maps
+o_map, lse, seq_q, seq_kv, heads_per_kv_head, scale_log2, heads_q, batch)``, where the maps
 are by-value CUtensorMaps of the 4-D tensors seen as ``(B, H, S, D)`` whatever
 their memory layout (the strides say where things are), boxes of
 ``(1, 1, rows, 64)`` with the 128-byte swizzle; ``lse`` is a pointer to a
 contiguous fp32 ``(B, H_q, S_q)`` tensor or null; grid
-``(ceil(S_q / block_m), H_q, B)``; block ``(threads, 1, 1)``; the dynamic
-shared memory the ABI names.
+``(ceil(S_q / block_m), H_q, B)``, or for a persistent kernel
+``(min(tiles, SMs), 1, 1)``; block ``(threads, 1, 1)``; the dynamic shared
+memory the ABI names.
 """
 
 from __future__ import annotations
@@ -48,6 +49,33 @@ def _kernel_for(config_args: Tuple[int, str, bool], device_index: int,
             found = (kernel, compiled.abi)
             _loaded[key] = found
     return found
+
+
+def launch_grid(abi: Dict[str, Any], seq_q: int, heads_q: int, batch: int,
+                multiprocessors: int) -> Tuple[int, int, int]:
+    """The grid of an attention kernel (docs/kernel-abi.md).
+
+    One CTA per (Q block, head, batch) tile, or for a persistent kernel at
+    most one CTA per SM (``multiprocessors``), each looping over its tiles.
+    """
+    q_blocks = (seq_q + abi["block_m"] - 1) // abi["block_m"]
+    if abi.get("persistent"):
+        return (min(q_blocks * heads_q * batch, multiprocessors), 1, 1)
+    return (q_blocks, heads_q, batch)
+
+
+_sm_counts: Dict[int, int] = {}
+
+
+def _multiprocessors(device_index: int) -> int:
+    """The SM count of a device (the grid of a persistent kernel)."""
+    count = _sm_counts.get(device_index)
+    if count is None:
+        import torch
+
+        count = torch.cuda.get_device_properties(device_index).multi_processor_count
+        _sm_counts[device_index] = count
+    return count
 
 
 def _bhsd_view(name: str, t: Any, layout: str) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
@@ -228,8 +256,11 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         cuda.I32Arg(skv),
         cuda.I32Arg(hq // hkv),
         cuda.F32Arg(scale * _LOG2E),
+        cuda.I32Arg(hq),
+        cuda.I32Arg(b),
     ]
-    grid = ((sq + abi["block_m"] - 1) // abi["block_m"], hq, b)
+    grid = launch_grid(abi, sq, hq, b,
+                       _multiprocessors(device_index) if abi.get("persistent") else 0)
     with torch.cuda.device(device_index):
         kernel.launch(grid, (abi["threads"], 1, 1), args,
                       shared_mem=abi["dynamic_shared_memory"],

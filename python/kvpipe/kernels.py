@@ -28,9 +28,9 @@ HEAD_DIMS = (64, 128)
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
-                     "pingpong")
+                     "pingpong", "persistent")
 #: The boolean ones among them.
-_BOOL_TUNING = ("overlap_softmax", "pingpong")
+_BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent")
 
 
 class KernelNotAvailableError(RuntimeError):
@@ -226,7 +226,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             clock cycles, prints where it hung and traps (0: off).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
-            consumer_registers, overlap_softmax, pingpong).
+            consumer_registers, overlap_softmax, pingpong, persistent).
 
     Needs no GPU. With a compiler (``KVPIPE_OPT``, the build tree, or
     ``PATH``), a cached kernel from another compiler version is recompiled;

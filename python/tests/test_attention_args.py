@@ -119,3 +119,15 @@ def test_out_shape():
     q, k, v = qkv()
     with pytest.raises(ValueError, match="out must have q's shape"):
         kvpipe.attention(q, k, v, out=FakeTensor((2, 4, 99, 128)))
+
+
+def test_launch_grid_has_a_cta_per_tile_or_per_sm_when_persistent():
+    from kvpipe.attention import launch_grid
+
+    abi = {"block_m": 128, "persistent": False}
+    assert launch_grid(abi, 1000, 16, 4, 0) == (8, 16, 4)
+    persistent = {"block_m": 192, "persistent": True}
+    # 6 Q blocks x 16 heads x 32 batches = 3072 tiles over 132 SMs.
+    assert launch_grid(persistent, 1024, 16, 32, 132) == (132, 1, 1)
+    # Fewer tiles than SMs: one CTA per tile.
+    assert launch_grid(persistent, 1, 2, 3, 132) == (6, 1, 1)

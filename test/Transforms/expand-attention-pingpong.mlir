@@ -17,10 +17,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //   CHECK-DAG:   %[[ID4:.*]] = arith.constant 4 : i32
 //       CHECK:   nvvm.setmaxregister increase 240
 //       CHECK:   %[[CONSUMER:.*]] = arith.subi %{{.*}}, %c1 : index
-//       CHECK:   kvpipe.consumer_wait
 //       CHECK:   %[[FIRST:.*]] = arith.cmpi eq, %[[CONSUMER]], %c0
 //       CHECK:   scf.if %[[FIRST]] {
 //  CHECK-NEXT:     nvvm.barrier.arrive id = %[[ID4]] number_of_threads = %[[N256]]
+// The wait for Q.
+//       CHECK:   kvpipe.consumer_wait
 // Block 0: its S alone, bracketed by the turn.
 //       CHECK:   kvpipe.consumer_wait
 //       CHECK:   %[[OWN:.*]] = arith.addi %{{.*}}, %c3 : index

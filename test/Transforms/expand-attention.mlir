@@ -17,7 +17,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-SAME: %[[K:arg[0-9]+]]: !kvpipe.tensor_map<box = [1, 1, 128, 64], element_type = bf16, swizzle = 128>,
 //  CHECK-SAME: %[[V:arg[0-9]+]]: !kvpipe.tensor_map<box = [1, 1, 128, 64], element_type = bf16, swizzle = 128>,
 //  CHECK-SAME: %[[O:arg[0-9]+]]: !kvpipe.tensor_map<box = [1, 1, 64, 64], element_type = bf16, swizzle = 128>,
-//  CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32) kernel
+//  CHECK-SAME: %{{.*}}: !llvm.ptr<1>, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: f32, %{{.*}}: i32, %{{.*}}: i32) kernel
 //  CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 //       CHECK: gpu.dynamic_shared_memory
 //       CHECK: %[[PQ:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 2>

@@ -96,3 +96,11 @@ gpu.module @m {
   // expected-error @+1 {{'pingpong' needs 2 or 3 consumer warpgroups to take turns, got 'consumer_warpgroups' = 1}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, pingpong = true}
 }
+
+// -----
+
+// A persistent kernel stages its output in a tile of its own.
+gpu.module @m {
+  // expected-error @+1 {{needs 263168 bytes of shared memory (Q 32768, K and V 3 x 32768 each, O 32768), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, kv_stages = 3 : i64, persistent = true}
+}

@@ -43,6 +43,7 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'pingpong' needs 2 or 3 consumer warpgroups to "
                           "take turns, got 'consumer_warpgroups' = "
                        << c.consumerWarpgroups;
+  c.persistent = op.getPersistent().value_or(false);
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 
@@ -57,29 +58,32 @@ AttentionConfig::get(AttentionKernelOp op,
       kDefaultRegisters[c.consumerWarpgroups - 1][0]);
   c.consumerRegisters = op.getConsumerRegisters().value_or(
       kDefaultRegisters[c.consumerWarpgroups - 1][1]);
-  for (auto [name, value] :
-       {std::pair<StringRef, int64_t>{"producer_registers",
-                                      c.producerRegisters},
-        {"consumer_registers", c.consumerRegisters}})
+  for (auto [name, value] : {std::pair<StringRef, int64_t>{"producer_registers",
+                                                           c.producerRegisters},
+                             {"consumer_registers", c.consumerRegisters}})
     if (value < 24 || value > 256 || value % 8 != 0)
       return emitError() << "'" << name
                          << "' must be a multiple of 8 in [24, 256], got "
                          << value;
-  int64_t registers = 128 * (c.producerRegisters +
-                             c.consumerWarpgroups * c.consumerRegisters);
+  int64_t registers =
+      128 * (c.producerRegisters + c.consumerWarpgroups * c.consumerRegisters);
   if (registers > 65536)
     return emitError() << "'producer_registers' + " << c.consumerWarpgroups
                        << " * 'consumer_registers' must fit the 64K registers "
                           "of an SM for 128-thread warpgroups, got "
                        << registers << " registers";
 
-  if (c.dynamicSharedMemoryBytes() > kMaxSharedMemoryBytes)
-    return emitError() << "needs " << c.dynamicSharedMemoryBytes()
-                       << " bytes of shared memory (Q " << c.qTileBytes()
-                       << ", K and V " << c.kvStages << " x "
-                       << c.kvTileBytes() << " each), more than the "
-                       << kMaxSharedMemoryBytes
-                       << " of sm_90: lower 'kv_stages' or 'block_n'";
+  if (c.dynamicSharedMemoryBytes() > kMaxSharedMemoryBytes) {
+    InFlightDiagnostic diag = emitError();
+    diag << "needs " << c.dynamicSharedMemoryBytes()
+         << " bytes of shared memory (Q " << c.qTileBytes() << ", K and V "
+         << c.kvStages << " x " << c.kvTileBytes() << " each";
+    if (c.persistent)
+      diag << ", O " << c.oTileBytes();
+    diag << "), more than the " << kMaxSharedMemoryBytes
+         << " of sm_90: lower 'kv_stages' or 'block_n'";
+    return diag;
+  }
   return c;
 }
 

@@ -74,14 +74,30 @@ private:
   Value toIndex(Value v) {
     return arith::IndexCastOp::create(b, b.getIndexType(), v);
   }
-  Value toI32(Value v) { return arith::IndexCastOp::create(b, b.getI32Type(), v); }
+  Value toI32(Value v) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  }
 
   /// A rank-reduced view of one slot (and column block) of a tile ring.
   Value slot(Value ring, ArrayRef<OpFoldResult> offsets,
              ArrayRef<int64_t> sizes);
 
+  /// Sets the tile's values (qBlockRow, head, batch, kvHead, numKVBlocks).
+  void setTile(Value qBlock, Value headIndex, Value batchIndex);
+  /// Builds `body` once per tile of this CTA, carrying `states` through:
+  /// for the CTA's own tile, or, when persistent, in a loop over the tiles
+  /// the CTA takes.
+  SmallVector<Value>
+  forEachTile(ValueRange states,
+              function_ref<SmallVector<Value>(ValueRange)> body);
   void buildProducer();
+  /// One tile's Q and K/V loads; returns the advanced (q, k, v) states.
+  SmallVector<Value> buildProducerTile(Value stateQ, Value stateK,
+                                       Value stateV);
   void buildConsumer();
+  /// One tile's attention and epilogue; returns the advanced states.
+  SmallVector<Value> buildConsumerTile(Value stateQ, Value stateK,
+                                       Value stateV);
 
   /// Running statistics of the thread's two rows: max and (partial) sum.
   struct RowStats {
@@ -109,9 +125,11 @@ private:
   Value rescale(Value o, Value alpha0, Value alpha1);
   Value mask(Value s, Value kvBlock);
   Softmax softmax(Value s, Value kvBlock, const RowStats &stats);
-  /// The K/V loops; both return (k state, v state, O, m0, m1, l0, l1).
-  SmallVector<Value> buildSimpleLoop(Value o, RowStats stats);
-  SmallVector<Value> buildOverlappedLoop(Value o, RowStats stats);
+  /// The K/V loops from the states `k` and `v`; both return (k state,
+  /// v state, O, m0, m1, l0, l1).
+  SmallVector<Value> buildSimpleLoop(Value k, Value v, Value o, RowStats stats);
+  SmallVector<Value> buildOverlappedLoop(Value k, Value v, Value o,
+                                         RowStats stats);
   void buildEpilogue(Value acc, const RowStats &stats);
 
   ImplicitLocOpBuilder &b;
@@ -120,10 +138,13 @@ private:
 
   // Kernel-wide values.
   SmallVector<Value> params;
-  Value batch, head, kvHead, qBlockRow, numKVBlocks, seqQ, seqKV;
-  Value sQ, sK, sV, pipeQ, pipeK, pipeV;
-  // Consumer values.
-  Value consumerIndex, sQw, elected, qRows, firstRow, row0, row1, lane, warp;
+  Value seqQ, seqKV, headsQ, numQBlocks, numTiles;
+  Value sQ, sK, sV, sO, pipeQ, pipeK, pipeV;
+  // The current tile.
+  Value batch, head, kvHead, qBlockRow, numKVBlocks;
+  // Consumer values: per thread, and (firstRow, row0, row1) per tile.
+  Value consumerIndex, sQw, sOw, elected, qRows, lane, warp;
+  Value firstRow, row0, row1;
 };
 
 Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
@@ -132,8 +153,7 @@ Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
   SmallVector<OpFoldResult> fullSizes, strides;
   int64_t dropped = ringType.getRank() - sizes.size();
   for (int64_t i = 0; i < ringType.getRank(); ++i) {
-    fullSizes.push_back(
-        b.getIndexAttr(i < dropped ? 1 : sizes[i - dropped]));
+    fullSizes.push_back(b.getIndexAttr(i < dropped ? 1 : sizes[i - dropped]));
     strides.push_back(b.getIndexAttr(1));
   }
   auto resultType = memref::SubViewOp::inferRankReducedResultType(
@@ -145,17 +165,25 @@ Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
 gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   Type i32Type = b.getI32Type();
   SmallVector<Type> paramTypes = {
-      tensorMapType(c.blockM()), tensorMapType(c.blockN),
-      tensorMapType(c.blockN),   tensorMapType(64),
+      tensorMapType(c.blockM()),
+      tensorMapType(c.blockN),
+      tensorMapType(c.blockN),
+      tensorMapType(64),
       LLVM::LLVMPointerType::get(ctx, /*addressSpace=*/1),
-      i32Type, i32Type, i32Type, b.getF32Type()};
-  auto func = gpu::GPUFuncOp::create(b, name,
-                                     b.getFunctionType(paramTypes, {}));
+      i32Type,
+      i32Type,
+      i32Type,
+      b.getF32Type(),
+      i32Type,
+      i32Type};
+  auto func =
+      gpu::GPUFuncOp::create(b, name, b.getFunctionType(paramTypes, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   // setmaxnreg is honoured only under a register cap at entry: declaring the
   // block size and one CTA per SM gives ptxas that cap.
-  func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                b.getDenseI32ArrayAttr({static_cast<int32_t>(c.threads()), 1, 1}));
+  func->setAttr(
+      NVVM::NVVMDialect::getMaxntidAttrName(),
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(c.threads()), 1, 1}));
   func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                 b.getI32IntegerAttr(1));
   func->setAttr("kvpipe.attention_abi", getAttentionABI(ctx, name, c));
@@ -167,29 +195,20 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     return params[static_cast<unsigned>(p)];
   };
 
-  Value qBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  // With the causal mask, later Q blocks have more keys to visit: launch
-  // them first (longest first) so that the short ones fill the tail.
-  if (c.causal)
-    qBlock = arith::SubIOp::create(
-        b,
-        arith::SubIOp::create(b, gpu::GridDimOp::create(b, gpu::Dimension::x),
-                              index(1)),
-        qBlock);
-  head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
-  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
-  qBlockRow = arith::MulIOp::create(b, qBlock, index(c.blockM()));
   seqQ = toIndex(param(AttentionParam::SeqQ));
   seqKV = toIndex(param(AttentionParam::SeqKV));
-  kvHead = arith::DivUIOp::create(
-      b, head, toIndex(param(AttentionParam::HeadsPerKVHead)));
-  // The K/V blocks this Q block needs: all of them, or with the causal mask
-  // those up to the block holding key min(last row, seq_kv - 1).
-  Value kvEnd = seqKV;
-  if (c.causal)
-    kvEnd = arith::MinUIOp::create(
-        b, seqKV, arith::AddIOp::create(b, qBlockRow, index(c.blockM())));
-  numKVBlocks = arith::CeilDivUIOp::create(b, kvEnd, index(c.blockN));
+  headsQ = toIndex(param(AttentionParam::HeadsQ));
+  numQBlocks = arith::CeilDivUIOp::create(b, seqQ, index(c.blockM()));
+  if (c.persistent) {
+    numTiles =
+        arith::MulIOp::create(b, arith::MulIOp::create(b, numQBlocks, headsQ),
+                              toIndex(param(AttentionParam::Batch)));
+  } else {
+    // One tile per CTA: (Q block, head, batch) = blockIdx.
+    setTile(gpu::BlockIdOp::create(b, gpu::Dimension::x),
+            gpu::BlockIdOp::create(b, gpu::Dimension::y),
+            gpu::BlockIdOp::create(b, gpu::Dimension::z));
+  }
 
   // Shared memory: Q, then the K ring, then the V ring, from a 1024-byte
   // aligned start (the 128-byte swizzle repeats every 8 rows of 128 bytes,
@@ -200,9 +219,10 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, dynamicShared);
   Value pad = arith::RemUIOp::create(
       b,
-      arith::SubIOp::create(b, index(AttentionConfig::kAlignmentSlack),
-                            arith::RemUIOp::create(
-                                b, base, index(AttentionConfig::kAlignmentSlack))),
+      arith::SubIOp::create(
+          b, index(AttentionConfig::kAlignmentSlack),
+          arith::RemUIOp::create(b, base,
+                                 index(AttentionConfig::kAlignmentSlack))),
       index(AttentionConfig::kAlignmentSlack));
   auto view = [&](int64_t offset, MemRefType type) -> Value {
     return memref::ViewOp::create(b, type, dynamicShared,
@@ -211,10 +231,10 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   };
   int64_t w = AttentionConfig::kTileWidth;
   sQ = view(0, sharedType({c.headBlocks(), c.blockM(), w}));
-  sK = view(c.kOffset(),
-            sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
-  sV = view(c.vOffset(),
-            sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
+  sK = view(c.kOffset(), sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
+  sV = view(c.vOffset(), sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
+  if (c.persistent)
+    sO = view(c.oOffset(), sharedType({c.headBlocks(), c.blockM(), w}));
 
   pipeQ = CreateOp::create(b, pipelineType(1));
   pipeK = CreateOp::create(b, pipelineType(c.kvStages));
@@ -231,8 +251,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     b.setInsertionPointToStart(roles.thenBlock());
     NVVM::SetMaxRegisterOp::create(
         b, b.getI32IntegerAttr(c.producerRegisters),
-        NVVM::SetMaxRegisterActionAttr::get(ctx,
-                                            NVVM::SetMaxRegisterAction::decrease));
+        NVVM::SetMaxRegisterActionAttr::get(
+            ctx, NVVM::SetMaxRegisterAction::decrease));
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value leader =
         arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
@@ -243,14 +263,82 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     b.setInsertionPointToStart(roles.elseBlock());
     NVVM::SetMaxRegisterOp::create(
         b, b.getI32IntegerAttr(c.consumerRegisters),
-        NVVM::SetMaxRegisterActionAttr::get(ctx,
-                                            NVVM::SetMaxRegisterAction::increase));
+        NVVM::SetMaxRegisterActionAttr::get(
+            ctx, NVVM::SetMaxRegisterAction::increase));
     consumerIndex = arith::SubIOp::create(b, warpgroup, index(1));
     qRows = arith::MulIOp::create(b, consumerIndex, index(64));
     buildConsumer();
   }
   gpu::ReturnOp::create(b);
   return func;
+}
+
+void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
+  // With the causal mask, later Q blocks have more keys to visit: take them
+  // first (longest first) so that the short ones fill the tail.
+  if (c.causal)
+    qBlock = arith::SubIOp::create(
+        b, arith::SubIOp::create(b, numQBlocks, index(1)), qBlock);
+  head = headIndex;
+  batch = batchIndex;
+  qBlockRow = arith::MulIOp::create(b, qBlock, index(c.blockM()));
+  kvHead = arith::DivUIOp::create(
+      b, head,
+      toIndex(params[static_cast<unsigned>(AttentionParam::HeadsPerKVHead)]));
+  // The K/V blocks this Q block needs: all of them, or with the causal mask
+  // those up to the block holding key min(last row, seq_kv - 1).
+  Value kvEnd = seqKV;
+  if (c.causal)
+    kvEnd = arith::MinUIOp::create(
+        b, seqKV, arith::AddIOp::create(b, qBlockRow, index(c.blockM())));
+  numKVBlocks = arith::CeilDivUIOp::create(b, kvEnd, index(c.blockN));
+}
+
+SmallVector<Value>
+KernelBuilder::forEachTile(ValueRange states,
+                           function_ref<SmallVector<Value>(ValueRange)> body) {
+  if (!c.persistent)
+    return body(states);
+  // Round r gives CTA i the tile r * G + i, or r * G + (G - 1 - i) in odd
+  // rounds (G = gridDim.x): tiles are ordered Q block fastest, longest first
+  // when causal, so this snake pairs a CTA's long tiles with short ones, and
+  // the CTAs working at one time share the K/V of a few heads in L2. Every
+  // role of the CTA runs the same rounds, so the pipelines stay balanced.
+  Value ctas = gpu::GridDimOp::create(b, gpu::Dimension::x);
+  Value cta = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  auto positionIn = [&](Value round) -> Value {
+    Value odd = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                      arith::AndIOp::create(b, round, index(1)),
+                                      index(0));
+    return arith::SelectOp::create(
+        b, odd,
+        arith::SubIOp::create(b, arith::SubIOp::create(b, ctas, index(1)), cta),
+        cta);
+  };
+  // Only the last round can be partial: count it when this CTA's tile in it
+  // exists, so that the loop needs no guard (and no branch that advances
+  // the pipelines on one side only).
+  Value fullRounds = arith::DivUIOp::create(b, numTiles, ctas);
+  Value lastTile = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, fullRounds, ctas), positionIn(fullRounds));
+  Value rounds = arith::AddIOp::create(
+      b, fullRounds,
+      arith::IndexCastUIOp::create(
+          b, b.getIndexType(),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, lastTile,
+                                numTiles)));
+  auto loop = scf::ForOp::create(b, index(0), rounds, index(1), states);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value round = loop.getInductionVar();
+  Value tile = arith::AddIOp::create(b, arith::MulIOp::create(b, round, ctas),
+                                     positionIn(round));
+  Value headBatch = arith::DivUIOp::create(b, tile, numQBlocks);
+  setTile(arith::RemUIOp::create(b, tile, numQBlocks),
+          arith::RemUIOp::create(b, headBatch, headsQ),
+          arith::DivUIOp::create(b, headBatch, headsQ));
+  scf::YieldOp::create(b, body(loop.getRegionIterArgs()));
+  return SmallVector<Value>(loop.getResults());
 }
 
 void KernelBuilder::buildProducer() {
@@ -260,47 +348,62 @@ void KernelBuilder::buildProducer() {
   for (AttentionParam map : {AttentionParam::QMap, AttentionParam::KMap,
                              AttentionParam::VMap, AttentionParam::OMap})
     TMAPrefetchOp::create(b, param(map));
+  forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
+    return buildProducerTile(states[0], states[1], states[2]);
+  });
+}
 
+SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
+                                                    Value stateV) {
+  auto param = [&](AttentionParam p) {
+    return params[static_cast<unsigned>(p)];
+  };
   int64_t w = AttentionConfig::kTileWidth;
-  // Q once.
-  ProducerAcquireOp::create(b, pipeQ, nullptr);
-  Value qBarrier = ProducerMBarOp::create(b, pipeQ, nullptr);
+  // Q once per tile.
+  ProducerAcquireOp::create(b, stateQ, nullptr);
+  Value qBarrier = ProducerMBarOp::create(b, stateQ, nullptr);
   for (int64_t col = 0; col < c.headBlocks(); ++col) {
-    Value tile = slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0),
-                           b.getIndexAttr(0)},
-                      {c.blockM(), w});
+    Value tile =
+        slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
+             {c.blockM(), w});
     TMALoadOp::create(b, param(AttentionParam::QMap),
                       ValueRange{batch, head, qBlockRow, index(col * w)}, tile,
                       qBarrier, Value());
   }
-  ProducerCommitOp::create(b, pipeQ, nullptr);
+  ProducerCommitOp::create(b, stateQ, nullptr);
+  Value nextQ = StepOp::create(b, stateQ);
 
   // K and V, block by block, through their rings.
   auto loop = scf::ForOp::create(b, index(0), numKVBlocks, index(1),
-                                 ValueRange{pipeK, pipeV});
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(loop.getBody());
-  Value kvRow =
-      arith::MulIOp::create(b, loop.getInductionVar(), index(c.blockN));
-  SmallVector<Value> next;
-  for (auto [ring, map, state] :
-       {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0)},
-        std::tuple{sV, param(AttentionParam::VMap),
-                   loop.getRegionIterArg(1)}}) {
-    ProducerAcquireOp::create(b, state, nullptr);
-    Value slotIndex = IndexOp::create(b, state);
-    Value barrier = ProducerMBarOp::create(b, state, nullptr);
-    for (int64_t col = 0; col < c.headBlocks(); ++col) {
-      Value tile = slot(ring, {slotIndex, b.getIndexAttr(col),
-                               b.getIndexAttr(0), b.getIndexAttr(0)},
-                        {c.blockN, w});
-      TMALoadOp::create(b, map, ValueRange{batch, kvHead, kvRow, index(col * w)},
-                        tile, barrier, Value());
+                                 ValueRange{stateK, stateV});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kvRow =
+        arith::MulIOp::create(b, loop.getInductionVar(), index(c.blockN));
+    SmallVector<Value> next;
+    for (auto [ring, map, state] :
+         {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0)},
+          std::tuple{sV, param(AttentionParam::VMap),
+                     loop.getRegionIterArg(1)}}) {
+      ProducerAcquireOp::create(b, state, nullptr);
+      Value slotIndex = IndexOp::create(b, state);
+      Value barrier = ProducerMBarOp::create(b, state, nullptr);
+      for (int64_t col = 0; col < c.headBlocks(); ++col) {
+        Value tile = slot(ring,
+                          {slotIndex, b.getIndexAttr(col), b.getIndexAttr(0),
+                           b.getIndexAttr(0)},
+                          {c.blockN, w});
+        TMALoadOp::create(b, map,
+                          ValueRange{batch, kvHead, kvRow, index(col * w)},
+                          tile, barrier, Value());
+      }
+      ProducerCommitOp::create(b, state, nullptr);
+      next.push_back(StepOp::create(b, state));
     }
-    ProducerCommitOp::create(b, state, nullptr);
-    next.push_back(StepOp::create(b, state));
+    scf::YieldOp::create(b, next);
   }
-  scf::YieldOp::create(b, next);
+  return {nextQ, loop.getResult(0), loop.getResult(1)};
 }
 
 void KernelBuilder::buildConsumer() {
@@ -310,6 +413,36 @@ void KernelBuilder::buildConsumer() {
   warp = arith::DivUIOp::create(b, t, index(32));
   lane = arith::RemUIOp::create(b, t, index(32));
   elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
+
+  // This warpgroup's 64 rows of Q, and of the output staging tile.
+  auto rowsOf = [&](Value tile) -> Value {
+    return memref::SubViewOp::create(
+        b, tile,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0), qRows, b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(c.headBlocks()),
+                               b.getIndexAttr(64), b.getIndexAttr(w)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                               b.getIndexAttr(1)});
+  };
+  sQw = rowsOf(sQ);
+  sOw = c.persistent ? rowsOf(sO) : sQw;
+  startTurns();
+  forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
+    return buildConsumerTile(states[0], states[1], states[2]);
+  });
+  if (!c.persistent)
+    return;
+  // The last tile's output store must finish reading shared memory before
+  // the CTA exits.
+  auto last = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(last.thenBlock());
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                       b.getUnitAttr());
+}
+
+SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
+                                                    Value stateV) {
   // The two rows of the fragments this thread holds.
   firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
   row0 = arith::AddIOp::create(
@@ -317,29 +450,21 @@ void KernelBuilder::buildConsumer() {
       arith::AddIOp::create(b, arith::MulIOp::create(b, warp, index(16)),
                             arith::DivUIOp::create(b, lane, index(4))));
   row1 = arith::AddIOp::create(b, row0, index(8));
-
-  // This warpgroup's 64 rows of Q.
-  sQw = memref::SubViewOp::create(
-      b, sQ,
-      ArrayRef<OpFoldResult>{b.getIndexAttr(0), qRows, b.getIndexAttr(0)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(c.headBlocks()),
-                             b.getIndexAttr(64), b.getIndexAttr(w)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
-                             b.getIndexAttr(1)});
-  ConsumerWaitOp::create(b, pipeQ, nullptr);
-  startTurns();
+  ConsumerWaitOp::create(b, stateQ, nullptr);
 
   Fragment oFrag(b, c.headDim / 2);
   Value negInf = f32(-INFINITY);
   Value zeroO = arith::ConstantOp::create(
       b, oFrag.type(), DenseElementsAttr::get(oFrag.type(), 0.0f));
   RowStats init{negInf, negInf, f32(0.0), f32(0.0)};
-  SmallVector<Value> results = c.overlapSoftmax
-                                   ? buildOverlappedLoop(zeroO, init)
-                                   : buildSimpleLoop(zeroO, init);
-  // Every QK wgmma of this warpgroup has retired: its Q rows are free.
-  ConsumerReleaseOp::create(b, pipeQ, elected, nullptr);
+  SmallVector<Value> results =
+      c.overlapSoftmax ? buildOverlappedLoop(stateK, stateV, zeroO, init)
+                       : buildSimpleLoop(stateK, stateV, zeroO, init);
+  // Every QK wgmma of this warpgroup has retired: its Q rows are free (for
+  // the next tile's Q, or for staging this tile's output).
+  Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
   buildEpilogue(results[2], {results[3], results[4], results[5], results[6]});
+  return {nextQ, results[0], results[1]};
 }
 
 void KernelBuilder::startTurns() {
@@ -360,9 +485,8 @@ void KernelBuilder::startTurns() {
 void KernelBuilder::waitForTurn() {
   if (!c.pingpong)
     return;
-  Value id = toI32(
-      arith::AddIOp::create(b, consumerIndex,
-                            index(AttentionConfig::scheduleBarrier(0))));
+  Value id = toI32(arith::AddIOp::create(
+      b, consumerIndex, index(AttentionConfig::scheduleBarrier(0))));
   NVVM::BarrierOp::create(b, Type(), id, i32(2 * 128), nullptr, Value());
 }
 
@@ -392,8 +516,7 @@ Value KernelBuilder::issueQK(Value stateK, bool takeTurn) {
       AttentionConfig::kSwizzleBytes, /*transpose_b=*/false);
 }
 
-Value KernelBuilder::issuePV(Value p16, Value stateV, Value o,
-                             bool takeTurn) {
+Value KernelBuilder::issuePV(Value p16, Value stateV, Value o, bool takeTurn) {
   int64_t w = AttentionConfig::kTileWidth;
   ConsumerWaitOp::create(b, stateV, nullptr);
   if (takeTurn)
@@ -418,12 +541,13 @@ Value KernelBuilder::rescale(Value o, Value alpha0, Value alpha1) {
   return arith::MulFOp::create(b, o, oFrag.perRow(alpha0, alpha1));
 }
 
-SmallVector<Value> KernelBuilder::buildSimpleLoop(Value o, RowStats stats) {
+SmallVector<Value> KernelBuilder::buildSimpleLoop(Value k, Value v, Value o,
+                                                  RowStats stats) {
   // for j: S = Q K_j; retire; release K; softmax; O = O*alpha + P V_j;
   // retire; release V. Tensor cores idle during the softmax.
   auto loop = scf::ForOp::create(
       b, index(0), numKVBlocks, index(1),
-      ValueRange{pipeK, pipeV, o, stats.m0, stats.m1, stats.l0, stats.l1});
+      ValueRange{k, v, o, stats.m0, stats.m1, stats.l0, stats.l1});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
@@ -444,56 +568,57 @@ SmallVector<Value> KernelBuilder::buildSimpleLoop(Value o, RowStats stats) {
   return SmallVector<Value>(loop.getResults());
 }
 
-SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value o, RowStats stats) {
+SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value k, Value v, Value o,
+                                                      RowStats stats) {
   // FA3's intra-warpgroup overlap: S_j = Q K_j and O += P_{j-1} V_{j-1} are
   // issued together; S_j is retired first (wait_group 1) and its softmax
   // runs while the tensor cores still compute P_{j-1} V_{j-1}.
   Fragment oFrag(b, c.headDim / 2);
   Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numKVBlocks,
                                     index(0));
-  SmallVector<Type> types = {pipeK.getType(), pipeV.getType(), o.getType(),
+  SmallVector<Type> types = {k.getType(),    v.getType(),    o.getType(),
                              b.getF32Type(), b.getF32Type(), b.getF32Type(),
                              b.getF32Type()};
   auto ifAny = scf::IfOp::create(b, types, any, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifAny.elseBlock());
-  scf::YieldOp::create(b, ValueRange{pipeK, pipeV, o, stats.m0, stats.m1,
-                                     stats.l0, stats.l1});
+  scf::YieldOp::create(
+      b, ValueRange{k, v, o, stats.m0, stats.m1, stats.l0, stats.l1});
 
   b.setInsertionPointToStart(ifAny.thenBlock());
   // Block 0: S_0 and its softmax; O is still zero.
-  Value s = issueQK(pipeK, /*takeTurn=*/true);
+  Value s = issueQK(k, /*takeTurn=*/true);
   passTurn();
   s = retire(s, 0);
-  Value stateK = ConsumerReleaseOp::create(b, pipeK, elected, nullptr);
+  Value stateK = ConsumerReleaseOp::create(b, k, elected, nullptr);
   Softmax first = softmax(s, index(0), stats);
 
-  auto loop = scf::ForOp::create(
-      b, index(1), numKVBlocks, index(1),
-      ValueRange{stateK, pipeV, o, first.stats.m0, first.stats.m1,
-                 first.stats.l0, first.stats.l1, first.p16});
+  auto loop = scf::ForOp::create(b, index(1), numKVBlocks, index(1),
+                                 ValueRange{stateK, v, o, first.stats.m0,
+                                            first.stats.m1, first.stats.l0,
+                                            first.stats.l1, first.p16});
   {
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value k = loop.getRegionIterArg(0), v = loop.getRegionIterArg(1);
+    Value kj = loop.getRegionIterArg(0), vj = loop.getRegionIterArg(1);
     RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
                      loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
-    Value sj = issueQK(k, /*takeTurn=*/true);
-    Value acc = issuePV(loop.getRegionIterArg(7), v, loop.getRegionIterArg(2));
+    Value sj = issueQK(kj, /*takeTurn=*/true);
+    Value acc = issuePV(loop.getRegionIterArg(7), vj, loop.getRegionIterArg(2));
     // The other warpgroups' GEMMs queue behind these while this one runs
     // its softmax.
     passTurn();
     // S_j's group was issued first: with one group left in flight it has
     // retired, and K_j's slot may be released.
     sj = retire(sj, 1);
-    Value nextK = ConsumerReleaseOp::create(b, k, elected, nullptr);
+    Value nextK = ConsumerReleaseOp::create(b, kj, elected, nullptr);
     Softmax sm = softmax(sj, loop.getInductionVar(), current);
     acc = retire(acc, 0);
-    Value nextV = ConsumerReleaseOp::create(b, v, elected, nullptr);
+    Value nextV = ConsumerReleaseOp::create(b, vj, elected, nullptr);
     acc = rescale(acc, sm.alpha0, sm.alpha1);
-    scf::YieldOp::create(b, ValueRange{nextK, nextV, acc, sm.stats.m0,
-                                       sm.stats.m1, sm.stats.l0, sm.stats.l1,
-                                       sm.p16});
+    scf::YieldOp::create(b,
+                         ValueRange{nextK, nextV, acc, sm.stats.m0, sm.stats.m1,
+                                    sm.stats.l0, sm.stats.l1, sm.p16});
   }
   // The last P V.
   Value lastV = loop.getResult(1);
@@ -516,8 +641,8 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
   // Only a block that crosses seq_kv or, when causal, the diagonal of this
   // warpgroup's rows needs masking: a uniform branch skips it elsewhere.
   Value blockEnd = arith::AddIOp::create(b, kvRow, index(c.blockN));
-  Value needed = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd,
-                                       seqKV);
+  Value needed =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd, seqKV);
   if (c.causal)
     needed = arith::OrIOp::create(
         b, needed,
@@ -574,14 +699,16 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
         b, isEmpty, f32(0.0), arith::MulFOp::create(b, mNew[half], scaleLog2));
     // exp2((m_old - m_new) * c): rescales what was accumulated so far.
     alpha[half] = math::Exp2Op::create(
-        b, arith::SubFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
-                                 scaledMax[half]));
+        b,
+        arith::SubFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
+                              scaledMax[half]));
   }
   // P = exp2(S * c - m * c): the scale folded into one FMA per element.
   Value p = math::Exp2Op::create(
-      b, math::FmaOp::create(
-             b, s, vector::BroadcastOp::create(b, sFrag.type(), scaleLog2),
-             arith::NegFOp::create(b, sFrag.perRow(scaledMax[0], scaledMax[1]))));
+      b,
+      math::FmaOp::create(
+          b, s, vector::BroadcastOp::create(b, sFrag.type(), scaleLog2),
+          arith::NegFOp::create(b, sFrag.perRow(scaledMax[0], scaledMax[1]))));
   Value lNew[2];
   for (int half : {0, 1}) {
     // Row sums stay per thread; the 4 lanes are combined once, at the end.
@@ -611,16 +738,29 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   Value o16 = arith::TruncFOp::create(
       b, VectorType::get({c.headDim / 2}, c.elementType), o);
 
-  // Stage O in this warpgroup's Q rows, then one thread stores it with TMA
-  // (which clips the rows past seq_q). The generic-proxy writes must be
-  // visible to the async proxy (fence) and complete in all 128 threads
-  // (named barrier 1 + consumer index) before the store reads them.
-  StoreFragmentOp::create(b, o16, sQw, AttentionConfig::kSwizzleBytes);
+  // Stage O in this warpgroup's rows of the staging tile (Q's, or its own
+  // when persistent), then one thread stores it with TMA (which clips the
+  // rows past seq_q). The generic-proxy writes must be visible to the async
+  // proxy (fence) and complete in all 128 threads (the warpgroup's named
+  // barrier) before the store reads them.
+  Value barrierId = toI32(arith::AddIOp::create(
+      b, consumerIndex, index(AttentionConfig::epilogueBarrier(0))));
+  if (c.persistent) {
+    // The previous tile's store must have read the staging rows before they
+    // are overwritten; only the thread that issued it can wait for it.
+    auto previous = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(previous.thenBlock());
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                           b.getUnitAttr());
+    }
+    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+  }
+  StoreFragmentOp::create(b, o16, sOw, AttentionConfig::kSwizzleBytes);
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-  Value barrierId = toI32(arith::AddIOp::create(
-      b, consumerIndex, index(AttentionConfig::epilogueBarrier(0))));
   NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
   auto store = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
   {
@@ -628,16 +768,18 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
     b.setInsertionPointToStart(store.thenBlock());
     Value oMap = params[static_cast<unsigned>(AttentionParam::OMap)];
     for (int64_t col = 0; col < c.headBlocks(); ++col) {
-      Value tile = slot(sQw, {b.getIndexAttr(col), b.getIndexAttr(0),
-                              b.getIndexAttr(0)},
-                        {64, w});
+      Value tile =
+          slot(sOw, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
+               {64, w});
       TMAStoreOp::create(b, tile, oMap,
                          ValueRange{batch, head, firstRow, index(col * w)});
     }
     NVVM::CpAsyncBulkCommitGroupOp::create(b);
-    // The CTA's shared memory must outlive the store's reads.
-    NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
-                                         b.getUnitAttr());
+    // The CTA's shared memory must outlive the store's reads (a persistent
+    // CTA waits before reusing the rows, and once at its end).
+    if (!c.persistent)
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                           b.getUnitAttr());
   }
 
   // Log-sum-exp, natural log: ln 2 * (m * c + log2 l), one lane per row.
@@ -653,9 +795,9 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   auto write = scf::IfOp::create(b, wanted, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(write.thenBlock());
-  Value headsQ = gpu::GridDimOp::create(b, gpu::Dimension::y);
   Value rowBase = arith::MulIOp::create(
-      b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
+      b,
+      arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
       seqQ);
   Value maxes[2] = {state.m0, state.m1}, rows[2] = {row0, row1};
   for (int half : {0, 1}) {
@@ -666,7 +808,8 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
     b.setInsertionPointToStart(ifRow.thenBlock());
     Value value = arith::MulFOp::create(
         b,
-        arith::AddFOp::create(b, arith::MulFOp::create(b, maxes[half], scaleLog2),
+        arith::AddFOp::create(b,
+                              arith::MulFOp::create(b, maxes[half], scaleLog2),
                               math::Log2Op::create(b, sums[half])),
         f32(M_LN2));
     Value offset = arith::IndexCastOp::create(
@@ -697,7 +840,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
   std::string element = c.elementType.isBF16() ? "bf16" : "f16";
   return b.getDictionaryAttr({
       b.getNamedAttr("kernel", b.getStringAttr(name)),
-      b.getNamedAttr("abi_version", b.getI64IntegerAttr(1)),
+      b.getNamedAttr("abi_version", b.getI64IntegerAttr(2)),
       b.getNamedAttr("head_dim", b.getI64IntegerAttr(c.headDim)),
       b.getNamedAttr("element_type", b.getStringAttr(element)),
       b.getNamedAttr("causal", b.getBoolAttr(c.causal)),
@@ -712,13 +855,14 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                      b.getI64IntegerAttr(c.consumerRegisters)),
       b.getNamedAttr("overlap_softmax", b.getBoolAttr(c.overlapSoftmax)),
       b.getNamedAttr("pingpong", b.getBoolAttr(c.pingpong)),
+      b.getNamedAttr("persistent", b.getBoolAttr(c.persistent)),
       b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())),
       b.getNamedAttr("dynamic_shared_memory",
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
-      b.getNamedAttr("params",
-                     b.getStrArrayAttr({"q_map", "k_map", "v_map", "o_map",
-                                        "lse", "seq_q", "seq_kv",
-                                        "heads_per_kv_head", "scale_log2"})),
+      b.getNamedAttr("params", b.getStrArrayAttr(
+                                   {"q_map", "k_map", "v_map", "o_map", "lse",
+                                    "seq_q", "seq_kv", "heads_per_kv_head",
+                                    "scale_log2", "heads_q", "batch"})),
       b.getNamedAttr("q_map", box(c.blockM())),
       b.getNamedAttr("k_map", box(c.blockN)),
       b.getNamedAttr("v_map", box(c.blockN)),

@@ -20,6 +20,8 @@ enum class AttentionParam : unsigned {
   SeqKV,
   HeadsPerKVHead,
   ScaleLog2,
+  HeadsQ,
+  Batch,
   Count
 };
 

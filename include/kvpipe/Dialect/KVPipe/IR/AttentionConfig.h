@@ -33,6 +33,9 @@ struct AttentionConfig {
   /// Consumer warpgroups take turns issuing their wgmmas (named barriers),
   /// so that one's softmax overlaps another's GEMMs.
   bool pingpong;
+  /// A grid of at most one CTA per SM looping over the tiles; the output is
+  /// staged in its own buffer so that the next Q can load meanwhile.
+  bool persistent;
 
   /// Named barriers: 0 is the CTA barrier; each consumer warpgroup has one
   /// for its epilogue and one for its turn in the ping-pong schedule.
@@ -58,8 +61,12 @@ struct AttentionConfig {
   /// Byte offsets in the (1024-aligned) dynamic shared memory.
   int64_t kOffset() const { return qTileBytes(); }
   int64_t vOffset() const { return kOffset() + kvStages * kvTileBytes(); }
+  /// The output staging tile (persistent kernels only; the others stage the
+  /// output in the Q tile, which they do not reload).
+  int64_t oOffset() const { return vOffset() + kvStages * kvTileBytes(); }
+  int64_t oTileBytes() const { return persistent ? qTileBytes() : 0; }
   int64_t dynamicSharedMemoryBytes() const {
-    return kAlignmentSlack + vOffset() + kvStages * kvTileBytes();
+    return kAlignmentSlack + oOffset() + oTileBytes();
   }
 
   /// Reads and checks the declaration; reports the first unsupported

@@ -38,7 +38,10 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     `pingpong` (with two or three consumer warpgroups, named barriers order
     their wgmma issue in turn, so that one warpgroup's softmax runs while
     the tensor cores work on another's GEMMs, FA3's inter-warpgroup
-    scheduling; default true with two or more consumer warpgroups).
+    scheduling; default true with two or more consumer warpgroups),
+    `persistent` (one CTA per SM loops over the (Q block, head, batch)
+    tiles, so that the next tile's Q load and first K/V blocks overlap the
+    current tile's epilogue; the output is staged in a buffer of its own).
 
     The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
     documented in docs/kernel-abi.md.
@@ -51,7 +54,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<I64Attr>:$producer_registers,
                        OptionalAttr<I64Attr>:$consumer_registers,
                        OptionalAttr<BoolAttr>:$overlap_softmax,
-                       OptionalAttr<BoolAttr>:$pingpong);
+                       OptionalAttr<BoolAttr>:$pingpong,
+                       OptionalAttr<BoolAttr>:$persistent);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
