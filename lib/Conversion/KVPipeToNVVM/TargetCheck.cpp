@@ -173,6 +173,20 @@ std::string unsupportedByNVPTX(Type type) {
   return why;
 }
 
+/// Why NVPTX cannot pass a function argument of `type`, or an empty string.
+/// A zero-width integer lowers to an empty parameter, on which its argument
+/// lowering aborts ("Empty parameter types are not supported").
+std::string unsupportedParameter(Type type) {
+  bool zeroWidth = false;
+  type.walk([&](IntegerType integer) {
+    if (integer.getWidth() == 0)
+      zeroWidth = true;
+  });
+  return zeroWidth ? "a zero-width integer (NVPTX cannot pass it as a "
+                     "function parameter)"
+                   : "";
+}
+
 /// Checks that every type in `module` is one NVPTX compiles: the operands,
 /// results and block arguments of its ops, function signatures (declarations
 /// have no block arguments) and type attributes (globals).
@@ -195,6 +209,16 @@ LogicalResult checkModuleTypes(gpu::GPUModuleOp module) {
       op->emitOpError() << "uses " << type << ", " << why
                         << ": the gpu.module cannot be compiled to PTX";
       return WalkResult::interrupt();
+    }
+    if (auto fn = dyn_cast<FunctionOpInterface>(op)) {
+      for (Type type : fn.getArgumentTypes()) {
+        std::string why = unsupportedParameter(type);
+        if (why.empty())
+          continue;
+        op->emitOpError() << "takes a parameter of type " << type << ", "
+                          << why << ": the gpu.module cannot be compiled to PTX";
+        return WalkResult::interrupt();
+      }
     }
     return WalkResult::advance();
   });

@@ -80,3 +80,33 @@ gpu.module @m {
     return %a : vector<16384xf32>
   }
 }
+
+// -----
+
+// A zero-width integer parameter aborted NVPTX's argument lowering (found by
+// the long fuzz run); a zero-width value inside a function compiles.
+gpu.module @m {
+  // expected-error @+1 {{'func.func' op takes a parameter of type 'i0', a zero-width integer (NVPTX cannot pass it as a function parameter)}}
+  func.func @host_visible(%x: i0) {
+    return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'gpu.func' op takes a parameter of type '!llvm.struct<(i32, i0)>', a zero-width integer}}
+  gpu.func @kernel(%x: !llvm.struct<(i32, i0)>) kernel {
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  func.func @zero() -> i32 {
+    %c = arith.constant 0 : i0
+    %d = arith.extui %c : i0 to i32
+    return %d : i32
+  }
+}
