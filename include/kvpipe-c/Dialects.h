@@ -1,9 +1,10 @@
 /*===- kvpipe-c/Dialects.h - C API of kvpipe ----------------------*- C -*-===*\
 |*                                                                            *|
-|* The MLIR C API convention for out-of-tree dialects, plus entry points to  *|
-|* register kvpipe's passes and run a pipeline, for compilers and languages  *|
-|* that embed kvpipe through C (libKVPipeCAPI.so, which also exports MLIR's  *|
-|* core C API: mlirContextCreate, mlirModuleCreateParse, ...).               *|
+|* The MLIR C API convention for out-of-tree dialects, entry points to       *|
+|* register kvpipe's passes and run a pipeline, and a self-contained compile *|
+|* of IR text, for compilers and languages that embed kvpipe through C       *|
+|* (libKVPipeCAPI.so, which also exports MLIR's core C API:                  *|
+|* mlirContextCreate, mlirModuleCreateParse, ...).                           *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -32,9 +33,48 @@ MLIR_CAPI_EXPORTED void kvpipeRegisterAllDialects(MlirDialectRegistry registry);
 MLIR_CAPI_EXPORTED void kvpipeRegisterAllPasses(void);
 
 /// Parses `pipeline` (e.g. "builtin.module(kvpipe-to-ptx{ptx-file=k.ptx})")
-/// and runs it on `module`. Diagnostics go to the context's handlers.
+/// and runs it on `module`. The pipeline must be anchored on builtin.module
+/// (or be op-agnostic, "any(...)"); as in kvpipe-opt's --pass-pipeline,
+/// nesting is explicit ("builtin.module(func.func(cse))"). Diagnostics go to
+/// the context's handlers.
 MLIR_CAPI_EXPORTED MlirLogicalResult kvpipeRunPipeline(MlirModule module,
                                                        MlirStringRef pipeline);
+
+/// Compiles IR text the way `kvpipe-opt --pass-pipeline=PIPELINE -` does, in
+/// one call that needs no MLIR object from the caller: the entry point for
+/// C programs that only have text, and for languages that load this library
+/// without bindings (the Python package, through ctypes).
+///
+/// Each call has its own MLIRContext with the dialects kvpipe-opt registers
+/// (kvpipeRegisterAllDialects) and registers the passes once
+/// (kvpipeRegisterAllPasses), so calls are independent of each other.
+///
+/// - `ir`: the MLIR text; it need not be NUL-terminated. Top-level
+///   operations other than one builtin.module are wrapped in one.
+/// - `sourceName`: the name locations in `ir` report ("<stdin>" when
+///   empty, as kvpipe-opt reading standard input).
+/// - `pipeline`: a textual pipeline anchored on builtin.module, e.g.
+///   "builtin.module(kvpipe-to-ptx{ptx-file=k.ptx abi-file=k.json})", see
+///   kvpipeRunPipeline; empty: no passes (parse, verify and print).
+/// - `output`: receives the resulting IR, printed as kvpipe-opt prints it,
+///   in consecutive pieces, only on success. May be NULL when only the
+///   pipeline's side effects are wanted (ptx-file=, abi-file=).
+/// - `diagnostics`: receives every diagnostic as kvpipe-opt prints them
+///   ("<stdin>:3:8: error: ..." with the source line and notes), in
+///   consecutive pieces, as they are emitted. May be NULL to drop them.
+/// - `userData`: passed to both callbacks.
+///
+/// Returns failure when the IR does not parse or verify, the pipeline does
+/// not parse, or a pass fails; a diagnostic then says why.
+MLIR_CAPI_EXPORTED MlirLogicalResult kvpipeCompileText(
+    MlirStringRef ir, MlirStringRef sourceName, MlirStringRef pipeline,
+    MlirStringCallback output, MlirStringCallback diagnostics, void *userData);
+
+/// The kvpipe release this library was built as ("0.1.0"): the same string
+/// `kvpipe-opt --version` prints after "kvpipe ", so that a caller can
+/// check that the library matches its own release. Static storage,
+/// NUL-terminated.
+MLIR_CAPI_EXPORTED MlirStringRef kvpipeGetVersion(void);
 
 #ifdef __cplusplus
 }

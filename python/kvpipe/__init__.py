@@ -1,7 +1,8 @@
 """kvpipe: Hopper attention kernels from the kvpipe MLIR dialect.
 
-The package drives the project's compiler (``kvpipe-opt``), caches the
-kernels it produces, and on a machine with a GPU loads and launches them:
+The package drives the project's compiler (``kvpipe-opt``, or its C API
+library through ctypes), caches the kernels it produces, and on a machine with
+a GPU loads and launches them:
 
     import kvpipe
     o = kvpipe.attention(q, k, v, causal=True)
@@ -10,19 +11,22 @@ kernels it produces, and on a machine with a GPU loads and launches them:
 """
 
 from kvpipe.attention import attention
-from kvpipe.compiler import CompilerError, CompilerNotFoundError, find_compiler, run_opt
+from kvpipe.compiler import (Compiler, CompilerError, CompilerNotFoundError, find_compiler,
+                             get_compiler, run_opt)
 from kvpipe.kernels import CompiledKernel, KernelNotAvailableError, compile_attention
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CompiledKernel",
+    "Compiler",
     "CompilerError",
     "CompilerNotFoundError",
     "KernelNotAvailableError",
     "attention",
     "compile_attention",
     "find_compiler",
+    "get_compiler",
     "run_opt",
     "__version__",
 ]

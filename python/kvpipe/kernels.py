@@ -4,9 +4,10 @@
 cubin where ``ptxas`` exists, and the kernel's ABI) by running the project's
 compiler on a ``kvpipe.attention_kernel`` declaration. Results are stored in a
 cache directory (``KVPIPE_CACHE_DIR``, default ``~/.cache/kvpipe``) keyed by
-the configuration; each entry records the compiler's version, so that a newer
-compiler recompiles while a machine without any compiler (a GPU machine that
-only runs kernels) loads what was compiled elsewhere.
+the configuration; each entry records which compiler build made it (the
+digest of ``kvpipe-opt`` or of the C API library, whichever compiled it), so
+that another build recompiles while a machine without any compiler (a GPU
+machine that only runs kernels) loads what was compiled elsewhere.
 """
 
 from __future__ import annotations
@@ -126,15 +127,6 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "kvpipe"
 
 
-def compiler_version(path: str) -> str:
-    """Identifies a compiler build: the digest of its binary."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()[:16]
-
-
 def _entry_dir(config: AttentionConfig) -> Path:
     key = hashlib.sha256((config.declaration() + str(config.wait_timeout)).encode())
     key = key.hexdigest()[:12]
@@ -164,18 +156,20 @@ def _load_entry(entry: Path, config: AttentionConfig) -> Optional[CompiledKernel
                           meta.get("compile_seconds"))
 
 
-def _compile(config: AttentionConfig, compiler: str, version: str) -> CompiledKernel:
+def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
+             version: str) -> CompiledKernel:
     import time
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kvpipe-") as tmp:
         ptx_path = os.path.join(tmp, "kernel.ptx")
         abi_path = os.path.join(tmp, "abi.json")
-        _compiler.run_opt(
+        # Only the pass's files are wanted, not the IR.
+        compiler.run(
             config.declaration(),
             [f"--kvpipe-to-ptx=ptx-file={ptx_path} abi-file={abi_path} "
              f"wait-timeout={config.wait_timeout}"],
-            extra_args=["-o", os.devnull], compiler=compiler)
+            extra_args=["-o", os.devnull])
         ptx = Path(ptx_path).read_text()
         abi = json.loads(Path(abi_path).read_text())[0]
         ptx_seconds = time.perf_counter() - start
@@ -228,9 +222,10 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
 
-    Needs no GPU. With a compiler (``KVPIPE_OPT``, the build tree, or
-    ``PATH``), a cached kernel from another compiler version is recompiled;
-    without one, any cached kernel of this configuration is used.
+    Needs no GPU. With a compiler (``kvpipe-opt`` or the C API library,
+    see :func:`kvpipe.compiler.get_compiler`), a cached kernel from another
+    compiler build is recompiled; without one, any cached kernel of this
+    configuration is used.
 
     Raises:
         KernelNotAvailableError: no compiler and nothing cached.
@@ -240,15 +235,16 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
-    compiler = _compiler.find_compiler(required=False)
+    compiler = _compiler.get_compiler(required=False)
     if compiler is None:
         if cached is not None:
             return cached
         raise KernelNotAvailableError(
-            f"no compiled kernel for {config.kernel_name}: kvpipe-opt was not found "
-            f"(set KVPIPE_OPT, build the project, or put it on PATH) and the kernel "
-            f"cache {cache_dir()} (KVPIPE_CACHE_DIR) holds no entry for it")
-    version = compiler_version(compiler)
+            f"no compiled kernel for {config.kernel_name}: no compiler was found "
+            f"(kvpipe-opt: set KVPIPE_OPT, build the project, or put it on PATH; or "
+            f"libKVPipeCAPI.so: set KVPIPE_CAPI_LIB) and the kernel cache "
+            f"{cache_dir()} (KVPIPE_CACHE_DIR) holds no entry for it")
+    version = compiler.identity()
     if cached is not None and cached.compiler_version == version:
         return cached
     kernel = _compile(config, compiler, version)

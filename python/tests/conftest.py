@@ -15,3 +15,12 @@ def compiler():
     if path is None:
         pytest.skip("kvpipe-opt is not built")
     return path
+
+
+@pytest.fixture(scope="session")
+def capi():
+    """The C API library (libKVPipeCAPI.so) as a compiler."""
+    path = kvpipe.compiler.find_library(required=False)
+    if path is None:
+        pytest.skip("libKVPipeCAPI.so is not built")
+    return kvpipe.compiler.CAPICompiler(path)

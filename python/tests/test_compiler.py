@@ -8,17 +8,7 @@ import pytest
 import kvpipe
 from kvpipe.compiler import CompilerError, CompilerNotFoundError, run_opt
 
-PIPELINE = "!kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>"
-
-RING = f"""
-func.func @ring(%e: i1) -> index {{
-  %p = kvpipe.create : {PIPELINE}
-  %s0 = kvpipe.step %p : {PIPELINE}
-  %s1 = kvpipe.step %p : {PIPELINE}
-  %i = kvpipe.index %s1 : {PIPELINE}
-  return %i : index
-}}
-"""
+from programs import PIPELINE, RING
 
 
 def test_round_trip_returns_ir(compiler):
@@ -85,6 +75,7 @@ def test_kvpipe_opt_env_is_used(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\ncat >/dev/null\necho fake-output\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("KVPIPE_OPT", str(fake))
+    monkeypatch.delenv("KVPIPE_COMPILER", raising=False)
     assert kvpipe.find_compiler() == str(fake)
     assert run_opt("module {}").strip() == "fake-output"
 

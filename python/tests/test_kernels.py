@@ -10,6 +10,10 @@ import kvpipe
 from kvpipe import kernels
 
 
+def _no_compiler(backend=None, required=True):
+    return None
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
@@ -49,24 +53,25 @@ def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
 
 def test_new_compiler_version_recompiles(compiler, cache, monkeypatch):
     kvpipe.compile_attention(64, "bf16", False)
-    monkeypatch.setattr(kernels, "compiler_version", lambda path: "another-build")
+    monkeypatch.setattr(kernels._compiler.Compiler, "identity", lambda self: "another-build")
     k = kvpipe.compile_attention(64, "bf16", False)
     assert k.compiler_version == "another-build"
 
 
 def test_without_compiler_the_cache_serves(compiler, cache, monkeypatch):
     made = kvpipe.compile_attention(64, "bf16", True)
-    monkeypatch.setattr(kernels._compiler, "find_compiler", lambda required=False: None)
+    monkeypatch.setattr(kernels._compiler, "get_compiler", _no_compiler)
     loaded = kvpipe.compile_attention(64, "bf16", True)
     assert loaded.ptx == made.ptx and loaded.abi == made.abi
 
 
 def test_without_compiler_or_cache_the_error_names_both(cache, monkeypatch):
-    monkeypatch.setattr(kernels._compiler, "find_compiler", lambda required=False: None)
+    monkeypatch.setattr(kernels._compiler, "get_compiler", _no_compiler)
     with pytest.raises(kvpipe.KernelNotAvailableError) as info:
         kvpipe.compile_attention(128, "f16", True)
     message = str(info.value)
-    assert "KVPIPE_OPT" in message and "KVPIPE_CACHE_DIR" in message and str(cache) in message
+    assert "KVPIPE_OPT" in message and "KVPIPE_CAPI_LIB" in message
+    assert "KVPIPE_CACHE_DIR" in message and str(cache) in message
 
 
 def test_compiler_rejects_unsupported_tuning(compiler, cache):

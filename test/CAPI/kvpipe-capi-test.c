@@ -1,6 +1,11 @@
-/* A C program that embeds kvpipe through libKVPipeCAPI: registers the
- * dialects and passes, parses a kvpipe ring, verifies it, lowers it with
- * --kvpipe-to-ptx and prints the result. */
+/* A C program that embeds kvpipe through libKVPipeCAPI.
+ *
+ * With MLIR objects: registers the dialects and passes, parses a kvpipe
+ * ring, verifies it, lowers it with --kvpipe-to-ptx and prints the result.
+ *
+ * With text only (kvpipeCompileText): lowers the same ring, writing its PTX
+ * to the optional second argument, and compiles IR and pipelines that are
+ * wrong, printing the diagnostics the library reports. */
 #include "kvpipe-c/Dialects.h"
 
 #include <stdio.h>
@@ -29,9 +34,42 @@ static char *readFile(const char *path) {
   return text;
 }
 
+/* Compiles `ir` with kvpipeCompileText, both callbacks printing to stdout,
+ * then prints whether it succeeded. The output IR comes only on success, so
+ * on failure what follows the "output:" heading is the diagnostics. */
+static int compileText(const char *label, const char *ir,
+                       const char *sourceName, const char *pipeline,
+                       int printOutput) {
+  printf("== %s\noutput:\n", label);
+  MlirLogicalResult result = kvpipeCompileText(
+      mlirStringRefCreateFromCString(ir),
+      mlirStringRefCreateFromCString(sourceName),
+      mlirStringRefCreateFromCString(pipeline), printOutput ? print : NULL,
+      print, NULL);
+  printf("succeeded: %d\n", mlirLogicalResultIsSuccess(result));
+  return mlirLogicalResultIsSuccess(result);
+}
+
+/* A kernel declaration: its verifier asks whether gpu.module is a symbol
+ * table, a trait whose TypeID kvpipe's code must share with libMLIR. */
+static const char *kAttention =
+    "gpu.module @kernels [#nvvm.target<chip = \"sm_90a\">] {\n"
+    "  kvpipe.attention_kernel @fa {head_dim = 64 : i64, element_type = bf16, "
+    "causal = false}\n"
+    "}\n";
+
+/* An op that its verifier rejects, on line 3. */
+static const char *kBadIR =
+    "!pipe = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, "
+    "consumers = 1>\n"
+    "func.func @f(%p: !pipe) {\n"
+    "  kvpipe.consumer_wait %p stage 3 : !pipe\n"
+    "  return\n"
+    "}\n";
+
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s FILE.mlir\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: %s FILE.mlir [OUT.ptx]\n", argv[0]);
     return 2;
   }
   char *source = readFile(argv[1]);
@@ -50,7 +88,6 @@ int main(int argc, char **argv) {
 
   MlirModule module =
       mlirModuleCreateParse(ctx, mlirStringRefCreateFromCString(source));
-  free(source);
   if (mlirModuleIsNull(module)) {
     fprintf(stderr, "parse failed\n");
     return 1;
@@ -63,7 +100,36 @@ int main(int argc, char **argv) {
       module, mlirStringRefCreateFromCString("builtin.module(no-such-pass)"));
   printf("bad pipeline rejected: %d\n", mlirLogicalResultIsFailure(bad));
   mlirOperationPrint(mlirModuleGetOperation(module), print, NULL);
+  printf("\n");
   mlirModuleDestroy(module);
   mlirContextDestroy(ctx);
-  return mlirLogicalResultIsSuccess(result) ? 0 : 1;
+
+  MlirStringRef version = kvpipeGetVersion();
+  printf("version: %.*s\n", (int)version.length, version.data);
+  int ok = mlirLogicalResultIsSuccess(result);
+  ok &= compileText("round trip", source, "", "", 1);
+  if (argc == 3) {
+    /* The PTX goes to a file; the IR is not wanted (no output callback). */
+    char pipeline[4096];
+    snprintf(pipeline, sizeof(pipeline),
+             "builtin.module(kvpipe-to-ptx{ptx-file=%s})", argv[2]);
+    ok &= compileText("to ptx", source, "", pipeline, 0);
+  }
+  free(source);
+  ok &= compileText("attention declaration", kAttention, "", "", 1);
+  ok &= !compileText("bad op", kBadIR, "", "", 1);
+  ok &= !compileText("named source", kBadIR, "bad.mlir", "", 1);
+  ok &= !compileText("syntax error", "func.func @f( {", "", "", 1);
+  ok &= !compileText("unknown pass", "module {}", "",
+                     "builtin.module(no-such-pass)", 1);
+  ok &= !compileText("wrong anchor", "module {}", "", "func.func(cse)", 1);
+  ok &= !compileText("no anchor", "module {}", "", "cse", 1);
+  /* Nesting is explicit, as in kvpipe-opt's --pass-pipeline. */
+  ok &= !compileText("missing nesting", "func.func @f() { return }", "",
+                     "builtin.module(affine-loop-invariant-code-motion)", 1);
+  ok &= compileText("explicit nesting", "func.func @f() { return }", "",
+                    "builtin.module(func.func(affine-loop-invariant-code-"
+                    "motion))",
+                    1);
+  return ok ? 0 : 1;
 }
