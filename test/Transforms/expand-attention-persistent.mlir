@@ -4,7 +4,8 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.ptx -o %t.cubin %}
 
 // With `persistent`, each role of a CTA loops over the same rounds of tiles
-// (round r: tile r * gridDim.x + blockIdx.x, mirrored in odd rounds),
+// (round r: tile r * gridDim.x + blockIdx.x, mirrored in odd rounds, while
+// that tile exists),
 // carrying the Q, K and V pipeline states from tile to tile; the output is
 // staged in a tile of its own, after the previous tile's store has read it.
 
@@ -22,22 +23,33 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   memref.view {{.*}} to memref<2x2x128x64xbf16
 //       CHECK:   memref.view {{.*}} to memref<2x2x128x64xbf16
 //       CHECK:   %[[SO:.*]] = memref.view {{.*}} to memref<2x128x64xbf16, #gpu.address_space<workgroup>>
-// Producer: a loop over its rounds; Q once per tile, then the tile's K/V.
+// Producer: a loop over its rounds while its tile exists (no division for a
+// trip count, which ptxas would compute off the uniform datapath).
 //       CHECK:   nvvm.setmaxregister decrease 24
 //       CHECK:   %[[CTAS:.*]] = gpu.grid_dim x
 //       CHECK:   %[[CTA:.*]] = gpu.block_id x
-//       CHECK:   %[[FULL:.*]] = arith.divui %{{.*}}, %[[CTAS]] : index
-//       CHECK:   %[[ROUNDS:.*]] = arith.addi %[[FULL]], %{{.*}} : index
-//       CHECK:   scf.for %{{.*}} = %c0 to %[[ROUNDS]] step %c1 iter_args(%[[Q:.*]] = %{{.*}}, %[[K:.*]] = %{{.*}}, %[[V:.*]] = %{{.*}}) ->
+//       CHECK:   scf.while (%[[ROUND:.*]] = %c0, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}})
+//       CHECK:     %[[MIRROR:.*]] = arith.subi %{{.*}}, %[[CTA]] : index
+//       CHECK:     %[[POS:.*]] = arith.select %{{.*}}, %[[MIRROR]], %[[CTA]] : index
+//       CHECK:     %[[BASE:.*]] = arith.muli %[[ROUND]], %[[CTAS]] : index
+//       CHECK:     %[[TILE:.*]] = arith.addi %[[BASE]], %[[POS]] : index
+//       CHECK:     %[[EXISTS:.*]] = arith.cmpi ult, %[[TILE]], %{{.*}} : index
+//       CHECK:     scf.condition(%[[EXISTS]]) %[[ROUND]], %[[TILE]]
+//       CHECK:   } do {
+//       CHECK:   ^bb0(%{{.*}}: index, %{{.*}}: index, %[[Q:.*]]: !kvpipe.pipeline<kv_stages = 1{{.*}}>, %[[K:.*]]: !kvpipe.pipeline<{{.*}}>, %[[V:.*]]: !kvpipe.pipeline<{{.*}}>):
 //       CHECK:     kvpipe.producer_acquire %[[Q]]
 //       CHECK:     kvpipe.tma_load
 //       CHECK:     kvpipe.producer_commit %[[Q]]
 //       CHECK:     %[[NEXTQ:.*]] = kvpipe.step %[[Q]]
 //       CHECK:     %[[KV:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[K]], %{{.*}} = %[[V]])
-//       CHECK:     scf.yield %[[NEXTQ]], %[[KV]]#0, %[[KV]]#1
-// Consumers: the same rounds.
+//       CHECK:     scf.yield %{{.*}}, %[[NEXTQ]], %[[KV]]#0, %[[KV]]#1
+// Consumers: the same rounds; with the causal mask the tile's K/V block
+// count is broadcast from lane 0, so that ptxas knows it to be uniform.
 //       CHECK:   nvvm.setmaxregister increase 240
-//       CHECK:   scf.for %{{.*}} = %c0 to %{{.*}} step %c1 iter_args(%[[CQ:.*]] = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) ->
+//       CHECK:   scf.while
+//       CHECK:   } do {
+//       CHECK:   ^bb0(%{{.*}}: index, %{{.*}}: index, %[[CQ:.*]]: !kvpipe.pipeline<kv_stages = 1{{.*}}>, %{{.*}}: !kvpipe.pipeline<{{.*}}>, %{{.*}}: !kvpipe.pipeline<{{.*}}>):
+//       CHECK:     gpu.shuffle idx %{{.*}}, %c0_i32, %c32_i32 : i32
 //       CHECK:     kvpipe.consumer_wait %[[CQ]]
 //       CHECK:     kvpipe.warpgroup_mma
 //       CHECK:     %[[RELEASED:.*]] = kvpipe.consumer_release %[[CQ]]
@@ -49,7 +61,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     kvpipe.tma_store
 //       CHECK:     nvvm.cp.async.bulk.commit.group
 //   CHECK-NOT:     nvvm.cp.async.bulk.wait_group
-//       CHECK:     scf.yield %[[RELEASED]]
+//       CHECK:     scf.yield %{{.*}}, %[[RELEASED]]
 // The last store is waited for once, before the CTA exits.
 //       CHECK:   nvvm.cp.async.bulk.wait_group 0 {read}
 //       CHECK:   gpu.return

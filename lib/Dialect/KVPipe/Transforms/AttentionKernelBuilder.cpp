@@ -304,41 +304,53 @@ KernelBuilder::forEachTile(ValueRange states,
   // when causal, so this snake pairs a CTA's long tiles with short ones, and
   // the CTAs working at one time share the K/V of a few heads in L2. Every
   // role of the CTA runs the same rounds, so the pipelines stay balanced.
+  //
+  // The loop runs while the CTA's tile exists (only the last round can be
+  // partial) rather than for a trip count computed by a division: ptxas
+  // computes a division by a runtime value in ordinary registers, and a
+  // loop whose bound is not uniform is divergent to it, which would move
+  // every pipeline state the loop carries, and so the wgmma descriptors,
+  // out of the uniform registers (an R2UR before each wgmma).
   Value ctas = gpu::GridDimOp::create(b, gpu::Dimension::x);
   Value cta = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  auto positionIn = [&](Value round) -> Value {
-    Value odd = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
-                                      arith::AndIOp::create(b, round, index(1)),
-                                      index(0));
-    return arith::SelectOp::create(
-        b, odd,
-        arith::SubIOp::create(b, arith::SubIOp::create(b, ctas, index(1)), cta),
-        cta);
-  };
-  // Only the last round can be partial: count it when this CTA's tile in it
-  // exists, so that the loop needs no guard (and no branch that advances
-  // the pipelines on one side only).
-  Value fullRounds = arith::DivUIOp::create(b, numTiles, ctas);
-  Value lastTile = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, fullRounds, ctas), positionIn(fullRounds));
-  Value rounds = arith::AddIOp::create(
-      b, fullRounds,
-      arith::IndexCastUIOp::create(
-          b, b.getIndexType(),
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, lastTile,
-                                numTiles)));
-  auto loop = scf::ForOp::create(b, index(0), rounds, index(1), states);
+  SmallVector<Value> inits = {index(0)};
+  llvm::append_range(inits, states);
+  SmallVector<Type> types = {b.getIndexType(), b.getIndexType()};
+  llvm::append_range(types, ValueRange(states).getTypes());
+  auto loop = scf::WhileOp::create(b, types, inits);
+  // Before: the round's tile, and whether it exists.
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(loop.getBody());
-  Value round = loop.getInductionVar();
-  Value tile = arith::AddIOp::create(b, arith::MulIOp::create(b, round, ctas),
-                                     positionIn(round));
-  Value headBatch = arith::DivUIOp::create(b, tile, numQBlocks);
-  setTile(arith::RemUIOp::create(b, tile, numQBlocks),
+  SmallVector<Location> locs(inits.size(), b.getLoc());
+  Block *before = b.createBlock(&loop.getBefore(), loop.getBefore().end(),
+                                TypeRange(types).drop_front(), locs);
+  Value round = before->getArgument(0);
+  Value odd = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
+                                    arith::AndIOp::create(b, round, index(1)),
+                                    index(0));
+  Value position = arith::SelectOp::create(
+      b, odd,
+      arith::SubIOp::create(b, arith::SubIOp::create(b, ctas, index(1)), cta),
+      cta);
+  Value tile =
+      arith::AddIOp::create(b, arith::MulIOp::create(b, round, ctas), position);
+  Value exists =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ult, tile, numTiles);
+  SmallVector<Value> forwarded = {round, tile};
+  llvm::append_range(forwarded, before->getArguments().drop_front());
+  scf::ConditionOp::create(b, exists, forwarded);
+  // After: the tile's work.
+  Block *after = b.createBlock(&loop.getAfter(), loop.getAfter().end(), types,
+                               SmallVector<Location>(types.size(), b.getLoc()));
+  Value headBatch =
+      arith::DivUIOp::create(b, after->getArgument(1), numQBlocks);
+  setTile(arith::RemUIOp::create(b, after->getArgument(1), numQBlocks),
           arith::RemUIOp::create(b, headBatch, headsQ),
           arith::DivUIOp::create(b, headBatch, headsQ));
-  scf::YieldOp::create(b, body(loop.getRegionIterArgs()));
-  return SmallVector<Value>(loop.getResults());
+  SmallVector<Value> next = {
+      arith::AddIOp::create(b, after->getArgument(0), index(1))};
+  llvm::append_range(next, body(after->getArguments().drop_front(2)));
+  scf::YieldOp::create(b, next);
+  return SmallVector<Value>(loop.getResults().drop_front(2));
 }
 
 void KernelBuilder::buildProducer() {
@@ -443,6 +455,16 @@ void KernelBuilder::buildConsumer() {
 
 SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
                                                     Value stateV) {
+  if (c.persistent && c.causal) {
+    // The tile's K/V block count comes from divisions of the tile index,
+    // which ptxas does not know to be uniform: broadcast it from lane 0 so
+    // that the K/V loop, and the pipeline states and wgmma descriptors it
+    // carries, stay on the uniform datapath.
+    Value count = toI32(numKVBlocks);
+    numKVBlocks = toIndex(
+        gpu::ShuffleOp::create(b, count, i32(0), i32(32), gpu::ShuffleMode::IDX)
+            .getShuffleResult());
+  }
   // The two rows of the fragments this thread holds.
   firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
   row0 = arith::AddIOp::create(
