@@ -66,6 +66,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         p.add_argument("--markdown", help="append the table as Markdown to this file")
     sub.choices["check"].add_argument("--tune", nargs="*", metavar="NAME=VALUE",
                                       help="check kernels with these tuning attributes")
+    sub.choices["check"].add_argument(
+        "--random", type=int, metavar="N", default=0,
+        help="check N random configurations instead of the grid")
+    sub.choices["check"].add_argument("--seed", type=int, default=0,
+                                      help="seed of the random configurations")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
     bench.add_argument("--seq-len", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
@@ -98,8 +103,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         from kvpipe import check
 
         tuning = _tuning(args.tune)
-        rows = check.run(tuning=tuning)
-        if not tuning:
+        cases = check.random_grid(args.random, args.seed) if args.random else None
+        rows = check.run(cases, tuning=tuning)
+        if not tuning and not args.random:
             rows += check.run_torch_integration()
         markdown = check.to_markdown(rows)
         print(markdown)

@@ -69,6 +69,36 @@ def default_grid() -> List[Case]:
     return cases
 
 
+def random_grid(count: int, seed: int) -> List[Case]:
+    """``count`` configurations drawn at random (reproducibly from ``seed``).
+
+    Sequence lengths are drawn from 1 to 5000 with a bias towards tile
+    boundaries and their neighbours (where masks and clipped stores live),
+    heads with a random grouped-query ratio, both layouts and strided views.
+    """
+    import random
+
+    rng = random.Random(seed)
+
+    def length() -> int:
+        if rng.random() < 0.4:  # at or next to a multiple of 64
+            return max(1, 64 * rng.randint(1, 40) + rng.choice((-1, 0, 1)))
+        return rng.randint(1, 5000)
+
+    cases = []
+    for _ in range(count):
+        heads_kv = rng.choice((1, 1, 2, 3, 4))
+        group = rng.choice((1, 1, 2, 3, 4, 8))
+        heads_q = heads_kv * group
+        seq_q, seq_kv = length(), length()
+        # Keep each case small enough to check in float32 quickly.
+        batch = max(1, min(4, 4_000_000 // max(1, heads_q * seq_q * seq_kv)))
+        cases.append(Case(rng.choice(("bf16", "f16")), rng.choice((64, 128)),
+                          rng.random() < 0.5, rng.randint(1, batch), heads_q, heads_kv,
+                          seq_q, seq_kv, rng.choice(("bhsd", "bshd")), rng.random() < 0.25))
+    return cases
+
+
 def _make(case: Case, which: str, heads: int, seq: int, torch: Any) -> Any:
     """A random (B, H, S, D)-or-(B, S, H, D) tensor; strided cases are views."""
     dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16

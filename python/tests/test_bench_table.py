@@ -37,3 +37,18 @@ def test_markdown_without_variants_keeps_the_reference_columns():
     lines = bench.to_markdown(rows).splitlines()
     assert lines[0].count("|") == 11
     assert "| 226.3 | 336.6 | 213.6 | 0.672 | 1.059 | 0.16, 0.39 |" in lines[2]
+
+
+def test_random_check_grid_is_reproducible_and_valid():
+    from kvpipe import check
+
+    first, again = check.random_grid(50, seed=7), check.random_grid(50, seed=7)
+    assert first == again
+    assert first != check.random_grid(50, seed=8)
+    for case in first:
+        assert case.dtype in ("bf16", "f16") and case.head_dim in (64, 128)
+        assert 1 <= case.seq_q <= 5000 and 1 <= case.seq_kv <= 5000
+        assert case.heads_q % case.heads_kv == 0 and case.batch >= 1
+        assert case.layout in ("bhsd", "bshd")
+    # Both causal and non-causal cases, and some at tile boundaries.
+    assert {c.causal for c in first} == {False, True}
