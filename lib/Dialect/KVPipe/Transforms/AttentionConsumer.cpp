@@ -1,0 +1,452 @@
+//===- AttentionConsumer.cpp - the consumer side of an attention kernel ---===//
+//
+// The consumer warpgroups of the generated FlashAttention kernel: per tile,
+// S = Q K^T (wgmma SS), the online softmax in registers (exp2 with the scale
+// folded into one FMA, masks only on the blocks that need them), O += P V
+// (wgmma RS), optionally overlapped (FA3's intra-warpgroup pipelining) and in
+// turns with the other consumer warpgroups (ping-pong), and the epilogue.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragment.h"
+#include "KernelBuilder.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+void KernelBuilder::buildConsumer() {
+  int64_t w = AttentionConfig::kTileWidth;
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value t = arith::RemUIOp::create(b, tid, index(128));
+  warp = arith::DivUIOp::create(b, t, index(32));
+  lane = arith::RemUIOp::create(b, t, index(32));
+  elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
+
+  // This warpgroup's 64 rows of Q, and of the output staging tile.
+  auto rowsOf = [&](Value tile) -> Value {
+    return memref::SubViewOp::create(
+        b, tile,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0), qRows, b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(c.headBlocks()),
+                               b.getIndexAttr(64), b.getIndexAttr(w)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                               b.getIndexAttr(1)});
+  };
+  sQw = rowsOf(sQ);
+  sOw = c.persistent ? rowsOf(sO) : sQw;
+  startTurns();
+  forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
+    return buildConsumerTile(states[0], states[1], states[2]);
+  });
+  if (!c.persistent)
+    return;
+  // The last tile's output store must finish reading shared memory before
+  // the CTA exits.
+  auto last = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(last.thenBlock());
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                       b.getUnitAttr());
+}
+
+SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
+                                                    Value stateV) {
+  if (c.persistent && c.causal) {
+    // The tile's K/V block count comes from divisions of the tile index,
+    // which ptxas does not know to be uniform: broadcast it from lane 0 so
+    // that the K/V loop, and the pipeline states and wgmma descriptors it
+    // carries, stay on the uniform datapath.
+    Value count = toI32(numKVBlocks);
+    numKVBlocks = toIndex(
+        gpu::ShuffleOp::create(b, count, i32(0), i32(32), gpu::ShuffleMode::IDX)
+            .getShuffleResult());
+  }
+  // The two rows of the fragments this thread holds.
+  firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
+  row0 = arith::AddIOp::create(
+      b, firstRow,
+      arith::AddIOp::create(b, arith::MulIOp::create(b, warp, index(16)),
+                            arith::DivUIOp::create(b, lane, index(4))));
+  row1 = arith::AddIOp::create(b, row0, index(8));
+  ConsumerWaitOp::create(b, stateQ, nullptr);
+
+  Fragment oFrag(b, c.headDim / 2);
+  Value negInf = f32(-INFINITY);
+  Value zeroO = arith::ConstantOp::create(
+      b, oFrag.type(), DenseElementsAttr::get(oFrag.type(), 0.0f));
+  RowStats init{negInf, negInf, f32(0.0), f32(0.0)};
+  SmallVector<Value> results =
+      c.overlapSoftmax ? buildOverlappedLoop(stateK, stateV, zeroO, init)
+                       : buildSimpleLoop(stateK, stateV, zeroO, init);
+  // Every QK wgmma of this warpgroup has retired: its Q rows are free (for
+  // the next tile's Q, or for staging this tile's output).
+  Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
+  buildEpilogue(results[2], {results[3], results[4], results[5], results[6]});
+  return {nextQ, results[0], results[1]};
+}
+
+void KernelBuilder::startTurns() {
+  if (!c.pingpong)
+    return;
+  // Consumer 0 goes first: it arrives at its own barrier, which its first
+  // wait then completes. Every other wait is completed by the previous
+  // consumer's arrival; all consumers take the same number of turns.
+  Value first = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                      consumerIndex, index(0));
+  auto ifFirst = scf::IfOp::create(b, first, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifFirst.thenBlock());
+  NVVM::BarrierArriveOp::create(b, i32(AttentionConfig::scheduleBarrier(0)),
+                                i32(2 * 128));
+}
+
+void KernelBuilder::waitForTurn() {
+  if (!c.pingpong)
+    return;
+  Value id = toI32(arith::AddIOp::create(
+      b, consumerIndex, index(AttentionConfig::scheduleBarrier(0))));
+  NVVM::BarrierOp::create(b, Type(), id, i32(2 * 128), nullptr, Value());
+}
+
+void KernelBuilder::passTurn() {
+  if (!c.pingpong)
+    return;
+  // The next consumer in the cycle 0 -> 1 (-> 2) -> 0.
+  Value next = arith::RemUIOp::create(
+      b, arith::AddIOp::create(b, consumerIndex, index(1)),
+      index(c.consumerWarpgroups));
+  Value id = toI32(arith::AddIOp::create(
+      b, next, index(AttentionConfig::scheduleBarrier(0))));
+  NVVM::BarrierArriveOp::create(b, id, i32(2 * 128));
+}
+
+Value KernelBuilder::issueQK(Value stateK, bool takeTurn) {
+  int64_t w = AttentionConfig::kTileWidth;
+  ConsumerWaitOp::create(b, stateK, nullptr);
+  if (takeTurn)
+    waitForTurn();
+  Value kTile = slot(sK,
+                     {Value(IndexOp::create(b, stateK)), b.getIndexAttr(0),
+                      b.getIndexAttr(0), b.getIndexAttr(0)},
+                     {c.headBlocks(), c.blockN, w});
+  return WarpgroupMmaOp::create(
+      b, VectorType::get({c.blockN / 2}, b.getF32Type()), sQw, kTile, Value(),
+      AttentionConfig::kSwizzleBytes, /*transpose_b=*/false);
+}
+
+Value KernelBuilder::issuePV(Value p16, Value stateV, Value o, bool takeTurn) {
+  int64_t w = AttentionConfig::kTileWidth;
+  ConsumerWaitOp::create(b, stateV, nullptr);
+  if (takeTurn)
+    waitForTurn();
+  Value vTile = slot(sV,
+                     {Value(IndexOp::create(b, stateV)), b.getIndexAttr(0),
+                      b.getIndexAttr(0), b.getIndexAttr(0)},
+                     {c.headBlocks(), c.blockN, w});
+  return WarpgroupMmaOp::create(b, o.getType(), p16, vTile, o,
+                                AttentionConfig::kSwizzleBytes,
+                                /*transpose_b=*/true);
+}
+
+Value KernelBuilder::retire(Value fragment, int64_t pending) {
+  return WarpgroupWaitOp::create(b, TypeRange{fragment.getType()},
+                                 ValueRange{fragment}, pending)
+      .getResult(0);
+}
+
+Value KernelBuilder::rescale(Value o, Value alpha0, Value alpha1) {
+  Fragment oFrag(b, c.headDim / 2);
+  return arith::MulFOp::create(b, o, oFrag.perRow(alpha0, alpha1));
+}
+
+SmallVector<Value> KernelBuilder::buildSimpleLoop(Value k, Value v, Value o,
+                                                  RowStats stats) {
+  // for j: S = Q K_j; retire; release K; softmax; O = O*alpha + P V_j;
+  // retire; release V. Tensor cores idle during the softmax.
+  auto loop = scf::ForOp::create(
+      b, index(0), numKVBlocks, index(1),
+      ValueRange{k, v, o, stats.m0, stats.m1, stats.l0, stats.l1});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
+  RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
+                   loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
+  Value s = issueQK(stateK, /*takeTurn=*/true);
+  passTurn();
+  s = retire(s, 0);
+  Value nextK = ConsumerReleaseOp::create(b, stateK, elected, nullptr);
+  Softmax sm = softmax(s, loop.getInductionVar(), current);
+  Value acc = rescale(loop.getRegionIterArg(2), sm.alpha0, sm.alpha1);
+  acc = issuePV(sm.p16, stateV, acc, /*takeTurn=*/true);
+  passTurn();
+  acc = retire(acc, 0);
+  Value nextV = ConsumerReleaseOp::create(b, stateV, elected, nullptr);
+  scf::YieldOp::create(b, ValueRange{nextK, nextV, acc, sm.stats.m0,
+                                     sm.stats.m1, sm.stats.l0, sm.stats.l1});
+  return SmallVector<Value>(loop.getResults());
+}
+
+SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value k, Value v, Value o,
+                                                      RowStats stats) {
+  // FA3's intra-warpgroup overlap: S_j = Q K_j and O += P_{j-1} V_{j-1} are
+  // issued together; S_j is retired first (wait_group 1) and its softmax
+  // runs while the tensor cores still compute P_{j-1} V_{j-1}.
+  Fragment oFrag(b, c.headDim / 2);
+  Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numKVBlocks,
+                                    index(0));
+  SmallVector<Type> types = {k.getType(),    v.getType(),    o.getType(),
+                             b.getF32Type(), b.getF32Type(), b.getF32Type(),
+                             b.getF32Type()};
+  auto ifAny = scf::IfOp::create(b, types, any, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifAny.elseBlock());
+  scf::YieldOp::create(
+      b, ValueRange{k, v, o, stats.m0, stats.m1, stats.l0, stats.l1});
+
+  b.setInsertionPointToStart(ifAny.thenBlock());
+  // Block 0: S_0 and its softmax; O is still zero.
+  Value s = issueQK(k, /*takeTurn=*/true);
+  passTurn();
+  s = retire(s, 0);
+  Value stateK = ConsumerReleaseOp::create(b, k, elected, nullptr);
+  Softmax first = softmax(s, index(0), stats);
+
+  auto loop = scf::ForOp::create(b, index(1), numKVBlocks, index(1),
+                                 ValueRange{stateK, v, o, first.stats.m0,
+                                            first.stats.m1, first.stats.l0,
+                                            first.stats.l1, first.p16});
+  {
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kj = loop.getRegionIterArg(0), vj = loop.getRegionIterArg(1);
+    RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
+                     loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
+    Value sj = issueQK(kj, /*takeTurn=*/true);
+    Value acc = issuePV(loop.getRegionIterArg(7), vj, loop.getRegionIterArg(2));
+    // The other warpgroups' GEMMs queue behind these while this one runs
+    // its softmax.
+    passTurn();
+    // S_j's group was issued first: with one group left in flight it has
+    // retired, and K_j's slot may be released.
+    sj = retire(sj, 1);
+    Value nextK = ConsumerReleaseOp::create(b, kj, elected, nullptr);
+    Softmax sm = softmax(sj, loop.getInductionVar(), current);
+    acc = retire(acc, 0);
+    Value nextV = ConsumerReleaseOp::create(b, vj, elected, nullptr);
+    acc = rescale(acc, sm.alpha0, sm.alpha1);
+    scf::YieldOp::create(b,
+                         ValueRange{nextK, nextV, acc, sm.stats.m0, sm.stats.m1,
+                                    sm.stats.l0, sm.stats.l1, sm.p16});
+  }
+  // The last P V.
+  Value lastV = loop.getResult(1);
+  Value acc =
+      issuePV(loop.getResult(7), lastV, loop.getResult(2), /*takeTurn=*/true);
+  passTurn();
+  acc = retire(acc, 0);
+  Value endV = ConsumerReleaseOp::create(b, lastV, elected, nullptr);
+  scf::YieldOp::create(b, ValueRange{loop.getResult(0), endV, acc,
+                                     loop.getResult(3), loop.getResult(4),
+                                     loop.getResult(5), loop.getResult(6)});
+  (void)oFrag;
+  return SmallVector<Value>(ifAny.getResults());
+}
+
+Value KernelBuilder::mask(Value s, Value kvBlock) {
+  Fragment sFrag(b, c.blockN / 2);
+  auto i32Vec = VectorType::get({c.blockN / 2}, b.getI32Type());
+  Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
+  // Only a block that crosses seq_kv or, when causal, the diagonal of this
+  // warpgroup's rows needs masking: a uniform branch skips it elsewhere.
+  Value blockEnd = arith::AddIOp::create(b, kvRow, index(c.blockN));
+  Value needed =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd, seqKV);
+  if (c.causal)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd,
+                              arith::AddIOp::create(b, firstRow, index(1))));
+  auto ifMask = scf::IfOp::create(b, TypeRange{s.getType()}, needed,
+                                  /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifMask.elseBlock());
+  scf::YieldOp::create(b, s);
+  b.setInsertionPointToStart(ifMask.thenBlock());
+  // Keys past seq_kv and, when causal, keys after the query become -inf.
+  Value firstCol = arith::AddIOp::create(
+      b, kvRow,
+      arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
+                            index(2)));
+  Value cols = arith::AddIOp::create(
+      b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
+      sFrag.columnOffsets());
+  Value valid = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::slt, cols,
+      vector::BroadcastOp::create(b, i32Vec, toI32(seqKV)));
+  if (c.causal) {
+    Value rows = sFrag.perRow(toI32(row0), toI32(row1));
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, cols, rows));
+  }
+  scf::YieldOp::create(
+      b, ValueRange{arith::SelectOp::create(
+             b, valid, s,
+             vector::BroadcastOp::create(b, sFrag.type(), f32(-INFINITY)))});
+  return ifMask.getResult(0);
+}
+
+KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
+                                              const RowStats &stats) {
+  Fragment sFrag(b, c.blockN / 2);
+  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
+  s = mask(s, kvBlock);
+
+  // Running max per row, across the row's 4 lanes.
+  Value m[2] = {stats.m0, stats.m1}, l[2] = {stats.l0, stats.l1};
+  Value mNew[2], scaledMax[2], alpha[2];
+  for (int half : {0, 1}) {
+    Value rowMax = sFrag.reduceRow(s, half, vector::CombiningKind::MAXNUMF,
+                                   /*acrossLanes=*/true);
+    mNew[half] = arith::MaxNumFOp::create(b, m[half], rowMax);
+    // A row with no valid key yet keeps max -inf; use 0 so that
+    // exp2(-inf - 0) = 0 rather than NaN.
+    Value isEmpty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
+                                          mNew[half], f32(-INFINITY));
+    scaledMax[half] = arith::SelectOp::create(
+        b, isEmpty, f32(0.0), arith::MulFOp::create(b, mNew[half], scaleLog2));
+    // exp2((m_old - m_new) * c): rescales what was accumulated so far.
+    alpha[half] = math::Exp2Op::create(
+        b,
+        arith::SubFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
+                              scaledMax[half]));
+  }
+  // P = exp2(S * c - m * c): the scale folded into one FMA per element.
+  Value p = math::Exp2Op::create(
+      b,
+      math::FmaOp::create(
+          b, s, vector::BroadcastOp::create(b, sFrag.type(), scaleLog2),
+          arith::NegFOp::create(b, sFrag.perRow(scaledMax[0], scaledMax[1]))));
+  Value lNew[2];
+  for (int half : {0, 1}) {
+    // Row sums stay per thread; the 4 lanes are combined once, at the end.
+    Value rowSum = sFrag.reduceRow(p, half, vector::CombiningKind::ADD,
+                                   /*acrossLanes=*/false);
+    lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);
+  }
+  Value p16 = arith::TruncFOp::create(
+      b, VectorType::get({c.blockN / 2}, c.elementType), p);
+  return {{mNew[0], mNew[1], lNew[0], lNew[1]}, alpha[0], alpha[1], p16};
+}
+
+void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
+  int64_t w = AttentionConfig::kTileWidth;
+  Fragment oFrag(b, c.headDim / 2);
+  Value sums[2], inv[2], partialSums[2] = {state.l0, state.l1};
+  for (int half : {0, 1}) {
+    sums[half] =
+        oFrag.reduceAcrossLanes(partialSums[half], vector::CombiningKind::ADD);
+    // A row without any key (seq_kv = 0) is all zeros, not NaN.
+    Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                           sums[half], f32(0.0));
+    inv[half] = arith::SelectOp::create(
+        b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
+  }
+  Value o = arith::MulFOp::create(b, acc, oFrag.perRow(inv[0], inv[1]));
+  Value o16 = arith::TruncFOp::create(
+      b, VectorType::get({c.headDim / 2}, c.elementType), o);
+
+  // Stage O in this warpgroup's rows of the staging tile (Q's, or its own
+  // when persistent), then one thread stores it with TMA (which clips the
+  // rows past seq_q). The generic-proxy writes must be visible to the async
+  // proxy (fence) and complete in all 128 threads (the warpgroup's named
+  // barrier) before the store reads them.
+  Value barrierId = toI32(arith::AddIOp::create(
+      b, consumerIndex, index(AttentionConfig::epilogueBarrier(0))));
+  if (c.persistent) {
+    // The previous tile's store must have read the staging rows before they
+    // are overwritten; only the thread that issued it can wait for it.
+    auto previous = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(previous.thenBlock());
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                           b.getUnitAttr());
+    }
+    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+  }
+  StoreFragmentOp::create(b, o16, sOw, AttentionConfig::kSwizzleBytes);
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+  auto store = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(store.thenBlock());
+    Value oMap = params[static_cast<unsigned>(AttentionParam::OMap)];
+    for (int64_t col = 0; col < c.headBlocks(); ++col) {
+      Value tile =
+          slot(sOw, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
+               {64, w});
+      TMAStoreOp::create(b, tile, oMap,
+                         ValueRange{batch, head, firstRow, index(col * w)});
+    }
+    NVVM::CpAsyncBulkCommitGroupOp::create(b);
+    // The CTA's shared memory must outlive the store's reads (a persistent
+    // CTA waits before reusing the rows, and once at its end).
+    if (!c.persistent)
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                           b.getUnitAttr());
+  }
+
+  // Log-sum-exp, natural log: ln 2 * (m * c + log2 l), one lane per row.
+  Value lse = params[static_cast<unsigned>(AttentionParam::Lse)];
+  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
+  auto ptrType = LLVM::LLVMPointerType::get(ctx, 1);
+  Value null = LLVM::ZeroOp::create(b, ptrType);
+  Value wanted = arith::AndIOp::create(
+      b, LLVM::ICmpOp::create(b, LLVM::ICmpPredicate::ne, lse, null),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::RemUIOp::create(b, lane, index(4)),
+                            index(0)));
+  auto write = scf::IfOp::create(b, wanted, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(write.thenBlock());
+  Value rowBase = arith::MulIOp::create(
+      b,
+      arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
+      seqQ);
+  Value maxes[2] = {state.m0, state.m1}, rows[2] = {row0, row1};
+  for (int half : {0, 1}) {
+    Value inRange =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, rows[half], seqQ);
+    auto ifRow = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard rowGuard(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    Value value = arith::MulFOp::create(
+        b,
+        arith::AddFOp::create(b,
+                              arith::MulFOp::create(b, maxes[half], scaleLog2),
+                              math::Log2Op::create(b, sums[half])),
+        f32(M_LN2));
+    Value offset = arith::IndexCastOp::create(
+        b, b.getI64Type(), arith::AddIOp::create(b, rowBase, rows[half]));
+    Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), lse,
+                                     ValueRange{offset});
+    LLVM::StoreOp::create(b, value, addr);
+  }
+}

@@ -1,0 +1,135 @@
+//===- KernelBuilder.h - the attention kernel generator ---------*- C++ -*-===//
+//
+// The state of generating one attention kernel (AttentionKernelBuilder.cpp:
+// the kernel's skeleton, shared memory, producer and tile walk;
+// AttentionConsumer.cpp: the consumer warpgroups' loops, softmax, ping-pong
+// schedule and epilogue). Private to the Transforms library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_KERNELBUILDER_H
+#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_KERNELBUILDER_H
+
+#include "AttentionKernelBuilder.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace kvpipe::detail {
+
+using namespace mlir;
+
+class KernelBuilder {
+public:
+  KernelBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config)
+      : b(b), c(config), ctx(b.getContext()) {}
+
+  gpu::GPUFuncOp build(StringRef name);
+
+private:
+  // Types.
+  TensorMapType tensorMapType(int64_t rows) const {
+    return TensorMapType::get(ctx, {1, 1, rows, AttentionConfig::kTileWidth},
+                              c.elementType, AttentionConfig::kSwizzleBytes);
+  }
+  Attribute workgroup() const {
+    return gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  }
+  MemRefType sharedType(ArrayRef<int64_t> shape) const {
+    return MemRefType::get(shape, c.elementType, MemRefLayoutAttrInterface(),
+                           workgroup());
+  }
+  PipelineType pipelineType(int64_t kvStages) const {
+    return PipelineType::get(ctx, kvStages, /*qk_stages=*/1, /*producers=*/1,
+                             /*consumers=*/c.consumerWarpgroups);
+  }
+
+  // Scalars.
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  Value f32(double v) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value toI32(Value v) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  }
+
+  /// A rank-reduced view of one slot (and column block) of a tile ring.
+  Value slot(Value ring, ArrayRef<OpFoldResult> offsets,
+             ArrayRef<int64_t> sizes);
+
+  /// Sets the tile's values (qBlockRow, head, batch, kvHead, numKVBlocks).
+  void setTile(Value qBlock, Value headIndex, Value batchIndex);
+  /// Builds `body` once per tile of this CTA, carrying `states` through:
+  /// for the CTA's own tile, or, when persistent, in a loop over the tiles
+  /// the CTA takes.
+  SmallVector<Value>
+  forEachTile(ValueRange states,
+              function_ref<SmallVector<Value>(ValueRange)> body);
+  void buildProducer();
+  /// One tile's Q and K/V loads; returns the advanced (q, k, v) states.
+  SmallVector<Value> buildProducerTile(Value stateQ, Value stateK,
+                                       Value stateV);
+  void buildConsumer();
+  /// One tile's attention and epilogue; returns the advanced states.
+  SmallVector<Value> buildConsumerTile(Value stateQ, Value stateK,
+                                       Value stateV);
+
+  /// Running statistics of the thread's two rows: max and (partial) sum.
+  struct RowStats {
+    Value m0, m1, l0, l1;
+  };
+  /// One block's online-softmax update: the new statistics, the factors
+  /// rescaling what was accumulated under the old maxima, and P.
+  struct Softmax {
+    RowStats stats;
+    Value alpha0, alpha1;
+    Value p16;
+  };
+  /// Waits for K's slot and issues S = Q K^T (not retired); with
+  /// `takeTurn`, waits for this warpgroup's turn after the slot is full.
+  Value issueQK(Value stateK, bool takeTurn = false);
+  /// Waits for V's slot and issues O += P V (not retired).
+  Value issuePV(Value p16, Value stateV, Value o, bool takeTurn = false);
+  /// The ping-pong schedule (no-ops without `pingpong`): a warpgroup waits
+  /// for its turn before issuing wgmmas and passes the turn on after.
+  void startTurns();
+  void waitForTurn();
+  void passTurn();
+  /// Retires wgmma groups until `pending` are left; returns the fragment.
+  Value retire(Value fragment, int64_t pending);
+  Value rescale(Value o, Value alpha0, Value alpha1);
+  Value mask(Value s, Value kvBlock);
+  Softmax softmax(Value s, Value kvBlock, const RowStats &stats);
+  /// The K/V loops from the states `k` and `v`; both return (k state,
+  /// v state, O, m0, m1, l0, l1).
+  SmallVector<Value> buildSimpleLoop(Value k, Value v, Value o, RowStats stats);
+  SmallVector<Value> buildOverlappedLoop(Value k, Value v, Value o,
+                                         RowStats stats);
+  void buildEpilogue(Value acc, const RowStats &stats);
+
+  ImplicitLocOpBuilder &b;
+  const AttentionConfig &c;
+  MLIRContext *ctx;
+
+  // Kernel-wide values.
+  SmallVector<Value> params;
+  Value seqQ, seqKV, headsQ, numQBlocks, numTiles;
+  Value sQ, sK, sV, sO, pipeQ, pipeK, pipeV;
+  // The current tile.
+  Value batch, head, kvHead, qBlockRow, numKVBlocks;
+  // Consumer values: per thread, and (firstRow, row0, row1) per tile.
+  Value consumerIndex, sQw, sOw, elected, qRows, lane, warp;
+  Value firstRow, row0, row1;
+};
+
+} // namespace kvpipe::detail
+
+#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_KERNELBUILDER_H
