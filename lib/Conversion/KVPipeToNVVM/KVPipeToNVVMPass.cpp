@@ -173,12 +173,12 @@ LogicalResult checkWarpgroupWaits(Operation *root) {
 void alignSwizzledWorkgroupBuffers(Operation *root) {
   constexpr int64_t kAtomBytes = 1024;
   root->walk([&](gpu::GPUFuncOp fn) {
-    bool usesDataPath = false;
-    fn.walk([&](Operation *op) {
-      if (isa<TMALoadOp, TMAStoreOp, WarpgroupMmaOp, StoreFragmentOp>(op))
-        usesDataPath = true;
-    });
-    if (!usesDataPath)
+    auto isDataPath = [](Operation *op) {
+      return isa<TMALoadOp, TMAStoreOp, WarpgroupMmaOp, StoreFragmentOp>(op)
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
+    };
+    if (!fn.walk(isDataPath).wasInterrupted())
       return;
     Builder b(fn.getContext());
     StringRef name = LLVM::LLVMDialect::getAlignAttrName();

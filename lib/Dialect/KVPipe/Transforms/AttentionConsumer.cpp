@@ -66,9 +66,10 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
                                                     Value stateV) {
   if (c.persistent && c.causal) {
     // The tile's K/V block count comes from divisions of the tile index,
-    // which ptxas does not know to be uniform: broadcast it from lane 0 so
-    // that the K/V loop, and the pipeline states and wgmma descriptors it
-    // carries, stay on the uniform datapath.
+    // which ptxas does not know to be uniform; it is broadcast from lane 0
+    // in the hope of keeping the K/V loop's states on the uniform datapath.
+    // The SASS shows no difference either way (docs/performance.md v5): the
+    // wgmma descriptors leave the uniform registers all the same.
     Value count = toI32(numKVBlocks);
     numKVBlocks = toIndex(
         gpu::ShuffleOp::create(b, count, i32(0), i32(32), gpu::ShuffleMode::IDX)
@@ -109,16 +110,17 @@ void KernelBuilder::startTurns() {
   auto ifFirst = scf::IfOp::create(b, first, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifFirst.thenBlock());
-  NVVM::BarrierArriveOp::create(b, i32(AttentionConfig::scheduleBarrier(0)),
+  NVVM::BarrierArriveOp::create(b, i32(AttentionConfig::kScheduleBarriers),
                                 i32(2 * 128));
 }
 
 void KernelBuilder::waitForTurn() {
   if (!c.pingpong)
     return;
-  Value id = toI32(arith::AddIOp::create(
-      b, consumerIndex, index(AttentionConfig::scheduleBarrier(0))));
-  NVVM::BarrierOp::create(b, Type(), id, i32(2 * 128), nullptr, Value());
+  NVVM::BarrierOp::create(
+      b, Type(),
+      namedBarrier(AttentionConfig::kScheduleBarriers, consumerIndex),
+      i32(2 * 128), nullptr, Value());
 }
 
 void KernelBuilder::passTurn() {
@@ -128,34 +130,33 @@ void KernelBuilder::passTurn() {
   Value next = arith::RemUIOp::create(
       b, arith::AddIOp::create(b, consumerIndex, index(1)),
       index(c.consumerWarpgroups));
-  Value id = toI32(arith::AddIOp::create(
-      b, next, index(AttentionConfig::scheduleBarrier(0))));
-  NVVM::BarrierArriveOp::create(b, id, i32(2 * 128));
+  NVVM::BarrierArriveOp::create(
+      b, namedBarrier(AttentionConfig::kScheduleBarriers, next), i32(2 * 128));
+}
+
+Value KernelBuilder::namedBarrier(int64_t first, Value consumer) {
+  return toI32(arith::AddIOp::create(b, consumer, index(first)));
+}
+
+Value KernelBuilder::waitForSlot(Value ring, Value state, bool takeTurn) {
+  ConsumerWaitOp::create(b, state, nullptr);
+  if (takeTurn)
+    waitForTurn();
+  return slot(ring,
+              {Value(IndexOp::create(b, state)), b.getIndexAttr(0),
+               b.getIndexAttr(0), b.getIndexAttr(0)},
+              {c.headBlocks(), c.blockN, AttentionConfig::kTileWidth});
 }
 
 Value KernelBuilder::issueQK(Value stateK, bool takeTurn) {
-  int64_t w = AttentionConfig::kTileWidth;
-  ConsumerWaitOp::create(b, stateK, nullptr);
-  if (takeTurn)
-    waitForTurn();
-  Value kTile = slot(sK,
-                     {Value(IndexOp::create(b, stateK)), b.getIndexAttr(0),
-                      b.getIndexAttr(0), b.getIndexAttr(0)},
-                     {c.headBlocks(), c.blockN, w});
+  Value kTile = waitForSlot(sK, stateK, takeTurn);
   return WarpgroupMmaOp::create(
       b, VectorType::get({c.blockN / 2}, b.getF32Type()), sQw, kTile, Value(),
       AttentionConfig::kSwizzleBytes, /*transpose_b=*/false);
 }
 
 Value KernelBuilder::issuePV(Value p16, Value stateV, Value o, bool takeTurn) {
-  int64_t w = AttentionConfig::kTileWidth;
-  ConsumerWaitOp::create(b, stateV, nullptr);
-  if (takeTurn)
-    waitForTurn();
-  Value vTile = slot(sV,
-                     {Value(IndexOp::create(b, stateV)), b.getIndexAttr(0),
-                      b.getIndexAttr(0), b.getIndexAttr(0)},
-                     {c.headBlocks(), c.blockN, w});
+  Value vTile = waitForSlot(sV, stateV, takeTurn);
   return WarpgroupMmaOp::create(b, o.getType(), p16, vTile, o,
                                 AttentionConfig::kSwizzleBytes,
                                 /*transpose_b=*/true);
@@ -204,7 +205,6 @@ SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value k, Value v, Value o,
   // FA3's intra-warpgroup overlap: S_j = Q K_j and O += P_{j-1} V_{j-1} are
   // issued together; S_j is retired first (wait_group 1) and its softmax
   // runs while the tensor cores still compute P_{j-1} V_{j-1}.
-  Fragment oFrag(b, c.headDim / 2);
   Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numKVBlocks,
                                     index(0));
   SmallVector<Type> types = {k.getType(),    v.getType(),    o.getType(),
@@ -261,7 +261,6 @@ SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value k, Value v, Value o,
   scf::YieldOp::create(b, ValueRange{loop.getResult(0), endV, acc,
                                      loop.getResult(3), loop.getResult(4),
                                      loop.getResult(5), loop.getResult(6)});
-  (void)oFrag;
   return SmallVector<Value>(ifAny.getResults());
 }
 
@@ -374,8 +373,8 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   // rows past seq_q). The generic-proxy writes must be visible to the async
   // proxy (fence) and complete in all 128 threads (the warpgroup's named
   // barrier) before the store reads them.
-  Value barrierId = toI32(arith::AddIOp::create(
-      b, consumerIndex, index(AttentionConfig::epilogueBarrier(0))));
+  Value barrierId =
+      namedBarrier(AttentionConfig::kEpilogueBarriers, consumerIndex);
   if (c.persistent) {
     // The previous tile's store must have read the staging rows before they
     // are overwritten; only the thread that issued it can wait for it.

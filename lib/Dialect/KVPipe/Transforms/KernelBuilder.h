@@ -93,6 +93,12 @@ private:
     Value alpha0, alpha1;
     Value p16;
   };
+  /// The i32 id of consumer warpgroup `consumer`'s named barrier among those
+  /// from `first` on (AttentionConfig::k*Barriers).
+  Value namedBarrier(int64_t first, Value consumer);
+  /// Waits until `state`'s slot of `ring` is full and, with `takeTurn`, for
+  /// this warpgroup's turn; returns the slot's [D/64][block_n][64] tiles.
+  Value waitForSlot(Value ring, Value state, bool takeTurn);
   /// Waits for K's slot and issues S = Q K^T (not retired); with
   /// `takeTurn`, waits for this warpgroup's turn after the slot is full.
   Value issueQK(Value stateK, bool takeTurn = false);

@@ -37,10 +37,11 @@ struct AttentionConfig {
   /// staged in its own buffer so that the next Q can load meanwhile.
   bool persistent;
 
-  /// Named barriers: 0 is the CTA barrier; each consumer warpgroup has one
-  /// for its epilogue and one for its turn in the ping-pong schedule.
-  static int64_t epilogueBarrier(int64_t consumer) { return 1 + consumer; }
-  static int64_t scheduleBarrier(int64_t consumer) { return 4 + consumer; }
+  /// Named barriers: 0 is the CTA barrier; consumer warpgroup c has
+  /// kEpilogueBarriers + c for its epilogue and kScheduleBarriers + c for its
+  /// turn in the ping-pong schedule.
+  static constexpr int64_t kEpilogueBarriers = 1;
+  static constexpr int64_t kScheduleBarriers = 4;
 
   /// Shared memory a CTA may use on sm_90 (227 KiB).
   static constexpr int64_t kMaxSharedMemoryBytes = 227 * 1024;
