@@ -1,10 +1,16 @@
 /*===- kvpipe-c/Dialects.h - C API of kvpipe ----------------------*- C -*-===*\
 |*                                                                            *|
-|* The MLIR C API convention for out-of-tree dialects, entry points to       *|
-|* register kvpipe's passes and run a pipeline, and a self-contained compile *|
-|* of IR text, for compilers and languages that embed kvpipe through C       *|
-|* (libKVPipeCAPI.so, which also exports MLIR's core C API:                  *|
-|* mlirContextCreate, mlirModuleCreateParse, ...).                           *|
+|* The MLIR C API convention for out-of-tree dialects, entry points to        *|
+|* register kvpipe's passes and run a pipeline, and a self-contained compile  *|
+|* of IR text, for compilers and languages that embed kvpipe through C.       *|
+|*                                                                            *|
+|* libKVPipeCAPI.so defines the functions declared here, and only these are   *|
+|* its C API (it also exports kvpipe's C++ symbols, which are no interface).  *|
+|* MLIR's core C API that they take and return (mlirContextCreate,            *|
+|* mlirModuleCreateParse, ...) is not in it: it is in libKVPipeMLIRCAPI.so,   *|
+|* which a C program links as well. CMake's KVPipe::KVPipeCAPI brings both    *|
+|* libraries and MLIR's C headers; without CMake,                             *|
+|* -lKVPipeCAPI -lKVPipeMLIRCAPI and MLIR's include directory.                *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 

@@ -1,5 +1,5 @@
 // The smallest embedding: an opt tool of another compiler that knows kvpipe
-// through the installed package and nothing else.
+// through its CMake package and nothing else.
 #include "kvpipe/InitAll.h"
 #include "kvpipe/Pipelines/Pipelines.h"
 
