@@ -24,6 +24,7 @@
 
 #include "Common.h"
 
+#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/IR/SwizzledTile.h"
 
@@ -304,9 +305,9 @@ struct WarpgroupWaitOpLowering : ConvertOpToLLVMPattern<WarpgroupWaitOp> {
 };
 
 /// Each thread stores its fragment pairs (adjacent columns, one 32-bit
-/// store each) at their swizzled addresses. Element i of thread t is at row
-/// 16*w + l/4 + 8*((i%4)/2), column 8*(i/4) + 2*(l%4) + i%2 (w = t/32 within
-/// the warpgroup, l = t%32). The swizzle XORs the 16-byte chunk index
+/// store each) at their swizzled addresses, in the accumulator layout of
+/// AccumulatorLayout.h (the thread's base row and column, plus each
+/// element's constant offset). The swizzle XORs the 16-byte chunk index
 /// (address bits 4..) with the row within the 8-row atom (bits 7..).
 struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
@@ -319,16 +320,20 @@ struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
     SwizzledTile tile = *getSwizzledTile(
         type, op.getSwizzle(), [] { return InFlightDiagnostic(); }, "dest");
     auto cst = [&](int64_t v) { return i32Constant(rewriter, loc, v); };
+    using Layout = AccumulatorLayout;
     Value t = LLVM::URemOp::create(rewriter, loc, threadIdX(rewriter, loc),
-                                   cst(128));
-    Value warp = LLVM::UDivOp::create(rewriter, loc, t, cst(32));
-    Value lane = LLVM::URemOp::create(rewriter, loc, t, cst(32));
+                                   cst(Layout::kThreads));
+    Value warp = LLVM::UDivOp::create(rewriter, loc, t, cst(Layout::kWarpSize));
+    Value lane = LLVM::URemOp::create(rewriter, loc, t, cst(Layout::kWarpSize));
+    // Layout::threadRow and Layout::threadColumn, at run time.
     Value rowBase = LLVM::AddOp::create(
-        rewriter, loc, LLVM::MulOp::create(rewriter, loc, warp, cst(16)),
-        LLVM::UDivOp::create(rewriter, loc, lane, cst(4)));
+        rewriter, loc,
+        LLVM::MulOp::create(rewriter, loc, warp, cst(Layout::kRowsPerWarp)),
+        LLVM::UDivOp::create(rewriter, loc, lane, cst(Layout::kLanesPerRow)));
     Value colBase = LLVM::MulOp::create(
-        rewriter, loc, LLVM::URemOp::create(rewriter, loc, lane, cst(4)),
-        cst(2));
+        rewriter, loc,
+        LLVM::URemOp::create(rewriter, loc, lane, cst(Layout::kLanesPerRow)),
+        cst(Layout::kColumnsPerLane));
     Value base = tileAddress(rewriter, loc, *getTypeConverter(), type,
                              adaptor.getDest());
     auto fragType = cast<VectorType>(op.getFragment().getType());
@@ -338,9 +343,11 @@ struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
         adaptor.getFragment());
     int64_t swizzleMask = tile.swizzleBytes / 16 - 1;
     for (int64_t j = 0; j < numPairs; ++j) {
-      int64_t i = 2 * j, col = 8 * (i / 4), half = (i % 4) / 2;
+      // Element i = 2j and its neighbour i + 1 (one column right).
+      int64_t i = 2 * j, col = Layout::columnOffset(i);
       int64_t block = col / tile.width, colInBlock = col % tile.width;
-      Value row = LLVM::AddOp::create(rewriter, loc, rowBase, cst(8 * half));
+      Value row = LLVM::AddOp::create(rewriter, loc, rowBase,
+                                      cst(Layout::rowOffset(i)));
       // Byte offset within the block, before the swizzle.
       Value offset = LLVM::AddOp::create(
           rewriter, loc,

@@ -71,22 +71,42 @@ def fragment_kernels() -> list[tuple[str, str, int, int]]:
 # Helpers emitted into the gpu.module (func.func private: inlined by LLVM).
 
 
-def frag_offsets(elems: int, row_stride: int) -> list[int]:
-    """Offset of fragment element i from the thread's base (row*stride + col).
+# The wgmma accumulator layout (also the RS A-fragment and store_fragment
+# layout). Its source of truth is the compiler's
+# include/kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h (AccumulatorLayout::
+# threadRow, threadColumn, rowOffset, columnOffset); Python cannot call it,
+# so it is restated here once and the helpers below read it from here only.
+# Element i of thread t (warp w = t/32, lane l = t%32) is at
+#   row    ACC_ROWS_PER_WARP*w + l/ACC_LANES_PER_ROW + acc_row_offset(i)
+#   column ACC_COLUMNS_PER_LANE*(l%ACC_LANES_PER_ROW) + acc_column_offset(i)
+ACC_ROWS_PER_WARP = 16
+ACC_LANES_PER_ROW = 4
+ACC_COLUMNS_PER_LANE = 2
 
-    Element i of thread t (warp w, lane l) is row 16w + l/4 + 8*((i%4)/2),
-    column 8*(i/4) + 2*(l%4) + i%2: the wgmma accumulator layout, which is
-    also the RS A-fragment and store_fragment layout.
-    """
-    return [8 * ((i % 4) // 2) * row_stride + 8 * (i // 4) + i % 2 for i in range(elems)]
+
+def acc_row_offset(i: int) -> int:
+    """AccumulatorLayout::rowOffset: the row half of element i, 0 or 8."""
+    return 8 * ((i % 4) // 2)
+
+
+def acc_column_offset(i: int) -> int:
+    """AccumulatorLayout::columnOffset."""
+    return 8 * (i // 4) + i % 2
+
+
+def frag_offsets(elems: int, row_stride: int) -> list[int]:
+    """Offset of fragment element i from the thread's base (row*stride + col),
+    in the accumulator layout above."""
+    return [acc_row_offset(i) * row_stride + acc_column_offset(i) for i in range(elems)]
 
 
 def thread_base(lines: list[str], row_stride: str, row0: str | None = None) -> None:
-    """Emits %base = (row0 + 16w + l/4) * stride + 2*(l%4) for the thread."""
+    """Emits %base = (row0 + 16w + l/4) * stride + 2*(l%4) for the thread
+    (the accumulator layout's thread base, see ACC_ROWS_PER_WARP)."""
     lines += [
-        "    %c2 = arith.constant 2 : index",
-        "    %c4 = arith.constant 4 : index",
-        "    %c16 = arith.constant 16 : index",
+        f"    %c2 = arith.constant {ACC_COLUMNS_PER_LANE} : index",
+        f"    %c4 = arith.constant {ACC_LANES_PER_ROW} : index",
+        f"    %c16 = arith.constant {ACC_ROWS_PER_WARP} : index",
         "    %c32 = arith.constant 32 : index",
         "    %c128 = arith.constant 128 : index",
         "    %tid = gpu.thread_id x",

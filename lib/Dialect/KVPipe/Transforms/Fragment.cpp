@@ -2,6 +2,8 @@
 
 #include "Fragment.h"
 
+#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -13,7 +15,7 @@ VectorType Fragment::type() const { return VectorType::get({n}, b.getF32Type());
 Value Fragment::columnOffsets() const {
   SmallVector<int32_t> offsets;
   for (int64_t i = 0; i < n; ++i)
-    offsets.push_back(8 * (i / 4) + i % 2);
+    offsets.push_back(AccumulatorLayout::columnOffset(i));
   auto type = VectorType::get({n}, b.getI32Type());
   return arith::ConstantOp::create(b, type,
                                    DenseElementsAttr::get(type, ArrayRef(offsets)));
@@ -22,7 +24,7 @@ Value Fragment::columnOffsets() const {
 Value Fragment::isSecondRow() const {
   SmallVector<bool> second;
   for (int64_t i = 0; i < n; ++i)
-    second.push_back((i % 4) >= 2);
+    second.push_back(AccumulatorLayout::rowHalf(i) == 1);
   auto type = VectorType::get({n}, b.getI1Type());
   return arith::ConstantOp::create(b, type,
                                    DenseElementsAttr::get(type, ArrayRef(second)));
@@ -37,8 +39,9 @@ Value Fragment::perRow(Value first, Value second) const {
 
 Value Fragment::reduceAcrossLanes(Value value,
                                   vector::CombiningKind kind) const {
-  Value width = arith::ConstantIntOp::create(b, 32, 32);
-  for (int32_t offset : {1, 2}) {
+  Value width =
+      arith::ConstantIntOp::create(b, AccumulatorLayout::kWarpSize, 32);
+  for (int32_t offset : AccumulatorLayout::kQuadXorOffsets) {
     Value other =
         gpu::ShuffleOp::create(b, value,
                                arith::ConstantIntOp::create(b, offset, 32),
@@ -53,7 +56,7 @@ Value Fragment::reduceRow(Value fragment, int half, vector::CombiningKind kind,
                           bool acrossLanes) const {
   SmallVector<int64_t> indices;
   for (int64_t i = 0; i < n; ++i)
-    if ((i % 4 >= 2) == (half == 1))
+    if (AccumulatorLayout::rowHalf(i) == half)
       indices.push_back(i);
   Value row = vector::ShuffleOp::create(b, fragment, fragment, indices);
   Value partial = vector::ReductionOp::create(b, kind, row);

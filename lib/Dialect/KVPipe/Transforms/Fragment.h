@@ -1,11 +1,11 @@
 //===- Fragment.h - wgmma accumulator fragments as vectors ------*- C++ -*-===//
 //
 // A warpgroup's 64xN f32 wgmma accumulator lives in its 128 threads as
-// `vector<N/2 x f32>`: element i of thread t (warp w = t/32, lane l = t%32)
-// is row 16w + l/4 + 8*((i%4)/2), column 8*(i/4) + 2*(l%4) + i%2. So each
-// thread holds two rows ("row halves" 0 and 1: i%4 < 2 and i%4 >= 2), and a
-// row is spread over the 4 lanes with equal l/4. These helpers build the
-// row-wise operations of the online softmax on that layout.
+// `vector<N/2 x f32>`, in the layout kvpipe/Dialect/KVPipe/IR/
+// AccumulatorLayout.h defines: each thread holds two rows ("row halves"),
+// and a row is spread over the 4 lanes of a quad. These helpers build the
+// row-wise operations of the online softmax on that layout; the fragment ops
+// (KVPipeFragmentOps.td) lower through them.
 //
 //===----------------------------------------------------------------------===//
 
