@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing kvpipe needs, only where it is missing:
-# Debian's LLVM/MLIR 22, ninja and cmake; pytest for the Python tests.
+# Debian's LLVM/MLIR 22, ninja, cmake, and python3-venv (the test suite's
+# Python environment is a venv, scripts/python-env.sh; nothing is installed
+# into a system interpreter).
 set -euo pipefail
 
-APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools ninja-build cmake g++)
+APT_PACKAGES=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools ninja-build cmake g++ python3-venv)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
@@ -14,10 +16,4 @@ if ((${#missing[@]})); then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-
-PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c "import pytest" >/dev/null 2>&1; then
-  echo "kvpipe: installing pytest"
-  "$PYTHON" -m pip install -q pytest
 fi

@@ -7,7 +7,6 @@ they were given. The tests marked ``gpu`` load and launch real kernels
 """
 
 import ctypes
-import importlib.util
 import shutil
 import struct
 import subprocess
@@ -21,19 +20,7 @@ from fakes import FakeDevice, FakeDtype, FakeTensor  # noqa: F401
 from kvpipe import cuda
 from kvpipe._tensors import check_tensor, dtype_name, element_size
 
-HAVE_BINDINGS = importlib.util.find_spec("cuda.bindings") is not None
-needs_bindings = pytest.mark.skipif(not HAVE_BINDINGS, reason="cuda-bindings is not installed")
-
-
-def _gpu_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return HAVE_BINDINGS and torch.cuda.is_available()
-
-
-gpu = pytest.mark.skipif(not _gpu_available(), reason="needs torch with a CUDA GPU")
+from needs import HAVE_BINDINGS, gpu, gpu_available, needs_bindings  # noqa: F401
 
 
 # ---------------------------------------------------------------------------
@@ -417,7 +404,7 @@ DONE:
 
 @pytest.fixture(scope="module")
 def echo_kernel():
-    if not _gpu_available():
+    if not gpu_available():
         pytest.skip("needs torch with a CUDA GPU")
     return cuda.Module(ECHO_PTX, name="echo").function("echo_args")
 

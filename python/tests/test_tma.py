@@ -3,26 +3,13 @@ innermost-first order, what reaches cuTensorMapEncodeTiled, and -- on a GPU --
 a real TMA copy through an encoded descriptor."""
 
 import ctypes
-import importlib.util
 import sys
 
 import pytest
 
 from kvpipe import cuda, tma
 
-HAVE_BINDINGS = importlib.util.find_spec("cuda.bindings") is not None
-needs_bindings = pytest.mark.skipif(not HAVE_BINDINGS, reason="cuda-bindings is not installed")
-
-
-def _gpu_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return HAVE_BINDINGS and torch.cuda.is_available()
-
-
-gpu = pytest.mark.skipif(not _gpu_available(), reason="needs torch with a CUDA GPU")
+from needs import HAVE_BINDINGS, gpu, gpu_available, needs_bindings  # noqa: F401
 
 # A (B, H, S, D) = (2, 16, 4096, 128) bf16 tensor, contiguous, and a 64 x 64 tile.
 PTR = 0x7F00_0000_0000
@@ -214,7 +201,7 @@ def test_encode_tiled_reaches_the_real_driver():
     try:
         desc = tma.encode_tiled(**good())
     except cuda.CudaError as exc:
-        if _gpu_available():
+        if gpu_available():
             raise
         assert isinstance(exc, cuda.DriverNotFoundError) or exc.name.startswith("CUDA_ERROR")
     else:
