@@ -32,7 +32,8 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kvpipe_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["kvpipe-opt"], tool_dirs)
+# count: for tests that assert how many lines a diagnostic takes.
+llvm_config.add_tool_substitutions(["kvpipe-opt", "count"], tool_dirs)
 
 # ptxas: on PATH, or in the CUDA toolkit's bin directory.
 ptxas = shutil.which("ptxas")

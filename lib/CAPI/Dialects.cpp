@@ -12,6 +12,7 @@
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
 #include "kvpipe/InitAll.h"
+#include "kvpipe/Support/InputLimits.h"
 
 #include "mlir/CAPI/IR.h"
 #include "mlir/CAPI/Registration.h"
@@ -124,8 +125,13 @@ MlirLogicalResult kvpipeCompileText(MlirStringRef ir, MlirStringRef sourceName,
   auto sourceMgr = std::make_shared<llvm::SourceMgr>();
   llvm::StringRef name =
       sourceName.length ? unwrap(sourceName) : llvm::StringRef("<stdin>");
-  sourceMgr->AddNewSourceBuffer(
+  unsigned bufferId = sourceMgr->AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(unwrap(ir), name), llvm::SMLoc());
+  // A stack overflow in the parser would kill the embedding process.
+  if (mlir::failed(kvpipe::checkInputNesting(
+          sourceMgr->getMemoryBuffer(bufferId)->getMemBufferRef(),
+          diagnosticStream)))
+    return mlirLogicalResultFailure();
 
   // Declared in this order so that the IR dies before the handler and the
   // handler before the context.

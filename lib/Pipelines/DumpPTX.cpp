@@ -21,14 +21,22 @@ struct DumpPTX : kvpipe::impl::DumpPTXBase<DumpPTX> {
   using Base::Base;
 
   void runOnOperation() override {
+    // Errors are reported at locations, not on ops: an op's diagnostic prints
+    // the op after the message, here a whole module or binary.
     if (format != "isa" && format != "bin") {
-      getOperation().emitError()
+      emitError(getOperation().getLoc())
           << "kvpipe-to-ptx: 'format' must be 'isa' (PTX) or 'bin' (cubin), "
              "got '"
           << format << "'";
       return signalPassFailure();
     }
     SmallVector<gpu::BinaryOp> binaries(getOperation().getOps<gpu::BinaryOp>());
+    if (!file.empty() && binaries.empty()) {
+      emitError(UnknownLoc::get(&getContext()))
+          << "kvpipe-to-ptx: ptx-file=" << file
+          << ": no PTX was produced, the input has no gpu.module to compile";
+      return signalPassFailure();
+    }
     for (gpu::BinaryOp binary : binaries) {
       // PTX that still declares libdevice functions cannot be loaded: the
       // NVVM target did not find libdevice to link.
@@ -39,8 +47,9 @@ struct DumpPTX : kvpipe::impl::DumpPTXBase<DumpPTX> {
         StringRef text = obj.getObject().getValue();
         size_t pos = text.find(".extern .func");
         if (pos != StringRef::npos && text.find("__nv_", pos) != StringRef::npos) {
-          binary.emitError()
-              << "calls libdevice functions that were not linked: give the "
+          emitError(binary.getLoc())
+              << "gpu.binary @" << binary.getName()
+              << " calls libdevice functions that were not linked: give the "
                  "CUDA toolkit with toolkit=<path> (or CUDA_HOME)";
           return signalPassFailure();
         }
@@ -63,14 +72,20 @@ struct DumpPTX : kvpipe::impl::DumpPTXBase<DumpPTX> {
           ptx = obj.getObject().getValue();
       }
       if (ptx.empty()) {
-        binary.emitError() << "holds no PTX to write to '" << path
-                           << "': compile with format=isa";
+        emitError(binary.getLoc())
+            << "kvpipe-to-ptx: ptx-file=" << path << ": gpu.binary @"
+            << binary.getName()
+            << " holds no PTX (format=bin gives a cubin): compile with "
+               "format=isa";
         return signalPassFailure();
       }
       std::string error;
       std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(path, &error);
       if (!out) {
-        binary.emitError() << "cannot write the PTX: " << error;
+        // About an option, not a place in the input: no location.
+        emitError(UnknownLoc::get(&getContext()))
+            << "kvpipe-to-ptx: ptx-file=" << file << ": cannot write the PTX: "
+            << error;
         return signalPassFailure();
       }
       out->os() << ptx;

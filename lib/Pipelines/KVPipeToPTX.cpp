@@ -24,6 +24,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 
 #include <cstdlib>
 
@@ -90,12 +91,73 @@ void kvpipe::buildKVPipeToPTXPipeline(OpPassManager &pm,
   pm.addPass(createDumpPTX(dumpOptions));
 }
 
+/// Checks that `path` (an output file option) can be created: its directory
+/// exists. Whether the file itself can be written is known only when the
+/// pass writes it (and reports it then).
+static LogicalResult
+checkOutputFile(StringRef option, StringRef path,
+                llvm::function_ref<void(const llvm::Twine &)> error) {
+  if (path.empty() || path == "-")
+    return success();
+  StringRef dir = llvm::sys::path::parent_path(path);
+  if (dir.empty())
+    dir = ".";
+  if (llvm::sys::fs::is_directory(dir))
+    return success();
+  error("kvpipe-to-ptx: " + option + "='" + path + "': the directory '" + dir +
+        "' does not exist");
+  return failure();
+}
+
+LogicalResult kvpipe::validateKVPipeToPTXOptions(
+    const KVPipeToPTXOptions &options,
+    llvm::function_ref<void(const llvm::Twine &)> error) {
+  if (options.format != "isa" && options.format != "bin") {
+    error("kvpipe-to-ptx: format='" + options.format +
+          "' is not a format: use 'isa' (PTX) or 'bin' (a cubin)");
+    return failure();
+  }
+  if (options.optLevel > 3) {
+    error("kvpipe-to-ptx: opt-level=" + llvm::Twine(options.optLevel) +
+          " is not an optimisation level: use 0, 1, 2 or 3");
+    return failure();
+  }
+  if (!options.toolkit.empty() &&
+      !llvm::sys::fs::is_directory(options.toolkit)) {
+    error("kvpipe-to-ptx: toolkit='" + options.toolkit +
+          "' is not a directory (a CUDA toolkit, e.g. /usr/local/cuda)");
+    return failure();
+  }
+  if (failed(checkOutputFile("ptx-file", options.ptxFile, error)) ||
+      failed(checkOutputFile("abi-file", options.abiFile, error)))
+    return failure();
+  return success();
+}
+
 void kvpipe::registerKVPipePipelines() {
   registerKVPipePipelinesPasses();
-  PassPipelineRegistration<KVPipeToPTXOptions>(
+  // PassPipelineRegistration<Options> cannot reject option values; this is
+  // what it does, plus validateKVPipeToPTXOptions, so that a bad value is one
+  // line naming the option instead of a pipeline failure that prints the
+  // whole module.
+  registerPassPipeline(
       "kvpipe-to-ptx",
       "Lower kvpipe programs (pipelines, TMA, wgmma, attention kernels) in "
       "gpu.modules to gpu.binary ops holding PTX (format=isa) or cubins "
       "(format=bin) for sm_90a",
-      buildKVPipeToPTXPipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        KVPipeToPTXOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        bool valid = succeeded(validateKVPipeToPTXOptions(
+            options, [&](const Twine &message) { (void)errorHandler(message); }));
+        if (!valid)
+          return failure();
+        buildKVPipeToPTXPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(KVPipeToPTXOptions());
+      });
 }

@@ -85,6 +85,30 @@ def test_unparsable_text_is_a_diagnostic_not_a_crash(opt, capi, text):
     assert info.value.diagnostics == from_opt.value.diagnostics
 
 
+def test_deeply_nested_input_is_refused_not_a_crash(opt, capi):
+    # 200,000 nested '[' overflowed the parser's stack: through the library
+    # that killed this process. Both backends refuse it with the same error.
+    deep = "func.func @f() attributes {a = " + "[" * 200000 + "]" * 200000 + "} { return }"
+    with pytest.raises(CompilerError, match=r"<stdin>:1:\d+: error: input nests brackets "
+                                            r"more than 1000 levels deep") as info:
+        capi.run(deep)
+    with pytest.raises(CompilerError) as from_opt:
+        opt.run(deep)
+    assert from_opt.value.returncode == 1  # an error, not a signal
+    assert info.value.diagnostics == from_opt.value.diagnostics
+
+
+def test_bad_option_value_is_short(opt, capi):
+    # One line naming the option, not the module printed after a pipeline
+    # failure; the library adds the pipeline parser's own "failed to add".
+    for backend, lines in ((opt, 1), (capi, 2)):
+        with pytest.raises(CompilerError) as info:
+            backend.run(RING, ["--kvpipe-to-ptx=format=elf"])
+        text = info.value.diagnostics.strip()
+        assert len(text.splitlines()) == lines, text
+        assert "format='elf' is not a format" in text and "gpu.module" not in text
+
+
 @pytest.mark.parametrize("kwargs,match", [
     (dict(passes=["--no-such-pass"]), "'no-such-pass' does not refer to a registered pass"),
     (dict(pass_pipeline="func.func(cse)"), "must be anchored on builtin.module, got 'func.func'"),

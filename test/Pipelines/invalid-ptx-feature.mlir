@@ -39,8 +39,9 @@ gpu.module @blackwell [#nvvm.target<chip = "sm_120a", features = "+ptx86">] {
 // -----
 
 // A version NVPTX does not know is ignored (with a warning), so the chip's
-// default applies and the module compiles.
-// OPTION-NOT: @unknown_version
+// default applies and the module compiles. A features option that disagrees
+// with the module's own target is an error (test/Pipelines/chip-agreement.mlir).
+// OPTION: error: kvpipe-to-ptx: features=+ptx60 disagrees with the target that gpu.module @unknown_version declares (features = "+ptx99")
 gpu.module @unknown_version [#nvvm.target<chip = "sm_90a", features = "+ptx99">] {
   gpu.func @k() kernel {
     gpu.return

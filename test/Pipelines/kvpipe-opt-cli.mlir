@@ -38,7 +38,7 @@
 
 // An optimisation level NVPTX does not have.
 // RUN: not kvpipe-opt %s --kvpipe-to-ptx="opt-level=9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=O9
-// O9: error: Invalid optimization level: 9.
+// O9: kvpipe-to-ptx: opt-level=9 is not an optimisation level
 
 // A missing input file.
 // RUN: not kvpipe-opt %t.does-not-exist.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE

@@ -6,7 +6,7 @@
 // ptx-file writes the PTX that format=isa produces; with format=bin there is
 // none to write, which is an error at the gpu.binary, not an empty file.
 
-// CHECK: error: holds no PTX to write to '{{.*}}ptx-file-bin.mlir.tmp.ptx': compile with format=isa
+// CHECK: error: kvpipe-to-ptx: ptx-file={{.*}}ptx-file-bin.mlir.tmp.ptx: gpu.binary @cubin holds no PTX (format=bin gives a cubin): compile with format=isa
 module attributes {gpu.container_module} {
 gpu.module @cubin {
   gpu.func @empty() kernel {

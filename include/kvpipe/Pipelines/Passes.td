@@ -9,15 +9,19 @@ def AttachNVVMTarget : Pass<"kvpipe-attach-nvvm-target", "::mlir::ModuleOp"> {
   let summary = "Give every gpu.module an NVVM target and optimisation level";
   let description = [{
     A `gpu.module` without a target gets
-    `#nvvm.target<chip = $chip, features = $features, O = $opt-level>`; a
-    module that declares its own `#nvvm.target` keeps its chip and features
-    and gets `O = $opt-level`.
+    `#nvvm.target<chip = $chip, features = $features, O = $opt-level>`
+    (`sm_90a` and `+ptx86` where not given); a module that declares its own
+    `#nvvm.target` keeps its chip and features and gets `O = $opt-level`.
+    A `chip` or `features` given explicitly that disagrees with a module's
+    own target is an error: it is neither applied nor silently ignored.
   }];
   let options = [
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "Target chip of modules without a target">,
-    Option<"features", "features", "std::string", /*default=*/"\"+ptx86\"",
-           "PTX features of modules without a target">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"\"",
+           "Target chip of modules without a target (default sm_90a); "
+           "modules that declare one must agree">,
+    Option<"features", "features", "std::string", /*default=*/"\"\"",
+           "PTX features of modules without a target (default +ptx86); "
+           "modules that declare one must agree">,
     Option<"optLevel", "O", "unsigned", /*default=*/"3",
            "LLVM optimisation level of the NVPTX compilation">,
   ];

@@ -19,14 +19,18 @@ namespace kvpipe {
 
 /// Options of `--kvpipe-to-ptx`.
 struct KVPipeToPTXOptions : public mlir::PassPipelineOptions<KVPipeToPTXOptions> {
-  Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("Target chip of gpu.modules that "
-                                          "declare no target"),
-                           llvm::cl::init("sm_90a")};
-  Option<std::string> features{*this, "features",
-                               llvm::cl::desc("PTX features of gpu.modules "
-                                              "that declare no target"),
-                               llvm::cl::init("+ptx86")};
+  Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("Target chip of gpu.modules that declare no target "
+                     "(default sm_90a); a module that declares one must "
+                     "agree with it"),
+      llvm::cl::init("")};
+  Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features of gpu.modules that declare no target "
+                     "(default +ptx86); a module that declares one must "
+                     "agree with it"),
+      llvm::cl::init("")};
   Option<unsigned> optLevel{*this, "opt-level",
                             llvm::cl::desc("LLVM optimisation level of the "
                                            "NVPTX compilation"),
@@ -61,6 +65,13 @@ struct KVPipeToPTXOptions : public mlir::PassPipelineOptions<KVPipeToPTXOptions>
                      "found by MLIR's NVVM target)"),
       llvm::cl::init("")};
 };
+
+/// Checks the option values of `--kvpipe-to-ptx` that can be checked before
+/// the pipeline runs (format, opt-level, toolkit, where the output files go);
+/// reports the first bad one through `error`, naming the option.
+mlir::LogicalResult validateKVPipeToPTXOptions(
+    const KVPipeToPTXOptions &options,
+    llvm::function_ref<void(const llvm::Twine &)> error);
 
 /// Builds `--kvpipe-to-ptx`: from IR with kvpipe ops (and attention kernel
 /// declarations) in `gpu.module`s to `gpu.binary` ops holding PTX or cubins.

@@ -1,16 +1,18 @@
-// RUN: kvpipe-opt %s --kvpipe-to-ptx="verify-protocol=false chip=sm_90a features=+ptx87 ptx-file=%t.ptx" | FileCheck %s
+// RUN: kvpipe-opt %s --kvpipe-to-ptx="verify-protocol=false ptx-file=%t.ptx" | FileCheck %s
 // RUN: FileCheck %s --check-prefix=UNDECLARED < %t.undeclared.ptx
 // RUN: FileCheck %s --check-prefix=DECLARED < %t.declared.ptx
 // A fragment of a pipeline, not a whole protocol: verify-protocol=false.
 
-// chip and features go to modules that declare no target; a module's own
-// #nvvm.target keeps its chip and features. With several modules,
+// Modules that declare no target get sm_90a and +ptx86 (or the chip and
+// features options: chip-features-options.mlir); a module's own
+// #nvvm.target keeps its chip and features (options that disagree with it
+// are an error: test/Pipelines/chip-agreement.mlir). With several modules,
 // ptx-file=F.ptx writes one F.<module>.ptx per binary.
 
 // CHECK: gpu.binary @declared [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
-// CHECK: gpu.binary @undeclared [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx87">
+// CHECK: gpu.binary @undeclared [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx86">
 
-// UNDECLARED: .version 8.7
+// UNDECLARED: .version 8.6
 // UNDECLARED: .target sm_90a
 // UNDECLARED: .entry undeclared_kernel(
 

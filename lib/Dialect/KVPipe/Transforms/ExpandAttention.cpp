@@ -69,7 +69,11 @@ struct ExpandAttention : kvpipe::impl::ExpandAttentionBase<ExpandAttention> {
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(abiFile, &error);
     if (!out) {
-      getOperation().emitError() << "cannot write the kernel ABI: " << error;
+      // About an option, not a place in the input: no location (and not on
+      // the op, which would print the whole module after the message).
+      emitError(UnknownLoc::get(&getContext()))
+          << "kvpipe-to-ptx: abi-file=" << abiFile
+          << ": cannot write the kernel ABI: " << error;
       return signalPassFailure();
     }
     out->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(kernels)))
