@@ -10,6 +10,7 @@ a GPU loads and launches them:
     kernel = kvpipe.compile_attention(head_dim=128, dtype="bf16", causal=False)
 """
 
+from kvpipe import _log
 from kvpipe.attention import attention
 from kvpipe.compiler import (Compiler, CompilerError, CompilerNotFoundError, find_compiler,
                              get_compiler, run_opt)
@@ -30,3 +31,5 @@ __all__ = [
     "run_opt",
     "__version__",
 ]
+
+_log.configure()  # KVPIPE_LOG=1: decisions to standard error

@@ -1,4 +1,8 @@
-"""The kvpipe command line: ``python -m kvpipe {compile,check,bench}``."""
+"""The kvpipe command line: python -m kvpipe {compile,check,bench,cache}.
+
+Errors are reported on one line (``kvpipe: error: ...``) with exit status 1;
+``KVPIPE_LOG=1`` logs the compiler, cache and launch decisions to stderr.
+"""
 
 from __future__ import annotations
 
@@ -40,22 +44,128 @@ def _write(args: Any, title: str, rows: List[Any], markdown: str) -> None:
             f.write(_header(title) + markdown + "\n")
 
 
+class UsageError(Exception):
+    """A command-line argument that cannot be used; reported on one line."""
+
+
 def _tuning(values: Optional[List[str]]) -> dict:
     tuning = {}
     for item in values or []:
-        name, _, value = item.partition("=")
-        tuning[name] = {"true": True, "false": False}.get(value.lower(), None)
-        if tuning[name] is None:
-            tuning[name] = int(value)
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--tune/--variant takes NAME=VALUE, got {item!r}")
+        parsed = {"true": True, "false": False}.get(value.lower())
+        if parsed is None:
+            try:
+                parsed = int(value)
+            except ValueError:
+                raise UsageError(f"tuning attribute {name}: expected an integer, true or "
+                                 f"false, got {value!r}") from None
+        tuning[name] = parsed
     return tuning
 
 
+_DESCRIPTION = """Compile, verify and benchmark kvpipe's attention kernels.
+
+  compile   compile kernels into the kernel cache (no GPU needed)
+  check     verify the kernels against torch on a GPU
+  bench     benchmark against torch SDPA's cuDNN and flash backends on a GPU
+  cache     list or clear the kernel cache
+
+Environment: KVPIPE_OPT or KVPIPE_CAPI_LIB (the compiler), KVPIPE_COMPILER
+(opt or capi), KVPIPE_CACHE_DIR (default ~/.cache/kvpipe), KVPIPE_LOG=1 (log
+decisions to stderr).
+"""
+
+
+def _require_gpu(command: str) -> None:
+    """One-line errors for what check and bench need: torch, a GPU, cuda-bindings."""
+    try:
+        import torch
+    except ImportError:
+        raise UsageError(f"'kvpipe {command}' needs torch with a CUDA GPU: torch is not "
+                         "installed") from None
+    if not torch.cuda.is_available():
+        raise UsageError(f"'kvpipe {command}' needs a CUDA GPU: torch sees none")
+    try:
+        import cuda.bindings  # noqa: F401
+    except ImportError:
+        raise UsageError(f"'kvpipe {command}' needs cuda-bindings: it is not installed") \
+            from None
+
+
+def _version() -> str:
+    from kvpipe import __version__, compiler
+
+    try:
+        found = compiler.get_compiler(required=False)
+    except (compiler.CompilerNotFoundError, ValueError) as exc:
+        return f"kvpipe {__version__}\ncompiler: {exc}"
+    if found is None:
+        return f"kvpipe {__version__}\ncompiler: none found (kernels only from the cache)"
+    try:
+        release = found.release()
+    except (compiler.CompilerError, OSError) as exc:
+        release = f"unusable: {exc}"
+    return f"kvpipe {__version__}\ncompiler: {found.path} ({found.kind}, release {release})"
+
+
+class _VersionAction(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
+def _cache_command(args: Any) -> int:
+    from kvpipe import kernels
+
+    if args.action == "clear":
+        print(f"removed {kernels.clear_cache()} entries from {kernels.cache_dir()}")
+        return 0
+    entries = kernels.cache_entries()
+    print(f"{kernels.cache_dir()}: {len(entries)} entries")
+    for e in entries:
+        print(f"  {e['name'] or '(unreadable) ' + e['path']}  {e['bytes'] // 1024} KiB  "
+              f"compiler {e['compiler_version']}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="kvpipe", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("kvpipe: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 -- the CLI's one-line report
+        from kvpipe import compiler, kernels
+
+        if not isinstance(exc, (UsageError, compiler.CompilerError,
+                                compiler.CompilerNotFoundError,
+                                kernels.KernelNotAvailableError, ValueError, TypeError,
+                                OSError)):
+            raise
+        message = str(exc).strip().splitlines()
+        text = message[0] if message else type(exc).__name__
+        if isinstance(exc, compiler.CompilerError) and len(message) > 1:
+            text += f" (and {len(message) - 1} more lines: KVPIPE_LOG=1 or the Python API show them)"
+        print(f"kvpipe: error: {text}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: Optional[List[str]]) -> int:
+    from kvpipe import kernels
+
+    parser = argparse.ArgumentParser(prog="kvpipe", description=_DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_VersionAction, nargs=0,
+                        help="print the version and the compiler found, then exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     comp = sub.add_parser("compile", help="compile attention kernels into the kernel cache")
-    comp.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
-    comp.add_argument("--dtype", nargs="+", default=["bf16", "f16"])
+    comp.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
+                      choices=kernels.HEAD_DIMS, metavar="D",
+                      help=f"head dims (choices: {', '.join(map(str, kernels.HEAD_DIMS))})")
+    comp.add_argument("--dtype", nargs="+", default=list(kernels.DTYPES),
+                      choices=kernels.DTYPES)
     comp.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     comp.add_argument("--tune", nargs="*", metavar="NAME=VALUE",
                       help="tuning attributes, e.g. block_n=128 kv_stages=3")
@@ -72,13 +182,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub.choices["check"].add_argument("--seed", type=int, default=0,
                                       help="seed of the random configurations")
     bench = sub.choices["bench"]
-    bench.add_argument("--head-dim", type=int, nargs="+", default=[64, 128])
+    bench.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
+                       choices=kernels.HEAD_DIMS, metavar="D",
+                       help=f"head dims (choices: {', '.join(map(str, kernels.HEAD_DIMS))})")
     bench.add_argument("--seq-len", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
     bench.add_argument("--tune", nargs="*", metavar="NAME=VALUE")
     bench.add_argument("--variant", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
+    cache = sub.add_parser("cache", help="list or clear the kernel cache")
+    cache.add_argument("action", choices=["list", "clear"])
     args = parser.parse_args(argv)
+
+    if args.command == "cache":
+        return _cache_command(args)
 
     if args.command == "compile":
         from kvpipe.kernels import compile_attention
@@ -89,17 +206,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             for dtype in args.dtype:
                 for causal in causals:
                     k = compile_attention(d, dtype, causal, **_tuning(args.tune))
-                    rows.append({"kernel": k.name, "compile_s": k.compile_seconds,
+                    rows.append({"kernel": k.name, "cached": k.cached,
+                                 "compile_s": None if k.cached else k.compile_seconds,
                                  "cubin": k.cubin is not None,
                                  "shared_memory": k.abi["dynamic_shared_memory"]})
-                    print(f"{k.name}: {'cubin+' if k.cubin else ''}PTX, "
-                          f"{k.abi['threads']} threads, {k.abi['dynamic_shared_memory']} B shared, "
-                          f"compiled in {k.compile_seconds} s")
+                    print(f"{k.name}: {k.describe()}")
         markdown = "| kernel | compile s | cubin |\n| --- | --- | --- |\n" + "".join(
-            f"| {r['kernel']} | {r['compile_s']} | {r['cubin']} |\n" for r in rows)
+            f"| {r['kernel']} | {'cached' if r['cached'] else r['compile_s']} | {r['cubin']} |\n"
+            for r in rows)
         _write(args, "kvpipe compile", rows, markdown)
         return 0
     if args.command == "check":
+        _require_gpu("check")
         from kvpipe import check
 
         tuning = _tuning(args.tune)
@@ -111,6 +229,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(markdown)
         _write(args, "kvpipe check", rows, markdown)
         return 0 if all(r["ok"] for r in rows) else 1
+    _require_gpu("bench")
     from kvpipe import bench as bench_mod
 
     variants = [_tuning(v.split(",")) for v in args.variant or []]

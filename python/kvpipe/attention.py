@@ -21,6 +21,7 @@ from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
 
 from kvpipe import _tensors, cuda, kernels, tma
+from kvpipe._log import log
 
 LAYOUTS = ("bhsd", "bshd")
 _LOG2E = 1.4426950408889634
@@ -46,6 +47,8 @@ def _kernel_for(config_args: Tuple[int, str, bool], device_index: int,
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
+            log("loaded %s on device %d (%s)", compiled.name, device_index,
+                "cubin" if compiled.cubin is not None else "PTX, JIT-compiled by the driver")
             found = (kernel, compiled.abi)
             _loaded[key] = found
     return found
@@ -158,7 +161,12 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     operator ``torch.ops.kvpipe.attention`` (so that ``torch.compile`` traces
     it without a graph break); ``out=`` and tuning attributes call the
     kernel directly. See ``attention_impl`` for the arguments.
+
+    Raises:
+        NotImplementedError: grad mode is on and an input requires grad:
+            kvpipe has no backward pass yet.
     """
+    _check_no_grad(q, k, v)
     op = _custom_op(q)
     if op is not None and (not isinstance(causal, bool) or layout not in LAYOUTS or
                            (scale is not None and (isinstance(scale, bool) or
@@ -172,6 +180,22 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         scale = 1.0 / math.sqrt(shape[-1]) if shape and shape[-1] > 0 else 1.0
     o, lse = op(q, k, v, causal, float(scale), layout)
     return (o, lse) if return_lse else o
+
+
+def _check_no_grad(*tensors: Any) -> None:
+    """kvpipe computes no gradients yet: refuse inputs that need them, here,
+    rather than return an output without ``grad_fn`` that the training loop
+    trips over far from the cause."""
+    needs_grad = [name for name, t in zip("qkv", tensors) if getattr(t, "requires_grad", False)]
+    if not needs_grad:
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and not torch.is_grad_enabled():
+        return
+    raise NotImplementedError(
+        f"kvpipe.attention has no backward pass yet, and {', '.join(needs_grad)} "
+        f"require{'s' if len(needs_grad) == 1 else ''} grad: call it under torch.no_grad() "
+        "or torch.inference_mode(), or pass detached tensors")
 
 
 def _custom_op(q: Any) -> Any:
@@ -261,6 +285,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     ]
     grid = launch_grid(abi, sq, hq, b,
                        _multiprocessors(device_index) if abi.get("persistent") else 0)
+    log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",
+        abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, hkv, sq, skv)
     with torch.cuda.device(device_index):
         kernel.launch(grid, (abi["threads"], 1, 1), args,
                       shared_mem=abi["dynamic_shared_memory"],

@@ -19,10 +19,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+import warnings
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from kvpipe import compiler as _compiler
+from kvpipe._log import log
 
 DTYPES = ("bf16", "f16")
 HEAD_DIMS = (64, 128)
@@ -104,12 +107,27 @@ class CompiledKernel:
     cubin: Optional[bytes]
     abi: Dict[str, Any]
     compiler_version: str
+    #: Seconds the compilation took when it was compiled by this call, or
+    #: when loaded from the cache, what it took then.
     compile_seconds: Optional[float] = None
+    #: Loaded from the kernel cache rather than compiled by this call.
+    cached: bool = False
 
     @property
     def image(self) -> bytes:
         """What to load: the cubin where there is one, else the PTX."""
         return self.cubin if self.cubin is not None else self.ptx.encode()
+
+    def describe(self) -> str:
+        """One line: the image, the launch shape, and how it was obtained."""
+        image = "cubin+PTX" if self.cubin is not None else "PTX"
+        origin = "cached" if self.cached else f"compiled in {self.compile_seconds} s"
+        return (f"{image}, {self.abi.get('threads')} threads, "
+                f"{self.abi.get('dynamic_shared_memory')} B shared, {origin}")
+
+    def __repr__(self) -> str:
+        # The dataclass default would print the whole PTX and cubin.
+        return f"<CompiledKernel {self.name}: {self.describe()}>"
 
 
 def dtype_name(dtype: Any) -> str:
@@ -153,13 +171,11 @@ def _load_entry(entry: Path, config: AttentionConfig) -> Optional[CompiledKernel
     if meta.get("declaration") != config.declaration():
         return None
     return CompiledKernel(config, meta["name"], ptx, cubin, abi, meta["compiler_version"],
-                          meta.get("compile_seconds"))
+                          meta.get("compile_seconds"), cached=True)
 
 
 def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
              version: str) -> CompiledKernel:
-    import time
-
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kvpipe-") as tmp:
         ptx_path = os.path.join(tmp, "kernel.ptx")
@@ -185,11 +201,33 @@ def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
     kernel = CompiledKernel(config, abi["kernel"], ptx, cubin, abi, version,
                             compile_seconds=round(time.perf_counter() - start, 3))
     kernel.abi["ptx_seconds"] = round(ptx_seconds, 3)
+    log("compiled %s with %s in %s s (PTX in %s s)", kernel.name, compiler,
+        kernel.compile_seconds, kernel.abi["ptx_seconds"])
     return kernel
 
 
 def _store_entry(kernel: CompiledKernel) -> None:
+    """Stores ``kernel`` in the cache; a cache that cannot be written is
+    warned about (once per directory) and the kernel stays uncached."""
     entry = _entry_dir(kernel.config)
+    try:
+        _write_entry(kernel, entry)
+    except OSError as exc:
+        directory = str(cache_dir())
+        log("cannot store %s in the cache %s: %s", kernel.name, directory, exc)
+        if directory not in _unwritable_warned:
+            _unwritable_warned.add(directory)
+            warnings.warn(f"kvpipe: the kernel cache {directory} (KVPIPE_CACHE_DIR) is not "
+                          f"writable ({exc.strerror or exc}); kernels are compiled but not "
+                          "cached", RuntimeWarning, stacklevel=3)
+        return
+    log("stored %s in the cache: %s", kernel.name, entry)
+
+
+_unwritable_warned: set = set()
+
+
+def _write_entry(kernel: CompiledKernel, entry: Path) -> None:
     tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "kernel.ptx").write_text(kernel.ptx)
@@ -238,6 +276,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     compiler = _compiler.get_compiler(required=False)
     if compiler is None:
         if cached is not None:
+            log("no compiler; %s from the cache: %s", config.kernel_name, entry)
             return cached
         raise KernelNotAvailableError(
             f"no compiled kernel for {config.kernel_name}: no compiler was found "
@@ -246,8 +285,48 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             f"{cache_dir()} (KVPIPE_CACHE_DIR) holds no entry for it")
     version = compiler.identity()
     if cached is not None and cached.compiler_version == version:
+        log("cache hit: %s (%s)", config.kernel_name, entry)
         return cached
+    reason = ("cache not used" if not use_cache else "cache miss" if cached is None
+              else "cached by another compiler build")
+    log("%s: %s; compiling", reason, config.kernel_name)
     kernel = _compile(config, compiler, version)
     if use_cache:
         _store_entry(kernel)
     return kernel
+
+
+def cache_entries() -> List[Dict[str, Any]]:
+    """The kernel cache's entries: name, path, size in bytes, the compiler
+    build that made each, and its declaration; unreadable entries are listed
+    with ``name`` None."""
+    root = cache_dir()
+    if not root.is_dir():
+        return []
+    entries = []
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir() or ".tmp" in entry.name:
+            continue
+        size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+        try:
+            meta = json.loads((entry / "meta.json").read_text())
+        except (OSError, ValueError):
+            meta = {}
+        entries.append({"name": meta.get("name"), "path": str(entry), "bytes": size,
+                        "compiler_version": meta.get("compiler_version"),
+                        "declaration": meta.get("declaration")})
+    return entries
+
+
+def clear_cache() -> int:
+    """Removes every entry of the kernel cache; returns how many."""
+    root = cache_dir()
+    if not root.is_dir():
+        return 0
+    removed = 0
+    for entry in root.iterdir():
+        if entry.is_dir() and ((entry / "meta.json").exists() or ".tmp" in entry.name):
+            shutil.rmtree(entry)
+            removed += 1
+    log("cleared %d entries from the cache %s", removed, root)
+    return removed

@@ -131,3 +131,18 @@ def test_launch_grid_has_a_cta_per_tile_or_per_sm_when_persistent():
     assert launch_grid(persistent, 1024, 16, 32, 132) == (132, 1, 1)
     # Fewer tiles than SMs: one CTA per tile.
     assert launch_grid(persistent, 1, 2, 3, 132) == (6, 1, 1)
+
+
+class _GradTensor(FakeTensor):
+    requires_grad = True
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_inputs_that_require_grad_are_refused(which):
+    # No backward pass yet: an output without grad_fn would surface far
+    # from the cause, as a confusing autograd error in the training loop.
+    tensors = list(qkv())
+    tensors[which] = _GradTensor(tensors[which].shape)
+    with pytest.raises(NotImplementedError, match=f"no backward pass yet, and {'qkv'[which]} "
+                                                  "requires grad.*torch.no_grad"):
+        kvpipe.attention(*tensors)

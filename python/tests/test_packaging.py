@@ -43,6 +43,13 @@ def test_pip_install_in_fresh_venv(installed, tmp_path, compiler):
                           "import kvpipe, sys; print(kvpipe.__file__, kvpipe.__version__)"],
                          check=True, capture_output=True, text=True, cwd=tmp_path, env=env).stdout
     assert str(installed) in out and "0.1.0" in out
+    # The license pyproject.toml declares ships with the package.
+    license_files = subprocess.run(
+        [str(installed / "bin" / "python"), "-c",
+         "import importlib.metadata as m; "
+         "print([str(f) for f in m.files('kvpipe') if 'LICENSE' in str(f)])"],
+        check=True, capture_output=True, text=True, cwd=tmp_path, env=env).stdout
+    assert "LICENSE" in license_files
     _compile(installed, tmp_path, env)
 
 

@@ -3,9 +3,14 @@ and a consumer) and checks that the stuck wait is reported and the launch
 fails within seconds. The kernel runs in a child process: a trap destroys the
 CUDA context, and a real hang must not take this process with it."""
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+# The child imports kvpipe from this checkout, as the runner does (gpu_common).
+_PACKAGE = Path(__file__).resolve().parents[4] / "python"
 
 CHILD = r"""
 import sys
@@ -25,8 +30,11 @@ print("LAUNCH-SUCCEEDED", flush=True)
 def main() -> int:
     start = time.monotonic()
     try:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_PACKAGE), env.get("PYTHONPATH", "")) if p)
         proc = subprocess.run([sys.executable, "-c", CHILD, sys.argv[1]], capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=60, env=env)
     except subprocess.TimeoutExpired:
         print("FAIL: still running after 60 s: the wait did not time out")
         return 1

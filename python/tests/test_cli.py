@@ -1,0 +1,139 @@
+"""The command line (``python -m kvpipe``) as a user meets it: one-line errors
+with a non-zero exit, --version, --help, cache listing, and the cache and
+logging behaviour of compile_attention behind it (no GPU needed)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kvpipe
+from kvpipe import compiler as compiler_mod
+from kvpipe import kernels
+from kvpipe.__main__ import main
+
+PACKAGE = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _one_line_error(capsys, argv, expected):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("kvpipe: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and expected in err, err
+    return err
+
+
+def test_no_compiler_and_nothing_cached_is_one_line(capsys, cache, monkeypatch):
+    monkeypatch.setattr(compiler_mod, "get_compiler", lambda *a, **k: None)
+    _one_line_error(capsys, ["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "no"],
+                    "no compiler was found")
+
+
+def test_check_and_bench_without_torch_are_one_line(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    for command in ("check", "bench"):
+        _one_line_error(capsys, [command], "torch is not installed")
+
+
+def test_bad_tuning_value_is_one_line(capsys, cache):
+    _one_line_error(capsys, ["compile", "--tune", "kv_stages=three"], "kv_stages")
+    _one_line_error(capsys, ["compile", "--tune", "kv_stages"], "NAME=VALUE")
+
+
+def test_unknown_tuning_attribute_is_one_line(capsys, cache, compiler):
+    _one_line_error(capsys, ["compile", "--head-dim", "64", "--tune", "warp_size=3"],
+                    "unknown tuning attribute 'warp_size'")
+
+
+def test_unsupported_head_dim_lists_the_choices(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["compile", "--head-dim", "96"])
+    assert info.value.code == 2
+    assert "invalid choice: 96 (choose from 64, 128)" in capsys.readouterr().err
+
+
+def test_version_names_the_release_and_the_compiler(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"kvpipe {kvpipe.__version__}\n") and "compiler: " in out
+
+
+def test_help_is_plain_text_with_choices(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["compile", "--help"])
+    compile_help = capsys.readouterr().out
+    for text in (top, compile_help):
+        assert "``" not in text and ":func:" not in text
+    assert "cache" in top and "KVPIPE_LOG" in top
+    assert "{bf16,f16}" in compile_help and "64, 128" in compile_help
+
+
+def test_cache_hit_says_cached(capsys, cache, compiler):
+    argv = ["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "yes"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert "compiled in" in first and "cached" not in first
+    assert main(argv) == 0
+    second = capsys.readouterr().out
+    assert "cached" in second and "compiled in" not in second
+
+
+def test_cache_list_and_clear(capsys, cache, compiler):
+    assert main(["cache", "list"]) == 0
+    assert ": 0 entries" in capsys.readouterr().out
+    kvpipe.compile_attention(64, "f16", False)
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert ": 1 entries" in out and "kvpipe_attention_d64_f16_full" in out
+    assert main(["cache", "clear"]) == 0
+    assert "removed 1 entries" in capsys.readouterr().out
+    assert kernels.cache_entries() == []
+
+
+def test_repr_of_a_compiled_kernel_is_one_line(cache, compiler):
+    k = kvpipe.compile_attention(64, "bf16", True)
+    text = repr(k)
+    assert "\n" not in text and len(text) < 200, text
+    assert k.name in text and "compiled in" in text
+    again = kvpipe.compile_attention(64, "bf16", True)
+    assert again.cached and "cached" in repr(again)
+
+
+def test_unwritable_cache_warns_and_runs_uncached(tmp_path, monkeypatch, compiler):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(kernels, "_unwritable_warned", set())
+    with pytest.warns(RuntimeWarning, match="not writable.*not cached"):
+        k = kvpipe.compile_attention(64, "bf16", False)
+    assert ".entry kvpipe_attention_d64_bf16_full(" in k.ptx and not k.cached
+
+
+def test_kvpipe_log_reports_decisions(tmp_path, compiler):
+    env = dict(os.environ, KVPIPE_LOG="1", KVPIPE_CACHE_DIR=str(tmp_path / "cache"),
+               KVPIPE_OPT=compiler, PYTHONPATH=str(PACKAGE))
+    argv = [sys.executable, "-m", "kvpipe", "compile", "--head-dim", "64", "--dtype", "f16",
+            "--causal", "no"]
+    first = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "kvpipe: cache miss: kvpipe_attention_d64_f16_full; compiling" in first.stderr
+    assert "kvpipe: compiled kvpipe_attention_d64_f16_full with OptCompiler(" in first.stderr
+    second = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert "kvpipe: cache hit: kvpipe_attention_d64_f16_full" in second.stderr
+    quiet = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path,
+                           env=dict(env, KVPIPE_LOG="0"))
+    assert quiet.stderr == ""
