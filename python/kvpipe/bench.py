@@ -2,7 +2,9 @@
 
 TFLOP/s = 4 * B * H * N^2 * D (halved when causal) over the median time, for
 kvpipe, cuDNN and flash (FA2) measured in the same process on the same
-inputs (bf16 forward, H = 16, B * N = 32k tokens so inputs exceed the L2).
+inputs (bf16 forward, H = 16, B * N = 32k tokens so inputs exceed the L2),
+and FlashAttention-4 (``flash_attn.cute``) where it is importable
+(``../shared/peers/fa4.sh`` brings it to the GPU machine).
 With several tuning variants (``--variant``), each is measured on the same
 inputs in the same process, so that their ratios are comparable.
 """
@@ -34,6 +36,15 @@ def _median_ms(fn: Callable[[], Any]) -> float:
         return times[len(times) // 2]
 
 
+def _fa4() -> Optional[Callable[..., Any]]:
+    """FlashAttention-4's ``flash_attn_func`` ((B, S, H, D) inputs), or None."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception:  # noqa: BLE001 -- absent, or its CUDA libraries are
+        return None
+    return flash_attn_func
+
+
 def run(head_dims: Sequence[int] = (64, 128),
         seq_lens: Sequence[int] = (1024, 2048, 4096, 8192, 16384),
         causals: Sequence[bool] = (False, True), heads: int = 16,
@@ -51,6 +62,7 @@ def run(head_dims: Sequence[int] = (64, 128),
 
     import kvpipe
 
+    fa4 = _fa4() if peers else None
     rows = []
     for d in head_dims:
         for n in seq_lens:
@@ -82,6 +94,20 @@ def run(head_dims: Sequence[int] = (64, 128),
                             row[name] = round(flops / ms / 1e9, 1)
                         except RuntimeError:
                             row[name] = None
+                    if fa4 is not None:
+                        # FA4 takes flash-attn's (B, S, H, D); its first call
+                        # per configuration JIT-compiles, outside the timing.
+                        qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+                        try:
+                            fa4(qt, kt, vt, causal=causal)
+                            ms = _median_ms(lambda: fa4(qt, kt, vt, causal=causal))
+                            row["fa4"] = round(flops / ms / 1e9, 1)
+                        except Exception as exc:  # noqa: BLE001 -- a peer's failure
+                            print(f"FA4 failed at D{d} N{n}: {exc}", flush=True)
+                            row["fa4"] = None
+                        del qt, kt, vt
+                    if row.get("fa4"):
+                        row["vs_fa4"] = round(row["kvpipe"] / row["fa4"], 3)
                     if row.get("cudnn"):
                         row["vs_cudnn"] = round(row["kvpipe"] / row["cudnn"], 3)
                     if row.get("flash"):
@@ -101,11 +127,10 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
     labels: List[str] = []
     for r in rows:
         labels += [label for label in r.get("variants", {}) if label not in labels]
-    lines = ["| D | N | B | causal | kvpipe TFLOP/s | cuDNN | flash (FA2) | kvpipe/cuDNN "
-             "| kvpipe/flash | compile s (PTX, +cubin) |"
+    lines = ["| D | N | B | causal | kvpipe TFLOP/s | cuDNN | flash (FA2) | FA4 | kvpipe/cuDNN "
+             "| kvpipe/flash | kvpipe/FA4 | compile s (PTX, +cubin) |"
              + "".join(f" {label} (/cuDNN) |" for label in labels),
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-             + " --- |" * len(labels)]
+             "|" + " --- |" * 12 + " --- |" * len(labels)]
     for r in rows:
         extra = ""
         for label in labels:
@@ -113,7 +138,7 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
             ratio = f" ({value / r['cudnn']:.3f})" if value and r.get("cudnn") else ""
             extra += f" {value}{ratio} |"
         lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
-                     f"{r['kvpipe']} | {r.get('cudnn')} | {r.get('flash')} | "
-                     f"{r.get('vs_cudnn')} | {r.get('vs_flash')} | "
+                     f"{r['kvpipe']} | {r.get('cudnn')} | {r.get('flash')} | {r.get('fa4')} | "
+                     f"{r.get('vs_cudnn')} | {r.get('vs_flash')} | {r.get('vs_fa4')} | "
                      f"{r.get('ptx_s')}, {r.get('compile_s')} |" + extra)
     return "\n".join(lines) + "\n"

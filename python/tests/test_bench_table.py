@@ -16,7 +16,7 @@ def test_variant_label_is_compact_and_ordered():
 def test_markdown_has_a_column_per_variant_with_its_ratio_to_cudnn():
     rows = [
         {"D": 128, "N": 4096, "B": 8, "causal": False, "kvpipe": 580.0, "cudnn": 600.0,
-         "flash": 340.0, "vs_cudnn": 0.967, "vs_flash": 1.706, "ptx_s": 0.2, "compile_s": 0.5,
+         "flash": 340.0, "fa4": 620.0, "vs_fa4": 0.935, "vs_cudnn": 0.967, "vs_flash": 1.706, "ptx_s": 0.2, "compile_s": 0.5,
          "variants": {"pingpong=1": 630.0}},
         {"D": 128, "N": 4096, "B": 8, "causal": True, "kvpipe": 520.0, "cudnn": None,
          "flash": 310.0, "vs_cudnn": None, "vs_flash": 1.677, "ptx_s": 0.2, "compile_s": 0.5,
@@ -24,8 +24,10 @@ def test_markdown_has_a_column_per_variant_with_its_ratio_to_cudnn():
     ]
     lines = bench.to_markdown(rows).splitlines()
     assert lines[0].endswith("| pingpong=1 (/cuDNN) |")
-    assert lines[1].count("---") == 11
+    assert lines[1].count("---") == 13
+    assert "| FA4 |" in lines[0] and "| kvpipe/FA4 |" in lines[0]
     assert lines[2].endswith("| 630.0 (1.050) |")
+    assert "| 620.0 |" in lines[2] and "| 0.935 |" in lines[2]
     # Without a cuDNN figure there is no ratio, but the variant's figure stays.
     assert lines[3].endswith("| 540.0 |")
 
@@ -35,8 +37,9 @@ def test_markdown_without_variants_keeps_the_reference_columns():
              "flash": 213.6, "vs_cudnn": 0.672, "vs_flash": 1.059, "ptx_s": 0.16,
              "compile_s": 0.39}]
     lines = bench.to_markdown(rows).splitlines()
-    assert lines[0].count("|") == 11
-    assert "| 226.3 | 336.6 | 213.6 | 0.672 | 1.059 | 0.16, 0.39 |" in lines[2]
+    assert lines[0].count("|") == 13
+    # Without FA4 on the machine its columns say None.
+    assert "| 226.3 | 336.6 | 213.6 | None | 0.672 | 1.059 | None | 0.16, 0.39 |" in lines[2]
 
 
 def test_random_check_grid_is_reproducible_and_valid():
