@@ -15,7 +15,10 @@
 # Options (environment): KVPIPE_OPT (default build/bin/kvpipe-opt, or
 # build-gen/bin/kvpipe-opt if that exists), PTXAS (default
 # /usr/local/cuda/bin/ptxas; ptxas -v output is recorded and compared when it
-# exists), JOBS (parallel lowerings, default 2).
+# exists), JOBS (parallel lowerings, default 2), KVPIPE_EXPAND_OPT (if set,
+# this kvpipe-opt expands the declarations, `--kvpipe-expand-attention`, and
+# KVPIPE_OPT lowers the result: a generator change is then checked against a
+# fixed lowering, while other parts of the compiler change concurrently).
 #
 # `compare` prints, per configuration, `same`, or `DIFF` with the instruction
 # count per opcode that changed, and exits 1 if any PTX differs.
@@ -38,6 +41,7 @@ if [[ -z ${KVPIPE_OPT:-} ]]; then
 fi
 PTXAS=${PTXAS:-/usr/local/cuda/bin/ptxas}
 JOBS=${JOBS:-2}
+KVPIPE_EXPAND_OPT=${KVPIPE_EXPAND_OPT:-}
 
 # name|attributes of the kvpipe.attention_kernel declaration (beyond the
 # element type, which every name's suffix gives).
@@ -91,7 +95,16 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @$name {$attrs}
 }
 EOF
-  if ! "$KVPIPE_OPT" "$work/$name.mlir" --kvpipe-to-ptx="ptx-file=$out/$name.ptx" \
+  local input=$work/$name.mlir
+  if [[ -n ${KVPIPE_EXPAND_OPT:-} ]]; then
+    input=$work/$name.expanded.mlir
+    if ! "$KVPIPE_EXPAND_OPT" "$work/$name.mlir" --kvpipe-expand-attention \
+        -o "$input" 2>"$out/$name.err"; then
+      echo "FAILED to expand $name: $(head -3 "$out/$name.err")" >&2
+      return 1
+    fi
+  fi
+  if ! "$KVPIPE_OPT" "$input" --kvpipe-to-ptx="ptx-file=$out/$name.ptx" \
       -o /dev/null 2>"$out/$name.err"; then
     echo "FAILED to lower $name: $(head -3 "$out/$name.err")" >&2
     return 1
@@ -104,7 +117,7 @@ EOF
   rm -f "$out/$name.err"
 }
 export -f lower_one
-export KVPIPE_OPT PTXAS work out
+export KVPIPE_OPT KVPIPE_EXPAND_OPT PTXAS work out
 
 configs | tr '\n' '\0' |
   xargs -0 -P "$JOBS" -I{} bash -c 'IFS="|" read -r n a <<<"$1"; lower_one "$n" "$a"' _ {}

@@ -1,10 +1,12 @@
 //===- AttentionConsumer.cpp - the consumer side of an attention kernel ---===//
 //
-// The consumer warpgroups of the generated FlashAttention kernel: per tile,
-// S = Q K^T (wgmma SS), the online softmax in registers (exp2 with the scale
-// folded into one FMA, masks only on the blocks that need them), O += P V
-// (wgmma RS), optionally overlapped (FA3's intra-warpgroup pipelining) and in
-// turns with the other consumer warpgroups (ping-pong), and the epilogue.
+// The consumer warpgroups of the generated FlashAttention kernel's skeleton:
+// per tile, S = Q K^T (wgmma SS), the online softmax in registers from the
+// fragment ops (exp2 with the scale folded into one FMA, masks only on the
+// blocks that need them), O += P V (wgmma RS), and the epilogue. The
+// overlap of the softmax with the GEMMs (OverlapSoftmax.cpp) and the turns
+// between consumer warpgroups (PingPongSchedule.cpp) are rewrites of this
+// skeleton.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,7 +49,6 @@ void KernelBuilder::buildConsumer() {
   };
   sQw = rowsOf(sQ);
   sOw = c.persistent ? rowsOf(sO) : sQw;
-  startTurns();
   forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
     return buildConsumerTile(states[0], states[1], states[2]);
   });
@@ -89,9 +90,9 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   Value zeroO = arith::ConstantOp::create(
       b, oFrag.type(), DenseElementsAttr::get(oFrag.type(), 0.0f));
   RowStats init{negInf, negInf, f32(0.0), f32(0.0)};
-  SmallVector<Value> results =
-      c.overlapSoftmax ? buildOverlappedLoop(stateK, stateV, zeroO, init)
-                       : buildSimpleLoop(stateK, stateV, zeroO, init);
+  // The loop in the skeleton's order; --kvpipe-overlap-softmax
+  // (OverlapSoftmax.cpp) software-pipelines it when `overlap_softmax`.
+  SmallVector<Value> results = buildKVLoop(stateK, stateV, zeroO, init);
   // Every QK wgmma of this warpgroup has retired: its Q rows are free (for
   // the next tile's Q, or for staging this tile's output).
   Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
@@ -99,84 +100,51 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   return {nextQ, results[0], results[1]};
 }
 
-void KernelBuilder::startTurns() {
-  if (!c.pingpong)
-    return;
-  // Consumer 0 goes first: it arrives at its own barrier, which its first
-  // wait then completes. Every other wait is completed by the previous
-  // consumer's arrival; all consumers take the same number of turns.
-  Value first = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                      consumerIndex, index(0));
-  auto ifFirst = scf::IfOp::create(b, first, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifFirst.thenBlock());
-  NVVM::BarrierArriveOp::create(b, i32(AttentionConfig::kScheduleBarriers),
-                                i32(2 * 128));
-}
-
-void KernelBuilder::waitForTurn() {
-  if (!c.pingpong)
-    return;
-  NVVM::BarrierOp::create(
-      b, Type(),
-      namedBarrier(AttentionConfig::kScheduleBarriers, consumerIndex),
-      i32(2 * 128), nullptr, Value());
-}
-
-void KernelBuilder::passTurn() {
-  if (!c.pingpong)
-    return;
-  // The next consumer in the cycle 0 -> 1 (-> 2) -> 0.
-  Value next = arith::RemUIOp::create(
-      b, arith::AddIOp::create(b, consumerIndex, index(1)),
-      index(c.consumerWarpgroups));
-  NVVM::BarrierArriveOp::create(
-      b, namedBarrier(AttentionConfig::kScheduleBarriers, next), i32(2 * 128));
-}
-
 Value KernelBuilder::namedBarrier(int64_t first, Value consumer) {
   return toI32(arith::AddIOp::create(b, consumer, index(first)));
 }
 
-Value KernelBuilder::waitForSlot(Value ring, Value state, bool takeTurn) {
+Value KernelBuilder::waitForSlot(Value ring, Value state) {
   ConsumerWaitOp::create(b, state, nullptr);
-  if (takeTurn)
-    waitForTurn();
   return slot(ring,
               {Value(IndexOp::create(b, state)), b.getIndexAttr(0),
                b.getIndexAttr(0), b.getIndexAttr(0)},
               {c.headBlocks(), c.blockN, AttentionConfig::kTileWidth});
 }
 
-Value KernelBuilder::issueQK(Value stateK, bool takeTurn) {
-  Value kTile = waitForSlot(sK, stateK, takeTurn);
+Value KernelBuilder::issueQK(Value stateK) {
+  Value kTile = waitForSlot(sK, stateK);
   return WarpgroupMmaOp::create(
       b, VectorType::get({c.blockN / 2}, b.getF32Type()), sQw, kTile, Value(),
       AttentionConfig::kSwizzleBytes, /*transpose_b=*/false);
 }
 
-Value KernelBuilder::issuePV(Value p16, Value stateV, Value o, bool takeTurn) {
-  Value vTile = waitForSlot(sV, stateV, takeTurn);
+Value KernelBuilder::issuePV(Value p16, Value stateV, Value o) {
+  Value vTile = waitForSlot(sV, stateV);
   return WarpgroupMmaOp::create(b, o.getType(), p16, vTile, o,
                                 AttentionConfig::kSwizzleBytes,
                                 /*transpose_b=*/true);
 }
 
-Value KernelBuilder::retire(Value fragment, int64_t pending) {
-  return WarpgroupWaitOp::create(b, TypeRange{fragment.getType()},
-                                 ValueRange{fragment}, pending)
-      .getResult(0);
+Value KernelBuilder::retireAndRelease(Value &fragment, int64_t pending,
+                                      Value state) {
+  fragment = WarpgroupWaitOp::create(b, TypeRange{fragment.getType()},
+                                     ValueRange{fragment}, pending)
+                 .getResult(0);
+  // Only now: the wgmma that read the slot has retired.
+  return ConsumerReleaseOp::create(b, state, elected, nullptr);
 }
 
 Value KernelBuilder::rescale(Value o, Value alpha0, Value alpha1) {
-  Fragment oFrag(b, c.headDim / 2);
-  return arith::MulFOp::create(b, o, oFrag.perRow(alpha0, alpha1));
+  return FragmentRescaleOp::create(b, o.getType(), o, alpha0, alpha1);
 }
 
-SmallVector<Value> KernelBuilder::buildSimpleLoop(Value k, Value v, Value o,
-                                                  RowStats stats) {
+SmallVector<Value> KernelBuilder::buildKVLoop(Value k, Value v, Value o,
+                                              RowStats stats) {
   // for j: S = Q K_j; retire; release K; softmax; O = O*alpha + P V_j;
-  // retire; release V. Tensor cores idle during the softmax.
+  // retire; release V. Tensor cores idle during the softmax, until
+  // --kvpipe-overlap-softmax rewrites the loop (the rewrite finds these steps
+  // by the ops that delimit them: keep them in this order).
   auto loop = scf::ForOp::create(
       b, index(0), numKVBlocks, index(1),
       ValueRange{k, v, o, stats.m0, stats.m1, stats.l0, stats.l1});
@@ -185,83 +153,15 @@ SmallVector<Value> KernelBuilder::buildSimpleLoop(Value k, Value v, Value o,
   Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
   RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
                    loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
-  Value s = issueQK(stateK, /*takeTurn=*/true);
-  passTurn();
-  s = retire(s, 0);
-  Value nextK = ConsumerReleaseOp::create(b, stateK, elected, nullptr);
+  Value s = issueQK(stateK);
+  Value nextK = retireAndRelease(s, 0, stateK);
   Softmax sm = softmax(s, loop.getInductionVar(), current);
   Value acc = rescale(loop.getRegionIterArg(2), sm.alpha0, sm.alpha1);
-  acc = issuePV(sm.p16, stateV, acc, /*takeTurn=*/true);
-  passTurn();
-  acc = retire(acc, 0);
-  Value nextV = ConsumerReleaseOp::create(b, stateV, elected, nullptr);
+  acc = issuePV(sm.p16, stateV, acc);
+  Value nextV = retireAndRelease(acc, 0, stateV);
   scf::YieldOp::create(b, ValueRange{nextK, nextV, acc, sm.stats.m0,
                                      sm.stats.m1, sm.stats.l0, sm.stats.l1});
   return SmallVector<Value>(loop.getResults());
-}
-
-SmallVector<Value> KernelBuilder::buildOverlappedLoop(Value k, Value v, Value o,
-                                                      RowStats stats) {
-  // FA3's intra-warpgroup overlap: S_j = Q K_j and O += P_{j-1} V_{j-1} are
-  // issued together; S_j is retired first (wait_group 1) and its softmax
-  // runs while the tensor cores still compute P_{j-1} V_{j-1}.
-  Value any = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, numKVBlocks,
-                                    index(0));
-  SmallVector<Type> types = {k.getType(),    v.getType(),    o.getType(),
-                             b.getF32Type(), b.getF32Type(), b.getF32Type(),
-                             b.getF32Type()};
-  auto ifAny = scf::IfOp::create(b, types, any, /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifAny.elseBlock());
-  scf::YieldOp::create(
-      b, ValueRange{k, v, o, stats.m0, stats.m1, stats.l0, stats.l1});
-
-  b.setInsertionPointToStart(ifAny.thenBlock());
-  // Block 0: S_0 and its softmax; O is still zero.
-  Value s = issueQK(k, /*takeTurn=*/true);
-  passTurn();
-  s = retire(s, 0);
-  Value stateK = ConsumerReleaseOp::create(b, k, elected, nullptr);
-  Softmax first = softmax(s, index(0), stats);
-
-  auto loop = scf::ForOp::create(b, index(1), numKVBlocks, index(1),
-                                 ValueRange{stateK, v, o, first.stats.m0,
-                                            first.stats.m1, first.stats.l0,
-                                            first.stats.l1, first.p16});
-  {
-    OpBuilder::InsertionGuard inner(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value kj = loop.getRegionIterArg(0), vj = loop.getRegionIterArg(1);
-    RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
-                     loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
-    Value sj = issueQK(kj, /*takeTurn=*/true);
-    Value acc = issuePV(loop.getRegionIterArg(7), vj, loop.getRegionIterArg(2));
-    // The other warpgroups' GEMMs queue behind these while this one runs
-    // its softmax.
-    passTurn();
-    // S_j's group was issued first: with one group left in flight it has
-    // retired, and K_j's slot may be released.
-    sj = retire(sj, 1);
-    Value nextK = ConsumerReleaseOp::create(b, kj, elected, nullptr);
-    Softmax sm = softmax(sj, loop.getInductionVar(), current);
-    acc = retire(acc, 0);
-    Value nextV = ConsumerReleaseOp::create(b, vj, elected, nullptr);
-    acc = rescale(acc, sm.alpha0, sm.alpha1);
-    scf::YieldOp::create(b,
-                         ValueRange{nextK, nextV, acc, sm.stats.m0, sm.stats.m1,
-                                    sm.stats.l0, sm.stats.l1, sm.p16});
-  }
-  // The last P V.
-  Value lastV = loop.getResult(1);
-  Value acc =
-      issuePV(loop.getResult(7), lastV, loop.getResult(2), /*takeTurn=*/true);
-  passTurn();
-  acc = retire(acc, 0);
-  Value endV = ConsumerReleaseOp::create(b, lastV, elected, nullptr);
-  scf::YieldOp::create(b, ValueRange{loop.getResult(0), endV, acc,
-                                     loop.getResult(3), loop.getResult(4),
-                                     loop.getResult(5), loop.getResult(6)});
-  return SmallVector<Value>(ifAny.getResults());
 }
 
 Value KernelBuilder::mask(Value s, Value kvBlock) {
@@ -310,7 +210,6 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
 
 KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
                                               const RowStats &stats) {
-  Fragment sFrag(b, c.blockN / 2);
   Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
   s = mask(s, kvBlock);
 
@@ -318,8 +217,7 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
   Value m[2] = {stats.m0, stats.m1}, l[2] = {stats.l0, stats.l1};
   Value mNew[2], scaledMax[2], alpha[2];
   for (int half : {0, 1}) {
-    Value rowMax = sFrag.reduceRow(s, half, vector::CombiningKind::MAXNUMF,
-                                   /*acrossLanes=*/true);
+    Value rowMax = FragmentRowMaxOp::create(b, b.getF32Type(), s, half);
     mNew[half] = arith::MaxNumFOp::create(b, m[half], rowMax);
     // A row with no valid key yet keeps max -inf; use 0 so that
     // exp2(-inf - 0) = 0 rather than NaN.
@@ -334,16 +232,12 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
                               scaledMax[half]));
   }
   // P = exp2(S * c - m * c): the scale folded into one FMA per element.
-  Value p = math::Exp2Op::create(
-      b,
-      math::FmaOp::create(
-          b, s, vector::BroadcastOp::create(b, sFrag.type(), scaleLog2),
-          arith::NegFOp::create(b, sFrag.perRow(scaledMax[0], scaledMax[1]))));
+  Value p = FragmentExp2Op::create(b, s.getType(), s, scaleLog2,
+                                   scaledMax[0], scaledMax[1]);
   Value lNew[2];
   for (int half : {0, 1}) {
     // Row sums stay per thread; the 4 lanes are combined once, at the end.
-    Value rowSum = sFrag.reduceRow(p, half, vector::CombiningKind::ADD,
-                                   /*acrossLanes=*/false);
+    Value rowSum = FragmentRowSumOp::create(b, b.getF32Type(), p, half);
     lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);
   }
   Value p16 = arith::TruncFOp::create(
@@ -353,18 +247,16 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
 
 void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   int64_t w = AttentionConfig::kTileWidth;
-  Fragment oFrag(b, c.headDim / 2);
   Value sums[2], inv[2], partialSums[2] = {state.l0, state.l1};
   for (int half : {0, 1}) {
-    sums[half] =
-        oFrag.reduceAcrossLanes(partialSums[half], vector::CombiningKind::ADD);
+    sums[half] = QuadSumOp::create(b, b.getF32Type(), partialSums[half]);
     // A row without any key (seq_kv = 0) is all zeros, not NaN.
     Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
                                            sums[half], f32(0.0));
     inv[half] = arith::SelectOp::create(
         b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
   }
-  Value o = arith::MulFOp::create(b, acc, oFrag.perRow(inv[0], inv[1]));
+  Value o = FragmentRescaleOp::create(b, acc.getType(), acc, inv[0], inv[1]);
   Value o16 = arith::TruncFOp::create(
       b, VectorType::get({c.headDim / 2}, c.elementType), o);
 

@@ -18,9 +18,10 @@
 // (`kvpipe.warpgroup_wait`), which is what the protocol checker demands.
 //
 // This file builds the kernel's skeleton (parameters, shared memory,
-// pipelines, roles), the producer and the walk over tiles (one per CTA, or
-// a loop of them when persistent) and reports the ABI; the consumers are in
-// AttentionConsumer.cpp.
+// pipelines, the roles as a kvpipe.warp_roles op), the producer and the walk
+// over tiles (one per CTA, or a loop of them when persistent) and reports
+// the ABI; the consumers are in AttentionConsumer.cpp. The schedule rewrites
+// and the lowering of the kernel-structure ops follow (AttentionGenerator.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,17 +136,12 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   for (Value pipe : {pipeQ, pipeK, pipeV})
     InitOp::create(b, pipe);
 
-  Value warpgroup = WarpgroupIdOp::create(b, b.getIndexType());
-  Value isProducer =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warpgroup, index(0));
-  auto roles = scf::IfOp::create(b, isProducer, /*withElseRegion=*/true);
+  // The roles and their register budgets (--kvpipe-lower-warp-roles).
+  auto roles = WarpRolesOp::create(b, c.producerRegisters,
+                                   c.consumerWarpgroups, c.consumerRegisters);
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(roles.thenBlock());
-    NVVM::SetMaxRegisterOp::create(
-        b, b.getI32IntegerAttr(c.producerRegisters),
-        NVVM::SetMaxRegisterActionAttr::get(
-            ctx, NVVM::SetMaxRegisterAction::decrease));
+    b.setInsertionPointToStart(&roles.getProducerBlock());
     Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     Value leader =
         arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0));
@@ -153,12 +149,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     b.setInsertionPointToStart(producer.thenBlock());
     buildProducer();
 
-    b.setInsertionPointToStart(roles.elseBlock());
-    NVVM::SetMaxRegisterOp::create(
-        b, b.getI32IntegerAttr(c.consumerRegisters),
-        NVVM::SetMaxRegisterActionAttr::get(
-            ctx, NVVM::SetMaxRegisterAction::increase));
-    consumerIndex = arith::SubIOp::create(b, warpgroup, index(1));
+    b.setInsertionPointToStart(&roles.getConsumerBlock());
+    consumerIndex = roles.getConsumerIndex();
     qRows = arith::MulIOp::create(b, consumerIndex, index(64));
     buildConsumer();
   }
@@ -311,9 +303,9 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
   return {nextQ, loop.getResult(0), loop.getResult(1)};
 }
 
-gpu::GPUFuncOp kvpipe::buildAttentionKernel(OpBuilder &builder, Location loc,
-                                            StringRef name,
-                                            const AttentionConfig &config) {
+gpu::GPUFuncOp kvpipe::buildAttentionSkeleton(OpBuilder &builder, Location loc,
+                                              StringRef name,
+                                              const AttentionConfig &config) {
   ImplicitLocOpBuilder b(loc, builder);
   return KernelBuilder(b, config).build(name);
 }

@@ -1,8 +1,7 @@
 //===- ExpandAttention.cpp - attention declarations to kernels ------------===//
 
-#include "AttentionKernelBuilder.h"
-
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -48,6 +47,16 @@ struct ExpandAttention : kvpipe::impl::ExpandAttentionBase<ExpandAttention> {
   void runOnOperation() override {
     SmallVector<AttentionKernelOp> decls;
     getOperation().walk([&](AttentionKernelOp op) { decls.push_back(op); });
+    std::optional<AttentionStage> until = parseAttentionStage(stage);
+    if (!until) {
+      // Reported at the first declaration it would apply to.
+      Operation *at = decls.empty() ? getOperation().getOperation()
+                                    : decls.front().getOperation();
+      at->emitError() << "'stage' must be skeleton, scheduled or lowered, "
+                         "got '"
+                      << stage << "'";
+      return signalPassFailure();
+    }
     llvm::json::Array kernels;
     for (AttentionKernelOp decl : decls) {
       FailureOr<AttentionConfig> config =
@@ -55,9 +64,11 @@ struct ExpandAttention : kvpipe::impl::ExpandAttentionBase<ExpandAttention> {
       if (failed(config))
         return signalPassFailure();
       OpBuilder builder(decl);
-      gpu::GPUFuncOp kernel =
-          buildAttentionKernel(builder, decl.getLoc(), decl.getSymName(), *config);
-      kernels.push_back(toJSON(kernel->getAttr("kvpipe.attention_abi")));
+      FailureOr<gpu::GPUFuncOp> kernel = generateAttentionKernel(
+          builder, decl.getLoc(), decl.getSymName(), *config, *until);
+      if (failed(kernel))
+        return signalPassFailure();
+      kernels.push_back(toJSON((*kernel)->getAttr("kvpipe.attention_abi")));
       decl.erase();
     }
     // gpu.module kernels are launched from a container module.

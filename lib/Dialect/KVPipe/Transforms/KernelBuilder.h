@@ -10,7 +10,7 @@
 #ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_KERNELBUILDER_H
 #define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_KERNELBUILDER_H
 
-#include "AttentionKernelBuilder.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
 
@@ -96,29 +96,23 @@ private:
   /// The i32 id of consumer warpgroup `consumer`'s named barrier among those
   /// from `first` on (AttentionConfig::k*Barriers).
   Value namedBarrier(int64_t first, Value consumer);
-  /// Waits until `state`'s slot of `ring` is full and, with `takeTurn`, for
-  /// this warpgroup's turn; returns the slot's [D/64][block_n][64] tiles.
-  Value waitForSlot(Value ring, Value state, bool takeTurn);
-  /// Waits for K's slot and issues S = Q K^T (not retired); with
-  /// `takeTurn`, waits for this warpgroup's turn after the slot is full.
-  Value issueQK(Value stateK, bool takeTurn = false);
+  /// Waits until `state`'s slot of `ring` is full; returns the slot's
+  /// [D/64][block_n][64] tiles.
+  Value waitForSlot(Value ring, Value state);
+  /// Waits for K's slot and issues S = Q K^T (not retired).
+  Value issueQK(Value stateK);
   /// Waits for V's slot and issues O += P V (not retired).
-  Value issuePV(Value p16, Value stateV, Value o, bool takeTurn = false);
-  /// The ping-pong schedule (no-ops without `pingpong`): a warpgroup waits
-  /// for its turn before issuing wgmmas and passes the turn on after.
-  void startTurns();
-  void waitForTurn();
-  void passTurn();
-  /// Retires wgmma groups until `pending` are left; returns the fragment.
-  Value retire(Value fragment, int64_t pending);
+  Value issuePV(Value p16, Value stateV, Value o);
+  /// Retires wgmma groups until `pending` are left, so that `fragment`
+  /// (updated in place) is complete and the slot of `state` it read may be
+  /// released; releases it and returns the advanced state.
+  Value retireAndRelease(Value &fragment, int64_t pending, Value state);
   Value rescale(Value o, Value alpha0, Value alpha1);
   Value mask(Value s, Value kvBlock);
   Softmax softmax(Value s, Value kvBlock, const RowStats &stats);
-  /// The K/V loops from the states `k` and `v`; both return (k state,
-  /// v state, O, m0, m1, l0, l1).
-  SmallVector<Value> buildSimpleLoop(Value k, Value v, Value o, RowStats stats);
-  SmallVector<Value> buildOverlappedLoop(Value k, Value v, Value o,
-                                         RowStats stats);
+  /// The K/V loop from the states `k` and `v`, in the skeleton's order;
+  /// returns (k state, v state, O, m0, m1, l0, l1).
+  SmallVector<Value> buildKVLoop(Value k, Value v, Value o, RowStats stats);
   void buildEpilogue(Value acc, const RowStats &stats);
 
   ImplicitLocOpBuilder &b;

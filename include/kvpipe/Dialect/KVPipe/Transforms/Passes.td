@@ -33,6 +33,88 @@ def ExpandAttention : Pass<"kvpipe-expand-attention", "::mlir::ModuleOp"> {
   let options = [
     Option<"abiFile", "abi-file", "std::string", /*default=*/"\"\"",
            "Write the ABI of the generated kernels to this JSON file">,
+    Option<"stage", "stage", "std::string", /*default=*/"\"lowered\"",
+           "Where to stop: 'skeleton' (the kernel in kernel-structure ops, "
+           "no schedule rewrites), 'scheduled' (after the rewrites the "
+           "configuration asks for, e.g. ping-pong), or 'lowered' (the "
+           "kernel-structure ops lowered: the default)">,
+  ];
+}
+
+def LowerWarpRoles : Pass<"kvpipe-lower-warp-roles"> {
+  let summary = "Lower kvpipe.warp_roles to a branch per role";
+  let description = [{
+    Replaces every `kvpipe.warp_roles` by an `scf.if` on
+    `kvpipe.warpgroup_id`: warpgroup 0 runs the producer region after
+    `nvvm.setmaxregister decrease`, the others the consumer region after
+    `nvvm.setmaxregister increase`, with the consumer index
+    (warpgroup - 1) for the region's argument.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+def LowerFragmentOps : Pass<"kvpipe-lower-fragment-ops"> {
+  let summary = "Lower the online-softmax fragment ops to vector/gpu/math ops";
+  let description = [{
+    Expands `kvpipe.fragment_row_max`, `fragment_row_sum`,
+    `fragment_rescale`, `fragment_exp2` and `quad_sum` on the wgmma
+    accumulator layout (AccumulatorLayout.h): row halves are picked with
+    `vector.shuffle` and reduced with `vector.reduction`, the 4 lanes of a
+    row combined with `gpu.shuffle xor` 1 and 2, per-row scalars broadcast
+    with a constant row-half mask.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def OverlapSoftmax : Pass<"kvpipe-overlap-softmax"> {
+  let summary = "Overlap the softmax of K/V block j with the GEMMs of block j-1";
+  let description = [{
+    Rewrites each consumer K/V loop of every `kvpipe.warp_roles` (the
+    skeleton's order: `S = Q K^T`, retire, release K, softmax, rescale O,
+    `O += P V`, retire, release V) into FA3's intra-warpgroup pipelining:
+    block 0's `S` and softmax are peeled, the steady state issues `S_j`
+    together with `O += P_{j-1} V_{j-1}` and retires `S_j` first
+    (`pending = 1`) so that its softmax runs under the tensor cores'
+    `P_{j-1} V_{j-1}`, O is rescaled after that GEMM, and the last `P V`
+    is peeled. The whole is guarded by `n > 0`. Every release still follows
+    the retire of the wgmma that read the slot. Loops of another shape are
+    left alone; a `kvpipe.warp_roles` without any is an error.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
+def PingPongSchedule : Pass<"kvpipe-pingpong-schedule"> {
+  let summary = "Consumer warpgroups take turns issuing their wgmma groups";
+  let description = [{
+    Rewrites every `kvpipe.warp_roles` (with 2 or more consumer warpgroups)
+    so that its consumers issue their wgmma groups in turn (FA3's
+    inter-warpgroup ping-pong): a consumer waits at its own named barrier
+    (`first-barrier` + consumer index, 256 threads) after the
+    `consumer_wait` of a group's first slot, and after the group's last
+    `kvpipe.warpgroup_mma` arrives at the next consumer's barrier; consumer
+    0 opens the cycle. A group is a maximal run of wgmmas of a block with no
+    `kvpipe.warpgroup_wait` between them.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+  let options = [
+    Option<"firstBarrier", "first-barrier", "int64_t", /*default=*/"4",
+           "The named barrier of consumer 0 (consumer c uses this + c)">,
   ];
 }
 

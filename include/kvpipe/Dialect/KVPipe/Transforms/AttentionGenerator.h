@@ -1,0 +1,82 @@
+//===- AttentionGenerator.h - generate attention kernels --------*- C++ -*-===//
+//
+// The attention kernel generator as a library (KVPipe::KVPipeAttentionGenerator):
+// what `--kvpipe-expand-attention` runs, callable by an embedding compiler
+// without a pass manager. A kernel is generated in three stages, each of
+// which can be stopped after and inspected (the pass's `stage` option):
+//
+//   1. skeleton   buildAttentionSkeleton: the gpu.func in kvpipe ops, with
+//                 the kernel's parts named (kvpipe.warp_roles, the softmax's
+//                 fragment ops) and no schedule rewrites applied;
+//   2. scheduled  scheduleAttentionKernel: the rewrites the configuration
+//                 asks for (ping-pong between consumer warpgroups);
+//   3. lowered    lowerKernelStructure: the kernel-structure ops lowered to
+//                 gpu/nvvm/scf/vector/arith, ready for --kvpipe-to-ptx's
+//                 conversion.
+//
+// docs/architecture.md walks through the stages with the forward kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_DIALECT_KVPIPE_TRANSFORMS_ATTENTIONGENERATOR_H
+#define KVPIPE_DIALECT_KVPIPE_TRANSFORMS_ATTENTIONGENERATOR_H
+
+#include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace kvpipe {
+
+/// The kernel parameters, in order (docs/kernel-abi.md).
+enum class AttentionParam : unsigned {
+  QMap,
+  KMap,
+  VMap,
+  OMap,
+  Lse,
+  SeqQ,
+  SeqKV,
+  HeadsPerKVHead,
+  ScaleLog2,
+  HeadsQ,
+  Batch,
+  Count
+};
+
+/// Where generation stops.
+enum class AttentionStage { Skeleton, Scheduled, Lowered };
+
+/// Parses "skeleton", "scheduled" or "lowered".
+std::optional<AttentionStage> parseAttentionStage(llvm::StringRef name);
+
+/// Stage 1: builds the kernel's gpu.func, in kernel-structure ops, at the
+/// builder's insertion point (inside a gpu.module).
+mlir::gpu::GPUFuncOp buildAttentionSkeleton(mlir::OpBuilder &builder,
+                                            mlir::Location loc,
+                                            llvm::StringRef name,
+                                            const AttentionConfig &config);
+
+/// Stage 2: applies to `kernel` the schedule rewrites `config` asks for.
+mlir::LogicalResult scheduleAttentionKernel(mlir::gpu::GPUFuncOp kernel,
+                                            const AttentionConfig &config);
+
+/// Stage 3: lowers the kernel-structure ops nested in `root`
+/// (kvpipe.warp_roles and the fragment ops). Applies to any kernel built
+/// from them, not only attention.
+void lowerKernelStructure(mlir::Operation *root);
+
+/// The three stages, up to `stage`.
+mlir::FailureOr<mlir::gpu::GPUFuncOp>
+generateAttentionKernel(mlir::OpBuilder &builder, mlir::Location loc,
+                        llvm::StringRef name, const AttentionConfig &config,
+                        AttentionStage stage = AttentionStage::Lowered);
+
+/// The kernel's ABI as an attribute (docs/kernel-abi.md); the generated
+/// function carries it as `kvpipe.attention_abi`.
+mlir::DictionaryAttr getAttentionABI(mlir::MLIRContext *ctx,
+                                     llvm::StringRef name,
+                                     const AttentionConfig &config);
+
+} // namespace kvpipe
+
+#endif // KVPIPE_DIALECT_KVPIPE_TRANSFORMS_ATTENTIONGENERATOR_H

@@ -1,0 +1,83 @@
+//===- AttentionGenerator.cpp - the stages of generating a kernel ---------===//
+//
+// Skeleton (AttentionKernelBuilder.cpp, AttentionConsumer.cpp), schedule
+// rewrites (OverlapSoftmax.cpp, PingPongSchedule.cpp) and the lowering of the kernel-structure
+// ops (LowerWarpRoles.cpp, LowerFragmentOps.cpp), in that order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelTransforms.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "kvpipe-attention-generator"
+
+using namespace mlir;
+using namespace kvpipe;
+
+std::optional<AttentionStage> kvpipe::parseAttentionStage(StringRef name) {
+  return llvm::StringSwitch<std::optional<AttentionStage>>(name)
+      .Case("skeleton", AttentionStage::Skeleton)
+      .Case("scheduled", AttentionStage::Scheduled)
+      .Case("lowered", AttentionStage::Lowered)
+      .Default(std::nullopt);
+}
+
+LogicalResult kvpipe::scheduleAttentionKernel(gpu::GPUFuncOp kernel,
+                                              const AttentionConfig &config) {
+  IRRewriter rewriter(kernel.getContext());
+  WalkResult result = kernel.walk([&](WarpRolesOp roles) {
+    // The overlap first: ping-pong takes turns over the wgmma groups it
+    // forms.
+    if (config.overlapSoftmax) {
+      LLVM_DEBUG(llvm::dbgs() << kernel.getName()
+                              << ": softmax overlapped with the GEMMs\n");
+      if (failed(applyOverlapSoftmax(rewriter, roles)))
+        return WalkResult::interrupt();
+    }
+    if (config.pingpong) {
+      LLVM_DEBUG(llvm::dbgs() << kernel.getName()
+                              << ": ping-pong between consumer warpgroups\n");
+      if (failed(applyPingPongSchedule(rewriter, roles,
+                                       AttentionConfig::kScheduleBarriers)))
+        return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+void kvpipe::lowerKernelStructure(Operation *root) {
+  // Fragment ops first: they nest in the roles' regions. Each pattern is
+  // applied once per op, without folding, so that the lowered kernel is
+  // exactly what the patterns emit.
+  RewritePatternSet fragmentPatterns(root->getContext());
+  populateLowerFragmentOpsPatterns(fragmentPatterns);
+  walkAndApplyPatterns(root, std::move(fragmentPatterns));
+  RewritePatternSet rolePatterns(root->getContext());
+  populateLowerWarpRolesPatterns(rolePatterns);
+  walkAndApplyPatterns(root, std::move(rolePatterns));
+}
+
+FailureOr<gpu::GPUFuncOp>
+kvpipe::generateAttentionKernel(OpBuilder &builder, Location loc,
+                                StringRef name, const AttentionConfig &config,
+                                AttentionStage stage) {
+  gpu::GPUFuncOp kernel = buildAttentionSkeleton(builder, loc, name, config);
+  if (stage == AttentionStage::Skeleton)
+    return kernel;
+  if (failed(scheduleAttentionKernel(kernel, config))) {
+    kernel.emitOpError() << "cannot apply the schedule rewrites";
+    return failure();
+  }
+  if (stage == AttentionStage::Scheduled)
+    return kernel;
+  lowerKernelStructure(kernel);
+  return kernel;
+}

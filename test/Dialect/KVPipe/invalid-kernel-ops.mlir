@@ -1,0 +1,127 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics
+
+// Every verifier message of the kernel-structure ops (KVPipeKernelOps.cpp
+// and the accumulator layout of AccumulatorLayout.cpp), one case each.
+
+func.func @producer_registers_range() {
+  // expected-error @+1 {{'producer_registers' must be a multiple of 8 in [24, 256] (setmaxnreg), got 16}}
+  kvpipe.warp_roles producer registers(16) {
+  } consumers(2) registers(240) {
+  ^bb0(%c: index):
+  }
+  return
+}
+
+// -----
+
+func.func @consumer_registers_multiple() {
+  // expected-error @+1 {{'consumer_registers' must be a multiple of 8 in [24, 256] (setmaxnreg), got 236}}
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(236) {
+  ^bb0(%c: index):
+  }
+  return
+}
+
+// -----
+
+func.func @consumers_range() {
+  // expected-error @+1 {{'consumer_warpgroups' must be in [1, 7], got 0}}
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(0) registers(240) {
+  ^bb0(%c: index):
+  }
+  return
+}
+
+// -----
+
+func.func @register_file() {
+  // expected-error @+1 {{needs 92160 registers (128 threads x (producer_registers + 3 x consumer_registers)), more than the 64K of an SM}}
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(3) registers(232) {
+  ^bb0(%c: index):
+  }
+  return
+}
+
+// -----
+
+func.func @producer_arguments() {
+  // expected-error @+1 {{'producer' region must have no arguments}}
+  kvpipe.warp_roles producer registers(24) {
+  ^bb0(%x: index):
+  } consumers(2) registers(240) {
+  ^bb0(%c: index):
+  }
+  return
+}
+
+// -----
+
+func.func @consumer_argument() {
+  // expected-error @+1 {{'consumer' region must have one index argument (the consumer's index)}}
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(240) {
+  }
+  return
+}
+
+// -----
+
+func.func @consumer_argument_type() {
+  // expected-error @+1 {{'consumer' region must have one index argument (the consumer's index)}}
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(240) {
+  ^bb0(%c: i32):
+  }
+  return
+}
+
+// -----
+
+func.func @row_max_row(%s: vector<64xf32>) -> f32 {
+  // expected-error @+1 {{'row' must be 0 or 1 (a thread holds two rows of the accumulator), got 2}}
+  %m = kvpipe.fragment_row_max %s[2] : vector<64xf32>
+  return %m : f32
+}
+
+// -----
+
+func.func @row_sum_row(%s: vector<64xf32>) -> f32 {
+  // expected-error @+1 {{'row' must be 0 or 1 (a thread holds two rows of the accumulator), got -1}}
+  %m = kvpipe.fragment_row_sum %s[-1] : vector<64xf32>
+  return %m : f32
+}
+
+// -----
+
+func.func @fragment_size(%s: vector<6xf32>) -> f32 {
+  // expected-error @+1 {{fragment must have a positive multiple of 4 elements (the fragment of a 64 x N accumulator, N a multiple of 8), got 6}}
+  %m = kvpipe.fragment_row_max %s[0] : vector<6xf32>
+  return %m : f32
+}
+
+// -----
+
+func.func @rescale_size(%o: vector<2xf32>, %a: f32) -> vector<2xf32> {
+  // expected-error @+1 {{fragment must have a positive multiple of 4 elements}}
+  %r = kvpipe.fragment_rescale %o, %a, %a : vector<2xf32>
+  return %r : vector<2xf32>
+}
+
+// -----
+
+func.func @exp2_size(%s: vector<10xf32>, %a: f32) -> vector<10xf32> {
+  // expected-error @+1 {{fragment must have a positive multiple of 4 elements}}
+  %r = kvpipe.fragment_exp2 %s, %a, %a, %a : vector<10xf32>
+  return %r : vector<10xf32>
+}
+
+// -----
+
+func.func @element_type(%s: vector<64xf16>) -> f32 {
+  // expected-error @+1 {{operand #0 must be vector of 32-bit float values of ranks 1}}
+  %m = kvpipe.fragment_row_max %s[0] : vector<64xf16>
+  return %m : f32
+}

@@ -1,0 +1,57 @@
+// RUN: kvpipe-opt %s | kvpipe-opt | FileCheck %s
+// RUN: kvpipe-opt %s -mlir-print-op-generic | kvpipe-opt | FileCheck %s
+
+// Round trip of the kernel-structure ops (KVPipeKernelOps.td): the warp
+// roles and the fragment-level steps of the online softmax.
+
+// CHECK-LABEL: func.func @roles(
+func.func @roles(%n: index) {
+  //      CHECK: kvpipe.warp_roles producer registers(24) {
+  // CHECK-NEXT:   gpu.thread_id x
+  //      CHECK: } consumers(2) registers(240) {
+  // CHECK-NEXT: ^bb0(%[[C:.*]]: index):
+  // CHECK-NEXT:   arith.muli %[[C]], %{{.*}} : index
+  // CHECK-NEXT: }
+  kvpipe.warp_roles producer registers(24) {
+    %t = gpu.thread_id x
+  } consumers(2) registers(240) {
+  ^bb0(%c: index):
+    %rows = arith.muli %c, %n : index
+  }
+  return
+}
+
+// An empty role is allowed (a kernel may give the producer nothing to do).
+// CHECK-LABEL: func.func @empty_producer(
+func.func @empty_producer() {
+  // CHECK: kvpipe.warp_roles producer registers(56) {
+  // CHECK: } consumers(1) registers(240) {
+  kvpipe.warp_roles producer registers(56) {
+  } consumers(1) registers(240) {
+  ^bb0(%c: index):
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @softmax_step(
+//  CHECK-SAME:   %[[S:.*]]: vector<64xf32>, %[[C:.*]]: f32, %[[M0:.*]]: f32, %[[M1:.*]]: f32
+func.func @softmax_step(%s: vector<64xf32>, %c: f32, %m0: f32, %m1: f32)
+    -> (f32, f32, vector<64xf32>, f32, f32, vector<64xf32>) {
+  // CHECK: %[[MAX0:.*]] = kvpipe.fragment_row_max %[[S]][0] : vector<64xf32>
+  // CHECK: %[[MAX1:.*]] = kvpipe.fragment_row_max %[[S]][1] : vector<64xf32>
+  %max0 = kvpipe.fragment_row_max %s[0] : vector<64xf32>
+  %max1 = kvpipe.fragment_row_max %s[1] : vector<64xf32>
+  // CHECK: %[[P:.*]] = kvpipe.fragment_exp2 %[[S]], %[[C]], %[[M0]], %[[M1]] : vector<64xf32>
+  %p = kvpipe.fragment_exp2 %s, %c, %m0, %m1 : vector<64xf32>
+  // CHECK: kvpipe.fragment_row_sum %[[P]][0] : vector<64xf32>
+  %sum0 = kvpipe.fragment_row_sum %p[0] : vector<64xf32>
+  // CHECK: kvpipe.quad_sum %{{.*}} : f32
+  %all0 = kvpipe.quad_sum %sum0 : f32
+  // CHECK: kvpipe.fragment_rescale %[[P]], %[[M0]], %[[M1]] : vector<64xf32>
+  %o = kvpipe.fragment_rescale %p, %m0, %m1 : vector<64xf32>
+  return %max0, %max1, %p, %sum0, %all0, %o
+      : f32, f32, vector<64xf32>, f32, f32, vector<64xf32>
+}
+
+// The fragment ops are pure: unused ones fold away under canonicalization
+// (checked in kernel-ops-pure.mlir).

@@ -1,0 +1,77 @@
+// RUN: kvpipe-opt %s --kvpipe-lower-fragment-ops | FileCheck %s
+
+// The online softmax's fragment ops on the wgmma accumulator layout
+// (AccumulatorLayout.h): element i of a thread is in row half (i % 4) / 2,
+// and a row is spread over the 4 lanes of a quad.
+
+// Row half 1 of an 8-element fragment: elements 2, 3, 6, 7; the maximum over
+// the thread's elements, then over the quad (shuffle-xor 1, then 2).
+// CHECK-LABEL: func.func @row_max(
+//  CHECK-SAME:   %[[S:.*]]: vector<8xf32>
+//       CHECK:   %[[ROW:.*]] = vector.shuffle %[[S]], %[[S]] [2, 3, 6, 7] : vector<8xf32>, vector<8xf32>
+//       CHECK:   %[[PART:.*]] = vector.reduction <maxnumf>, %[[ROW]] : vector<4xf32> into f32
+//   CHECK-DAG:   %[[WIDTH:.*]] = arith.constant 32 : i32
+//   CHECK-DAG:   %[[ONE:.*]] = arith.constant 1 : i32
+//       CHECK:   %[[X1:.*]], %{{.*}} = gpu.shuffle  xor %[[PART]], %[[ONE]], %[[WIDTH]] : f32
+//       CHECK:   %[[M1:.*]] = arith.maxnumf %[[PART]], %[[X1]] : f32
+//       CHECK:   %[[TWO:.*]] = arith.constant 2 : i32
+//       CHECK:   %[[X2:.*]], %{{.*}} = gpu.shuffle  xor %[[M1]], %[[TWO]], %[[WIDTH]] : f32
+//       CHECK:   %[[M2:.*]] = arith.maxnumf %[[M1]], %[[X2]] : f32
+//       CHECK:   return %[[M2]]
+func.func @row_max(%s: vector<8xf32>) -> f32 {
+  %m = kvpipe.fragment_row_max %s[1] : vector<8xf32>
+  return %m : f32
+}
+
+// Row half 0: elements 0, 1, 4, 5; the thread's part only (no shuffles).
+// CHECK-LABEL: func.func @row_sum(
+//  CHECK-SAME:   %[[S:.*]]: vector<8xf32>
+//       CHECK:   %[[ROW:.*]] = vector.shuffle %[[S]], %[[S]] [0, 1, 4, 5] : vector<8xf32>, vector<8xf32>
+//       CHECK:   %[[SUM:.*]] = vector.reduction <add>, %[[ROW]] : vector<4xf32> into f32
+//   CHECK-NOT:   gpu.shuffle
+//       CHECK:   return %[[SUM]]
+func.func @row_sum(%s: vector<8xf32>) -> f32 {
+  %l = kvpipe.fragment_row_sum %s[0] : vector<8xf32>
+  return %l : f32
+}
+
+// CHECK-LABEL: func.func @quad_sum(
+//  CHECK-SAME:   %[[X:.*]]: f32
+//       CHECK:   %[[X1:.*]], %{{.*}} = gpu.shuffle  xor %[[X]]
+//       CHECK:   %[[S1:.*]] = arith.addf %[[X]], %[[X1]] : f32
+//       CHECK:   %[[X2:.*]], %{{.*}} = gpu.shuffle  xor %[[S1]]
+//       CHECK:   %[[S2:.*]] = arith.addf %[[S1]], %[[X2]] : f32
+//       CHECK:   return %[[S2]]
+func.func @quad_sum(%x: f32) -> f32 {
+  %s = kvpipe.quad_sum %x : f32
+  return %s : f32
+}
+
+// Each row half by its own factor: a constant mask selects factor1 for the
+// elements of row half 1.
+// CHECK-LABEL: func.func @rescale(
+//  CHECK-SAME:   %[[O:.*]]: vector<8xf32>, %[[A0:.*]]: f32, %[[A1:.*]]: f32
+//   CHECK-DAG:   %[[HALF1:.*]] = arith.constant dense<[false, false, true, true, false, false, true, true]> : vector<8xi1>
+//   CHECK-DAG:   %[[B0:.*]] = vector.broadcast %[[A0]] : f32 to vector<8xf32>
+//   CHECK-DAG:   %[[B1:.*]] = vector.broadcast %[[A1]] : f32 to vector<8xf32>
+//       CHECK:   %[[F:.*]] = arith.select %[[HALF1]], %[[B1]], %[[B0]] : vector<8xi1>, vector<8xf32>
+//       CHECK:   %[[R:.*]] = arith.mulf %[[O]], %[[F]] : vector<8xf32>
+//       CHECK:   return %[[R]]
+func.func @rescale(%o: vector<8xf32>, %a0: f32, %a1: f32) -> vector<8xf32> {
+  %r = kvpipe.fragment_rescale %o, %a0, %a1 : vector<8xf32>
+  return %r : vector<8xf32>
+}
+
+// exp2(x * c - m_row): one FMA per element with the negated row offsets.
+// CHECK-LABEL: func.func @exp2(
+//  CHECK-SAME:   %[[S:.*]]: vector<8xf32>, %[[C:.*]]: f32, %[[M0:.*]]: f32, %[[M1:.*]]: f32
+//   CHECK-DAG:   %[[BC:.*]] = vector.broadcast %[[C]] : f32 to vector<8xf32>
+//   CHECK-DAG:   %[[OFF:.*]] = arith.select %{{.*}} : vector<8xi1>, vector<8xf32>
+//   CHECK-DAG:   %[[NEG:.*]] = arith.negf %[[OFF]] : vector<8xf32>
+//       CHECK:   %[[FMA:.*]] = math.fma %[[S]], %[[BC]], %[[NEG]] : vector<8xf32>
+//       CHECK:   %[[P:.*]] = math.exp2 %[[FMA]] : vector<8xf32>
+//       CHECK:   return %[[P]]
+func.func @exp2(%s: vector<8xf32>, %c: f32, %m0: f32, %m1: f32) -> vector<8xf32> {
+  %p = kvpipe.fragment_exp2 %s, %c, %m0, %m1 : vector<8xf32>
+  return %p : vector<8xf32>
+}
