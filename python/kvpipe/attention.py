@@ -1,14 +1,14 @@
 """``kvpipe.attention``: FlashAttention forward on Hopper with kvpipe kernels.
 
-The kernel ABI (docs/kernel-abi.md): parameters ``(q_map, k_map, v_map,
-o_map, lse, seq_q, seq_kv, heads_per_kv_head, scale_log2, heads_q, batch)``, where the maps
-are by-value CUtensorMaps of the 4-D tensors seen as ``(B, H, S, D)`` whatever
-their memory layout (the strides say where things are), boxes of
-``(1, 1, rows, 64)`` with the 128-byte swizzle; ``lse`` is a pointer to a
-contiguous fp32 ``(B, H_q, S_q)`` tensor or null; grid
-``(ceil(S_q / block_m), H_q, B)``, or for a persistent kernel
-``(min(tiles, SMs), 1, 1)``; block ``(threads, 1, 1)``; the dynamic shared
-memory the ABI names.
+The launch follows the kernel's ABI as the compiler wrote it
+(docs/kernel-abi.md): the parameter order (``params``), each tensor map's box
+and swizzle, ``block_m`` for the grid, ``threads`` and the dynamic shared
+memory. Only what each parameter means -- which tensor a map encodes, what
+``seq_q`` is -- lives here. The maps are by-value CUtensorMaps of the 4-D
+tensors seen as ``(B, H, S, D)`` whatever their memory layout (the strides
+say where things are); ``lse`` is a pointer to a contiguous fp32
+``(B, H_q, S_q)`` tensor or null; grid ``(ceil(S_q / block_m), H_q, B)``, or
+for a persistent kernel ``(min(tiles, SMs), 1, 1)``.
 """
 
 from __future__ import annotations
@@ -131,25 +131,76 @@ _maps: "OrderedDict[Tuple[Any, ...], bytes]" = OrderedDict()
 _MAX_CACHED_MAPS = 256
 
 
-def _tensor_map(name: str, t: Any, layout: str, rows: int) -> bytes:
+def _tensor_map(name: str, t: Any, layout: str, spec: Dict[str, Any]) -> bytes:
+    """The tensor map of ``t`` as the kernel's ABI describes it: ``spec`` is
+    the ABI's entry for the map (its ``box`` in (B, H, S, D) order and its
+    ``swizzle`` in bytes)."""
+    box, swizzle = tuple(spec["box"]), int(spec["swizzle"])
     # The kernel sees every tensor as (B, H, S, D); for bshd that is a
     # permutation of the dimensions, which the strides express. Encoding goes
     # through the driver: reuse the bytes for a tensor seen before (the
     # descriptor depends only on address, shape, strides, dtype and box).
-    key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), layout, rows)
+    key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype), layout, box, swizzle)
     cached = _maps.get(key)
     if cached is not None:
         _maps.move_to_end(key)
         return cached
     order = (0, 2, 1, 3) if layout == "bshd" else None
     try:
-        encoded = tma.encode_from_tensor(t, (1, 1, rows, 64), 128, dims_order=order)
+        encoded = tma.encode_from_tensor(t, box, swizzle, dims_order=order)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     _maps[key] = encoded
     if len(_maps) > _MAX_CACHED_MAPS:
         _maps.popitem(last=False)
     return encoded
+
+
+#: The ABI versions whose parameters this runtime knows (docs/kernel-abi.md).
+ABI_VERSIONS = (2,)
+
+
+class KernelABIError(RuntimeError):
+    """A kernel's ABI (what the compiler wrote) names something this runtime
+    cannot provide: a compiler and a runtime of different kvpipe releases."""
+
+
+def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> list:
+    """The launch arguments in the order the ABI's ``params`` lists them.
+
+    ``values`` maps each parameter name to its value: tensor maps to the
+    ``(name, tensor, layout)`` they encode (the box and swizzle come from the
+    ABI's entry of that name), ``lse`` to a device address, the rest to
+    numbers; each parameter's kind is the ABI's (``param_kinds``) or, for
+    the kinds ABI version 2 fixed, this table's.
+    """
+    if abi.get("abi_version") not in ABI_VERSIONS:
+        raise KernelABIError(f"kernel {abi.get('kernel')} has ABI version "
+                             f"{abi.get('abi_version')}; this runtime knows {ABI_VERSIONS}: "
+                             "use a compiler and a Python package of the same release")
+    kinds = {**_V2_PARAM_KINDS, **abi.get("param_kinds", {})}
+    unknown = [name for name in abi["params"] if kinds.get(name) not in
+               ("tensor_map", *_SCALAR_ARGS) or name not in values]
+    if unknown:
+        raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
+                             "that this runtime does not provide")
+    args = []
+    for name in abi["params"]:
+        kind, value = kinds[name], values[name]
+        if kind == "tensor_map":
+            tensor_name, tensor, layout = value
+            args.append(cuda.TensorMapArg(_tensor_map(tensor_name, tensor, layout, abi[name])))
+        else:
+            args.append(_SCALAR_ARGS[kind](value))
+    return args
+
+
+#: Parameter kinds of ABI version 2, for compilers that do not write them.
+_V2_PARAM_KINDS = {"q_map": "tensor_map", "k_map": "tensor_map", "v_map": "tensor_map",
+                   "o_map": "tensor_map", "lse": "pointer", "seq_q": "i32", "seq_kv": "i32",
+                   "heads_per_kv_head": "i32", "scale_log2": "f32", "heads_q": "i32",
+                   "batch": "i32"}
+_SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "f32": cuda.F32Arg}
 
 
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
@@ -270,19 +321,11 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal), device_index,
                               tuple(sorted(tuning.items())))
-    args = [
-        cuda.TensorMapArg(_tensor_map("q", q, layout, abi["q_map"]["box"][2])),
-        cuda.TensorMapArg(_tensor_map("k", k, layout, abi["k_map"]["box"][2])),
-        cuda.TensorMapArg(_tensor_map("v", v, layout, abi["v_map"]["box"][2])),
-        cuda.TensorMapArg(_tensor_map("out", out, layout, abi["o_map"]["box"][2])),
-        cuda.PtrArg(lse.data_ptr() if lse is not None else 0),
-        cuda.I32Arg(sq),
-        cuda.I32Arg(skv),
-        cuda.I32Arg(hq // hkv),
-        cuda.F32Arg(scale * _LOG2E),
-        cuda.I32Arg(hq),
-        cuda.I32Arg(b),
-    ]
+    args = kernel_arguments(abi, {
+        "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
+        "o_map": ("out", out, layout), "lse": lse.data_ptr() if lse is not None else 0,
+        "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
+        "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b})
     grid = launch_grid(abi, sq, hq, b,
                        _multiprocessors(device_index) if abi.get("persistent") else 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",

@@ -1,0 +1,71 @@
+"""The launch follows the ABI the compiler writes (docs/kernel-abi.md): the
+parameter order, each tensor map's box and swizzle; docs/kernel-abi.md's
+parameter table is the compiler's (no GPU needed)."""
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import kvpipe
+from fakes import FakeTensor
+from kvpipe import cuda, tma
+
+# The module, not kvpipe.attention the function.
+attention = importlib.import_module("kvpipe.attention")
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "kernel-abi.md"
+
+
+@pytest.fixture
+def abi(compiler, tmp_path, monkeypatch):
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    return kvpipe.compile_attention(64, "bf16", True).abi
+
+
+def _values(layout="bhsd"):
+    q, k, v, o = (FakeTensor((2, 4, 100, 64), ptr=0x10000 * (i + 1)) for i in range(4))
+    return {"q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
+            "o_map": ("out", o, layout), "lse": 0xABC000, "seq_q": 100, "seq_kv": 100,
+            "heads_per_kv_head": 1, "scale_log2": 0.18, "heads_q": 4, "batch": 2}
+
+
+def test_arguments_follow_the_abi(abi, monkeypatch):
+    encoded = []
+
+    def fake_encode(t, box, swizzle, dims_order=None, **kwargs):
+        encoded.append((t.data_ptr(), tuple(box), swizzle))
+        return bytes(128)
+
+    monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
+    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    args = attention.kernel_arguments(abi, _values())
+    kinds = {"tensor_map": cuda.TensorMapArg, "pointer": cuda.PtrArg, "i32": cuda.I32Arg,
+             "f32": cuda.F32Arg}
+    expected = {**attention._V2_PARAM_KINDS, **abi.get("param_kinds", {})}
+    assert [type(a) for a in args] == [kinds[expected[p]] for p in abi["params"]]
+    # Each map's box and swizzle are the ABI's entry of that name.
+    maps = [p for p in abi["params"] if expected[p] == "tensor_map"]
+    assert [(box, swizzle) for _, box, swizzle in encoded] == [
+        (tuple(abi[m]["box"]), abi[m]["swizzle"]) for m in maps]
+    assert abi["q_map"]["box"][2] == abi["block_m"] and abi["k_map"]["box"][2] == abi["block_n"]
+
+
+def test_a_parameter_the_runtime_does_not_know_is_an_error(abi):
+    changed = dict(abi, params=abi["params"] + ["page_table"])
+    with pytest.raises(attention.KernelABIError, match="'page_table'"):
+        attention.kernel_arguments(changed, _values())
+
+
+def test_another_abi_version_is_an_error(abi):
+    with pytest.raises(attention.KernelABIError, match="ABI version 99"):
+        attention.kernel_arguments(dict(abi, abi_version=99), _values())
+
+
+def test_the_documented_parameter_table_is_the_compilers(abi):
+    # docs/kernel-abi.md's table: "| # | `name` | PTX type | meaning |".
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", DOC.read_text(), flags=re.M)
+    assert [name for _, name in rows] == abi["params"]
+    assert [int(i) for i, _ in rows] == list(range(len(abi["params"])))
+    assert f"ABI version {abi['abi_version']}" in DOC.read_text()
