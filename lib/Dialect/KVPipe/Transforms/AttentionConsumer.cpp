@@ -14,6 +14,7 @@
 #include "KernelBuilder.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -105,11 +106,8 @@ Value KernelBuilder::namedBarrier(int64_t first, Value consumer) {
 }
 
 Value KernelBuilder::waitForSlot(Value ring, Value state) {
-  ConsumerWaitOp::create(b, state, nullptr);
-  return slot(ring,
-              {Value(IndexOp::create(b, state)), b.getIndexAttr(0),
-               b.getIndexAttr(0), b.getIndexAttr(0)},
-              {c.headBlocks(), c.blockN, AttentionConfig::kTileWidth});
+  return buildSlotWait(
+      b, ring, state, {c.headBlocks(), c.blockN, AttentionConfig::kTileWidth});
 }
 
 Value KernelBuilder::issueQK(Value stateK) {
@@ -128,11 +126,7 @@ Value KernelBuilder::issuePV(Value p16, Value stateV, Value o) {
 
 Value KernelBuilder::retireAndRelease(Value &fragment, int64_t pending,
                                       Value state) {
-  fragment = WarpgroupWaitOp::create(b, TypeRange{fragment.getType()},
-                                     ValueRange{fragment}, pending)
-                 .getResult(0);
-  // Only now: the wgmma that read the slot has retired.
-  return ConsumerReleaseOp::create(b, state, elected, nullptr);
+  return buildRetireAndRelease(b, fragment, pending, state, elected);
 }
 
 Value KernelBuilder::rescale(Value o, Value alpha0, Value alpha1) {
@@ -213,36 +207,12 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
   Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
   s = mask(s, kvBlock);
 
-  // Running max per row, across the row's 4 lanes.
-  Value m[2] = {stats.m0, stats.m1}, l[2] = {stats.l0, stats.l1};
-  Value mNew[2], scaledMax[2], alpha[2];
-  for (int half : {0, 1}) {
-    Value rowMax = FragmentRowMaxOp::create(b, b.getF32Type(), s, half);
-    mNew[half] = arith::MaxNumFOp::create(b, m[half], rowMax);
-    // A row with no valid key yet keeps max -inf; use 0 so that
-    // exp2(-inf - 0) = 0 rather than NaN.
-    Value isEmpty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,
-                                          mNew[half], f32(-INFINITY));
-    scaledMax[half] = arith::SelectOp::create(
-        b, isEmpty, f32(0.0), arith::MulFOp::create(b, mNew[half], scaleLog2));
-    // exp2((m_old - m_new) * c): rescales what was accumulated so far.
-    alpha[half] = math::Exp2Op::create(
-        b,
-        arith::SubFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
-                              scaledMax[half]));
-  }
-  // P = exp2(S * c - m * c): the scale folded into one FMA per element.
-  Value p = FragmentExp2Op::create(b, s.getType(), s, scaleLog2,
-                                   scaledMax[0], scaledMax[1]);
-  Value lNew[2];
-  for (int half : {0, 1}) {
-    // Row sums stay per thread; the 4 lanes are combined once, at the end.
-    Value rowSum = FragmentRowSumOp::create(b, b.getF32Type(), p, half);
-    lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);
-  }
-  Value p16 = arith::TruncFOp::create(
-      b, VectorType::get({c.blockN / 2}, c.elementType), p);
-  return {{mNew[0], mNew[1], lNew[0], lNew[1]}, alpha[0], alpha[1], p16};
+  OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
+      b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType);
+  return {{step.stats.m0, step.stats.m1, step.stats.l0, step.stats.l1},
+          step.alpha0,
+          step.alpha1,
+          step.p};
 }
 
 void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {

@@ -29,6 +29,7 @@
 #include "KernelBuilder.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -43,17 +44,7 @@ using namespace kvpipe::detail;
 
 Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
                           ArrayRef<int64_t> sizes) {
-  auto ringType = cast<MemRefType>(ring.getType());
-  SmallVector<OpFoldResult> fullSizes, strides;
-  int64_t dropped = ringType.getRank() - sizes.size();
-  for (int64_t i = 0; i < ringType.getRank(); ++i) {
-    fullSizes.push_back(b.getIndexAttr(i < dropped ? 1 : sizes[i - dropped]));
-    strides.push_back(b.getIndexAttr(1));
-  }
-  auto resultType = memref::SubViewOp::inferRankReducedResultType(
-      sizes, ringType, offsets, fullSizes, strides);
-  return memref::SubViewOp::create(b, cast<MemRefType>(resultType), ring,
-                                   offsets, fullSizes, strides);
+  return buildTileView(b, ring, offsets, sizes);
 }
 
 gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
