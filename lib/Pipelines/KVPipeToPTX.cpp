@@ -122,11 +122,22 @@ LogicalResult kvpipe::validateKVPipeToPTXOptions(
           " is not an optimisation level: use 0, 1, 2 or 3");
     return failure();
   }
-  if (!options.toolkit.empty() &&
-      !llvm::sys::fs::is_directory(options.toolkit)) {
-    error("kvpipe-to-ptx: toolkit='" + options.toolkit +
-          "' is not a directory (a CUDA toolkit, e.g. /usr/local/cuda)");
-    return failure();
+  if (!options.toolkit.empty()) {
+    if (!llvm::sys::fs::is_directory(options.toolkit)) {
+      error("kvpipe-to-ptx: toolkit='" + options.toolkit +
+            "' is not a directory (a CUDA toolkit, e.g. /usr/local/cuda)");
+      return failure();
+    }
+    // The NVVM target links libdevice from there; without it, the failure
+    // comes late and prints the whole module.
+    SmallString<128> libdevice(options.toolkit);
+    llvm::sys::path::append(libdevice, "nvvm", "libdevice", "libdevice.10.bc");
+    if (!llvm::sys::fs::is_regular_file(libdevice)) {
+      error("kvpipe-to-ptx: toolkit='" + options.toolkit + "' has no " +
+            libdevice.str().drop_front(options.toolkit.size()) +
+            ": not a CUDA toolkit");
+      return failure();
+    }
   }
   if (failed(checkOutputFile("ptx-file", options.ptxFile, error)) ||
       failed(checkOutputFile("abi-file", options.abiFile, error)))

@@ -17,6 +17,14 @@
 // RUN: count 1 < %t.toolkit
 // TOOLKIT: kvpipe-to-ptx: toolkit='/nonexistent' is not a directory
 
+// A directory that is not a CUDA toolkit (no libdevice) used to fail only in
+// gpu-module-to-binary, printing the whole module (1.4 MB here).
+// RUN: rm -rf %t.tk && mkdir -p %t.tk
+// RUN: not kvpipe-opt %s --kvpipe-to-ptx="toolkit=%t.tk" -o /dev/null 2>%t.notk
+// RUN: FileCheck %s --check-prefix=NOTK < %t.notk
+// RUN: count 1 < %t.notk
+// NOTK: kvpipe-to-ptx: toolkit='{{.*}}.tk' has no /nvvm/libdevice/libdevice.10.bc: not a CUDA toolkit
+
 // An output file in a directory that does not exist (here: below a file).
 // RUN: echo > %t.file
 // RUN: not kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.file/k.ptx" -o /dev/null 2>%t.ptx
