@@ -797,11 +797,18 @@ def known_upstream(stderr, text):
     return None
 
 
+# The address-space limit of each kvpipe-opt run. A sanitizer build
+# (--sanitized) reserves terabytes of shadow memory up front and cannot run
+# under it; ASan's own hard_rss_limit_mb (scripts/sanitize.sh) bounds it.
+MEMORY_LIMIT = 4 << 30
+
+
 def limit_memory():
+    if MEMORY_LIMIT is None:
+        return
     try:
         import resource
-        limit = 4 << 30
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     except (ImportError, ValueError, OSError):
         pass
 
@@ -984,6 +991,10 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=20.0,
                         help="seconds before a verify run is a hang "
                              "(a full run gets three times as long)")
+    parser.add_argument("--sanitized", action="store_true",
+                        help="kvpipe-opt is an ASan/UBSan build: no "
+                             "address-space limit (ASan reserves its shadow "
+                             "memory up front)")
     parser.add_argument("--no-minimise", action="store_true")
     parser.add_argument("--no-expand", action="store_true",
                         help="do not add the expanded attention kernels to "
@@ -997,6 +1008,9 @@ def main(argv=None):
     if args.seconds is None and args.mutants is None:
         args.seconds = 60.0
 
+    global MEMORY_LIMIT
+    if args.sanitized:
+        MEMORY_LIMIT = None
     opt = os.path.abspath(args.kvpipe_opt)
     if not os.access(opt, os.X_OK):
         parser.error("kvpipe-opt not found: %s" % opt)

@@ -29,6 +29,7 @@ func.func @in_a_loop(%n: index, %c: i1) -> !p {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     kvpipe.producer_acquire %s : !p
     kvpipe.producer_commit %s : !p
@@ -91,16 +92,18 @@ func.func @switch(%p: !p, %k: index) -> !p {
 
 !p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
 
-// Correct: both branches advance once (a release in one, a step in the
-// other), both leave the state alone, a branch yields the state up to a
-// non-advancing release; a branch that does not yield the state may work on
-// it without advancing it.
+// Both branches advance once, but the else branch steps past the slot
+// without releasing it: the producer waits for that release forever (this
+// program used to pass). A branch that yields the state up to a
+// non-advancing release, and branches that leave the state alone, are fine;
+// a fill under a condition followed by an unconditional step is an error.
 func.func @balanced(%p: !p, %c: i1, %e: i1) -> !p {
   %r = scf.if %c -> (!p) {
     kvpipe.consumer_wait %p : !p
     %q = kvpipe.consumer_release %p, %e : !p
     scf.yield %q : !p
   } else {
+    // expected-error @below {{'kvpipe.step' op steps past a slot it did not fill}}
     %q = kvpipe.step %p : !p
     scf.yield %q : !p
   }
@@ -113,6 +116,7 @@ func.func @balanced(%p: !p, %c: i1, %e: i1) -> !p {
     kvpipe.producer_acquire %s : !p
     kvpipe.producer_commit %s : !p
   }
+  // expected-error @below {{'kvpipe.step' op steps past a slot it did not fill}}
   %t = kvpipe.step %s : !p
   return %t : !p
 }

@@ -10,6 +10,7 @@
 // The old state read after a step.
 func.func @use_after_step() -> index {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   // expected-note @below {{advanced here}}
   %q = kvpipe.step %p : !p
   // expected-error-re @below {{'kvpipe.index' op state used after it was advanced (pipeline created at {{.*}}protocol-linear-use.mlir:12:8 : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>)}}
@@ -25,6 +26,7 @@ func.func @use_after_step() -> index {
 // of nothing: a step moves the whole slot).
 func.func @advanced_twice() -> (!p, !p) {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   // expected-note @below {{advanced here}}
   %q = kvpipe.step %p : !p
   // expected-error @below {{'kvpipe.step' op state used after it was advanced (pipeline created at}}
@@ -40,10 +42,11 @@ func.func @advanced_twice() -> (!p, !p) {
 // state again: the message names the sub-stage of the offending op.
 func.func @wait_after_release(%e: i1) -> !p {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   kvpipe.consumer_wait %p : !p
   // expected-note @below {{advanced here}}
   %q = kvpipe.consumer_release %p, %e : !p
-  // expected-error-re @below {{'kvpipe.consumer_wait' op state used after it was advanced (sub-stage 0 of pipeline created at {{.*}}:42:8 : !kvpipe.pipeline<{{.*}}>)}}
+  // expected-error-re @below {{'kvpipe.consumer_wait' op state used after it was advanced (sub-stage 0 of pipeline created at {{.*}}:44:8 : !kvpipe.pipeline<{{.*}}>)}}
   kvpipe.consumer_wait %p : !p
   return %q : !p
 }
@@ -58,6 +61,7 @@ func.func @yield_old_state(%n: index) -> !p {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     kvpipe.producer_acquire %s : !p
     kvpipe.producer_commit %s : !p
@@ -78,10 +82,12 @@ func.func @yield_old_state(%n: index) -> !p {
 // it.
 func.func @same_slot_after_release(%e: i1) -> index {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   kvpipe.consumer_wait %p stage 0 : !p
   kvpipe.consumer_wait %p stage 1 : !p
   %q = kvpipe.consumer_release %p, %e stage 0 : !p
   // expected-note @below {{advanced here}}
+  // expected-warning @below {{'kvpipe.consumer_release' op cannot prove that the consumed slots are ever filled: the pipeline has no producer side}}
   %r = kvpipe.consumer_release %q, %e stage 1 : !p
   // expected-error @below {{'kvpipe.index' op state used after it was advanced (pipeline created at}}
   %i = kvpipe.index %p : !p
@@ -96,9 +102,11 @@ func.func @same_slot_after_release(%e: i1) -> index {
 // state may name a slot that was already released.
 func.func @advanced_in_branch_then_used(%c: i1, %e: i1) -> !p {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   scf.if %c {
     kvpipe.consumer_wait %p : !p
     // expected-note @below {{advanced here}}
+    // expected-warning @below {{'kvpipe.consumer_release' op cannot prove that the consumed slots are ever filled: the pipeline has no producer side}}
     %q = kvpipe.consumer_release %p, %e : !p
   }
   // expected-error @below {{'kvpipe.step' op state used after it was advanced}}
@@ -116,6 +124,7 @@ func.func @use_after_loop(%n: index) -> index {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   // expected-note @below {{advanced by this loop}}
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     kvpipe.producer_acquire %s : !p
@@ -139,6 +148,7 @@ func.func @advanced_in_every_iteration(%n: index) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   // expected-note @below {{the loop}}
   scf.for %i = %c0 to %n step %c1 {
     kvpipe.producer_acquire %p : !p
@@ -184,15 +194,19 @@ func.func private @index_of(%s: !p) -> index {
 
 func.func @linear(%c: i1, %e: i1) -> (!p, index) {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   %i0 = func.call @index_of(%p) : (!p) -> index
   %b = kvpipe.producer_mbar %p : !p
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
   %q = kvpipe.step %p : !p
   %r = scf.if %c -> (!p) {
     kvpipe.consumer_wait %q : !p
     %n = kvpipe.consumer_release %q, %e : !p
     scf.yield %n : !p
   } else {
-    %n = kvpipe.step %q : !p
+    kvpipe.consumer_wait %q : !p
+    %n = kvpipe.consumer_release %q, %e : !p
     scf.yield %n : !p
   }
   %i1 = kvpipe.index %r : !p

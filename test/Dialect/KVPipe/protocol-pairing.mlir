@@ -13,9 +13,11 @@ func.func @wait_without_release(%n: index) -> !p {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     // expected-error-re @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block (sub-stage 0 of pipeline created at {{.*}}:15:8 : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>)}}
     kvpipe.consumer_wait %s : !p
+    // expected-error @below {{'kvpipe.step' op steps past a slot it did not fill}}
     %t = kvpipe.step %s : !p
     scf.yield %t : !p
   }
@@ -41,6 +43,7 @@ func.func @release_without_wait(%p: !p, %e: i1) -> !p {
 // release returns the same slot).
 func.func @release_before_wait(%p: !p, %e: i1) -> !p {
   // expected-error @below {{'kvpipe.consumer_release' op has no preceding consumer_wait of the same slot and sub-stage in its block (sub-stage 0 of}}
+  // expected-error @below {{'kvpipe.consumer_release' op releases the slot up to sub-stage 0 but not sub-stage 1 in its block}}
   %q = kvpipe.consumer_release %p, %e stage 0 : !p
   // expected-error @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block (sub-stage 0 of}}
   kvpipe.consumer_wait %q stage 0 : !p
@@ -57,6 +60,7 @@ func.func @split_across_branches(%n: index, %c: i1, %e: i1) -> !p {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     // expected-error @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block}}
     kvpipe.consumer_wait %s : !p
@@ -83,6 +87,7 @@ func.func @different_sub_stages(%p: !p, %e: i1) -> !p {
   // expected-error @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage after it in its block (sub-stage 0 of pipeline argument #0}}
   kvpipe.consumer_wait %p stage 0 : !p
   // expected-error @below {{'kvpipe.consumer_release' op has no preceding consumer_wait of the same slot and sub-stage in its block (sub-stage 1 of pipeline argument #0}}
+  // expected-error @below {{'kvpipe.consumer_release' op is out of qk_stage order: no consumer_release of sub-stage 0 of this slot in its block; the sub-stages of a slot start at 0}}
   %q = kvpipe.consumer_release %p, %e stage 1 : !p
   return %q : !p
 }
@@ -96,9 +101,11 @@ func.func @acquire_without_commit(%n: index) -> !p {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     // expected-error-re @below {{'kvpipe.producer_acquire' op has no producer_commit of the same slot and sub-stage after it in its block (sub-stage 0 of pipeline created at {{.*}} : !kvpipe.pipeline<{{.*}}>)}}
     kvpipe.producer_acquire %s : !p
+    // expected-error @below {{'kvpipe.step' op steps past a slot it did not fill}}
     %t = kvpipe.step %s : !p
     scf.yield %t : !p
   }
@@ -129,7 +136,9 @@ func.func @pairs(%n: index, %e: i1) -> (!p1, !p2) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %a = kvpipe.create : !p1
+  kvpipe.init %a : !p1
   %b = kvpipe.create : !p2
+  kvpipe.init %b : !p2
   %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %a, %t = %b) -> (!p1, !p2) {
     kvpipe.producer_acquire %s : !p1
     kvpipe.consumer_wait %t stage 0 : !p2

@@ -13,6 +13,7 @@
 // Two 8 KiB boxes, but the commit records 4 KiB.
 func.func @recorded_bytes_disagree(%map: !map, %i: index, %t0: !tile, %t1: !tile) -> !p {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   kvpipe.producer_acquire %p : !p
   %b = kvpipe.producer_mbar %p : !p
   // expected-note @below {{the first of its 2 TMA load(s)}}
@@ -59,9 +60,10 @@ func.func @recorded_bytes_not_an_integer(%p: !p) -> !p {
 // never completes.
 func.func @load_without_commit(%map: !map, %i: index, %t: !tile) {
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   // expected-note @below {{the barrier}}
   %b = kvpipe.producer_mbar %p : !p
-  // expected-error-re @below {{'kvpipe.tma_load' op completes on a barrier that no producer_commit expects: the producer barrier (sub-stage 0 of pipeline created at {{.*}}:61:8 : !kvpipe.pipeline<{{.*}}>)}}
+  // expected-error-re @below {{'kvpipe.tma_load' op completes on a barrier that no producer_commit expects: the producer barrier (sub-stage 0 of pipeline created at {{.*}}:62:8 : !kvpipe.pipeline<{{.*}}>)}}
   kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
   return
 }
@@ -80,7 +82,9 @@ func.func @load_on_other_sub_stage(%p: !p, %map: !map, %i: index, %t: !tile) -> 
   %b = kvpipe.producer_mbar %p stage 1 : !p
   // expected-error @below {{'kvpipe.tma_load' op completes on a barrier that no producer_commit expects: the producer barrier (sub-stage 1 of pipeline argument #0}}
   kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  // expected-error @below {{'kvpipe.producer_commit' op commits the slot up to sub-stage 0 but not sub-stage 1 in its block}}
   kvpipe.producer_commit %p stage 0 : !p
+  // expected-error @below {{'kvpipe.step' op steps past a slot whose sub-stage 1 it did not commit on every path}}
   %q = kvpipe.step %p : !p
   return %q : !p
 }

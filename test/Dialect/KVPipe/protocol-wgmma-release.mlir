@@ -19,6 +19,7 @@ func.func @release_in_flight(%n: index, %e: i1, %q: !q, %k: !ring) -> !p {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %p = kvpipe.create : !p
+  kvpipe.init %p : !p
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     kvpipe.consumer_wait %s : !p
     %slot = kvpipe.index %s : !p
@@ -89,8 +90,11 @@ func.func @conditional_wait(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring) -> !p {
 !ring = memref<2x2x128x64xbf16, #smem>
 !tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
 
-// qk_stages = 2: a wgmma reads the sub-stage last waited on before it. The
-// release of sub-stage 1 comes while the sub-stage 1 wgmma is in flight.
+// qk_stages = 2: a wgmma whose tile matches no producer load is taken to
+// read the sub-stage last waited on before it. The release of sub-stage 1
+// comes while the sub-stage 1 wgmma is in flight: an error. Its tile covers
+// both halves of the slot, so the release of sub-stage 0 under it is
+// unproven.
 func.func @sub_stage_in_flight(%p: !p, %e: i1, %q: !q, %k: !ring) -> !p {
   %slot = kvpipe.index %p : !p
   %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
@@ -98,8 +102,10 @@ func.func @sub_stage_in_flight(%p: !p, %e: i1, %q: !q, %k: !ring) -> !p {
   %a = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
   kvpipe.consumer_wait %p stage 1 : !p
   // expected-note @below {{the wgmma reading the slot}}
+  // expected-note @below {{the wgmma}}
   %b = kvpipe.warpgroup_mma %q, %kt, %a : !q, !tile -> vector<64xf32>
   %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
+  // expected-warning @below {{'kvpipe.consumer_release' op cannot prove that the wgmma still in flight does not read this sub-stage: its tile matches no producer load}}
   %r0 = kvpipe.consumer_release %p, %e stage 0 : !p
   // expected-error @below {{'kvpipe.consumer_release' op releases a slot that a kvpipe.warpgroup_mma still in flight reads: retire it with kvpipe.warpgroup_wait first (sub-stage 1 of pipeline argument #0 of @sub_stage_in_flight}}
   %r1 = kvpipe.consumer_release %r0, %e stage 1 : !p
@@ -121,7 +127,9 @@ func.func @released_after_wait(%n: index, %e: i1, %q: !q, %k: !ring, %v: !ring, 
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %kp = kvpipe.create : !p
+  kvpipe.init %kp : !p
   %vp = kvpipe.create : !p
+  kvpipe.init %vp : !p
   %o0 = arith.constant dense<0.0> : vector<64xf32>
   %r:3 = scf.for %i = %c0 to %n step %c1 iter_args(%ks = %kp, %vs = %vp, %o = %o0) -> (!p, !p, vector<64xf32>) {
     kvpipe.consumer_wait %ks : !p
@@ -161,15 +169,19 @@ func.func @older_group_retired(%p: !p, %e: i1, %q: !q, %k: !ring, %other: !tile)
   return %u : !p
 }
 
-// Correct: qk_stages = 2, each sub-stage released once its wgmma retired.
+// Proven only in part: qk_stages = 2, each sub-stage released once the wgmma
+// last waited on retired; the release of sub-stage 0 while the wgmma that
+// read the whole tile is in flight is unproven.
 func.func @sub_stages_retired(%p: !p2, %e: i1, %q: !q, %k: !ring) -> !p2 {
   %slot = kvpipe.index %p : !p2
   %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
   kvpipe.consumer_wait %p stage 0 : !p2
   %a = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
   kvpipe.consumer_wait %p stage 1 : !p2
+  // expected-note @below {{the wgmma}}
   %b = kvpipe.warpgroup_mma %q, %kt, %a : !q, !tile -> vector<64xf32>
   %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
+  // expected-warning @below {{'kvpipe.consumer_release' op cannot prove that the wgmma still in flight does not read this sub-stage}}
   %r0 = kvpipe.consumer_release %p, %e stage 0 : !p2
   %w2 = kvpipe.warpgroup_wait %w#1 {pending = 0} : vector<64xf32>
   %r1 = kvpipe.consumer_release %r0, %e stage 1 : !p2

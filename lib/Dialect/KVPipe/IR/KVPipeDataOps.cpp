@@ -1,9 +1,11 @@
 //===- KVPipeDataOps.cpp - verifiers of the data-path ops -------*- C++ -*-===//
 
+#include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/IR/SwizzledTile.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -45,6 +47,9 @@ static LogicalResult verifyTMATile(Operation *op, TensorMapType map,
   int64_t offset;
   if (failed(tile.getStridesAndOffset(strides, offset)))
     return op->emitOpError() << name << " must have a strided layout";
+  // The shape equals the box (at most 256 per dimension, verified by the
+  // tensor map type), so the dense strides cannot overflow; checked anyway,
+  // since the shape is user input.
   int64_t expected = 1;
   for (int64_t i = tile.getRank() - 1; i >= 0; --i) {
     if (tile.getDimSize(i) != 1 && strides[i] != expected)
@@ -52,16 +57,34 @@ static LogicalResult verifyTMATile(Operation *op, TensorMapType map,
                                << " must be contiguous (a TMA box is written "
                                   "densely), got "
                                << tile;
-    expected *= tile.getDimSize(i);
+    std::optional<int64_t> next =
+        llvm::checkedMul<int64_t>(expected, tile.getDimSize(i));
+    if (!next)
+      return op->emitOpError() << name << " has more elements than fit in "
+                                          "64 bits, got "
+                               << tile;
+    expected = *next;
   }
   // TMA needs 128-byte aligned shared memory; a swizzled box also starts on
   // a swizzle atom (8 rows) so that the pattern matches the address bits.
+  // The offset is user input: a huge one times the element size must not
+  // wrap around into an aligned value (found by UBSan).
   int64_t align = map.getSwizzle() ? 8 * map.getSwizzle() : 128;
-  if (!ShapedType::isDynamic(offset) &&
-      (offset * map.getElementBytes()) % align != 0)
-    return op->emitOpError() << name << " must be " << align
-                             << "-byte aligned, got an offset of "
-                             << offset * map.getElementBytes() << " bytes";
+  if (!ShapedType::isDynamic(offset)) {
+    std::optional<int64_t> offsetBytes =
+        llvm::checkedMul<int64_t>(offset, map.getElementBytes());
+    if (!offsetBytes || *offsetBytes < 0 ||
+        *offsetBytes >= AttentionConfig::kMaxSharedMemoryBytes)
+      return op->emitOpError()
+             << name << " offset of " << offset
+             << " elements is outside the "
+             << AttentionConfig::kMaxSharedMemoryBytes
+             << " bytes (227 KiB) of shared memory of an sm_90 CTA";
+    if (*offsetBytes % align != 0)
+      return op->emitOpError() << name << " must be " << align
+                               << "-byte aligned, got an offset of "
+                               << *offsetBytes << " bytes";
+  }
   return success();
 }
 

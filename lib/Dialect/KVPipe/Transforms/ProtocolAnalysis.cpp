@@ -2,10 +2,16 @@
 
 #include "ProtocolAnalysis.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -608,4 +614,641 @@ unsigned PipelineFlow::getSides(Operation *op, Value pipeline) {
     }
   });
   return sides;
+}
+
+//===----------------------------------------------------------------------===//
+// Symbolic slot counts
+//===----------------------------------------------------------------------===//
+
+bool LinearExpr::add(const LinearExpr &other, int64_t factor) {
+  int64_t scaled;
+  if (llvm::MulOverflow(other.constant, factor, scaled) ||
+      llvm::AddOverflow(constant, scaled, constant))
+    return false;
+  for (auto [atom, coef] : other.terms) {
+    int64_t &mine = terms[atom];
+    if (llvm::MulOverflow(coef, factor, scaled) ||
+        llvm::AddOverflow(mine, scaled, mine))
+      return false;
+    if (mine == 0)
+      terms.erase(atom);
+  }
+  return true;
+}
+
+bool LinearExpr::scale(int64_t factor) {
+  if (factor == 0) {
+    *this = LinearExpr();
+    return true;
+  }
+  if (llvm::MulOverflow(constant, factor, constant))
+    return false;
+  for (auto &[atom, coef] : terms)
+    if (llvm::MulOverflow(coef, factor, coef))
+      return false;
+  return true;
+}
+
+/// Ops whose result differs between the threads of a CTA, or whose value
+/// comes from memory: never one atom for two of their results.
+static bool isThreadDependent(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  return isa<WarpgroupIdOp>(op) || name == "gpu.thread_id" ||
+         name == "gpu.lane_id" || name == "gpu.subgroup_id" ||
+         name == "gpu.global_id" || name.starts_with("nvvm.read.ptx.sreg.tid") ||
+         name == "nvvm.read.ptx.sreg.laneid" ||
+         name == "nvvm.read.ptx.sreg.warpid" || name == "nvvm.elect.sync";
+}
+
+unsigned SlotArithmetic::intern(const std::string &key, Value example) {
+  auto [it, inserted] = atoms.try_emplace(key, atomExamples.size());
+  if (inserted) {
+    atomExamples.push_back(example);
+    atomKeys.push_back(key);
+  }
+  return it->second;
+}
+
+std::string SlotArithmetic::loopSignature(Operation *loop, unsigned depth) {
+  auto keys = [&](ValueRange values, std::string &out) {
+    for (Value value : values) {
+      if (isState(value))
+        continue;
+      std::string key = keyOf(value, depth + 1);
+      if (key.empty())
+        return false;
+      out += key + ",";
+    }
+    return true;
+  };
+  std::string sig;
+  if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
+    sig = "for(";
+    if (!keys({forOp.getLowerBound(), forOp.getUpperBound(), forOp.getStep()},
+              sig))
+      return "";
+    return sig + ")";
+  }
+  auto whileOp = dyn_cast<scf::WhileOp>(loop);
+  if (!whileOp || !whileOp.getConditionOp() || !whileOp.getYieldOp())
+    return "";
+  sig = "while(";
+  if (!keys(whileOp.getInits(), sig))
+    return "";
+  inProgress.push_back(loop);
+  sig += "|";
+  bool ok = keys(whileOp.getConditionOp().getCondition(), sig);
+  sig += "|";
+  ok = ok && keys(whileOp.getConditionOp().getArgs(), sig);
+  sig += "|";
+  ok = ok && keys(whileOp.getYieldOp().getOperands(), sig);
+  inProgress.pop_back();
+  return ok ? sig + ")" : "";
+}
+
+std::string SlotArithmetic::keyOf(Value value, unsigned depth) {
+  if (depth > 48 || !value)
+    return "";
+  if (inProgress.empty()) {
+    auto it = numbers.find(value);
+    if (it != numbers.end())
+      return atomKeys[it->second];
+  }
+  APInt constant;
+  if (matchPattern(value, m_ConstantInt(&constant)))
+    return "c" + std::to_string(constant.getSExtValue());
+
+  if (auto argument = dyn_cast<BlockArgument>(value)) {
+    Operation *owner = argument.getOwner()->getParentOp();
+    if (!owner)
+      return "";
+    auto placeholder = [&](StringRef kind) -> std::optional<std::string> {
+      auto found = llvm::find(inProgress, owner);
+      if (found == inProgress.end())
+        return std::nullopt;
+      usedPlaceholder = true;
+      return (kind + std::to_string(inProgress.end() - found) + ":" +
+              std::to_string(argument.getArgNumber()))
+          .str();
+    };
+    if (auto forOp = dyn_cast<scf::ForOp>(owner)) {
+      if (argument == forOp.getInductionVar()) {
+        std::string sig = loopSignature(owner, depth);
+        return sig.empty() ? "" : "iv(" + sig + ")";
+      }
+      // Carried values other than states: numbered by the loop's bounds,
+      // initial values and updates.
+      if (std::optional<std::string> ph = placeholder("fph"))
+        return *ph;
+      std::string sig = loopSignature(owner, depth);
+      if (sig.empty())
+        return "";
+      inProgress.push_back(owner);
+      std::string update;
+      unsigned position = argument.getArgNumber() - 1;
+      std::string init = keyOf(forOp.getInitArgs()[position], depth + 1);
+      for (Value yielded : forOp.getYieldedValues()) {
+        std::string key = isState(yielded) ? "s" : keyOf(yielded, depth + 1);
+        if (key.empty()) {
+          update.clear();
+          break;
+        }
+        update += key + ",";
+      }
+      inProgress.pop_back();
+      if (init.empty() || update.empty())
+        return "";
+      return "fa" + std::to_string(position) + "(" + sig + init + "|" +
+             update + ")";
+    }
+    if (auto whileOp = dyn_cast<scf::WhileOp>(owner)) {
+      if (argument.getOwner() == whileOp.getAfterBody()) {
+        scf::ConditionOp condition = whileOp.getConditionOp();
+        if (!condition ||
+            argument.getArgNumber() >= condition.getArgs().size())
+          return "";
+        return keyOf(condition.getArgs()[argument.getArgNumber()], depth + 1);
+      }
+      if (std::optional<std::string> ph = placeholder("wph"))
+        return *ph;
+      std::string sig = loopSignature(owner, depth);
+      return sig.empty() ? ""
+                         : "wa" + std::to_string(argument.getArgNumber()) +
+                               "(" + sig + ")";
+    }
+    // Arguments of the function: the same for every thread of the CTA (an
+    // assumption: docs/protocol-checking.md).
+    if (isa<FunctionOpInterface>(owner) && argument.getOwner()->isEntryBlock())
+      return "arg" + std::to_string(reinterpret_cast<uintptr_t>(
+                         argument.getAsOpaquePointer()));
+    return "";
+  }
+
+  Operation *def = value.getDefiningOp();
+  if (isThreadDependent(def) || def->getNumRegions() != 0 ||
+      !isMemoryEffectFree(def))
+    return "";
+  // A shuffle from lane 0 of a value every thread computed alike is that
+  // value.
+  if (auto shuffle = dyn_cast<gpu::ShuffleOp>(def)) {
+    if (value != shuffle.getShuffleResult() ||
+        shuffle.getMode() != gpu::ShuffleMode::IDX ||
+        !matchPattern(shuffle.getOffset(), m_Zero()))
+      return "";
+    return keyOf(shuffle.getValue(), depth + 1);
+  }
+  std::string key = def->getName().getStringRef().str();
+  key += "#" + std::to_string(cast<OpResult>(value).getResultNumber());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << def->getAttrDictionary() << def->getResultTypes();
+  key += text + "(";
+  for (Value operand : def->getOperands()) {
+    std::string inner = keyOf(operand, depth + 1);
+    if (inner.empty())
+      return "";
+    key += inner + ",";
+  }
+  key += ")";
+  // A narrowing cast back and forth is the value itself when it fits.
+  if (auto widen = dyn_cast<arith::IndexCastOp>(def)) {
+    if (auto narrow = widen.getIn().getDefiningOp<arith::IndexCastOp>()) {
+      unsigned bits = narrow.getType().getIntOrFloatBitWidth();
+      std::optional<uint64_t> max = getUnsignedMax(narrow.getIn());
+      if (isa<IndexType>(widen.getType()) &&
+          isa<IndexType>(narrow.getIn().getType()) && bits < 64 && max &&
+          *max < (uint64_t(1) << (bits - 1)))
+        return keyOf(narrow.getIn(), depth + 1);
+    }
+    if (auto shuffled = widen.getIn().getDefiningOp<gpu::ShuffleOp>())
+      if (auto narrow =
+              shuffled.getValue().getDefiningOp<arith::IndexCastOp>()) {
+        unsigned bits = narrow.getType().getIntOrFloatBitWidth();
+        std::optional<uint64_t> max = getUnsignedMax(narrow.getIn());
+        std::string inner = keyOf(shuffled.getShuffleResult(), depth + 1);
+        if (!inner.empty() && isa<IndexType>(narrow.getIn().getType()) &&
+            bits < 64 && max && *max < (uint64_t(1) << (bits - 1)))
+          return keyOf(narrow.getIn(), depth + 1);
+      }
+  }
+  return key;
+}
+
+unsigned SlotArithmetic::getValueNumber(Value value) {
+  auto it = numbers.find(value);
+  if (it != numbers.end())
+    return it->second;
+  usedPlaceholder = false;
+  std::string key = keyOf(value, 0);
+  // Values the analysis cannot number are their own atom: equal only to
+  // themselves, and only where no thread can see another value (the caller
+  // checks uniformity separately).
+  if (key.empty())
+    key = "opaque" + std::to_string(reinterpret_cast<uintptr_t>(
+                         value.getAsOpaquePointer()));
+  unsigned number = intern(key, value);
+  if (!usedPlaceholder)
+    numbers[value] = number;
+  return number;
+}
+
+LinearExpr SlotArithmetic::getLinear(Value value) {
+  APInt constant;
+  if (matchPattern(value, m_ConstantInt(&constant)) &&
+      constant.getSignificantBits() <= 64)
+    return LinearExpr::ofConstant(constant.getSExtValue());
+  if (Operation *def = value.getDefiningOp()) {
+    if (isa<arith::AddIOp, arith::SubIOp>(def)) {
+      LinearExpr sum = getLinear(def->getOperand(0));
+      if (sum.add(getLinear(def->getOperand(1)),
+                  isa<arith::AddIOp>(def) ? 1 : -1))
+        return sum;
+    } else if (isa<arith::MulIOp>(def)) {
+      LinearExpr lhs = getLinear(def->getOperand(0));
+      LinearExpr rhs = getLinear(def->getOperand(1));
+      if (rhs.isConstant() && lhs.scale(rhs.constant))
+        return lhs;
+      if (lhs.isConstant() && rhs.scale(lhs.constant))
+        return rhs;
+    }
+  }
+  return LinearExpr::ofAtom(getValueNumber(value));
+}
+
+std::optional<uint64_t> SlotArithmetic::getUnsignedMax(Value value,
+                                                       unsigned depth) {
+  if (depth > 16)
+    return std::nullopt;
+  APInt constant;
+  if (matchPattern(value, m_ConstantInt(&constant)))
+    return constant.getActiveBits() <= 64 ? std::optional<uint64_t>(
+                                                constant.getZExtValue())
+                                          : std::nullopt;
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  auto max = [&](unsigned i) { return getUnsignedMax(def->getOperand(i), depth + 1); };
+  auto divisor = [&]() -> std::optional<uint64_t> {
+    APInt d;
+    if (matchPattern(def->getOperand(1), m_ConstantInt(&d)) &&
+        d.getActiveBits() <= 64 && !d.isZero())
+      return d.getZExtValue();
+    return std::nullopt;
+  };
+  if (isa<arith::CeilDivUIOp, arith::DivUIOp>(def)) {
+    std::optional<uint64_t> d = divisor();
+    if (!d)
+      return std::nullopt;
+    uint64_t top = max(0).value_or(~uint64_t(0));
+    return top / *d + (isa<arith::CeilDivUIOp>(def) && top % *d ? 1 : 0);
+  }
+  if (isa<arith::RemUIOp>(def)) {
+    if (std::optional<uint64_t> d = divisor())
+      return *d - 1;
+    return std::nullopt;
+  }
+  if (isa<arith::MinUIOp>(def)) {
+    std::optional<uint64_t> a = max(0), b = max(1);
+    if (a && b)
+      return std::min(*a, *b);
+    return a ? a : b;
+  }
+  if (isa<arith::AndIOp>(def)) {
+    std::optional<uint64_t> a = max(0), b = max(1);
+    if (a && b)
+      return std::min(*a, *b);
+    return a ? a : b;
+  }
+  if (isa<arith::AddIOp, arith::MulIOp, arith::MaxUIOp, arith::SelectOp>(def)) {
+    unsigned first = isa<arith::SelectOp>(def) ? 1 : 0;
+    std::optional<uint64_t> a = max(first), b = max(first + 1);
+    if (!a || !b)
+      return std::nullopt;
+    if (isa<arith::MaxUIOp, arith::SelectOp>(def))
+      return std::max(*a, *b);
+    return isa<arith::AddIOp>(def) ? llvm::checkedAddUnsigned(*a, *b)
+                                   : llvm::checkedMulUnsigned(*a, *b);
+  }
+  if (isa<arith::IndexCastUIOp, arith::ExtUIOp>(def)) {
+    unsigned bits = getElementTypeOrSelf(def->getOperand(0).getType())
+                        .getIntOrFloatBitWidth();
+    if (bits < 64)
+      return (uint64_t(1) << bits) - 1;
+  }
+  return std::nullopt;
+}
+
+bool SlotArithmetic::isNonNegative(const LinearExpr &expr,
+                                   const PathFacts &facts) {
+  int64_t low = expr.constant;
+  for (auto [atom, coef] : expr.terms) {
+    if (coef < 0)
+      return false;
+    int64_t atomLow;
+    if (llvm::is_contained(facts, atom))
+      atomLow = 1;
+    else if (StringRef(atomKeys[atom]).starts_with("trip") ||
+             StringRef(atomKeys[atom]).starts_with("sum"))
+      atomLow = 0;
+    else if (std::optional<uint64_t> max = getUnsignedMax(atomExamples[atom]);
+             max && *max < (uint64_t(1) << 63))
+      atomLow = 0;
+    else
+      return false;
+    int64_t scaled;
+    if (llvm::MulOverflow(coef, atomLow, scaled) ||
+        llvm::AddOverflow(low, scaled, low))
+      return false;
+  }
+  return low >= 0;
+}
+
+/// Serialises an expression for use in an atom key.
+static std::string serialise(const LinearExpr &expr,
+                             ArrayRef<std::string> keys) {
+  std::string text = std::to_string(expr.constant);
+  for (auto [atom, coef] : expr.terms)
+    text += "+" + std::to_string(coef) + "*" + keys[atom];
+  return text;
+}
+
+LinearExpr SlotArithmetic::getTripCount(Operation *loop,
+                                        const PathFacts &facts) {
+  if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
+    LinearExpr span = getLinear(forOp.getUpperBound());
+    LinearExpr step = getLinear(forOp.getStep());
+    if (span.add(getLinear(forOp.getLowerBound()), -1) && step.isConstant() &&
+        step.constant > 0) {
+      if (span.isConstant()) {
+        int64_t trips =
+            span.constant <= 0 ? 0 : (span.constant - 1) / step.constant + 1;
+        return LinearExpr::ofConstant(trips);
+      }
+      if (step.constant == 1 && isNonNegative(span, facts))
+        return span;
+      // Otherwise max(0, ceil(span / step)): one atom per span and step,
+      // so that shifted bounds with the same span are the same count.
+      return LinearExpr::ofAtom(
+          intern("trip(" + serialise(span, atomKeys) + ")/" +
+                     std::to_string(step.constant),
+                 loop->getResult(0)));
+    }
+  }
+  std::string sig = loopSignature(loop, 0);
+  if (sig.empty())
+    sig = "opaque" + std::to_string(reinterpret_cast<uintptr_t>(loop));
+  return LinearExpr::ofAtom(intern("trip" + sig, loop->getResult(0)));
+}
+
+void SlotArithmetic::addBranchFacts(Region *region, PathFacts &facts) {
+  auto ifOp = dyn_cast_or_null<scf::IfOp>(region->getParentOp());
+  if (!ifOp)
+    return;
+  auto cmp = ifOp.getCondition().getDefiningOp<arith::CmpIOp>();
+  if (!cmp)
+    return;
+  bool inThen = region == &ifOp.getThenRegion();
+  using P = arith::CmpIPredicate;
+  P pred = cmp.getPredicate();
+  Value x = cmp.getLhs();
+  if (matchPattern(cmp.getLhs(), m_Zero())) {
+    x = cmp.getRhs();
+    // 0 < x is x > 0, and so on.
+    switch (pred) {
+    case P::slt: pred = P::sgt; break;
+    case P::sgt: pred = P::slt; break;
+    case P::ult: pred = P::ugt; break;
+    case P::ugt: pred = P::ult; break;
+    case P::sle: pred = P::sge; break;
+    case P::sge: pred = P::sle; break;
+    case P::ule: pred = P::uge; break;
+    case P::uge: pred = P::ule; break;
+    default: break;
+    }
+  } else if (!matchPattern(cmp.getRhs(), m_Zero())) {
+    return;
+  }
+  // Normalise to "x > 0 holds in this region".
+  bool positive = false;
+  std::optional<uint64_t> max = getUnsignedMax(x);
+  bool nonNegative = max && *max < (uint64_t(1) << 63);
+  if (inThen)
+    // Only for a non-negative x, so that "x <= 0" in the else branch is
+    // "x == 0" (the peeled-iteration merge relies on it).
+    positive = nonNegative && (pred == P::sgt || pred == P::ugt || pred == P::ne);
+  else
+    positive = pred == P::sle ? false
+                              : (nonNegative && (pred == P::eq || pred == P::ule));
+  if (!positive)
+    return;
+  LinearExpr lin = getLinear(x);
+  if (lin.constant == 0 && lin.terms.size() == 1 &&
+      lin.terms.begin()->second == 1)
+    facts.push_back(lin.terms.begin()->first);
+}
+
+std::optional<LinearExpr>
+SlotArithmetic::traceAdvance(Value state, Operation *scope,
+                             const PathFacts &facts, Value &base,
+                             unsigned &sides, Operation *&why) {
+  LinearExpr total;
+  Value value = state;
+  auto fail = [&](Operation *op) -> std::optional<LinearExpr> {
+    if (!why)
+      why = op;
+    return std::nullopt;
+  };
+  for (unsigned guard = 0; guard < 100000; ++guard) {
+    if (!isState(value))
+      return fail(scope);
+    Operation *def = value.getDefiningOp();
+    if (!def) {
+      Operation *owner = cast<BlockArgument>(value).getOwner()->getParentOp();
+      if (owner == scope || !owner || !scope->isProperAncestor(owner)) {
+        base = value;
+        return total;
+      }
+      return fail(owner);
+    }
+    if (!scope->isProperAncestor(def) || isa<CreateOp>(def)) {
+      base = value;
+      return total;
+    }
+    if (auto step = dyn_cast<StepOp>(def)) {
+      sides |= kProducerSide;
+      if (!total.add(LinearExpr::ofConstant(1)))
+        return fail(def);
+      value = step.getPipeline();
+      continue;
+    }
+    if (auto release = dyn_cast<ConsumerReleaseOp>(def)) {
+      sides |= kConsumerSide;
+      if (!total.add(LinearExpr::ofConstant(release.advances() ? 1 : 0)))
+        return fail(def);
+      value = release.getPipeline();
+      continue;
+    }
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    if (auto forOp = dyn_cast<scf::ForOp>(def)) {
+      Value inner;
+      std::optional<LinearExpr> per =
+          traceAdvance(forOp.getYieldedValues()[index], forOp, facts, inner,
+                       sides, why);
+      if (!per || inner != forOp.getRegionIterArgs()[index])
+        return fail(def);
+      LinearExpr trips = getTripCount(forOp, facts);
+      LinearExpr loopTotal;
+      if (per->isConstant()) {
+        loopTotal = trips;
+        if (!loopTotal.scale(per->constant))
+          return fail(def);
+      } else {
+        std::string sig = loopSignature(forOp, 0);
+        if (sig.empty())
+          return fail(def);
+        loopTotal = LinearExpr::ofAtom(
+            intern("sum" + sig + "|" + serialise(*per, atomKeys), value));
+      }
+      if (!total.add(loopTotal))
+        return fail(def);
+      value = forOp.getInitArgs()[index];
+      continue;
+    }
+    if (auto whileOp = dyn_cast<scf::WhileOp>(def)) {
+      scf::ConditionOp condition = whileOp.getConditionOp();
+      scf::YieldOp yield = whileOp.getYieldOp();
+      if (!condition || !yield || index >= condition.getArgs().size())
+        return fail(def);
+      // The result is the state forwarded by the last (failing) condition:
+      // before-arg j advanced by the before region, after each iteration's
+      // before and after regions.
+      Value beforeArg;
+      std::optional<LinearExpr> last = traceAdvance(
+          condition.getArgs()[index], whileOp, facts, beforeArg, sides, why);
+      auto before = dyn_cast_or_null<BlockArgument>(beforeArg);
+      if (!last || !before || before.getOwner() != whileOp.getBeforeBody())
+        return fail(def);
+      unsigned j = before.getArgNumber();
+      Value afterArg;
+      std::optional<LinearExpr> afterPart = traceAdvance(
+          yield.getOperand(j), whileOp, facts, afterArg, sides, why);
+      if (!afterPart || afterArg != whileOp.getAfterArguments()[index])
+        return fail(def);
+      LinearExpr per = *last;
+      if (!per.add(*afterPart))
+        return fail(def);
+      LinearExpr loopTotal;
+      if (per.isConstant()) {
+        loopTotal = getTripCount(whileOp, facts);
+        if (!loopTotal.scale(per.constant))
+          return fail(def);
+      } else {
+        std::string sig = loopSignature(whileOp, 0);
+        if (sig.empty())
+          return fail(def);
+        loopTotal = LinearExpr::ofAtom(
+            intern("sum" + sig + "|" + serialise(per, atomKeys), value));
+      }
+      if (!total.add(loopTotal) || !total.add(*last))
+        return fail(def);
+      value = whileOp.getInits()[j];
+      continue;
+    }
+    SmallVector<Value> yields;
+    if (getBranchYields(def, index, yields)) {
+      SmallVector<LinearExpr> branches;
+      Value common;
+      for (auto [region, yielded] : llvm::zip(def->getRegions(), yields)) {
+        PathFacts inner(facts.begin(), facts.end());
+        addBranchFacts(&region, inner);
+        Value branchBase;
+        std::optional<LinearExpr> branch =
+            traceAdvance(yielded, def, inner, branchBase, sides, why);
+        if (!branch)
+          return fail(def);
+        if (common && flow.getSlot(common) != flow.getSlot(branchBase))
+          return fail(def);
+        common = branchBase;
+        branches.push_back(*branch);
+      }
+      LinearExpr merged = branches.front();
+      for (const LinearExpr &branch : ArrayRef(branches).drop_front()) {
+        if (branch == merged)
+          continue;
+        // if (x > 0) {... n(x) ...} else {... n(0) ...}: the else branch
+        // is the then branch's count at x = 0.
+        auto ifOp = dyn_cast<scf::IfOp>(def);
+        if (!ifOp || branches.size() != 2)
+          return fail(def);
+        PathFacts thenFacts;
+        addBranchFacts(&ifOp.getThenRegion(), thenFacts);
+        PathFacts elseFacts;
+        addBranchFacts(&ifOp.getElseRegion(), elseFacts);
+        bool substituted = false;
+        if (thenFacts.size() == 1 && elseFacts.empty()) {
+          LinearExpr atZero = merged;
+          atZero.terms.erase(thenFacts.front());
+          substituted = atZero == branch;
+        }
+        if (!substituted)
+          return fail(def);
+      }
+      if (!total.add(merged))
+        return fail(def);
+      value = common;
+      continue;
+    }
+    if (auto call = dyn_cast<CallOpInterface>(def)) {
+      std::optional<PipelineFlow::CallAdvance> advance =
+          flow.getCallAdvance(call, index);
+      FunctionOpInterface callee = flow.resolveCallee(call);
+      if (!advance || !callee ||
+          !total.add(LinearExpr::ofConstant(advance->slots)))
+        return fail(def);
+      Value argument = callee.getArgument(advance->argument);
+      if (isState(argument))
+        sides |= flow.getSides(callee, flow.getPipeline(argument));
+      value = call.getArgOperands()[advance->argument];
+      continue;
+    }
+    return fail(def);
+  }
+  return fail(scope);
+}
+
+std::string SlotArithmetic::print(const LinearExpr &expr) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  bool first = true;
+  for (auto [atom, coef] : expr.terms) {
+    if (!first)
+      os << (coef < 0 ? " - " : " + ");
+    else if (coef < 0)
+      os << "-";
+    first = false;
+    if (coef != 1 && coef != -1)
+      os << (coef < 0 ? -coef : coef) << " * ";
+    StringRef key = atomKeys[atom];
+    Value example = atomExamples[atom];
+    if (key.starts_with("trip"))
+      os << "trips(loop at ";
+    else if (key.starts_with("sum"))
+      os << "sum over the iterations of the loop at ";
+    if (key.starts_with("trip") || key.starts_with("sum")) {
+      printLocation(os, example.getLoc());
+      if (key.starts_with("trip"))
+        os << ")";
+      continue;
+    }
+    OpPrintingFlags flags;
+    example.printAsOperand(os, flags);
+  }
+  if (expr.constant != 0 || first) {
+    if (!first)
+      os << (expr.constant < 0 ? " - " : " + ")
+         << (expr.constant < 0 ? -expr.constant : expr.constant);
+    else
+      os << expr.constant;
+  }
+  return text;
 }

@@ -30,6 +30,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -104,17 +105,20 @@ public:
   /// The callee of `call`, when it is a function with a body under the root.
   mlir::FunctionOpInterface resolveCallee(mlir::CallOpInterface call);
 
-private:
   struct CallAdvance {
     unsigned argument;
     int64_t slots;
   };
+  /// The argument that result `result` of `call` returns, and by how many
+  /// slots the callee advances it, when statically known.
+  std::optional<CallAdvance> getCallAdvance(mlir::CallOpInterface call,
+                                            unsigned result);
+
+private:
   /// For each result of `callee`: the argument it returns advanced, if the
   /// advance is statically known on every return.
   llvm::SmallVector<std::optional<CallAdvance>>
   getReturnAdvances(mlir::FunctionOpInterface callee);
-  std::optional<CallAdvance> getCallAdvance(mlir::CallOpInterface call,
-                                            unsigned result);
   /// The index among `call`'s arguments of `use`, if it is one.
   static std::optional<unsigned> getArgumentIndex(mlir::CallOpInterface call,
                                                   mlir::OpOperand &use);
@@ -145,6 +149,92 @@ private:
   llvm::DenseSet<mlir::Operation *> returnsInProgress;
   llvm::DenseSet<std::pair<mlir::Operation *, unsigned>> sidesInProgress;
   llvm::DenseSet<std::pair<mlir::Operation *, unsigned>> advancesInProgress;
+};
+
+/// A linear expression over "atoms", each an integer-valued program quantity
+/// the analysis could not break down further (a function argument, a trip
+/// count it cannot express linearly, ...): `constant + sum(coef * atom)`.
+/// Atoms are structural: two computations of the same pure, CTA-uniform
+/// expression (in the producer's and in the consumer's branch) are one atom.
+struct LinearExpr {
+  int64_t constant = 0;
+  /// Atom number -> coefficient, without zero coefficients.
+  std::map<unsigned, int64_t> terms;
+
+  bool isConstant() const { return terms.empty(); }
+  bool operator==(const LinearExpr &other) const {
+    return constant == other.constant && terms == other.terms;
+  }
+  bool operator!=(const LinearExpr &other) const { return !(*this == other); }
+  /// `*this += factor * other`; false on overflow.
+  bool add(const LinearExpr &other, int64_t factor = 1);
+  /// `*this *= factor`; false on overflow.
+  bool scale(int64_t factor);
+  static LinearExpr ofConstant(int64_t c) {
+    LinearExpr e;
+    e.constant = c;
+    return e;
+  }
+  static LinearExpr ofAtom(unsigned atom) {
+    LinearExpr e;
+    e.terms[atom] = 1;
+    return e;
+  }
+};
+
+/// Facts that hold on a path: atoms known to be at least one there.
+using PathFacts = llvm::SmallVector<unsigned, 4>;
+
+/// Counts, symbolically, how many slots a chain of pipeline states advances
+/// and how many times loops run, so that the producer's and the consumer's
+/// totals can be compared where neither is a constant.
+class SlotArithmetic {
+public:
+  explicit SlotArithmetic(PipelineFlow &flow) : flow(flow) {}
+
+  /// A structural number for an integer value: equal numbers mean equal
+  /// values on every thread of the CTA.
+  unsigned getValueNumber(mlir::Value value);
+  /// `value` as a linear expression (through constants, addi, subi, muli by
+  /// constants).
+  LinearExpr getLinear(mlir::Value value);
+  /// The number of iterations of an `scf.for` or `scf.while` on `facts`.
+  LinearExpr getTripCount(mlir::Operation *loop, const PathFacts &facts);
+
+  /// The slots `state` is advanced by from the value it is traced back to
+  /// (which is stored in `base`) through advancing ops in `scope`, on a path
+  /// where `facts` hold. `sides` collects the sides of the advancing ops
+  /// (PipelineSide). Nothing, with `why` set to the op it could not count
+  /// through, when the count is not known.
+  std::optional<LinearExpr> traceAdvance(mlir::Value state,
+                                         mlir::Operation *scope,
+                                         const PathFacts &facts,
+                                         mlir::Value &base, unsigned &sides,
+                                         mlir::Operation *&why);
+
+  /// Whether `expr >= 0` holds given `facts`.
+  bool isNonNegative(const LinearExpr &expr, const PathFacts &facts);
+  /// An upper bound of `value` read as an unsigned integer, if known.
+  std::optional<uint64_t> getUnsignedMax(mlir::Value value, unsigned depth = 0);
+
+  /// Adds the facts that hold inside `region` of the `scf.if` holding it.
+  void addBranchFacts(mlir::Region *region, PathFacts &facts);
+
+  /// Prints `expr` for a diagnostic, naming atoms by their values.
+  std::string print(const LinearExpr &expr);
+
+private:
+  unsigned intern(const std::string &key, mlir::Value example);
+  std::string keyOf(mlir::Value value, unsigned depth);
+  std::string loopSignature(mlir::Operation *loop, unsigned depth);
+  PipelineFlow &flow;
+  std::map<std::string, unsigned> atoms;
+  llvm::SmallVector<mlir::Value> atomExamples;
+  llvm::SmallVector<std::string> atomKeys;
+  llvm::DenseMap<mlir::Value, unsigned> numbers;
+  /// Loops whose carried values are being numbered, innermost last.
+  llvm::SmallVector<mlir::Operation *> inProgress;
+  bool usedPlaceholder = false;
 };
 
 } // namespace kvpipe

@@ -14,7 +14,18 @@
 //      sub-stage order, and branches that advance alike;
 //   4. release after retire: no release of a slot a wgmma still reads;
 //   5. transactions: expect_tx bytes match the loads, every load on a
-//      producer barrier is expected by a commit.
+//      producer barrier is expected by a commit;
+//   6. barriers: one kvpipe.init per kvpipe.create, by the whole CTA, before
+//      any other use;
+//   7. flow: every state comes from and goes to ops the analysis models, no
+//      state is passed twice, loops carry their own states;
+//   8. totals: each side advances the pipeline by the same number of slots
+//      from its creation, compared symbolically;
+//   9. reads: a wgmma reads a slot only after a consumer_wait of it.
+//
+// What a rule cannot decide is reported as a warning that starts with
+// "cannot prove" (an error with `strict`): silence means proven. The
+// contract, and its assumptions, are in docs/protocol-checking.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,12 +35,17 @@
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/Passes.h"
 
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -91,16 +107,15 @@ static bool haveSameTripCount(Operation *a, Operation *b) {
 
 namespace {
 
-/// A wgmma group in flight and the slots (and sub-stages, -1: any) it reads.
-struct WgmmaGroup {
-  Operation *op;
-  SmallVector<std::pair<Value, int64_t>> reads;
-};
-
 /// The wait (or acquire) of each sub-stage of one slot that is still open
 /// in a block, and the last sub-stages seen, for the order check.
 struct SlotPairing {
   SmallVector<Operation *> open;
+  /// The first op of each kind in the block, and its sub-stage.
+  Operation *firstOpen = nullptr;
+  int64_t firstOpenStage = -1;
+  Operation *firstClose = nullptr;
+  int64_t firstCloseStage = -1;
   Operation *lastOpen = nullptr;
   int64_t lastOpenStage = -1;
   Operation *lastClose = nullptr;
@@ -109,15 +124,20 @@ struct SlotPairing {
 
 class ProtocolChecker {
 public:
-  explicit ProtocolChecker(Operation *root)
-      : root(root), flow(root), dominance(root) {}
+  ProtocolChecker(Operation *root, bool strict)
+      : root(root), flow(root), arithmetic(flow), dominance(root),
+        strict(strict) {}
 
   /// Runs every rule; false when any reported an error.
   bool run() {
+    checkBarriers();
+    checkFlow();
     checkLinearUse();
     checkBalance();
-    root->walk([&](Block *block) { checkBlock(*block); });
     checkBranches();
+    checkTotals();
+    root->walk([&](Block *block) { checkBlock(*block); });
+    checkReads();
     checkTransactions();
     return !hasErrors;
   }
@@ -134,6 +154,16 @@ private:
   InFlightDiagnostic error(Operation *op) {
     hasErrors = true;
     return op->emitOpError();
+  }
+
+  /// A property the checker could not prove at `op`: a warning, or an error
+  /// in strict mode. The message continues after "cannot prove ".
+  InFlightDiagnostic unproven(Operation *op) {
+    if (strict) {
+      hasErrors = true;
+      return op->emitOpError() << "cannot prove ";
+    }
+    return op->emitWarning() << "'" << op->getName() << "' op cannot prove ";
   }
 
   //===--------------------------------------------------------------------===//
@@ -288,6 +318,7 @@ private:
         !llvm::MulOverflow(*consumerTrips, perConsumer, consumerTotal)) {
       if (producerTotal == consumerTotal)
         return;
+      unbalanced.insert(pipeline);
       InFlightDiagnostic diag =
           error(consumer.loop)
           << "consumer side advances " << consumerTotal << " slot(s) in total ("
@@ -302,6 +333,7 @@ private:
     if (perProducer == perConsumer ||
         !haveSameTripCount(producer.loop, consumer.loop))
       return;
+    unbalanced.insert(pipeline);
     InFlightDiagnostic diag =
         error(consumer.loop)
         << "consumer side advances " << perConsumer
@@ -372,6 +404,10 @@ private:
     int64_t stages = cast<PipelineType>(state.getType()).getQkStages();
     if (pairing.open.size() < static_cast<size_t>(stages))
       pairing.open.resize(stages, nullptr);
+    if (!pairing.firstOpen) {
+      pairing.firstOpen = op;
+      pairing.firstOpenStage = stage;
+    }
     if (pairing.lastOpen && stage != pairing.lastOpenStage + 1) {
       InFlightDiagnostic diag =
           error(op) << "is out of qk_stage order: the previous " << name
@@ -397,6 +433,10 @@ private:
     if (inserted)
       order.push_back(key);
     SlotPairing &pairing = it->second;
+    if (!pairing.firstClose) {
+      pairing.firstClose = op;
+      pairing.firstCloseStage = stage;
+    }
     if (pairing.lastClose && stage != pairing.lastCloseStage + 1) {
       InFlightDiagnostic diag =
           error(op) << "is out of qk_stage order: the previous " << name
@@ -421,32 +461,16 @@ private:
     // 3. Pairing: kind 0 is wait/release, kind 1 acquire/commit.
     DenseMap<std::pair<Value, unsigned>, SlotPairing> pairs;
     SmallVector<std::pair<Value, unsigned>> order;
-    // 4. wgmma groups in flight, oldest first, and the sub-stage each slot
-    // was last waited on in this block.
-    std::deque<WgmmaGroup> inFlight;
-    DenseMap<Value, int64_t> lastWaited;
-
-    auto retireAllBut = [&](uint64_t pending) {
-      while (inFlight.size() > pending)
-        inFlight.pop_front();
-    };
 
     for (Operation &op : block) {
       // A stale state's ops were reported by rule 1; pairing them again
       // would only repeat that.
-      bool stale = staleUsers.contains(&op);
-      if (stale && isa<ConsumerWaitOp, ConsumerReleaseOp, ProducerAcquireOp,
-                       ProducerCommitOp>(op)) {
-        if (auto release = dyn_cast<ConsumerReleaseOp>(op))
-          checkReleaseRetired(release, inFlight);
+      if (staleUsers.contains(&op))
         continue;
-      }
       if (auto wait = dyn_cast<ConsumerWaitOp>(op)) {
         openPair(pairs, order, &op, wait.getPipeline(), wait.getStage(), 0,
                  "consumer_wait");
-        lastWaited[flow.getSlot(wait.getPipeline())] = wait.getStage();
       } else if (auto release = dyn_cast<ConsumerReleaseOp>(op)) {
-        checkReleaseRetired(release, inFlight);
         closePair(pairs, order, &op, release.getPipeline(), release.getStage(),
                   0, "consumer_wait", "consumer_release");
       } else if (auto acquire = dyn_cast<ProducerAcquireOp>(op)) {
@@ -455,26 +479,8 @@ private:
       } else if (auto commit = dyn_cast<ProducerCommitOp>(op)) {
         closePair(pairs, order, &op, commit.getPipeline(), commit.getStage(), 1,
                   "producer_acquire", "producer_commit");
-      } else if (auto mma = dyn_cast<WarpgroupMmaOp>(op)) {
-        WgmmaGroup group{&op, {}};
-        for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
-          if (!isa<MemRefType>(operand.getType()))
-            continue;
-          for (Value slot : getSlotsRead(operand)) {
-            auto it = lastWaited.find(slot);
-            group.reads.push_back(
-                {slot, it == lastWaited.end() ? int64_t(-1) : it->second});
-          }
-        }
-        inFlight.push_back(std::move(group));
-      } else if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op)) {
-        // A group committed by hand reads nothing this pass can see, but it
-        // counts towards `pending`.
-        inFlight.push_back({&op, {}});
-      } else if (auto retire = dyn_cast<WarpgroupWaitOp>(op)) {
-        retireAllBut(retire.getPending());
-      } else if (auto retire = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op)) {
-        retireAllBut(retire.getGroup());
+      } else if (auto step = dyn_cast<StepOp>(op)) {
+        checkStep(step, pairs);
       }
     }
 
@@ -490,26 +496,104 @@ private:
                     << " of the same slot and sub-stage after it in its block"
                     << where(state, stage);
       }
+      // The order starts at sub-stage 0.
+      bool sawZero[2] = {false, false};
+      for (Value state : flow.getSlotStates(key.first))
+        for (Operation *user : state.getUsers()) {
+          if (user->getBlock() != &block || staleUsers.contains(user))
+            continue;
+          std::optional<int64_t> stage = getStageOf(user);
+          if (!stage || *stage != 0)
+            continue;
+          if (key.second == 0 ? isa<ConsumerWaitOp>(user)
+                              : isa<ProducerAcquireOp>(user))
+            sawZero[0] = true;
+          if (key.second == 0 ? isa<ConsumerReleaseOp>(user)
+                              : isa<ProducerCommitOp>(user))
+            sawZero[1] = true;
+        }
+      for (auto [index, first, firstStage] :
+           {std::tuple{0, pairing.firstOpen, pairing.firstOpenStage},
+            std::tuple{1, pairing.firstClose, pairing.firstCloseStage}}) {
+        if (!first || sawZero[index])
+          continue;
+        error(first) << "is out of qk_stage order: no "
+                     << first->getName().stripDialect()
+                     << " of sub-stage 0 of this slot in its block; the "
+                        "sub-stages of a slot start at 0"
+                     << where(first->getOperand(0), firstStage);
+      }
+      // Every sub-stage, or none: the others' barriers never complete.
+      if (!pairing.lastClose)
+        continue;
+      int64_t stages = cast<PipelineType>(key.first.getType()).getQkStages();
+      if (pairing.lastCloseStage != stages - 1)
+        error(pairing.lastClose)
+            << (key.second == 0 ? "releases" : "commits")
+            << " the slot up to sub-stage " << pairing.lastCloseStage
+            << " but not sub-stage " << pairing.lastCloseStage + 1
+            << " in its block: "
+            << (key.second == 0 ? "the producer waits for that release"
+                                : "the consumers wait for that data")
+            << " forever"
+            << where(pairing.lastClose->getOperand(0),
+                     pairing.lastCloseStage + 1);
     }
   }
 
-  void checkReleaseRetired(ConsumerReleaseOp release,
-                           const std::deque<WgmmaGroup> &inFlight) {
-    Value slot = flow.getSlot(release.getPipeline());
-    int64_t stage = release.getStage();
-    for (const WgmmaGroup &group : inFlight)
-      for (auto [read, readStage] : group.reads) {
-        if (read != slot || (readStage >= 0 && readStage != stage))
-          continue;
-        InFlightDiagnostic diag =
-            error(release)
-            << "releases a slot that a kvpipe.warpgroup_mma still in flight "
-               "reads: retire it with kvpipe.warpgroup_wait first"
-            << where(release.getPipeline(), stage);
-        diag.attachNote(group.op->getLoc())
-            << "the wgmma reading the slot, not retired before the release";
-        return;
+  /// A producer steps past a slot after committing every sub-stage of it
+  /// in the same block; a consumer advances with consumer_release.
+  /// Whether any wait, release, acquire or commit works on `pipeline`: a
+  /// pipeline without any is state arithmetic only, which nothing waits on.
+  bool hasProtocolOps(Value pipeline) {
+    auto it = protocolPipelines.find(pipeline);
+    if (it != protocolPipelines.end())
+      return it->second;
+    bool found = false;
+    root->walk([&](Operation *op) {
+      if (isa<ConsumerWaitOp, ConsumerReleaseOp, ProducerAcquireOp,
+              ProducerCommitOp>(op) &&
+          flow.getPipeline(op->getOperand(0)) == pipeline) {
+        found = true;
+        return WalkResult::interrupt();
       }
+      return WalkResult::advance();
+    });
+    protocolPipelines[pipeline] = found;
+    return found;
+  }
+  DenseMap<Value, bool> protocolPipelines;
+
+  void checkStep(StepOp step,
+                 DenseMap<std::pair<Value, unsigned>, SlotPairing> &pairs) {
+    if (!hasProtocolOps(flow.getPipeline(step.getPipeline())))
+      return;
+    // Every sub-stage of the slot committed on every path to the step.
+    Value slot = flow.getSlot(step.getPipeline());
+    int64_t stages = cast<PipelineType>(step.getPipeline().getType())
+                         .getQkStages();
+    SmallVector<bool> committed(stages, false);
+    for (Value state : flow.getSlotStates(slot))
+      for (Operation *user : state.getUsers())
+        if (auto commit = dyn_cast<ProducerCommitOp>(user))
+          if (commit.getStage() < stages &&
+              dominance.properlyDominates(user, step.getOperation()))
+            committed[commit.getStage()] = true;
+    int64_t missing = llvm::find(committed, false) - committed.begin();
+    if (missing == stages)
+      return;
+    if (llvm::none_of(committed, [](bool c) { return c; })) {
+      error(step) << "steps past a slot it did not fill: no producer_commit "
+                     "of the slot runs before it on every path (a consumer "
+                     "advances with consumer_release; a producer that skips "
+                     "a slot leaves the consumers waiting for it)"
+                  << where(step.getPipeline());
+      return;
+    }
+    error(step) << "steps past a slot whose sub-stage " << missing
+                << " it did not commit on every path: the consumers wait for "
+                   "that data forever"
+                << where(step.getPipeline(), missing);
   }
 
   //===--------------------------------------------------------------------===//
@@ -551,6 +635,7 @@ private:
         }
         if (!sameBase || (*most)->slots == (*least)->slots)
           continue;
+        reportedBranches.insert(op);
         InFlightDiagnostic diag = error(op);
         if ((*least)->slots == 0)
           diag << "yields a state advanced in one branch but not in the other";
@@ -635,9 +720,877 @@ private:
     });
   }
 
+  //===--------------------------------------------------------------------===//
+  // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
+  //===--------------------------------------------------------------------===//
+
+  void checkBarriers() {
+    SmallVector<InitOp> inits;
+    root->walk([&](InitOp init) { inits.push_back(init); });
+    root->walk([&](CreateOp create) {
+      Value pipeline = flow.getPipeline(create.getResult());
+      InitOp first;
+      for (InitOp init : inits) {
+        if (flow.getPipeline(init.getPipeline()) != pipeline)
+          continue;
+        if (first) {
+          InFlightDiagnostic diag =
+              error(init) << "initialises the barriers a second time: every "
+                             "thread of the CTA executes kvpipe.init once per "
+                             "kvpipe.create, and a second init resets barriers "
+                             "that may already be in use"
+                          << where(create.getResult());
+          diag.attachNote(first.getLoc()) << "the first kvpipe.init";
+          continue;
+        }
+        first = init;
+        // CTA-wide: in the block of the create, so that every thread that
+        // created the pipeline initialises it, once.
+        Operation *holder =
+            create->getBlock()->findAncestorOpInBlock(*init.getOperation());
+        if (!holder) {
+          error(init) << "is not in the block of the kvpipe.create or nested "
+                         "in it: every thread of the CTA must execute it"
+                      << where(create.getResult());
+          continue;
+        }
+        if (holder != init.getOperation()) {
+          InFlightDiagnostic diag =
+              error(init)
+              << (isa<LoopLikeOpInterface>(holder)
+                      ? "is inside a loop: kvpipe.init is executed once by "
+                        "every thread of the CTA, not once per iteration"
+                      : "is under a condition: kvpipe.init is CTA-wide, every "
+                        "thread of the CTA must execute it (the others would "
+                        "use barriers nobody initialised, or wait in its CTA "
+                        "barrier forever)")
+              << where(create.getResult());
+          diag.attachNote(holder->getLoc()) << "the enclosing '"
+                                            << holder->getName() << "'";
+          continue;
+        }
+        // Nothing may use the pipeline before it (reported once, at the
+        // first use).
+        Operation *firstUse = nullptr;
+        Value usedState;
+        for (Value state : flow.getStates()) {
+          if (flow.getPipeline(state) != pipeline)
+            continue;
+          for (Operation *user : state.getUsers()) {
+            Operation *ancestor =
+                create->getBlock()->findAncestorOpInBlock(*user);
+            if (!ancestor || ancestor == init.getOperation() ||
+                !ancestor->isBeforeInBlock(init))
+              continue;
+            if (!firstUse || user->isBeforeInBlock(firstUse) ||
+                (user->getBlock() != firstUse->getBlock() &&
+                 dominance.properlyDominates(user, firstUse))) {
+              firstUse = user;
+              usedState = state;
+            }
+          }
+        }
+        if (firstUse) {
+          InFlightDiagnostic diag =
+              error(firstUse) << "uses the pipeline before its kvpipe.init"
+                              << where(usedState, getStageOf(firstUse));
+          diag.attachNote(init.getLoc()) << "the kvpipe.init";
+        }
+      }
+      if (!first)
+        error(create) << "is never initialised: every thread of the CTA must "
+                         "execute kvpipe.init on it before its first use"
+                      << where(create.getResult());
+    });
+  }
+
+  //===--------------------------------------------------------------------===//
+  // 7. Flow: states through ops the analysis models, and no aliases
+  //===--------------------------------------------------------------------===//
+
+  /// Whether the analysis follows a state produced by `op`.
+  bool producesKnownState(Operation *op, unsigned result) {
+    if (isa<CreateOp, StepOp, ConsumerReleaseOp, scf::ForOp, scf::WhileOp,
+            scf::IfOp, scf::IndexSwitchOp, scf::ExecuteRegionOp>(op))
+      return true;
+    if (auto call = dyn_cast<CallOpInterface>(op))
+      return flow.getCallAdvance(call, result).has_value();
+    return false;
+  }
+
+  /// Whether the analysis follows a state used by `op`.
+  bool consumesKnownState(Operation *op) {
+    if (op->getDialect() && isa<KVPipeDialect>(op->getDialect()))
+      return true;
+    if (isa<scf::ForOp, scf::WhileOp, scf::YieldOp, scf::ConditionOp>(op) ||
+        op->hasTrait<OpTrait::ReturnLike>() || isa<BranchOpInterface>(op))
+      return true;
+    if (auto call = dyn_cast<CallOpInterface>(op))
+      return static_cast<bool>(flow.resolveCallee(call));
+    return false;
+  }
+
+  void checkFlow() {
+    DenseSet<Operation *> &reported = unfollowed;
+    for (Value state : flow.getStates()) {
+      if (auto result = dyn_cast<OpResult>(state)) {
+        Operation *def = result.getOwner();
+        if (!producesKnownState(def, result.getResultNumber()) &&
+            reported.insert(def).second) {
+          unproven(def)
+              << "which pipeline state this op produces: the checker does not "
+                 "follow states through '"
+              << def->getName()
+              << "', so nothing about the states it makes is proven"
+              << where(state);
+        }
+      } else {
+        auto argument = cast<BlockArgument>(state);
+        Operation *owner = argument.getOwner()->getParentOp();
+        bool known =
+            owner && (isa<scf::ForOp, scf::WhileOp, FunctionOpInterface>(owner) ||
+                      !argument.getOwner()->isEntryBlock());
+        if (!known && reported.insert(owner).second)
+          unproven(owner) << "what the pipeline state of block argument #"
+                          << argument.getArgNumber() << " of '"
+                          << owner->getName() << "' is" << where(state);
+      }
+    }
+    for (Value state : flow.getStates()) {
+      for (OpOperand &use : state.getUses()) {
+        Operation *user = use.getOwner();
+        if (!consumesKnownState(user)) {
+          if (reported.insert(user).second)
+            unproven(user)
+                << "what happens to the pipeline state passed to '"
+                << user->getName()
+                << "': the checker does not follow states into it (an "
+                   "indirect or external call, a cast, a select), so the "
+                   "slots it waits for, releases or advances are not counted"
+                << where(state);
+          continue;
+        }
+        // The same state twice in one loop, call or yield: two copies of one
+        // slot, each advanced on its own.
+        if (isa<scf::ForOp, scf::WhileOp, scf::YieldOp, scf::ConditionOp,
+                CallOpInterface>(user)) {
+          for (OpOperand &other : user->getOpOperands())
+            if (&other != &use && other.get() == state &&
+                other.getOperandNumber() < use.getOperandNumber()) {
+              error(user) << "passes the same state as operands #"
+                          << other.getOperandNumber() << " and #"
+                          << use.getOperandNumber()
+                          << ": each copy walks the ring on its own, so the "
+                             "slots are waited for or filled twice"
+                          << where(state);
+              break;
+            }
+        }
+      }
+    }
+
+    // Loops carry their own states.
+    for (Operation *loop : flow.getLoops()) {
+      auto forOp = dyn_cast<scf::ForOp>(loop);
+      SmallVector<Value> carried = PipelineFlow::getCarriedStates(loop);
+      if (forOp) {
+        for (auto [position, arg] : llvm::enumerate(carried)) {
+          if (!arg)
+            continue;
+          Value yielded = forOp.getYieldedValues()[position];
+          Value base;
+          unsigned sides = 0;
+          Operation *why = nullptr;
+          std::optional<LinearExpr> advance = arithmetic.traceAdvance(
+              yielded, forOp, {}, base, sides, why);
+          if (!advance || !base || base == arg)
+            continue;
+          auto other = dyn_cast<BlockArgument>(base);
+          if (other && other.getOwner() == forOp.getBody()) {
+            error(forOp.getBody()->getTerminator())
+                << "yields at position #" << position
+                << " the state carried at position #"
+                << other.getArgNumber() - 1
+                << ": the two states trade places every iteration"
+                << where(arg);
+          } else if (!forOp->isAncestor(base.getParentRegion()->getParentOp())) {
+            error(forOp.getBody()->getTerminator())
+                << "yields at position #" << position
+                << " a state defined outside the loop instead of its "
+                   "iter_arg advanced: every iteration restarts from the "
+                   "same slot"
+                << where(arg);
+          }
+        }
+      }
+      // The body works on the iter_arg, not on the state it came from.
+      DenseSet<Value> pipelines;
+      for (Value arg : carried)
+        if (arg)
+          pipelines.insert(flow.getPipeline(arg));
+      loop->walk([&](Operation *inner) {
+        // The loop's own yield is the yield rule's.
+        if (inner == loop || (inner->getParentOp() == loop &&
+                              inner->hasTrait<OpTrait::IsTerminator>()))
+          return;
+        for (Value operand : inner->getOperands()) {
+          if (!isState(operand) ||
+              !pipelines.contains(flow.getPipeline(operand)))
+            continue;
+          Region *defined = operand.getParentRegion();
+          if (loop->isAncestor(defined->getParentOp()))
+            continue;
+          InFlightDiagnostic diag =
+              error(inner)
+              << "uses a state defined outside the loop that carries this "
+                 "pipeline: the loop never advances it, so every iteration "
+                 "sees the same slot; use the loop's iter_arg"
+              << where(operand, getStageOf(inner));
+          diag.attachNote(loop->getLoc()) << "the loop";
+          staleUsers.insert(inner);
+          break;
+        }
+      });
+    }
+  }
+
+  static bool isState(Value value) {
+    return value && isa<PipelineType>(value.getType());
+  }
+
+  //===--------------------------------------------------------------------===//
+  // 8. Totals: the slots each side advances from the pipeline's creation
+  //===--------------------------------------------------------------------===//
+
+  /// Whether `use` passes the state on (so that it is not where a chain
+  /// ends).
+  static bool forwards(OpOperand &use) {
+    Operation *user = use.getOwner();
+    return isa<StepOp, ConsumerReleaseOp, scf::ForOp, scf::WhileOp,
+               scf::YieldOp, scf::ConditionOp, CallOpInterface,
+               BranchOpInterface>(user) ||
+           user->hasTrait<OpTrait::ReturnLike>();
+  }
+
+  void checkTotals() {
+    struct End {
+      Value state;
+      std::optional<LinearExpr> total;
+      Operation *why = nullptr;
+    };
+    llvm::MapVector<Value, SmallVector<End>> producers, consumers;
+    DenseMap<Value, Value> created;
+    for (Value state : flow.getStates()) {
+      if (llvm::any_of(state.getUses(),
+                       [](OpOperand &use) { return forwards(use); }))
+        continue;
+      Operation *scope = state.getParentRegion()->getParentOp();
+      while (scope && !isa<FunctionOpInterface>(scope) && scope != root)
+        scope = scope->getParentOp();
+      if (!scope)
+        continue;
+      PathFacts facts;
+      for (Region *region = state.getParentRegion();
+           region && region->getParentOp() != scope;
+           region = region->getParentOp()->getParentRegion())
+        arithmetic.addBranchFacts(region, facts);
+      Value base;
+      unsigned sides = 0;
+      Operation *why = nullptr;
+      std::optional<LinearExpr> total =
+          arithmetic.traceAdvance(state, scope, facts, base, sides, why);
+      // A chain that ends inside a loop body without being carried out is
+      // a state the loop drops: linear use (an old state yielded), the yield
+      // rules (another state or an outer one yielded) report it.
+      if (!total && why && isa<LoopLikeOpInterface>(why) &&
+          why->isAncestor(state.getParentRegion()->getParentOp()))
+        continue;
+      Value pipeline = flow.getPipeline(state);
+      if (base && base.getDefiningOp<CreateOp>())
+        created[pipeline] = base;
+      if (sides == kProducerSide)
+        producers[pipeline].push_back({state, total, why});
+      else if (sides == kConsumerSide)
+        consumers[pipeline].push_back({state, total, why});
+      else if (sides == kNoSide && !total && why)
+        producers[pipeline].push_back({state, total, why});
+    }
+
+    auto describeEnd = [&](End end) {
+      if (Operation *def = end.state.getDefiningOp())
+        return def;
+      return end.state.getParentRegion()->getParentOp();
+    };
+    for (auto &[pipeline, ends] : producers) {
+      if (unbalanced.contains(pipeline))
+        continue;
+      auto consumerIt = consumers.find(pipeline);
+      SmallVector<End> all(ends);
+      if (consumerIt != consumers.end())
+        llvm::append_range(all, consumerIt->second);
+      // What cannot be counted.
+      const End *unknown = nullptr;
+      for (const End &end : all)
+        if (!end.total) {
+          unknown = &end;
+          break;
+        }
+      if (unknown) {
+        Operation *at = unknown->why ? unknown->why : describeEnd(*unknown);
+        if (unfollowed.contains(at) || reportedBranches.contains(at))
+          continue;
+        unproven(at) << "that the producer and consumer sides advance the "
+                        "same number of slots: the checker cannot count the "
+                        "slots through this op"
+                     << where(pipeline);
+        continue;
+      }
+      if (consumerIt == consumers.end())
+        continue; // one side only: the other is a caller's or callee's
+      const End &first = ends.front();
+      for (const End &end : all) {
+        if (*end.total == *first.total)
+          continue;
+        bool consumer = llvm::is_contained(
+            llvm::map_range(consumerIt->second,
+                            [](const End &e) { return e.state; }),
+            end.state);
+        if (first.total->isConstant() && end.total->isConstant()) {
+          InFlightDiagnostic diag =
+              error(describeEnd(end))
+              << (consumer ? "consumer" : "producer") << " side advances "
+              << end.total->constant << " slot(s) in total but the producer "
+              << "side advances " << first.total->constant
+              << ": their phases drift apart and the pipeline hangs"
+              << where(pipeline);
+          diag.attachNote(describeEnd(first)->getLoc())
+              << "where the producer side ends";
+        } else {
+          InFlightDiagnostic diag =
+              unproven(describeEnd(end))
+              << "that the producer and consumer loops advance the same "
+                 "number of slots: the "
+              << (consumer ? "consumer" : "producer") << " side advances "
+              << arithmetic.print(*end.total) << " and the producer side "
+              << arithmetic.print(*first.total) << where(pipeline);
+          diag.attachNote(describeEnd(first)->getLoc())
+              << "where the producer side ends";
+        }
+        break;
+      }
+    }
+    // A consumer side without a producer in a function that creates the
+    // pipeline waits forever.
+    for (auto &[pipeline, ends] : consumers) {
+      if (producers.count(pipeline) || !created.count(pipeline) ||
+          unbalanced.contains(pipeline))
+        continue;
+      unproven(describeEnd(ends.front()))
+          << "that the consumed slots are ever filled: the pipeline has no "
+             "producer side"
+          << where(pipeline);
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // 9. Reads: in-flight wgmma groups along every path, and reads before the
+  // data landed
+  //===--------------------------------------------------------------------===//
+
+  /// A wgmma group (a kvpipe.warpgroup_mma, a call issuing some, a hand
+  /// committed nvvm group) and what it reads.
+  struct Group {
+    Operation *op;
+    /// Slots (caller-level representatives) and sub-stages (-1: unknown).
+    SmallVector<std::pair<Value, int64_t>> reads;
+    /// For each read: whether its sub-stage is only the last one waited for
+    /// before the wgmma (the tile matches no producer load).
+    SmallVector<bool> guessed;
+    /// Where a read could not be followed, if anywhere.
+    Operation *unknownRead = nullptr;
+  };
+  using Queue = SmallVector<const Group *, 8>;
+  /// The calls being simulated, outermost first.
+  SmallVector<CallOpInterface> callStack;
+  std::deque<Group> groups;
+
+  /// The caller-level state for a state inside a simulated callee.
+  Value mapState(Value state) {
+    for (int level = callStack.size() - 1; level >= 0; --level) {
+      CallOpInterface call = callStack[level];
+      FunctionOpInterface callee = flow.resolveCallee(call);
+      bool mapped = false;
+      for (auto [index, argument] : llvm::enumerate(callee.getArguments()))
+        if (isState(argument) &&
+            flow.getSlot(argument) == flow.getSlot(state)) {
+          state = call.getArgOperands()[index];
+          mapped = true;
+          break;
+        }
+      if (!mapped)
+        break;
+    }
+    return state;
+  }
+
+  /// The sub-stage the producer loads into the buffer `memref` addresses
+  /// (by the view chain's constant offsets), if it can tell.
+  DenseMap<StringRef, int64_t> stageOfTile;
+  bool stagesCollected = false;
+
+  /// A key for the buffer `memref` addresses: its root and, through the
+  /// view chain, the offsets (constants, "slot" for offsets computed from a
+  /// kvpipe.index, "?" otherwise).
+  std::string tileKey(Value memref) {
+    std::string key;
+    Value current = memref;
+    for (unsigned guard = 0; current && guard < 64; ++guard) {
+      Operation *def = current.getDefiningOp();
+      auto offsetKey = [&](OpFoldResult offset) -> std::string {
+        if (std::optional<int64_t> c = getConstantIntValue(offset))
+          return std::to_string(*c);
+        Value v = cast<Value>(offset);
+        return getSlotsOf(v, 0).empty() ? "?" : "slot";
+      };
+      if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
+        key += "sv[";
+        for (OpFoldResult offset : subview.getMixedOffsets())
+          key += offsetKey(offset) + ",";
+        key += "]";
+        current = subview.getSource();
+      } else if (def && isa<memref::ExpandShapeOp, memref::CollapseShapeOp,
+                            memref::CastOp, memref::ReinterpretCastOp,
+                            memref::ViewOp>(def)) {
+        key += def->getName().getStringRef().str() + ";";
+        current = def->getOperand(0);
+      } else {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        os << current.getAsOpaquePointer();
+        return key + "@" + text;
+      }
+    }
+    return key;
+  }
+
+  void collectStages() {
+    if (stagesCollected)
+      return;
+    stagesCollected = true;
+    root->walk([&](TMALoadOp load) {
+      auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
+      if (!mbar || mbar.getPipelineType().getQkStages() == 1)
+        return;
+      keys.push_back(tileKey(load.getDest()));
+      stageOfTile[keys.back()] = mbar.getStage();
+    });
+  }
+  std::deque<std::string> keys;
+
+  /// The slots whose kvpipe.index `value` is computed from, through pure
+  /// ops (and through callees being simulated, back to their callers).
+  SmallVector<Value> getSlotsOf(Value value, unsigned depth) {
+    SmallVector<Value> slots;
+    SmallVector<Value> worklist = {value};
+    DenseSet<Value> visited;
+    while (!worklist.empty() && visited.size() < 512) {
+      Value v = worklist.pop_back_val();
+      if (!visited.insert(v).second)
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        continue;
+      if (auto index = dyn_cast<IndexOp>(def)) {
+        Value slot = flow.getSlot(mapState(index.getPipeline()));
+        if (!llvm::is_contained(slots, slot))
+          slots.push_back(slot);
+        continue;
+      }
+      if (def->getNumRegions() == 0 && isMemoryEffectFree(def))
+        llvm::append_range(worklist, def->getOperands());
+    }
+    return slots;
+  }
+
+  /// What a wgmma operand reads: the slots of the buffer it addresses,
+  /// followed through view ops, casts, calls that return a view, and into
+  /// the caller for a callee's argument. `unknown` is set to the op where
+  /// the chain could not be followed.
+  SmallVector<Value> getSlotsRead(Value memref, Operation *&unknown,
+                                  unsigned depth = 0) {
+    SmallVector<Value> slots;
+    auto addAll = [&](ArrayRef<Value> more) {
+      for (Value slot : more)
+        if (!llvm::is_contained(slots, slot))
+          slots.push_back(slot);
+    };
+    Value current = memref;
+    int level = callStack.size();
+    for (unsigned guard = 0; current && guard < 64 && depth < 8; ++guard) {
+      if (auto argument = dyn_cast<BlockArgument>(current)) {
+        Operation *owner = argument.getOwner()->getParentOp();
+        // A callee's argument: continue in the caller being simulated.
+        if (level > 0 && owner == flow.resolveCallee(callStack[level - 1])
+                                      .getOperation()) {
+          current = callStack[level - 1].getArgOperands()[argument.getArgNumber()];
+          --level;
+          continue;
+        }
+        // A function's own argument or a workgroup attribution: a buffer
+        // that no slot index addresses here.
+        if (isa_and_nonnull<FunctionOpInterface>(owner))
+          break;
+        unknown = owner;
+        break;
+      }
+      Operation *def = current.getDefiningOp();
+      if (auto subview = dyn_cast<memref::SubViewOp>(def)) {
+        for (Value offset : subview.getOffsets())
+          addAll(getSlotsOf(offset, depth));
+        current = subview.getSource();
+      } else if (auto view = dyn_cast<memref::ViewOp>(def)) {
+        addAll(getSlotsOf(view.getByteShift(), depth));
+        current = view.getSource();
+      } else if (auto reinterpret = dyn_cast<memref::ReinterpretCastOp>(def)) {
+        for (Value offset : reinterpret.getOffsets())
+          addAll(getSlotsOf(offset, depth));
+        current = reinterpret.getSource();
+      } else if (isa<memref::CastOp, memref::ExpandShapeOp,
+                     memref::CollapseShapeOp, memref::TransposeOp,
+                     memref::MemorySpaceCastOp>(def)) {
+        current = def->getOperand(0);
+      } else if (auto call = dyn_cast<CallOpInterface>(def)) {
+        // A helper that returns a view: what it returns, in its terms.
+        FunctionOpInterface callee = flow.resolveCallee(call);
+        if (!callee || llvm::is_contained(callStack, call) ||
+            callStack.size() > 4) {
+          unknown = def;
+          break;
+        }
+        unsigned result = cast<OpResult>(current).getResultNumber();
+        callStack.push_back(call);
+        for (Block &block : callee.getFunctionBody())
+          if (block.mightHaveTerminator() &&
+              block.getTerminator()->hasTrait<OpTrait::ReturnLike>() &&
+              result < block.getTerminator()->getNumOperands())
+            addAll(getSlotsRead(block.getTerminator()->getOperand(result),
+                                unknown, depth + 1));
+        callStack.pop_back();
+        break;
+      } else if (def && (isa<memref::AllocOp, memref::AllocaOp,
+                             memref::GetGlobalOp, gpu::DynamicSharedMemoryOp>(
+                            def))) {
+        break;
+      } else {
+        unknown = def;
+        break;
+      }
+    }
+    return slots;
+  }
+
+  /// The sub-stage of the slot the buffer `memref` holds: the producer's
+  /// sub-stage for the same tile, or -1.
+  int64_t getStageRead(Value memref, Value slot) {
+    auto type = cast<PipelineType>(slot.getType());
+    if (type.getQkStages() == 1)
+      return 0;
+    collectStages();
+    auto it = stageOfTile.find(tileKey(memref));
+    return it == stageOfTile.end() ? -1 : it->second;
+  }
+
+  /// Whether a consumer_wait of `slot` at `stage` (any stage when -1: all
+  /// of them) runs before `op` on every path.
+  bool isWaited(Operation *op, Value slot, int64_t stage) {
+    auto type = cast<PipelineType>(slot.getType());
+    SmallVector<bool> waited(type.getQkStages(), false);
+    // In the innermost function first, then at each call being simulated.
+    SmallVector<Operation *> anchors = {op};
+    for (int level = callStack.size() - 1; level >= 0; --level)
+      anchors.push_back(callStack[level]);
+    for (Operation *anchor : anchors) {
+      auto function = anchor->getParentOfType<FunctionOpInterface>();
+      Operation *scope = function ? function.getOperation() : root;
+      scope->walk([&](ConsumerWaitOp wait) {
+        if (flow.getSlot(mapState(wait.getPipeline())) != slot ||
+            !dominance.properlyDominates(wait.getOperation(), anchor))
+          return;
+        if (wait.getStage() < static_cast<int64_t>(waited.size()))
+          waited[wait.getStage()] = true;
+      });
+    }
+    if (stage >= 0)
+      return stage < static_cast<int64_t>(waited.size()) && waited[stage];
+    return llvm::all_of(waited, [](bool w) { return w; });
+  }
+
+  /// Whether `slot` is a pipeline state the function receives: its waits
+  /// are the caller's business.
+  bool isFromCaller(Value slot) {
+    for (Value state : flow.getSlotStates(slot))
+      if (auto argument = dyn_cast<BlockArgument>(state))
+        if (argument.getOwner()->isEntryBlock() &&
+            isa_and_nonnull<FunctionOpInterface>(
+                argument.getOwner()->getParentOp()))
+          return true;
+    return false;
+  }
+
+  /// Builds the group `op` (a wgmma) issues, and checks its reads landed.
+  const Group *issue(WarpgroupMmaOp mma) {
+    Group group{mma, {}, {}, nullptr};
+    for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
+      if (!isa<MemRefType>(operand.getType()))
+        continue;
+      Operation *unknown = nullptr;
+      for (Value slot : getSlotsRead(operand, unknown)) {
+        int64_t stage = getStageRead(operand, slot);
+        bool guess = false;
+        if (stage < 0) {
+          // No producer load of this tile: the sub-stage last waited for
+          // before the wgmma, and releases of the others are unproven.
+          stage = getLastWaitedStage(mma, slot);
+          guess = stage >= 0;
+        }
+        group.reads.push_back({slot, stage});
+        group.guessed.push_back(guess);
+        if (isWaited(mma, slot, stage) ||
+            (callStack.empty() && isFromCaller(slot)) ||
+            !reportedReads.insert({mma, slot}).second)
+          continue;
+        Operation *at = callStack.empty() ? mma.getOperation()
+                                          : callStack.front().getOperation();
+        auto type = cast<PipelineType>(slot.getType());
+        if (stage < 0 && type.getQkStages() > 1 && isWaited(mma, slot, 0)) {
+          unproven(at) << "which sub-stage of the slot this wgmma reads, and "
+                          "not every sub-stage was waited for before it"
+                       << where(slot);
+          continue;
+        }
+        InFlightDiagnostic diag =
+            error(at) << "reads a slot before its data landed: no "
+                         "consumer_wait of the slot"
+                      << (stage >= 0 && type.getQkStages() > 1
+                              ? " at sub-stage " + std::to_string(stage)
+                              : std::string())
+                      << " runs before it on every path"
+                      << where(slot, stage >= 0 && type.getQkStages() > 1
+                                         ? std::optional<int64_t>(stage)
+                                         : std::nullopt);
+        if (at != mma.getOperation())
+          diag.attachNote(mma.getLoc()) << "the wgmma, in the callee";
+      }
+      if (unknown)
+        group.unknownRead = unknown;
+    }
+    groups.push_back(std::move(group));
+    return &groups.back();
+  }
+  DenseSet<std::pair<Operation *, Value>> reportedReads;
+  DenseSet<Operation *> reportedReleases;
+
+  void release(ConsumerReleaseOp op, ArrayRef<Queue> states) {
+    Value slot = flow.getSlot(mapState(op.getPipeline()));
+    int64_t stage = op.getStage();
+    Operation *at = callStack.empty() ? op.getOperation()
+                                      : callStack.front().getOperation();
+    if (reportedReleases.contains(at))
+      return;
+    const Group *guessedOther = nullptr;
+    for (const Queue &queue : states)
+      for (const Group *group : queue) {
+        for (auto [read, guess] : llvm::zip(group->reads, group->guessed)) {
+          auto [readSlot, readStage] = read;
+          if (readSlot != slot)
+            continue;
+          if (readStage >= 0 && readStage != stage) {
+            if (guess && !guessedOther)
+              guessedOther = group;
+            continue;
+          }
+          reportedReleases.insert(at);
+          InFlightDiagnostic diag =
+              error(at)
+              << "releases a slot that a kvpipe.warpgroup_mma still in flight "
+                 "reads: retire it with kvpipe.warpgroup_wait first"
+              << where(op.getPipeline(), stage);
+          diag.attachNote(group->op->getLoc())
+              << "the wgmma reading the slot, not retired before the release";
+          return;
+        }
+        if (group->unknownRead) {
+          reportedReleases.insert(at);
+          InFlightDiagnostic diag =
+              unproven(at) << "that no wgmma in flight reads the released "
+                              "slot: the operand of a wgmma still in flight "
+                              "comes from '"
+                           << group->unknownRead->getName()
+                           << "', which the checker does not follow"
+                           << where(op.getPipeline(), stage);
+          diag.attachNote(group->op->getLoc()) << "the wgmma";
+          return;
+        }
+      }
+    if (guessedOther) {
+      reportedReleases.insert(at);
+      InFlightDiagnostic diag =
+          unproven(at) << "that the wgmma still in flight does not read this "
+                          "sub-stage: its tile matches no producer load, so "
+                          "the checker cannot tell which sub-stages of the "
+                          "slot it reads"
+                       << where(op.getPipeline(), stage);
+      diag.attachNote(guessedOther->op->getLoc()) << "the wgmma";
+    }
+  }
+
+  /// The highest sub-stage of `slot` whose consumer_wait runs before `op`
+  /// on every path, or -1.
+  int64_t getLastWaitedStage(Operation *op, Value slot) {
+    int64_t last = -1;
+    auto function = op->getParentOfType<FunctionOpInterface>();
+    Operation *scope = function ? function.getOperation() : root;
+    scope->walk([&](ConsumerWaitOp wait) {
+      if (flow.getSlot(mapState(wait.getPipeline())) == slot &&
+          dominance.properlyDominates(wait.getOperation(), op))
+        last = std::max(last, wait.getStage());
+    });
+    return last;
+  }
+
+  static void retireAllBut(SmallVectorImpl<Queue> &states, uint64_t pending) {
+    for (Queue &queue : states)
+      if (queue.size() > pending)
+        queue.erase(queue.begin(), queue.end() - pending);
+  }
+
+  static void dedupe(SmallVectorImpl<Queue> &states) {
+    SmallVector<Queue> unique;
+    for (Queue &queue : states)
+      if (!llvm::is_contained(unique, queue))
+        unique.push_back(queue);
+    // Too many paths: keep the longest ones' groups (a superset in flight
+    // is conservative for releases only if no later wait counts them out;
+    // a wait with pending > 0 then retires nothing for sure).
+    if (unique.size() > 16) {
+      Queue merged;
+      for (Queue &queue : unique)
+        for (const Group *group : queue)
+          if (!llvm::is_contained(merged, group))
+            merged.push_back(group);
+      unique.assign(1, merged);
+    }
+    states.swap(unique);
+  }
+
+  /// Runs the ops of `block` on every queue of groups in flight.
+  void simulate(Block &block, SmallVector<Queue> &states) {
+    for (Operation &op : block) {
+      if (auto mma = dyn_cast<WarpgroupMmaOp>(op)) {
+        const Group *group = issue(mma);
+        for (Queue &queue : states)
+          queue.push_back(group);
+      } else if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op)) {
+        groups.push_back({&op, {}, {}, nullptr});
+        for (Queue &queue : states)
+          queue.push_back(&groups.back());
+      } else if (auto retire = dyn_cast<WarpgroupWaitOp>(op)) {
+        retireAllBut(states, retire.getPending());
+      } else if (auto retire = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op)) {
+        retireAllBut(states, retire.getGroup());
+      } else if (auto rel = dyn_cast<ConsumerReleaseOp>(op)) {
+        release(rel, states);
+      } else if (auto call = dyn_cast<CallOpInterface>(op)) {
+        FunctionOpInterface callee = flow.resolveCallee(call);
+        if (callee && !llvm::is_contained(callStack, call) &&
+            callStack.size() < 4 && !callee.getFunctionBody().empty()) {
+          callStack.push_back(call);
+          SmallVector<Queue> result;
+          for (Block &body : callee.getFunctionBody()) {
+            SmallVector<Queue> copy(states);
+            simulate(body, copy);
+            if (body.mightHaveTerminator() &&
+                body.getTerminator()->hasTrait<OpTrait::ReturnLike>())
+              llvm::append_range(result, copy);
+          }
+          callStack.pop_back();
+          if (!result.empty())
+            states.swap(result);
+          dedupe(states);
+        } else if (!callee && llvm::any_of(op.getOperandTypes(), [](Type t) {
+                     return isa<MemRefType>(t);
+                   })) {
+          // It may issue wgmma groups reading its buffers.
+          groups.push_back({&op, {}, {}, &op});
+          for (Queue &queue : states)
+            queue.push_back(&groups.back());
+        }
+      } else if (op.getNumRegions() != 0) {
+        simulateRegions(op, states);
+      }
+    }
+  }
+
+  void simulateRegions(Operation &op, SmallVector<Queue> &states) {
+    if (isa<LoopLikeOpInterface>(op)) {
+      // Zero, one or two iterations: the groups one iteration leaves in
+      // flight are the ones the next starts with.
+      SmallVector<Queue> all(states), current(states);
+      for (unsigned iteration = 0; iteration < 2; ++iteration) {
+        for (Region &region : op.getRegions())
+          for (Block &block : region)
+            simulate(block, current);
+        llvm::append_range(all, current);
+        dedupe(current);
+      }
+      states.swap(all);
+      dedupe(states);
+      return;
+    }
+    // Branches: each region is a possible path; an scf.if without else
+    // may run neither.
+    SmallVector<Queue> all;
+    bool mayRunNone = isa<scf::IfOp>(op) && cast<scf::IfOp>(op).getElseRegion().empty();
+    if (mayRunNone || !isa<RegionBranchOpInterface>(op))
+      llvm::append_range(all, states);
+    for (Region &region : op.getRegions()) {
+      SmallVector<Queue> copy(states);
+      for (Block &block : region)
+        simulate(block, copy);
+      llvm::append_range(all, copy);
+    }
+    states.swap(all);
+    dedupe(states);
+  }
+
+  void checkReads() {
+    auto run = [&](Region &body) {
+      for (Block &block : body) {
+        SmallVector<Queue> states(1);
+        simulate(block, states);
+      }
+    };
+    if (auto function = dyn_cast<FunctionOpInterface>(root)) {
+      if (!function.isExternal())
+        run(function.getFunctionBody());
+      return;
+    }
+    root->walk([&](FunctionOpInterface function) {
+      if (!function.isExternal())
+        run(function.getFunctionBody());
+    });
+  }
+
+  /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
+  DenseSet<Operation *> unfollowed, reportedBranches;
+
   Operation *root;
   PipelineFlow flow;
+  SlotArithmetic arithmetic;
   DominanceInfo dominance;
+  bool strict;
+  /// Pipelines (representatives) with an error from the balance rules.
+  DenseSet<Value> unbalanced;
   /// Ops reported for using a state after it was advanced.
   DenseSet<Operation *> staleUsers;
   bool hasErrors = false;
@@ -647,7 +1600,7 @@ struct VerifyProtocol : kvpipe::impl::VerifyProtocolBase<VerifyProtocol> {
   using Base::Base;
 
   void runOnOperation() override {
-    ProtocolChecker checker(getOperation());
+    ProtocolChecker checker(getOperation(), strict);
     if (!checker.run())
       return signalPassFailure();
     markAllAnalysesPreserved();

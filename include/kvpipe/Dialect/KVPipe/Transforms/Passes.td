@@ -141,8 +141,28 @@ def VerifyProtocol : Pass<"kvpipe-verify-protocol"> {
     - a TMA load completing on a producer barrier that no `producer_commit`
       counts, or a commit whose recorded transaction bytes disagree with its
       loads.
+    - a `kvpipe.create` without exactly one `kvpipe.init` executed by the
+      whole CTA (not under a condition or in a loop) before its first use;
+    - data read before it landed: a `kvpipe.warpgroup_mma` reading a slot
+      (through view ops, casts and calls) that no `consumer_wait` of that
+      slot and sub-stage dominates;
+    - a `kvpipe.step` past a slot whose sub-stages were not all committed,
+      and sub-stages released or committed only in part;
+    - states that alias: the same state passed twice, a loop that yields
+      another iter_arg's state (the pipelines trade places) or a state from
+      outside the loop, a loop body that uses the outer state instead of
+      its iter_arg.
+    What it cannot prove (a state through an op it does not model, an
+    indirect call, trip counts it cannot compare, a wgmma operand it cannot
+    follow) it reports as a warning that starts with "cannot prove"; with
+    `strict` those are errors. Silence means proven
+    (docs/protocol-checking.md states the contract).
     `--kvpipe-to-ptx` runs it first (its `verify-protocol=false` skips it).
   }];
+  let options = [
+    Option<"strict", "strict", "bool", /*default=*/"false",
+           "Report what the checker cannot prove as errors, not warnings">,
+  ];
 }
 
 #endif // KVPIPE_DIALECT_KVPIPE_TRANSFORMS_PASSES_TD

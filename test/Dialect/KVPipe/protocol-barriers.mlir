@@ -1,0 +1,148 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 2 of --kvpipe-verify-protocol: every kvpipe.create has exactly one
+// kvpipe.init, executed by every thread of the CTA (in the block of the
+// create: not under a condition, not in a loop) before any other use of the
+// pipeline. Each wrong program is followed by its corrected form.
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// Forgot the init: the barriers hold garbage.
+func.func @create_without_init(%e: i1, %producer: i1) {
+  // expected-error-re @below {{'kvpipe.create' op is never initialised: every thread of the CTA must execute kvpipe.init on it before its first use (pipeline created at {{.*}}:13:8 : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>)}}
+  %p = kvpipe.create : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %q = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// Corrected.
+func.func @create_with_init(%e: i1, %producer: i1) {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %q = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// The init inside the producer warpgroup's branch: the consumers use
+// barriers nobody initialised for them (and the init's CTA barrier waits
+// for threads that never arrive).
+func.func @init_in_one_branch(%e: i1, %producer: i1) {
+  %p = kvpipe.create : !p
+  // expected-note @below {{the enclosing 'scf.if'}}
+  scf.if %producer {
+    // expected-error @below {{'kvpipe.init' op is under a condition: kvpipe.init is CTA-wide}}
+    kvpipe.init %p : !p
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %q = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// Initialised twice: the second init resets barriers the other warpgroup may
+// already be waiting on.
+func.func @init_twice(%e: i1, %producer: i1) {
+  %p = kvpipe.create : !p
+  // expected-note @below {{the first kvpipe.init}}
+  kvpipe.init %p : !p
+  // expected-error @below {{'kvpipe.init' op initialises the barriers a second time}}
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %q = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// The init in the tile loop: re-initialised every tile, under the feet of
+// the other side.
+func.func @init_in_loop(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  // expected-note @below {{the enclosing 'scf.for'}}
+  scf.for %i = %c0 to %n step %c1 {
+    // expected-error @below {{'kvpipe.init' op is inside a loop}}
+    kvpipe.init %p : !p
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// The producer's first acquire is placed before the init: it waits on a
+// barrier nobody initialised yet.
+func.func @use_before_init() -> !p {
+  %p = kvpipe.create : !p
+  // expected-error @below {{'kvpipe.producer_acquire' op uses the pipeline before its kvpipe.init}}
+  kvpipe.producer_acquire %p : !p
+  // expected-note @below {{the kvpipe.init}}
+  kvpipe.init %p : !p
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// Each role initialises the pipeline in its own branch: two inits, each
+// under a condition.
+func.func @init_in_each_role(%e: i1, %producer: i1) {
+  %p = kvpipe.create : !p
+  // expected-note @below {{the enclosing 'scf.if'}}
+  scf.if %producer {
+    // expected-error @below {{'kvpipe.init' op is under a condition: kvpipe.init is CTA-wide}}
+    // expected-note @below {{the first kvpipe.init}}
+    kvpipe.init %p : !p
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    // expected-error @below {{'kvpipe.init' op initialises the barriers a second time}}
+    kvpipe.init %p : !p
+    kvpipe.consumer_wait %p : !p
+    %q = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}

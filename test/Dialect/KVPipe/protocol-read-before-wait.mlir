@@ -1,0 +1,242 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 7 of --kvpipe-verify-protocol: a kvpipe.warpgroup_mma reads a slot
+// (its operand is addressed from the slot's kvpipe.index) only after a
+// consumer_wait of that slot, at the sub-stage the producer loads into that
+// tile, on every path. Each wrong program is followed by its corrected form.
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// The wgmma is issued before the wait: it reads whatever the slot held.
+func.func @mma_before_wait(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %slot = kvpipe.index %s : !p
+    %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    // expected-error-re @below {{'kvpipe.warpgroup_mma' op reads a slot before its data landed: no consumer_wait of the slot runs before it on every path (pipeline argument #0 of @mma_before_wait : {{.*}})}}
+    %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+    kvpipe.consumer_wait %s : !p
+    %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+    %t = kvpipe.consumer_release %s, %e : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// Corrected: wait, then multiply.
+func.func @mma_after_wait(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.consumer_wait %s : !p
+    %slot = kvpipe.index %s : !p
+    %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+    %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+    %t = kvpipe.consumer_release %s, %e : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// The first block's product is issued early, in a branch, before the wait.
+func.func @mma_in_branch_before_wait(%p: !p, %n: index, %e: i1, %first: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %slot = kvpipe.index %s : !p
+    %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    scf.if %first {
+      // expected-error @below {{'kvpipe.warpgroup_mma' op reads a slot before its data landed}}
+      %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+      %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+    }
+    kvpipe.consumer_wait %s : !p
+    %t = kvpipe.consumer_release %s, %e : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x2x64x64xbf16, #smem>
+!half = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+
+// qk_stages = 2: the second half is read after waiting only for the first.
+func.func @substage_one_after_waiting_zero(%n: index, %e: i1, %producer: i1, %map: !map, %q: !q, %k: !ring) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %slot = kvpipe.index %s : !p
+      kvpipe.producer_acquire %s stage 0 : !p
+      %b0 = kvpipe.producer_mbar %s stage 0 : !p
+      %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+      kvpipe.producer_commit %s stage 0 : !p
+      kvpipe.producer_acquire %s stage 1 : !p
+      %b1 = kvpipe.producer_mbar %s stage 1 : !p
+      %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      kvpipe.tma_load %map[%c0, %i, %c0], %h1, %b1 : !map, !half
+      kvpipe.producer_commit %s stage 1 : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %slot = kvpipe.index %s : !p
+      %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      kvpipe.consumer_wait %s stage 0 : !p
+      %a = kvpipe.warpgroup_mma %q, %h0 : !q, !half -> vector<32xf32>
+      // expected-error @below {{'kvpipe.warpgroup_mma' op reads a slot before its data landed: no consumer_wait of the slot at sub-stage 1 runs before it on every path (sub-stage 1 of pipeline}}
+      %b = kvpipe.warpgroup_mma %q, %h1, %a : !q, !half -> vector<32xf32>
+      kvpipe.consumer_wait %s stage 1 : !p
+      %d = kvpipe.warpgroup_wait %b {pending = 0} : vector<32xf32>
+      %s0 = kvpipe.consumer_release %s, %e stage 0 : !p
+      %s1 = kvpipe.consumer_release %s0, %e stage 1 : !p
+      scf.yield %s1 : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x2x64x64xbf16, #smem>
+!half = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+
+// Corrected: each half after its own wait.
+func.func @substage_each_waited(%n: index, %e: i1, %producer: i1, %map: !map, %q: !q, %k: !ring) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %slot = kvpipe.index %s : !p
+      kvpipe.producer_acquire %s stage 0 : !p
+      %b0 = kvpipe.producer_mbar %s stage 0 : !p
+      %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+      kvpipe.producer_commit %s stage 0 : !p
+      kvpipe.producer_acquire %s stage 1 : !p
+      %b1 = kvpipe.producer_mbar %s stage 1 : !p
+      %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      kvpipe.tma_load %map[%c0, %i, %c0], %h1, %b1 : !map, !half
+      kvpipe.producer_commit %s stage 1 : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %slot = kvpipe.index %s : !p
+      %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !half
+      kvpipe.consumer_wait %s stage 0 : !p
+      %a = kvpipe.warpgroup_mma %q, %h0 : !q, !half -> vector<32xf32>
+      kvpipe.consumer_wait %s stage 1 : !p
+      %b = kvpipe.warpgroup_mma %q, %h1, %a : !q, !half -> vector<32xf32>
+      %d = kvpipe.warpgroup_wait %b {pending = 0} : vector<32xf32>
+      %s0 = kvpipe.consumer_release %s, %e stage 0 : !p
+      %s1 = kvpipe.consumer_release %s0, %e stage 1 : !p
+      scf.yield %s1 : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// A helper multiplies the slot's tile; the caller calls it before waiting.
+func.func private @qk(%q: !q, %k: !ring, %s: !p) -> vector<64xf32> {
+  %slot = kvpipe.index %s : !p
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // expected-note @below {{the wgmma, in the callee}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  return %d : vector<64xf32>
+}
+
+func.func @helper_before_wait(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    // expected-error @below {{'func.call' op reads a slot before its data landed}}
+    %d = func.call @qk(%q, %k, %s) : (!q, !ring, !p) -> vector<64xf32>
+    kvpipe.consumer_wait %s : !p
+    %t = kvpipe.consumer_release %s, %e : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// Copy-paste from the K block: the V tile is multiplied after waiting for K,
+// not for V.
+func.func @waited_the_other_pipeline(%pk: !p, %pv: !p, %n: index, %e: i1, %q: !q, %k: !ring, %v: !ring) -> (!p, !p) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sk = %pk, %sv = %pv) -> (!p, !p) {
+    kvpipe.consumer_wait %sk : !p
+    %slot = kvpipe.index %sk : !p
+    %kt = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    %s = kvpipe.warpgroup_mma %q, %kt : !q, !kt -> vector<64xf32>
+    %sd = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
+    %vslot = kvpipe.index %sv : !p
+    %vt = memref.subview %v[%vslot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    // expected-error @below {{'kvpipe.warpgroup_mma' op reads a slot before its data landed}}
+    %o = kvpipe.warpgroup_mma %q, %vt : !q, !kt -> vector<64xf32>
+    %od = kvpipe.warpgroup_wait %o {pending = 0} : vector<64xf32>
+    %k1 = kvpipe.consumer_release %sk, %e : !p
+    kvpipe.consumer_wait %sv : !p
+    %v1 = kvpipe.consumer_release %sv, %e : !p
+    scf.yield %k1, %v1 : !p, !p
+  }
+  return %r#0, %r#1 : !p, !p
+}

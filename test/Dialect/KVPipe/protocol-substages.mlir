@@ -1,0 +1,108 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 6 of --kvpipe-verify-protocol for qk_stages > 1: each side handles
+// every sub-stage of a slot, in order from 0: the consumer waits for and
+// releases each, the producer acquires and commits each before it steps.
+// Each wrong program is followed by its corrected form.
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+
+// The consumer handles only the last sub-stage: sub-stage 0 is never
+// released and the producer's next acquire of it hangs.
+func.func @consumer_only_last_stage(%p: !p, %n: index, %e: i1) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    // expected-error @below {{'kvpipe.consumer_wait' op is out of qk_stage order: no consumer_wait of sub-stage 0 of this slot in its block; the sub-stages of a slot start at 0 (sub-stage 1 of pipeline}}
+    kvpipe.consumer_wait %s stage 1 : !p
+    // expected-error @below {{'kvpipe.consumer_release' op is out of qk_stage order: no consumer_release of sub-stage 0 of this slot in its block; the sub-stages of a slot start at 0 (sub-stage 1 of pipeline}}
+    %t = kvpipe.consumer_release %s, %e stage 1 : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+
+// Corrected: both sub-stages, in order.
+func.func @consumer_both_stages(%p: !p, %n: index, %e: i1) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.consumer_wait %s stage 0 : !p
+    kvpipe.consumer_wait %s stage 1 : !p
+    %s0 = kvpipe.consumer_release %s, %e stage 0 : !p
+    %t = kvpipe.consumer_release %s0, %e stage 1 : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+
+// The consumer releases sub-stage 0 and never gets to sub-stage 1: the
+// state never advances.
+func.func @consumer_never_last_stage(%p: !p, %e: i1) -> !p {
+  kvpipe.consumer_wait %p stage 0 : !p
+  // expected-error @below {{'kvpipe.consumer_release' op releases the slot up to sub-stage 0 but not sub-stage 1 in its block: the producer waits for that release forever (sub-stage 1 of pipeline}}
+  %t = kvpipe.consumer_release %p, %e stage 0 : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+
+// The producer commits sub-stage 0 only, then steps.
+func.func @producer_only_first_stage(%p: !p, %n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.producer_acquire %s stage 0 : !p
+    // expected-error @below {{'kvpipe.producer_commit' op commits the slot up to sub-stage 0 but not sub-stage 1 in its block: the consumers wait for that data forever (sub-stage 1 of pipeline}}
+    kvpipe.producer_commit %s stage 0 : !p
+    // expected-error @below {{'kvpipe.step' op steps past a slot whose sub-stage 1 it did not commit on every path: the consumers wait for that data forever (sub-stage 1 of pipeline}}
+    %t = kvpipe.step %s : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+
+// Corrected: both sub-stages acquired and committed before the step.
+func.func @producer_both_stages(%p: !p, %n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.producer_acquire %s stage 0 : !p
+    kvpipe.producer_commit %s stage 0 : !p
+    kvpipe.producer_acquire %s stage 1 : !p
+    kvpipe.producer_commit %s stage 1 : !p
+    %t = kvpipe.step %s : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 2, producers = 1, consumers = 1>
+
+// The producer acquires and commits sub-stage 1 only (the stage attribute
+// was dropped from the first pair and defaulted to the last sub-stage).
+func.func @producer_default_stage(%p: !p) -> !p {
+  // expected-error @below {{'kvpipe.producer_acquire' op is out of qk_stage order: no producer_acquire of sub-stage 0 of this slot in its block; the sub-stages of a slot start at 0}}
+  kvpipe.producer_acquire %p : !p
+  // expected-error @below {{'kvpipe.producer_commit' op is out of qk_stage order: no producer_commit of sub-stage 0 of this slot in its block}}
+  kvpipe.producer_commit %p : !p
+  // expected-error @below {{'kvpipe.step' op steps past a slot whose sub-stage 0 it did not commit on every path}}
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
