@@ -823,7 +823,8 @@ private:
     if (op->getDialect() && isa<KVPipeDialect>(op->getDialect()))
       return true;
     if (isa<scf::ForOp, scf::WhileOp, scf::YieldOp, scf::ConditionOp>(op) ||
-        op->hasTrait<OpTrait::ReturnLike>() || isa<BranchOpInterface>(op))
+        op->hasTrait<OpTrait::ReturnLike>() || isa<BranchOpInterface>(op) ||
+        isFunctionReturn(op))
       return true;
     if (auto call = dyn_cast<CallOpInterface>(op))
       return static_cast<bool>(flow.resolveCallee(call));
@@ -962,6 +963,13 @@ private:
   // 8. Totals: the slots each side advances from the pipeline's creation
   //===--------------------------------------------------------------------===//
 
+  /// A terminator that returns from a function (`gpu.return` is not
+  /// ReturnLike).
+  static bool isFunctionReturn(Operation *op) {
+    return op->hasTrait<OpTrait::IsTerminator>() &&
+           isa_and_nonnull<FunctionOpInterface>(op->getParentOp());
+  }
+
   /// Whether `use` passes the state on (so that it is not where a chain
   /// ends).
   static bool forwards(OpOperand &use) {
@@ -969,7 +977,7 @@ private:
     return isa<StepOp, ConsumerReleaseOp, scf::ForOp, scf::WhileOp,
                scf::YieldOp, scf::ConditionOp, CallOpInterface,
                BranchOpInterface>(user) ||
-           user->hasTrait<OpTrait::ReturnLike>();
+           user->hasTrait<OpTrait::ReturnLike>() || isFunctionReturn(user);
   }
 
   void checkTotals() {
