@@ -50,6 +50,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <deque>
+#include <map>
 
 namespace kvpipe {
 #define GEN_PASS_DEF_VERIFYPROTOCOL
@@ -345,52 +346,8 @@ private:
   }
 
   //===--------------------------------------------------------------------===//
-  // 3. Pairing and 4. release after retire, block by block
+  // 3. Pairing, block by block
   //===--------------------------------------------------------------------===//
-
-  /// The slots whose buffer `memref` addresses: those whose `kvpipe.index`
-  /// the offsets of its view/subview chain are computed from.
-  SmallVector<Value> getSlotsRead(Value memref) {
-    SmallVector<Value> worklist;
-    Value current = memref;
-    for (unsigned guard = 0; current && guard < 64; ++guard) {
-      Operation *def = current.getDefiningOp();
-      if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
-        llvm::append_range(worklist, subview.getOffsets());
-        current = subview.getSource();
-      } else if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
-        worklist.push_back(view.getByteShift());
-        current = view.getSource();
-      } else if (auto cast = dyn_cast_or_null<memref::ReinterpretCastOp>(def)) {
-        llvm::append_range(worklist, cast.getOffsets());
-        current = cast.getSource();
-      } else if (auto cast = dyn_cast_or_null<memref::CastOp>(def)) {
-        current = cast.getSource();
-      } else {
-        break;
-      }
-    }
-    // The index computations: through side-effect-free ops only.
-    SmallVector<Value> slots;
-    DenseSet<Value> visited;
-    while (!worklist.empty() && visited.size() < 512) {
-      Value value = worklist.pop_back_val();
-      if (!visited.insert(value).second)
-        continue;
-      Operation *def = value.getDefiningOp();
-      if (!def)
-        continue;
-      if (auto index = dyn_cast<IndexOp>(def)) {
-        Value slot = flow.getSlot(index.getPipeline());
-        if (!llvm::is_contained(slots, slot))
-          slots.push_back(slot);
-        continue;
-      }
-      if (def->getNumRegions() == 0 && isMemoryEffectFree(def))
-        llvm::append_range(worklist, def->getOperands());
-    }
-    return slots;
-  }
 
   void openPair(DenseMap<std::pair<Value, unsigned>, SlotPairing> &pairs,
                 SmallVectorImpl<std::pair<Value, unsigned>> &order,
@@ -1143,7 +1100,7 @@ private:
 
   /// The sub-stage the producer loads into the buffer `memref` addresses
   /// (by the view chain's constant offsets), if it can tell.
-  DenseMap<StringRef, int64_t> stageOfTile;
+  std::map<std::string, int64_t> stageOfTile;
   bool stagesCollected = false;
 
   /// A key for the buffer `memref` addresses: its root and, through the
@@ -1189,11 +1146,9 @@ private:
       auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
       if (!mbar || mbar.getPipelineType().getQkStages() == 1)
         return;
-      keys.push_back(tileKey(load.getDest()));
-      stageOfTile[keys.back()] = mbar.getStage();
+      stageOfTile[tileKey(load.getDest())] = mbar.getStage();
     });
   }
-  std::deque<std::string> keys;
 
   /// The slots whose kvpipe.index `value` is computed from, through pure
   /// ops (and through callees being simulated, back to their callers).
