@@ -66,6 +66,7 @@ void kvpipe::buildKVPipeToPTXPipeline(OpPassManager &pm,
   OpPassManager &gpuModule = pm.nest<gpu::GPUModuleOp>();
   ConvertKVPipeToNVVMOptions kvpipeOptions;
   kvpipeOptions.waitTimeout = options.waitTimeout;
+  gpuModule.addPass(createCheckNVPTXTargets());
   gpuModule.addPass(createConvertKVPipeToNVVM(kvpipeOptions));
   gpuModule.addPass(memref::createExpandStridedMetadataPass());
   gpuModule.addPass(createLowerAffinePass());

@@ -12,8 +12,11 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "convert-kvpipe-to-nvvm"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -45,7 +48,9 @@ std::pair<LoweredState, Value> slotBarrier(OpTy op, Value pipeline,
 /// `kvpipe.create`: one `llvm.mlir.global` of `2 * num_stages` i64
 /// mbarriers in shared memory per op, and the state (barriers, 0, 0).
 struct CreateOpLowering : ConvertOpToLLVMPattern<CreateOp> {
-  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  CreateOpLowering(const LLVMTypeConverter &converter,
+                   std::shared_ptr<SymbolNamer> namer)
+      : ConvertOpToLLVMPattern(converter), namer(std::move(namer)) {}
 
   LogicalResult
   matchAndRewrite(CreateOp op, OpAdaptor adaptor,
@@ -57,12 +62,10 @@ struct CreateOpLowering : ConvertOpToLLVMPattern<CreateOp> {
     auto type = cast<PipelineType>(op.getType());
     Location loc = op.getLoc();
 
-    std::string name;
-    for (unsigned i = 0;; ++i) {
-      name = "__kvpipe_mbarriers_" + std::to_string(i);
-      if (!SymbolTable::lookupSymbolIn(symbolTableOp, name))
-        break;
-    }
+    std::string name =
+        namer->getUniqueName(symbolTableOp, "__kvpipe_mbarriers_");
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << type << " at " << loc
+                            << " gets barrier array " << name << "\n");
     auto arrayType =
         LLVM::LLVMArrayType::get(rewriter.getI64Type(), type.getNumBarriers());
     {
@@ -81,6 +84,8 @@ struct CreateOpLowering : ConvertOpToLLVMPattern<CreateOp> {
     rewriter.replaceOp(op, state.pack(rewriter, loc));
     return success();
   }
+
+  std::shared_ptr<SymbolNamer> namer;
 };
 
 /// `kvpipe.init`: thread (0,0,0) initialises the producer barriers with
@@ -167,13 +172,22 @@ struct ConsumerMBarOpLowering : ConvertOpToLLVMPattern<ConsumerMBarOp> {
 template <typename OpTy, bool kOnConsumerBarrier>
 struct WaitOpLowering : ConvertOpToLLVMPattern<OpTy> {
   WaitOpLowering(const LLVMTypeConverter &converter,
-                 const KVPipeToNVVMOptions &options)
-      : ConvertOpToLLVMPattern<OpTy>(converter), options(options) {}
+                 const KVPipeToNVVMOptions &options,
+                 std::shared_ptr<SymbolNamer> namer)
+      : ConvertOpToLLVMPattern<OpTy>(converter), options(options),
+        namer(std::move(namer)) {}
 
   LogicalResult
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
+    // A bounded wait adds a helper function to the symbol table.
+    Operation *symbolTableOp = SymbolTable::getNearestSymbolTable(op);
+    if (options.waitTimeout != 0 &&
+        (!symbolTableOp || symbolTableOp->getNumRegions() != 1 ||
+         symbolTableOp->getRegion(0).empty()))
+      return rewriter.notifyMatchFailure(
+          op, "wait-timeout needs an enclosing symbol table");
     auto [state, addr] =
         slotBarrier(op, adaptor.getPipeline(), rewriter, kOnConsumerBarrier);
     Value parity = state.phase;
@@ -182,12 +196,13 @@ struct WaitOpLowering : ConvertOpToLLVMPattern<OpTy> {
                                    i32Constant(rewriter, loc, 1));
     emitParityWait(rewriter, loc, addr, parity, options, describe(op),
                    state.index, op.getPipelineType(), op.getStage(),
-                   kOnConsumerBarrier);
+                   kOnConsumerBarrier, symbolTableOp, *namer);
     rewriter.eraseOp(op);
     return success();
   }
 
   KVPipeToNVVMOptions options;
+  std::shared_ptr<SymbolNamer> namer;
 };
 using ProducerAcquireOpLowering =
     WaitOpLowering<ProducerAcquireOp, /*kOnConsumerBarrier=*/true>;
@@ -227,6 +242,11 @@ struct ProducerCommitOpLowering : ConvertOpToLLVMPattern<ProducerCommitOp> {
 
 /// `kvpipe.consumer_release`: the threads with `%e` arrive on the consumer
 /// barrier of the slot's sub-stage; the result is stepped at the last one.
+/// The arrival is one predicated PTX instruction (`@%e mbarrier.arrive`),
+/// not a branch: the release may sit in a single-block region, and a
+/// structured `scf.if` per release made scf-to-cf split the block once per
+/// release (quadratic in the releases of a block). Where `%e` is a constant
+/// the arrival is the plain NVVM op, or nothing.
 struct ConsumerReleaseOpLowering : ConvertOpToLLVMPattern<ConsumerReleaseOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -239,13 +259,25 @@ struct ConsumerReleaseOpLowering : ConvertOpToLLVMPattern<ConsumerReleaseOp> {
     // The arrival has release semantics: the consumer's reads of the slot
     // (retired wgmma reads included) are ordered before the producer's
     // acquire of it.
-    auto ifOp = scf::IfOp::create(rewriter, loc, adaptor.getElected(),
-                                  /*withElseRegion=*/false);
-    {
-      OpBuilder::InsertionGuard guard(rewriter);
-      rewriter.setInsertionPointToStart(ifOp.thenBlock());
+    Value elected = adaptor.getElected();
+    if (matchPattern(elected, m_One())) {
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": release at " << loc
+                              << ": every thread arrives\n");
       NVVM::MBarrierArriveOp::create(rewriter, loc, /*res=*/Type(), addr,
                                      /*count=*/Value());
+    } else if (matchPattern(elected, m_Zero())) {
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": release at " << loc
+                              << ": no thread arrives\n");
+    } else {
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": release at " << loc
+                              << ": predicated arrival\n");
+      // The same instruction as the NVVM op's (release.cta semantics by
+      // default), with the state it returns discarded.
+      NVVM::InlinePtxOp::create(rewriter, loc, /*writeOnlyArgs=*/TypeRange{},
+                                /*readOnlyArgs=*/ValueRange{addr},
+                                /*readWriteArgs=*/ValueRange{},
+                                "mbarrier.arrive.shared.b64 _, [$0];",
+                                /*predicate=*/elected);
     }
     if (op.advances())
       state = state.step(rewriter, loc, op.getPipelineType().getKvStages());
@@ -305,11 +337,11 @@ struct PhaseOpLowering : ConvertOpToLLVMPattern<PhaseOp> {
 
 void kvpipe::populateBarrierToNVVMPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns,
-    const KVPipeToNVVMOptions &options) {
-  patterns.add<CreateOpLowering, InitOpLowering, ProducerMBarOpLowering,
-               ConsumerMBarOpLowering, ProducerCommitOpLowering,
-               ConsumerReleaseOpLowering, StepOpLowering, IndexOpLowering,
-               PhaseOpLowering>(converter);
-  patterns.add<ProducerAcquireOpLowering, ConsumerWaitOpLowering>(converter,
-                                                                  options);
+    const KVPipeToNVVMOptions &options, std::shared_ptr<SymbolNamer> namer) {
+  patterns.add<InitOpLowering, ProducerMBarOpLowering, ConsumerMBarOpLowering,
+               ProducerCommitOpLowering, ConsumerReleaseOpLowering,
+               StepOpLowering, IndexOpLowering, PhaseOpLowering>(converter);
+  patterns.add<CreateOpLowering>(converter, namer);
+  patterns.add<ProducerAcquireOpLowering, ConsumerWaitOpLowering>(
+      converter, options, namer);
 }

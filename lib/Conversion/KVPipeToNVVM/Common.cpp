@@ -7,7 +7,10 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "convert-kvpipe-to-nvvm"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -102,10 +105,30 @@ static std::string escapePercent(StringRef text) {
   return out;
 }
 
+std::string SymbolNamer::getUniqueName(Operation *symbolTableOp,
+                                       StringRef prefix) {
+  auto [it, inserted] = tables.try_emplace(symbolTableOp);
+  Table &table = it->second;
+  if (inserted) {
+    for (Block &block : symbolTableOp->getRegion(0))
+      for (Operation &op : block)
+        if (auto name = op.getAttrOfType<StringAttr>(
+                SymbolTable::getSymbolAttrName()))
+          table.taken.insert(name.getValue());
+  }
+  unsigned &next = table.next[prefix];
+  std::string name;
+  do
+    name = (prefix + Twine(next++)).str();
+  while (!table.taken.insert(name).second);
+  return name;
+}
+
 void lowering::emitParityWait(OpBuilder &b, Location loc, Value addr,
-                            Value parity, const KVPipeToNVVMOptions &options,
-                            StringRef what, Value slot, PipelineType type,
-                            int64_t stage, bool consumer) {
+                              Value parity, const KVPipeToNVVMOptions &options,
+                              StringRef what, Value slot, PipelineType type,
+                              int64_t stage, bool consumer,
+                              Operation *symbolTableOp, SymbolNamer &namer) {
   if (options.waitTimeout == 0) {
     // The NVVM op loops on try_wait.parity until the phase completes; the
     // suspend-time hint (ns) lets the thread sleep instead of spinning.
@@ -114,50 +137,83 @@ void lowering::emitParityWait(OpBuilder &b, Location loc, Value addr,
     return;
   }
   // Bounded wait: try_wait until done or `waitTimeout` cycles have passed,
-  // then say which wait hung and trap, so a hang becomes an error.
+  // then say which wait hung and trap, so a hang becomes an error. The loop
+  // is a helper function of its own, always inlined, called here: the wait
+  // may sit in a single-block region (scf.for, scf.if), where no branch can
+  // go, and building it as scf.while/scf.if would leave one more structured
+  // op per wait for scf-to-cf to split the block at.
   MLIRContext *ctx = b.getContext();
-  Value start = NVVM::Clock64Op::create(b, loc, b.getI64Type());
-  auto loop = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  Type ptrType = addr.getType();
+  std::string name =
+      namer.getUniqueName(symbolTableOp, "__kvpipe_wait_timeout_");
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": bounded wait " << name
+                          << " for " << what << "\n");
   {
     OpBuilder::InsertionGuard guard(b);
-    Block *before = b.createBlock(&loop.getBefore());
-    b.setInsertionPointToStart(before);
-    Value done = NVVM::MBarrierTryWaitOp::create(
-        b, loc, b.getI1Type(), addr, parity, /*ticks=*/Value(),
+    // Right before the function (or other top-level op) holding the wait.
+    Block &tableBody = symbolTableOp->getRegion(0).front();
+    if (Operation *top = tableBody.findAncestorOpInBlock(
+            *b.getInsertionBlock()->getParentOp()))
+      b.setInsertionPoint(top);
+    else
+      b.setInsertionPointToStart(&tableBody);
+    auto fn = LLVM::LLVMFuncOp::create(
+        b, loc, name,
+        LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
+                                    {ptrType, i32, i32}),
+        LLVM::Linkage::Internal);
+    fn.setAlwaysInline(true);
+    Region &body = fn.getBody();
+    Block *entry = b.createBlock(&body, body.end(), {ptrType, i32, i32},
+                                 {loc, loc, loc});
+    Block *loop = b.createBlock(&body, body.end());
+    Block *check = b.createBlock(&body, body.end());
+    Block *report = b.createBlock(&body, body.end());
+    Block *done = b.createBlock(&body, body.end());
+    Value barrier = entry->getArgument(0);
+    Value phase = entry->getArgument(1);
+    Value index = entry->getArgument(2);
+
+    b.setInsertionPointToEnd(entry);
+    Value start = NVVM::Clock64Op::create(b, loc, i64);
+    LLVM::BrOp::create(b, loc, ValueRange{}, loop);
+
+    b.setInsertionPointToEnd(loop);
+    Value completed = NVVM::MBarrierTryWaitOp::create(
+        b, loc, b.getI1Type(), barrier, phase, /*ticks=*/Value(),
         NVVM::MemScopeKindAttr::get(ctx, NVVM::MemScopeKind::CTA));
-    Value pending = LLVM::XOrOp::create(
-        b, loc, done,
-        LLVM::ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true)));
-    Value now = NVVM::Clock64Op::create(b, loc, b.getI64Type());
+    LLVM::CondBrOp::create(b, loc, completed, done, check);
+
+    b.setInsertionPointToEnd(check);
+    Value now = NVVM::Clock64Op::create(b, loc, i64);
     Value elapsed = LLVM::SubOp::create(b, loc, now, start);
     Value expired = LLVM::ICmpOp::create(
         b, loc, LLVM::ICmpPredicate::ugt, elapsed,
         i64Constant(b, loc, static_cast<int64_t>(options.waitTimeout)));
-    Value hung = LLVM::AndOp::create(b, loc, pending, expired);
-    auto report = scf::IfOp::create(b, loc, hung, /*withElseRegion=*/false);
-    {
-      OpBuilder::InsertionGuard inner(b);
-      b.setInsertionPointToStart(report.thenBlock());
-      // Only the cold path computes the barrier's index for the report.
-      std::string format =
-          "kvpipe: " + escapePercent(what) + ": no arrival after " +
-          std::to_string(options.waitTimeout) +
-          " cycles in block (%u,%u,%u) thread %u: " +
-          (consumer ? "consumer" : "producer") + " barrier %d (slot %d stage " +
-          std::to_string(stage) + ") parity %d\n";
-      Type i32 = b.getI32Type();
-      gpu::PrintfOp::create(
-          b, loc, b.getStringAttr(format),
-          ValueRange{NVVM::BlockIdXOp::create(b, loc, i32),
-                     NVVM::BlockIdYOp::create(b, loc, i32),
-                     NVVM::BlockIdZOp::create(b, loc, i32), threadIdX(b, loc),
-                     barrierIndex(b, loc, slot, type, stage, consumer), slot,
-                     parity});
-      LLVM::Trap::create(b, loc);
-    }
-    scf::ConditionOp::create(b, loc, pending, ValueRange{});
-    Block *after = b.createBlock(&loop.getAfter());
-    b.setInsertionPointToStart(after);
-    scf::YieldOp::create(b, loc);
+    LLVM::CondBrOp::create(b, loc, expired, report, loop);
+
+    // Only the cold path computes the barrier's index for the report.
+    b.setInsertionPointToEnd(report);
+    std::string format =
+        "kvpipe: " + escapePercent(what) + ": no arrival after " +
+        std::to_string(options.waitTimeout) +
+        " cycles in block (%u,%u,%u) thread %u: " +
+        (consumer ? "consumer" : "producer") + " barrier %d (slot %d stage " +
+        std::to_string(stage) + ") parity %d\n";
+    gpu::PrintfOp::create(
+        b, loc, b.getStringAttr(format),
+        ValueRange{NVVM::BlockIdXOp::create(b, loc, i32),
+                   NVVM::BlockIdYOp::create(b, loc, i32),
+                   NVVM::BlockIdZOp::create(b, loc, i32), threadIdX(b, loc),
+                   barrierIndex(b, loc, index, type, stage, consumer), index,
+                   phase});
+    LLVM::Trap::create(b, loc);
+    LLVM::UnreachableOp::create(b, loc);
+
+    b.setInsertionPointToEnd(done);
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
   }
+  LLVM::CallOp::create(b, loc, TypeRange{}, name,
+                       ValueRange{addr, parity, slot});
 }

@@ -9,6 +9,11 @@
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <memory>
 
 namespace kvpipe {
 namespace lowering {
@@ -43,15 +48,38 @@ mlir::Value barrierIndex(mlir::OpBuilder &b, mlir::Location loc,
                          mlir::Value slot, PipelineType type, int64_t stage,
                          bool consumer);
 
+/// Names for the symbols the lowering adds to a symbol table (barrier
+/// arrays, wait-timeout helpers): `<prefix><n>` with the smallest `n` that
+/// no symbol has. Each table's names are read once, when the first name in
+/// it is asked for; after that a name costs O(1), where probing `n = 0, 1,
+/// ...` with `SymbolTable::lookupSymbolIn` (a scan of the table) made N
+/// pipelines cost O(N^3). The names it hands out count as taken. It assumes
+/// that nothing else adds symbols with its prefixes while it is in use: one
+/// instance per conversion.
+class SymbolNamer {
+public:
+  std::string getUniqueName(mlir::Operation *symbolTableOp,
+                            llvm::StringRef prefix);
+
+private:
+  struct Table {
+    llvm::StringSet<> taken;
+    llvm::StringMap<unsigned> next;
+  };
+  llvm::DenseMap<mlir::Operation *, Table> tables;
+};
+
 /// Waits until the phase of parity `parity` (i32) of the mbarrier at `addr`
-/// has completed. With a timeout, the wait is a bounded loop that reports
-/// `what` (the op and its location), the barrier (`barrierIndex` of `slot`,
-/// `stage` and `consumer`) and the parity, and traps when the timeout
-/// expires.
+/// has completed. With a timeout, the wait is a call of a helper function
+/// (added to `symbolTableOp` under a name from `namer`) that loops on
+/// try_wait and, when the timeout expires, reports `what` (the op and its
+/// location), the barrier (`barrierIndex` of `slot`, `stage` and
+/// `consumer`) and the parity, and traps.
 void emitParityWait(mlir::OpBuilder &b, mlir::Location loc, mlir::Value addr,
                     mlir::Value parity, const KVPipeToNVVMOptions &options,
                     llvm::StringRef what, mlir::Value slot, PipelineType type,
-                    int64_t stage, bool consumer);
+                    int64_t stage, bool consumer,
+                    mlir::Operation *symbolTableOp, SymbolNamer &namer);
 
 /// The address of the first element of the tile a memref descriptor
 /// describes (its aligned pointer plus offset).
@@ -78,10 +106,13 @@ mlir::LogicalResult checkTargets(mlir::Operation *root);
 
 } // namespace lowering
 
-/// The pattern groups, one per op family (one file each).
+/// The pattern groups, one per op family (one file each). The barrier
+/// patterns name the symbols they add with `namer`, which must outlive the
+/// conversion.
 void populateBarrierToNVVMPatterns(const mlir::LLVMTypeConverter &converter,
                                    mlir::RewritePatternSet &patterns,
-                                   const KVPipeToNVVMOptions &options);
+                                   const KVPipeToNVVMOptions &options,
+                                   std::shared_ptr<lowering::SymbolNamer> namer);
 void populateTMAToNVVMPatterns(const mlir::LLVMTypeConverter &converter,
                                mlir::RewritePatternSet &patterns);
 void populateWgmmaToNVVMPatterns(const mlir::LLVMTypeConverter &converter,

@@ -15,11 +15,13 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "convert-kvpipe-to-nvvm"
 
 namespace kvpipe {
 #define GEN_PASS_DEF_CONVERTKVPIPETONVVM
@@ -44,7 +46,8 @@ void kvpipe::populateKVPipeToNVVMTypeConversions(LLVMTypeConverter &converter) {
 void kvpipe::populateKVPipeToNVVMConversionPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns,
     const KVPipeToNVVMOptions &options) {
-  populateBarrierToNVVMPatterns(converter, patterns, options);
+  populateBarrierToNVVMPatterns(converter, patterns, options,
+                                std::make_shared<lowering::SymbolNamer>());
   populateTMAToNVVMPatterns(converter, patterns);
   populateWgmmaToNVVMPatterns(converter, patterns);
   populateWarpSpecializationToNVVMPatterns(converter, patterns);
@@ -180,6 +183,10 @@ void alignSwizzledWorkgroupBuffers(Operation *root) {
     };
     if (!fn.walk(isDataPath).wasInterrupted())
       return;
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << fn.getName()
+                            << " uses the data path: workgroup buffers "
+                               "aligned to "
+                            << kAtomBytes << " bytes\n");
     Builder b(fn.getContext());
     StringRef name = LLVM::LLVMDialect::getAlignAttrName();
     for (unsigned i = 0, e = fn.getNumWorkgroupAttributions(); i < e; ++i) {
@@ -196,34 +203,31 @@ struct ConvertKVPipeToNVVM
     : kvpipe::impl::ConvertKVPipeToNVVMBase<ConvertKVPipeToNVVM> {
   using Base::Base;
 
-  /// The patterns also create `scf.if` (consumer_release's elected arrive)
-  /// and `scf.while` (bounded waits): without the SCF dialect loaded, the
-  /// builders would create unregistered ops in inputs that do not already
-  /// use scf (e.g. a func.func with only kvpipe ops).
-  void getDependentDialects(DialectRegistry &registry) const override {
-    Base::getDependentDialects(registry);
-    registry.insert<scf::SCFDialect>();
-  }
-
   void runOnOperation() override {
     Operation *root = getOperation();
     MLIRContext *ctx = &getContext();
-    // `kvpipe.create` adds a global to its nearest symbol table. That table
-    // must be the op this pass runs on or inside it: a pass running on
-    // functions in parallel must not insert into their common module.
-    WalkResult placement = root->walk([&](CreateOp create) {
-      Operation *table = SymbolTable::getNearestSymbolTable(create);
+    // `kvpipe.create` adds a global, and a wait with a timeout a helper
+    // function, to its nearest symbol table. That table must be the op this
+    // pass runs on or inside it: a pass running on functions in parallel
+    // must not insert into their common module. (The targets are checked
+    // by kvpipe-check-nvptx-targets, which --kvpipe-to-ptx runs first.)
+    WalkResult placement = root->walk([&](Operation *op) {
+      bool addsSymbol =
+          isa<CreateOp>(op) ||
+          (waitTimeout != 0 && isa<ProducerAcquireOp, ConsumerWaitOp>(op));
+      if (!addsSymbol)
+        return WalkResult::advance();
+      Operation *table = SymbolTable::getNearestSymbolTable(op);
       if (table && root->isAncestor(table))
         return WalkResult::advance();
-      create.emitOpError()
+      op->emitOpError()
           << "needs an enclosing symbol table (a module or gpu.module) inside "
              "the op that convert-kvpipe-to-nvvm runs on, to hold its "
-             "barriers: run the pass on the module";
+          << (isa<CreateOp>(op) ? "barriers" : "bounded wait")
+          << ": run the pass on the module";
       return WalkResult::interrupt();
     });
     if (placement.wasInterrupted())
-      return signalPassFailure();
-    if (failed(lowering::checkTargets(root)))
       return signalPassFailure();
 
     if (failed(checkWarpgroupWaits(root)))
@@ -242,8 +246,12 @@ struct ConvertKVPipeToNVVM
       for (auto [i, type] : llvm::enumerate(fn.getArgumentTypes()))
         if (isa<TensorMapType>(type))
           positions.push_back(i);
-      if (!positions.empty())
-        tensorMapArgs.push_back({fn, positions});
+      if (positions.empty())
+        return;
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << fn.getName() << " has "
+                              << positions.size()
+                              << " tensor-map arguments (grid constants)\n");
+      tensorMapArgs.push_back({fn, positions});
     });
 
     // The same configuration as convert-gpu-to-nvvm (address spaces of

@@ -28,6 +28,14 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "kvpipe-check-nvptx-targets"
+
+namespace kvpipe {
+#define GEN_PASS_DEF_CHECKNVPTXTARGETS
+#include "kvpipe/Conversion/Passes.h.inc"
+} // namespace kvpipe
 
 using namespace mlir;
 using namespace kvpipe;
@@ -321,6 +329,9 @@ LogicalResult checkKVPipeOpTargets(Operation *op) {
     }
     unsigned ptx = requestedPTX(nvvm.getFeatures()).value_or(chip->minPTX);
     auto [required, what] = requiredPTX(op);
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << op->getName() << " on "
+                            << name << ": PTX ISA " << ptxString(ptx)
+                            << ", needs " << ptxString(required) << "\n");
     if (ptx < required)
       return op->emitOpError()
              << "needs PTX ISA " << ptxString(required) << " or later ("
@@ -353,3 +364,18 @@ LogicalResult lowering::checkTargets(Operation *root) {
   });
   return failure(ops.wasInterrupted());
 }
+
+namespace {
+
+struct CheckNVPTXTargets
+    : kvpipe::impl::CheckNVPTXTargetsBase<CheckNVPTXTargets> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(lowering::checkTargets(getOperation())))
+      return signalPassFailure();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

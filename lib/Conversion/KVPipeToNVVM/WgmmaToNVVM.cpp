@@ -30,6 +30,10 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "llvm/ADT/Sequence.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "convert-kvpipe-to-nvvm"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -135,6 +139,65 @@ SmallVector<Value> structElements(OpBuilder &b, Location loc, Value value,
   return elements;
 }
 
+/// An inline-asm statement: its text and its LLVM constraint string.
+struct InlineAsm {
+  std::string text;
+  std::string constraints;
+};
+
+/// The constraints of `numTied` f32 outputs ($0..) whose inputs are tied
+/// to them, around `inputs`, the constraints of the untied inputs that come
+/// first: "=f,...,=f[,inputs],0,...,numTied-1".
+std::string tiedF32Constraints(int64_t numTied, StringRef inputs) {
+  std::string constraints;
+  llvm::raw_string_ostream os(constraints);
+  llvm::interleave(
+      llvm::seq<int64_t>(0, numTied), os, [&](int64_t) { os << "=f"; }, ",");
+  if (!inputs.empty())
+    os << "," << inputs;
+  for (int64_t i = 0; i < numTied; ++i)
+    os << "," << i;
+  return constraints;
+}
+
+/// The inline PTX of one m64nNk16 wgmma with A from registers (NVVM has no
+/// RS form), for `numAcc` f32 accumulator registers per thread. Operands:
+///   $0..$(numAcc-1): D, outputs tied to the last numAcc inputs;
+///   $numAcc..+3: A (four b32 registers); $(numAcc+4): the B descriptor;
+///   $(numAcc+5): scale-d (0: D = A*B, 1: D += A*B), as a predicate.
+/// `transposeB`: B is MN-major (imm-trans-b = 1).
+InlineAsm registerAWgmmaPtx(int64_t numAcc, Type elementType,
+                            bool transposeB) {
+  StringRef type = elementType.isBF16() ? "bf16" : "f16";
+  auto reg = [&](int64_t i) { return "$" + std::to_string(numAcc + i); };
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "{\n.reg .pred p;\nsetp.ne.b32 p, " << reg(5)
+     << ", 0;\nwgmma.mma_async.sync.aligned.m64n" << numAcc * 2 << "k16.f32."
+     << type << "." << type << " {";
+  llvm::interleave(
+      llvm::seq<int64_t>(0, numAcc), os, [&](int64_t i) { os << "$" << i; },
+      ", ");
+  os << "}, {" << reg(0) << ", " << reg(1) << ", " << reg(2) << ", "
+     << reg(3) << "}, " << reg(4) << ", p, 1, 1, " << (transposeB ? 1 : 0)
+     << ";\n}\n";
+  return {text, tiedF32Constraints(numAcc, "r,r,r,r,l,r")};
+}
+
+/// A side-effecting inline-asm statement that returns `numResults` f32
+/// registers as a literal struct.
+Value createF32InlineAsm(OpBuilder &b, Location loc, int64_t numResults,
+                         ValueRange operands, const InlineAsm &statement) {
+  auto asmOp = LLVM::InlineAsmOp::create(
+      b, loc, f32Struct(b.getContext(), numResults), operands,
+      b.getStringAttr(statement.text), b.getStringAttr(statement.constraints),
+      b.getUnitAttr(), /*is_align_stack=*/nullptr,
+      LLVM::TailCallKindAttr::get(b.getContext(),
+                                  LLVM::tailcallkind::TailCallKind::None),
+      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  return asmOp.getRes();
+}
+
 /// Pins f32 registers at this point of the program with an empty inline-asm
 /// statement that reads and writes them (CUTLASS's
 /// `warpgroup_fence_operand`): the compiler may not move their producers
@@ -144,18 +207,9 @@ SmallVector<Value> structElements(OpBuilder &b, Location loc, Value value,
 SmallVector<Value> pinRegisters(OpBuilder &b, Location loc,
                                 ArrayRef<Value> values) {
   int64_t n = values.size();
-  std::string constraints;
-  for (int64_t i = 0; i < n; ++i)
-    constraints += (i ? ",=f" : "=f");
-  for (int64_t i = 0; i < n; ++i)
-    constraints += "," + std::to_string(i);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      b, loc, f32Struct(b.getContext(), n), values, b.getStringAttr(""),
-      b.getStringAttr(constraints), b.getUnitAttr(), /*is_align_stack=*/nullptr,
-      LLVM::TailCallKindAttr::get(b.getContext(),
-                                  LLVM::tailcallkind::TailCallKind::None),
-      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
-  return structElements(b, loc, asmOp.getRes(), n);
+  Value pinned = createF32InlineAsm(b, loc, n, values,
+                                    {"", tiedF32Constraints(n, "")});
+  return structElements(b, loc, pinned, n);
 }
 
 NVVM::WGMMATypes wgmmaType(Type t) {
@@ -189,6 +243,13 @@ struct WarpgroupMmaOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaOp> {
                          vectorElements(rewriter, loc, adaptor.getAcc()));
     }
 
+    LLVM_DEBUG(llvm::dbgs()
+               << DEBUG_TYPE << ": wgmma m64n" << n << "k" << k << " at "
+               << loc << ": A from "
+               << (op.isRegisterA() ? "registers (inline PTX)"
+                                    : "shared memory (nvvm.wgmma.mma_async)")
+               << ", B " << (kMajorB ? "K" : "MN") << "-major"
+               << (zeroInit ? ", D zero-initialised" : "") << "\n");
     std::optional<SmemOperand> a;
     SmallVector<Value> aRegs;
     if (op.isRegisterA()) {
@@ -242,42 +303,18 @@ struct WarpgroupMmaOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaOp> {
     return success();
   }
 
-  /// One m64nNk16 wgmma with A from registers, as inline PTX:
-  ///   $0..$(n-1): D (tied to the inputs $(n+6)..), $n..$(n+3): A,
-  ///   $(n+4): B descriptor, $(n+5): scale-d (0: D = A*B, 1: D += A*B).
+  /// One m64nNk16 wgmma with A from registers (registerAWgmmaPtx).
   static Value emitRegisterA(OpBuilder &b, Location loc, Value d,
                              int64_t numAcc, ArrayRef<Value> aRegs,
                              Value descB, bool scaleZero, bool kMajorB,
                              Type elementType) {
-    std::string t = elementType.isBF16() ? "bf16" : "f16";
-    std::string dRegs;
-    for (int64_t i = 0; i < numAcc; ++i)
-      dRegs += (i ? ", $" : "$") + std::to_string(i);
-    auto reg = [&](int64_t i) { return "$" + std::to_string(numAcc + i); };
-    std::string asmString =
-        "{\n.reg .pred p;\nsetp.ne.b32 p, " + reg(5) +
-        ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
-        std::to_string(numAcc * 2) + "k16.f32." + t + "." + t + " {" + dRegs +
-        "}, {" + reg(0) + ", " + reg(1) + ", " + reg(2) + ", " + reg(3) +
-        "}, " + reg(4) + ", p, 1, 1, " + (kMajorB ? "0" : "1") + ";\n}\n";
-    std::string constraints;
-    for (int64_t i = 0; i < numAcc; ++i)
-      constraints += (i ? ",=f" : "=f");
-    constraints += ",r,r,r,r,l,r";
-    for (int64_t i = 0; i < numAcc; ++i)
-      constraints += "," + std::to_string(i);
     SmallVector<Value> operands(aRegs.begin(), aRegs.end());
     operands.push_back(descB);
     operands.push_back(i32Constant(b, loc, scaleZero ? 0 : 1));
     llvm::append_range(operands, structElements(b, loc, d, numAcc));
-    auto asmOp = LLVM::InlineAsmOp::create(
-        b, loc, f32Struct(b.getContext(), numAcc), operands,
-        b.getStringAttr(asmString), b.getStringAttr(constraints),
-        b.getUnitAttr(), /*is_align_stack=*/nullptr,
-        LLVM::TailCallKindAttr::get(b.getContext(),
-                                    LLVM::tailcallkind::TailCallKind::None),
-        /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
-    return asmOp.getRes();
+    return createF32InlineAsm(
+        b, loc, numAcc, operands,
+        registerAWgmmaPtx(numAcc, elementType, /*transposeB=*/!kMajorB));
   }
 };
 

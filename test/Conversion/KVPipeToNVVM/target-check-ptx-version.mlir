@@ -1,4 +1,5 @@
-// RUN: kvpipe-opt %s --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-check-nvptx-targets -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-check-nvptx-targets --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
 
 // Regression (found by tools/fuzz/kvpipe_fuzz.py): a gpu.module that targets
 // sm_90 and names no PTX version gets NVPTX's default for that chip, PTX ISA

@@ -1,4 +1,5 @@
-// RUN: kvpipe-opt %s --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-check-nvptx-targets -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-check-nvptx-targets --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
 
 // Regression (found by tools/fuzz/kvpipe_fuzz.py): a chip name of sm_90 or
 // above that NVPTX does not know (sm_95, sm_90f) passed the check, NVPTX

@@ -1,4 +1,5 @@
-// RUN: kvpipe-opt %s --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-check-nvptx-targets -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-check-nvptx-targets --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
 
 // kvpipe lowers to sm_90 instructions. A gpu.module that declares an older
 // NVVM target is an error at its first kvpipe op (NVPTX could not select

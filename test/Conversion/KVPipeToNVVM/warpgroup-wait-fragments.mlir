@@ -1,4 +1,4 @@
-// RUN: kvpipe-opt %s --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
+// RUN: kvpipe-opt %s --kvpipe-check-nvptx-targets --convert-kvpipe-to-nvvm -split-input-file -verify-diagnostics
 
 // Regressions (found by tools/fuzz/kvpipe_fuzz.py): kvpipe.warpgroup_wait
 // admits any rank-1 f32 vector, and its lowering pins every register of each

@@ -49,7 +49,11 @@ void populateKVPipeToNVVMTypeConversions(mlir::LLVMTypeConverter &converter);
 /// commits must have been annotated by `kvpipe::annotateTransactionBytes`
 /// (kvpipe/Dialect/KVPipe/Analysis/Transactions.h) while the TMA loads were
 /// still kvpipe ops. The converter must include
-/// `populateKVPipeToNVVMTypeConversions`.
+/// `populateKVPipeToNVVMTypeConversions`. The patterns create no `scf` ops
+/// and do not check the target (the `kvpipe-check-nvptx-targets` pass does).
+/// They name the symbols they add (barrier arrays, wait-timeout helpers)
+/// from names they read once per symbol table: use the pattern set for one
+/// conversion, and populate a new one for the next.
 void populateKVPipeToNVVMConversionPatterns(
     const mlir::LLVMTypeConverter &converter, mlir::RewritePatternSet &patterns,
     const KVPipeToNVVMOptions &options = {});
