@@ -65,6 +65,7 @@ echo "== fuzz: $MUTANTS mutants or $SECONDS_LIMIT s, seed $SEED, $JOBS jobs"
 # Fuzz a snapshot, so that rebuilding meanwhile does not change the binary.
 SNAPSHOT=$(mktemp /tmp/kvpipe-opt-asan.XXXXXX)
 cp "$BUILD/bin/kvpipe-opt" "$SNAPSHOT"
+chmod +x "$SNAPSHOT"
 python3 "$ROOT/tools/fuzz/kvpipe_fuzz.py" --kvpipe-opt "$SNAPSHOT" \
   --mutants "$MUTANTS" --seconds "$SECONDS_LIMIT" --seed "$SEED" \
   --jobs "$JOBS" --timeout 60 --sanitized --crash-dir "$FUZZ_DIR" || status=1

@@ -1009,7 +1009,9 @@ def main(argv=None):
         args.seconds = 60.0
 
     global MEMORY_LIMIT
-    if args.sanitized:
+    # ASAN_OPTIONS in the environment (lit passes it through) also means a
+    # sanitizer build: the lit fuzz smoke test then runs under scripts/sanitize.sh.
+    if args.sanitized or os.environ.get("ASAN_OPTIONS"):
         MEMORY_LIMIT = None
     opt = os.path.abspath(args.kvpipe_opt)
     if not os.access(opt, os.X_OK):
