@@ -127,14 +127,16 @@ def pipelines(n):
         out.append(f"""\
       kvpipe.producer_acquire %p{i} : {P}
       kvpipe.producer_commit %p{i} : {P}
+      %q{i} = kvpipe.step %p{i} : {P}
 """)
-    out.append("    }\n    scf.if %consumer {\n")
+    out.append("    } else {\n    scf.if %consumer {\n")
     for i in range(n):
         out.append(f"""\
       kvpipe.consumer_wait %p{i} : {P}
       %r{i} = kvpipe.consumer_release %p{i}, %true : {P}
 """)
     out.append("""\
+    }
     }
     gpu.return
   }

@@ -5,7 +5,7 @@
 // Scaling (docs/scaling.md): 2,000 pipelines in one kernel, hence 2,000
 // barrier arrays to name in one gpu.module. Naming them by probing
 // __kvpipe_mbarriers_<i> from 0, with a scan of the module per probe, was
-// cubic (74 s); the whole of --kvpipe-to-ptx must now take under 10 s of
+// cubic (31 s of CPU time); the whole of --kvpipe-to-ptx must now take under 10 s of
 // CPU time (prlimit: a CPU-time bound does not fail on a busy machine, a
 // wall-clock one would). Each array is a distinct shared-memory variable.
 
