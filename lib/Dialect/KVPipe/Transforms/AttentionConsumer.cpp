@@ -66,17 +66,12 @@ void KernelBuilder::buildConsumer() {
 
 SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
                                                     Value stateV) {
-  if (c.persistent && c.causal) {
-    // The tile's K/V block count comes from divisions of the tile index,
-    // which ptxas does not know to be uniform; it is broadcast from lane 0
-    // in the hope of keeping the K/V loop's states on the uniform datapath.
-    // The SASS shows no difference either way (docs/performance.md v5): the
-    // wgmma descriptors leave the uniform registers all the same.
-    Value count = toI32(numKVBlocks);
-    numKVBlocks = toIndex(
-        gpu::ShuffleOp::create(b, count, i32(0), i32(32), gpu::ShuffleMode::IDX)
-            .getShuffleResult());
-  }
+  // A persistent causal tile's K/V block count comes from divisions of the
+  // tile index. It used to be broadcast from lane 0 (as i32) in the hope of
+  // keeping the K/V loop on the uniform datapath; the SASS showed no
+  // difference (docs/performance.md v5), and the i32 round trip made the
+  // consumer's trip count a value the protocol checker cannot prove equal to
+  // the producer's (strict mode rejected these kernels).
   // The two rows of the fragments this thread holds.
   firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
   row0 = arith::AddIOp::create(
