@@ -53,8 +53,13 @@ void kvpipe::buildKVPipeToPTXPipeline(OpPassManager &pm,
   ExpandAttentionOptions expandOptions;
   expandOptions.abiFile = options.abiFile;
   pm.addPass(createExpandAttention(expandOptions));
-  if (options.verifyProtocol)
-    pm.addPass(createVerifyProtocol());
+  if (options.verifyProtocol) {
+    // Accepted means proven: what the checker cannot prove stops the
+    // compilation unless strict-protocol=false.
+    VerifyProtocolOptions protocolOptions;
+    protocolOptions.strict = options.strictProtocol;
+    pm.addPass(createVerifyProtocol(protocolOptions));
+  }
 
   // Targets first, so that the lowering can check the chip.
   AttachNVVMTargetOptions targetOptions;

@@ -50,6 +50,12 @@ struct KVPipeToPTXOptions : public mlir::PassPipelineOptions<KVPipeToPTXOptions>
       llvm::cl::desc("Check the pipelines' protocol first "
                      "(--kvpipe-verify-protocol)"),
       llvm::cl::init(true)};
+  Option<bool> strictProtocol{
+      *this, "strict-protocol",
+      llvm::cl::desc("What the protocol checker cannot prove is an error "
+                     "(--kvpipe-verify-protocol=strict=true); false: a "
+                     "warning"),
+      llvm::cl::init(true)};
   Option<std::string> ptxFile{
       *this, "ptx-file",
       llvm::cl::desc("Also write the PTX to this file (format=isa)"),
