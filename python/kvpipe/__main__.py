@@ -169,6 +169,10 @@ def _main(argv: Optional[List[str]]) -> int:
     comp.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     comp.add_argument("--tune", nargs="*", metavar="NAME=VALUE",
                       help="tuning attributes, e.g. block_n=128 kv_stages=3")
+    comp.add_argument("--masks", action="store_true",
+                      help="also the serving masks' kernels: bottom-right alignment, sliding "
+                           "windows, per-batch KV lengths (what check's mask and KV-cache "
+                           "cases launch)")
     for p in (comp,) + tuple(sub.add_parser(n, help=h) for n, h in (
             ("check", "verify the kernels against torch on the GPU"),
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
@@ -201,11 +205,21 @@ def _main(argv: Optional[List[str]]) -> int:
         from kvpipe.kernels import compile_attention
 
         causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
+        # (mask_alignment, sliding_window, kv_lengths); without causal or a
+        # window the alignment does not matter (kvpipe.attention uses top_left).
+        masks = [("top_left", False, False)]
+        if args.masks:
+            masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
+                      for n in (False, True) if (a, w, n) != ("top_left", False, False)]
         rows = []
         for d in args.head_dim:
             for dtype in args.dtype:
-                for causal in causals:
-                    k = compile_attention(d, dtype, causal, **_tuning(args.tune))
+                for causal, (alignment, window, lengths) in (
+                        (c, m) for c in causals for m in masks
+                        if c or m[1] or m[0] == "top_left"):
+                    k = compile_attention(d, dtype, causal, mask_alignment=alignment,
+                                          sliding_window=window, kv_lengths=lengths,
+                                          **_tuning(args.tune))
                     rows.append({"kernel": k.name, "cached": k.cached,
                                  "compile_s": None if k.cached else k.compile_seconds,
                                  "cubin": k.cubin is not None,
@@ -225,6 +239,7 @@ def _main(argv: Optional[List[str]]) -> int:
         rows = check.run(cases, tuning=tuning)
         if not tuning and not args.random:
             rows += check.run_torch_integration()
+            rows += check.run_kvcache()
         markdown = check.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe check", rows, markdown)

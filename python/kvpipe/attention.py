@@ -30,7 +30,7 @@ _loaded: Dict[Tuple[Any, ...], Tuple[cuda.Kernel, Dict[str, Any]]] = {}
 _lock = threading.Lock()
 
 
-def _kernel_for(config_args: Tuple[int, str, bool], device_index: int,
+def _kernel_for(config_args: Tuple[int, str, bool, str, bool, bool], device_index: int,
                 tuning: Tuple[Tuple[str, int], ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
     """The loaded kernel for a configuration on a device, compiled or cached once."""
     key = (config_args, device_index, tuning)
@@ -40,10 +40,13 @@ def _kernel_for(config_args: Tuple[int, str, bool], device_index: int,
     with _lock:
         found = _loaded.get(key)
         if found is None:
-            head_dim, dtype, causal = config_args
+            head_dim, dtype, causal, mask_alignment, sliding_window, kv_lengths = config_args
             timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
             compiled = kernels.compile_attention(head_dim, dtype, causal,
-                                                 wait_timeout=timeout, **dict(tuning))
+                                                 wait_timeout=timeout,
+                                                 mask_alignment=mask_alignment,
+                                                 sliding_window=sliding_window,
+                                                 kv_lengths=kv_lengths, **dict(tuning))
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
@@ -127,6 +130,23 @@ def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...],
     return qs, ks
 
 
+def normalise_window(window_size: Any, causal: bool) -> Tuple[int, int]:
+    """``window_size`` as ``(left, right)`` with -1 for an unbounded side,
+    and right = 0 when causal (flash-attn's rule); ``(-1, -1)`` is no window.
+
+    Raises:
+        TypeError: not a pair of ints.
+    """
+    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2 or
+            any(isinstance(w, bool) or not isinstance(w, int) for w in window_size)):
+        raise TypeError(f"window_size must be a pair of ints (left, right), -1 for "
+                        f"unbounded, got {window_size!r}")
+    left, right = (max(int(w), -1) for w in window_size)
+    if causal:
+        right = -1 if left < 0 else 0  # the causal mask is the right bound
+    return left, right
+
+
 _maps: "OrderedDict[Tuple[Any, ...], bytes]" = OrderedDict()
 _MAX_CACHED_MAPS = 256
 
@@ -199,13 +219,15 @@ def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> list:
 _V2_PARAM_KINDS = {"q_map": "tensor_map", "k_map": "tensor_map", "v_map": "tensor_map",
                    "o_map": "tensor_map", "lse": "pointer", "seq_q": "i32", "seq_kv": "i32",
                    "heads_per_kv_head": "i32", "scale_log2": "f32", "heads_q": "i32",
-                   "batch": "i32"}
+                   "batch": "i32", "window_left": "i32", "window_right": "i32",
+                   "kv_lengths": "pointer"}
 _SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "f32": cuda.F32Arg}
 
 
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
               return_lse: bool = False, layout: str = "bhsd", out: Any = None,
-              **tuning: int) -> Any:
+              mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
+              kv_lengths: Any = None, **tuning: int) -> Any:
     """Scaled dot-product attention, forward, computed by a kvpipe kernel.
 
     With torch installed and real tensors, this goes through the custom
@@ -220,16 +242,20 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     _check_no_grad(q, k, v)
     op = _custom_op(q)
     if op is not None and (not isinstance(causal, bool) or layout not in LAYOUTS or
+                           mask_alignment not in kernels.MASK_ALIGNMENTS or
                            (scale is not None and (isinstance(scale, bool) or
                                                    not isinstance(scale, (int, float))))):
         op = None  # let attention_impl report the bad argument
     if op is None or out is not None or tuning:
         return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
-                              layout=layout, out=out, **tuning)
+                              layout=layout, out=out, mask_alignment=mask_alignment,
+                              window_size=window_size, kv_lengths=kv_lengths, **tuning)
     if scale is None:
         shape = tuple(q.shape)
         scale = 1.0 / math.sqrt(shape[-1]) if shape and shape[-1] > 0 else 1.0
-    o, lse = op(q, k, v, causal, float(scale), layout)
+    left, right = normalise_window(window_size, causal)
+    o, lse = op(q, k, v, causal, float(scale), layout, mask_alignment, left, right,
+                kv_lengths)
     return (o, lse) if return_lse else o
 
 
@@ -267,7 +293,8 @@ def _custom_op(q: Any) -> Any:
 
 def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
                    return_lse: bool = False, layout: str = "bhsd", out: Any = None,
-                   **tuning: int) -> Any:
+                   mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
+                   kv_lengths: Any = None, **tuning: int) -> Any:
     """Launches the kernel (the operator's implementation).
 
     Args:
@@ -277,8 +304,19 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
             contiguous last dimension and 16-byte aligned other strides.
         k, v: the same layout, with ``H_kv`` heads dividing ``H_q`` (GQA/MQA)
             and any ``S_kv``.
-        causal: top-left aligned causal mask (query i sees keys <= i), as
-            ``is_causal`` of torch's SDPA.
+        causal: causal mask: query i sees keys <= i + d, where d is 0 with
+            ``mask_alignment="top_left"`` (torch SDPA's ``is_causal``) and
+            ``S_kv - S_q`` with ``"bottom_right"`` (flash-attn's).
+        mask_alignment: ``"top_left"`` or ``"bottom_right"``: where the
+            diagonal of the causal mask and of the window is.
+        window_size: ``(left, right)``: query i sees keys in
+            ``[i + d - left, i + d + right]``; -1 leaves a side unbounded
+            (flash-attn's ``window_size``; with ``causal`` the right bound
+            is 0). A query that sees no key gets zeros and an lse of +inf.
+        kv_lengths: an optional int32 tensor ``(B,)`` on q's device: batch b
+            uses only its first ``kv_lengths[b]`` keys (a padded KV cache;
+            flash-attn's ``cache_seqlens``); values are clamped to
+            ``[0, S_kv]``.
         scale: the softmax scale (default ``1/sqrt(D)``).
         return_lse: also return the fp32 log-sum-exp ``(B, H_q, S_q)``.
         layout: ``"bhsd"`` or ``"bshd"``.
@@ -297,6 +335,23 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     (b, hq, sq, d), (_, hkv, skv, _) = _check_inputs(q, k, v, layout)
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
+    if mask_alignment not in kernels.MASK_ALIGNMENTS:
+        raise ValueError(f"mask_alignment must be one of {kernels.MASK_ALIGNMENTS}, "
+                         f"got {mask_alignment!r}")
+    window_left, window_right = normalise_window(window_size, causal)
+    sliding_window = window_left >= 0 or window_right >= 0
+    if kv_lengths is not None:
+        _tensors.check_tensor("kv_lengths", kv_lengths, rank=1, dtype="i32", device="cuda",
+                              stride_alignment_bytes=None)
+        if tuple(kv_lengths.shape) != (b,) or str(kv_lengths.device) != str(q.device):
+            raise ValueError(f"kv_lengths must have shape ({b},) (one length per batch) on "
+                             f"{q.device}, got {tuple(kv_lengths.shape)} on "
+                             f"{kv_lengths.device}")
+        if tuple(kv_lengths.stride()) != (1,):
+            kv_lengths = kv_lengths.contiguous()
+    if (causal and not sliding_window and sq == 1 and mask_alignment == "bottom_right"
+            and kv_lengths is None):
+        causal = False  # one query at the end sees every key: the plain kernel
     if scale is None:
         scale = 1.0 / math.sqrt(d)
     if (isinstance(scale, bool) or not isinstance(scale, (int, float))
@@ -319,13 +374,18 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
            if return_lse else None)
 
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal), device_index,
+    if not causal and not sliding_window:
+        mask_alignment = "top_left"  # no mask: one kernel for both alignments
+    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal, mask_alignment,
+                               sliding_window, kv_lengths is not None), device_index,
                               tuple(sorted(tuning.items())))
     args = kernel_arguments(abi, {
         "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
         "o_map": ("out", out, layout), "lse": lse.data_ptr() if lse is not None else 0,
         "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
-        "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b})
+        "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
+        "window_left": window_left, "window_right": window_right,
+        "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0})
     grid = launch_grid(abi, sq, hq, b,
                        _multiprocessors(device_index) if abi.get("persistent") else 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",

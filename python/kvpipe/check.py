@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 #: Relative error bound of the output (||o - ref|| / ||ref||), per the spec.
 REL_TOLERANCE = 1e-2
@@ -32,10 +32,17 @@ class Case:
     seq_kv: int
     layout: str = "bhsd"
     strided: bool = False
+    #: kvpipe.attention's mask_alignment and window_size.
+    alignment: str = "top_left"
+    window: Tuple[int, int] = (-1, -1)
 
     @property
     def name(self) -> str:
         extra = ",strided" if self.strided else ""
+        if self.alignment != "top_left":
+            extra += f",{self.alignment}"
+        if self.window != (-1, -1):
+            extra += f",window{self.window[0]}:{self.window[1]}"
         return (f"{self.dtype} d{self.head_dim} {'causal' if self.causal else 'full'} "
                 f"B{self.batch} H{self.heads_q}/{self.heads_kv} "
                 f"{self.seq_q}x{self.seq_kv} {self.layout}{extra}")
@@ -66,6 +73,33 @@ def default_grid() -> List[Case]:
             ]
     cases.append(Case("bf16", 128, False, 1, 1, 1, 1, 4096))   # one query, long keys
     cases.append(Case("bf16", 128, True, 1, 2, 2, 2048, 2048))  # long causal
+    cases += mask_grid()
+    return cases
+
+
+def mask_grid() -> List[Case]:
+    """Bottom-right causal masks and sliding windows (flash-attn's): chunked
+    prefill (seq_q < seq_kv), decode (one to a few queries), more queries
+    than keys (rows without any key), windows on one or both sides, with
+    and without causal, across tile boundaries."""
+    cases: List[Case] = []
+    for head_dim in (64, 128):
+        br = "bottom_right"
+        cases += [
+            Case("bf16", head_dim, True, 2, 4, 2, 100, 300, alignment=br),    # chunked prefill
+            Case("bf16", head_dim, True, 1, 8, 2, 1, 1000, alignment=br),     # decode
+            Case("f16", head_dim, True, 2, 4, 4, 7, 517, "bshd", alignment=br),
+            Case("bf16", head_dim, True, 1, 2, 2, 300, 77, alignment=br),     # rows with no key
+            Case("bf16", head_dim, True, 1, 2, 1, 333, 333, "bshd", True, br),
+            Case("bf16", head_dim, False, 1, 4, 2, 700, 700, window=(128, 0)),
+            Case("bf16", head_dim, False, 2, 2, 2, 500, 900, alignment=br, window=(100, 50)),
+            Case("f16", head_dim, True, 1, 4, 1, 1000, 1000, "bshd", alignment=br,
+                 window=(255, -1)),
+            Case("bf16", head_dim, True, 1, 2, 2, 129, 1500, alignment=br, window=(64, -1)),
+            Case("bf16", head_dim, False, 1, 2, 2, 600, 600, window=(-1, 37)),
+            Case("bf16", head_dim, False, 1, 3, 3, 400, 200, alignment=br, window=(0, 0)),
+            Case("bf16", head_dim, True, 1, 2, 2, 640, 640, window=(1, 0)),
+        ]
     return cases
 
 
@@ -93,9 +127,16 @@ def random_grid(count: int, seed: int) -> List[Case]:
         seq_q, seq_kv = length(), length()
         # Keep each case small enough to check in float32 quickly.
         batch = max(1, min(4, 4_000_000 // max(1, heads_q * seq_q * seq_kv)))
-        cases.append(Case(rng.choice(("bf16", "f16")), rng.choice((64, 128)),
-                          rng.random() < 0.5, rng.randint(1, batch), heads_q, heads_kv,
-                          seq_q, seq_kv, rng.choice(("bhsd", "bshd")), rng.random() < 0.25))
+        case = Case(rng.choice(("bf16", "f16")), rng.choice((64, 128)),
+                    rng.random() < 0.5, rng.randint(1, batch), heads_q, heads_kv,
+                    seq_q, seq_kv, rng.choice(("bhsd", "bshd")), rng.random() < 0.25)
+        # A third bottom-right aligned, a quarter with a sliding window.
+        alignment = "bottom_right" if rng.random() < 1 / 3 else "top_left"
+        window = (-1, -1)
+        if rng.random() < 0.25:
+            window = (rng.choice((-1, 0, 1, 63, 64, rng.randint(0, 3000))),
+                      rng.choice((-1, 0, 5, 128, rng.randint(0, 3000))))
+        cases.append(dataclasses.replace(case, alignment=alignment, window=window))
     return cases
 
 
@@ -121,14 +162,41 @@ def _reference(case: Case, q: Any, k: Any, v: Any, scale: float, torch: Any):
     kf = kf.repeat_interleave(group, dim=1)
     vf = vf.repeat_interleave(group, dim=1)
     scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
-    if case.causal:
-        mask = torch.ones(case.seq_q, case.seq_kv, dtype=torch.bool, device=q.device).tril()
-        scores = scores.masked_fill(~mask, float("-inf"))
+    visible = reference_mask(case.seq_q, case.seq_kv, case.causal, case.alignment,
+                             case.window, q.device, torch)
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     out = torch.matmul(torch.softmax(scores, dim=-1), vf)
+    # A row without any key: zeros and an lse of +inf (flash-attn's).
+    empty = torch.isneginf(lse)
+    out = out.masked_fill(empty[..., None], 0.0)
+    lse = lse.masked_fill(empty, float("inf"))
     if case.layout == "bshd":
         out = out.transpose(1, 2)
     return out, lse
+
+
+def reference_mask(seq_q: int, seq_kv: int, causal: bool, alignment: str,
+                   window: Tuple[int, int], device: Any, torch: Any) -> Any:
+    """The keys each query sees, as a (seq_q, seq_kv) bool tensor, or None
+    for all: query i is aligned with key i + d (d = 0 top-left,
+    seq_kv - seq_q bottom-right) and sees keys up to i + d when causal, and
+    in [i + d - left, i + d + right] with a window (-1: unbounded)."""
+    left, right = window
+    if causal:
+        right = 0
+    if not causal and left < 0 and right < 0:
+        return None
+    d = seq_kv - seq_q if alignment == "bottom_right" else 0
+    i = torch.arange(seq_q, device=device)[:, None] + d
+    j = torch.arange(seq_kv, device=device)[None, :]
+    visible = torch.ones(seq_q, seq_kv, dtype=torch.bool, device=device)
+    if right >= 0:
+        visible &= j <= i + right
+    if left >= 0:
+        visible &= j >= i - left
+    return visible
 
 
 def run_case(case: Case, seed: int, tuning: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -145,7 +213,9 @@ def run_case(case: Case, seed: int, tuning: Optional[Dict[str, Any]] = None) -> 
     row: Dict[str, Any] = {"case": case.name}
     try:
         o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
-                                  layout=case.layout, out=out, **(tuning or {}))
+                                  layout=case.layout, out=out,
+                                  mask_alignment=case.alignment, window_size=case.window,
+                                  **(tuning or {}))
         torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -155,7 +225,13 @@ def run_case(case: Case, seed: int, tuning: Optional[Dict[str, Any]] = None) -> 
     finite = bool(torch.isfinite(of).all())
     rel = float((of - ref).norm() / ref.norm().clamp_min(1e-30))
     max_abs = float((of - ref).abs().max())
-    lse_err = float((lse - lse_ref).abs().max())
+    # +inf (rows without keys) must match exactly; the rest within tolerance.
+    same_inf = bool(torch.equal(torch.isinf(lse), torch.isinf(lse_ref)))
+    finite_rows = torch.isfinite(lse_ref)
+    lse_err = (float((lse[finite_rows] - lse_ref[finite_rows]).abs().max())
+               if bool(finite_rows.any()) else 0.0)
+    if not same_inf:
+        lse_err = float("inf")
     ok = finite and rel < REL_TOLERANCE and lse_err < LSE_TOLERANCE
     row.update(ok=ok, rel=rel, max_abs=max_abs, lse_err=lse_err, finite=finite)
     return row
@@ -248,6 +324,113 @@ def run_torch_integration() -> List[Dict[str, Any]]:
     except Exception as exc:
         rows.append({"case": "CUDA graph replay vs eager (bit-exact)", "ok": False,
                      "error": f"{type(exc).__name__}: {exc}"[:300]})
+    for row in rows:
+        print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: "
+              f"{row.get('error', '')}{row.get('rel', '')}", flush=True)
+    return rows
+
+
+def run_kvcache() -> List[Dict[str, Any]]:
+    """``kvpipe.flash_attn.flash_attn_with_kvcache`` on padded KV caches with
+    per-sequence lengths (a decode step, chunked prefill, new keys appended
+    in place), against a per-sequence float32 reference with flash-attn's
+    semantics (bottom-right causal, windows); and a decode step captured in
+    a CUDA graph."""
+    import torch
+
+    from kvpipe.flash_attn import flash_attn_with_kvcache
+
+    configs = [  # (head_dim, dtype, batch, heads_q, heads_kv, seq_q, capacity, causal, window)
+        (128, "bf16", 4, 32, 8, 1, 3000, True, (-1, -1)),     # decode, GQA 4
+        (64, "f16", 3, 8, 8, 1, 1000, False, (-1, -1)),
+        (128, "bf16", 3, 8, 2, 37, 2000, True, (-1, -1)),     # chunked prefill
+        (128, "bf16", 2, 4, 4, 16, 1500, True, (255, -1)),    # sliding window
+        (64, "bf16", 5, 6, 1, 4, 700, False, (64, 3)),        # MQA, both sides
+    ]
+    rows: List[Dict[str, Any]] = []
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    for i, (d, dtype_name, b, hq, hkv, sq, cap, causal, window) in enumerate(configs):
+        dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float16
+        name = (f"kvcache {dtype_name} d{d} B{b} H{hq}/{hkv} q{sq} cache{cap} "
+                f"{'causal' if causal else 'full'} window{window[0]}:{window[1]}")
+        torch.manual_seed(100 + i)
+        k_cache = torch.randn(b, cap, hkv, d, dtype=dtype, device="cuda")
+        v_cache = torch.randn_like(k_cache)
+        new = sq  # append as many keys as queries (flash-attn's decode/prefill step)
+        # Lengths from 0 (only the new keys) to the capacity left.
+        before = torch.randint(0, cap - new + 1, (b,), generator=gen)
+        before[0] = 0
+        before[-1] = cap - new
+        seqlens = before.to(torch.int32).cuda()
+        q = torch.randn(b, sq, hq, d, dtype=dtype, device="cuda")
+        k_new = torch.randn(b, new, hkv, d, dtype=dtype, device="cuda")
+        v_new = torch.randn_like(k_new)
+        k_ref, v_ref = k_cache.clone(), v_cache.clone()
+        try:
+            out, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new,
+                                               cache_seqlens=seqlens, causal=causal,
+                                               window_size=window, return_softmax_lse=True)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            rows.append({"case": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        rel_worst, lse_worst, appended = 0.0, 0.0, True
+        scale = 1.0 / math.sqrt(d)
+        for s in range(b):
+            n0 = int(before[s])
+            k_ref[s, n0:n0 + new] = k_new[s]
+            v_ref[s, n0:n0 + new] = v_new[s]
+            appended &= bool(torch.equal(k_cache[s], k_ref[s])) and bool(
+                torch.equal(v_cache[s], v_ref[s]))
+            used = n0 + new
+            qs = q[s].transpose(0, 1).float()                       # (H, Sq, D)
+            ks = k_ref[s, :used].transpose(0, 1).float().repeat_interleave(hq // hkv, 0)
+            vs = v_ref[s, :used].transpose(0, 1).float().repeat_interleave(hq // hkv, 0)
+            scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
+            visible = reference_mask(sq, used, causal, "bottom_right", window, q.device, torch)
+            if visible is not None:
+                scores = scores.masked_fill(~visible, float("-inf"))
+            lse_ref = torch.logsumexp(scores, dim=-1)
+            ref = torch.matmul(torch.softmax(scores, dim=-1), vs)
+            empty = torch.isneginf(lse_ref)
+            ref = ref.masked_fill(empty[..., None], 0.0).transpose(0, 1)
+            lse_ref = lse_ref.masked_fill(empty, float("inf"))
+            got = out[s].float()
+            rel_worst = max(rel_worst, float((got - ref).norm() / ref.norm().clamp_min(1e-30)))
+            same_inf = bool(torch.equal(torch.isinf(lse[s]), torch.isinf(lse_ref)))
+            fin = torch.isfinite(lse_ref)
+            err = float((lse[s][fin] - lse_ref[fin]).abs().max()) if bool(fin.any()) else 0.0
+            lse_worst = max(lse_worst, err if same_inf else float("inf"))
+        ok = appended and rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE
+        rows.append({"case": name + ("" if appended else " (append wrong)"), "ok": ok,
+                     "rel": rel_worst, "max_abs": float("nan"), "lse_err": lse_worst})
+
+    # A decode step with fixed shapes, captured in a CUDA graph and replayed
+    # on new inputs and lengths.
+    case = "kvcache decode step: CUDA graph replay vs eager (bit-exact)"
+    try:
+        b, hq, hkv, d, cap = 4, 16, 4, 128, 2048
+        k_cache = torch.randn(b, cap, hkv, d, dtype=torch.bfloat16, device="cuda")
+        v_cache = torch.randn_like(k_cache)
+        q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device="cuda")
+        seqlens = torch.tensor([5, 2047, 1000, 0], dtype=torch.int32, device="cuda")
+        flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, causal=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
+                                               causal=True)
+        q.copy_(torch.randn_like(q))
+        seqlens.copy_(torch.tensor([2048, 1, 17, 600], dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens, causal=True)
+        ok = bool(torch.equal(captured, want))
+        rows.append({"case": case, "ok": ok, "rel": float((captured.float() - want.float())
+                                                           .norm() / want.float().norm()),
+                     "max_abs": float((captured.float() - want.float()).abs().max()),
+                     "lse_err": 0.0})
+    except Exception as exc:
+        rows.append({"case": case, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
     for row in rows:
         print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: "
               f"{row.get('error', '')}{row.get('rel', '')}", flush=True)

@@ -37,6 +37,12 @@ TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent")
 
 
+#: Where the causal diagonal and sliding windows are anchored (the
+#: ``mask_alignment`` of kvpipe.attention_kernel): query i at key i
+#: (torch's ``is_causal``) or at key i + seq_kv - seq_q (flash-attn's).
+MASK_ALIGNMENTS = ("top_left", "bottom_right")
+
+
 class KernelNotAvailableError(RuntimeError):
     """Neither a compiler nor a cached kernel is available."""
 
@@ -51,10 +57,17 @@ class AttentionConfig:
     tuning: tuple = ()  # sorted (name, value) pairs
     #: Debug: bound every barrier wait to this many cycles (0: off).
     wait_timeout: int = 0
+    #: One of MASK_ALIGNMENTS.
+    mask_alignment: str = "top_left"
+    #: The kernel takes runtime window bounds (flash-attn's window_size).
+    sliding_window: bool = False
+    #: The kernel takes a per-batch key count (flash-attn's cache_seqlens).
+    kv_lengths: bool = False
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
-             **tuning: int) -> "AttentionConfig":
+             mask_alignment: str = "top_left", sliding_window: bool = False,
+             kv_lengths: bool = False, **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
@@ -73,13 +86,26 @@ class AttentionConfig:
                 raise ValueError(f"tuning attribute {name} must be a positive int, got {value!r}")
         if not isinstance(wait_timeout, int) or wait_timeout < 0:
             raise ValueError(f"wait_timeout must be a non-negative int, got {wait_timeout!r}")
+        if mask_alignment not in MASK_ALIGNMENTS:
+            raise ValueError(f"mask_alignment must be one of {MASK_ALIGNMENTS}, "
+                             f"got {mask_alignment!r}")
+        if not isinstance(sliding_window, bool):
+            raise TypeError(f"sliding_window must be a bool, got {sliding_window!r}")
+        if not isinstance(kv_lengths, bool):
+            raise TypeError(f"kv_lengths must be a bool, got {kv_lengths!r}")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
-                               wait_timeout)
+                               wait_timeout, mask_alignment, sliding_window, kv_lengths)
 
     @property
     def kernel_name(self) -> str:
         parts = [f"kvpipe_attention_d{self.head_dim}_{self.dtype}",
                  "causal" if self.causal else "full"]
+        if self.mask_alignment != "top_left":
+            parts.append(self.mask_alignment)
+        if self.sliding_window:
+            parts.append("window")
+        if self.kv_lengths:
+            parts.append("kvlengths")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -89,6 +115,12 @@ class AttentionConfig:
         """The MLIR module declaring this kernel."""
         attrs = [f"head_dim = {self.head_dim} : i64", f"element_type = {self.dtype}",
                  f"causal = {'true' if self.causal else 'false'}"]
+        if self.mask_alignment != "top_left":
+            attrs.append(f"mask_alignment = #kvpipe.mask_alignment<{self.mask_alignment}>")
+        if self.sliding_window:
+            attrs.append("sliding_window = true")
+        if self.kv_lengths:
+            attrs.append("kv_lengths = true")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
@@ -246,16 +278,24 @@ def _write_entry(kernel: CompiledKernel, entry: Path) -> None:
 
 def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       use_cache: bool = True, wait_timeout: int = 0,
-                      **tuning: int) -> CompiledKernel:
+                      mask_alignment: str = "top_left", sliding_window: bool = False,
+                      kv_lengths: bool = False, **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel.
 
     Args:
         head_dim: 64 or 128.
         dtype: bfloat16 or float16 (a torch dtype or 'bf16'/'f16').
-        causal: top-left aligned causal mask (torch's ``is_causal``).
+        causal: causal mask, anchored as ``mask_alignment`` says.
         use_cache: read and fill the kernel cache.
         wait_timeout: debug aid: every barrier wait gives up after this many
             clock cycles, prints where it hung and traps (0: off).
+        mask_alignment: "top_left" (query i aligned with key i, torch's
+            ``is_causal``) or "bottom_right" (with key i + seq_kv - seq_q,
+            flash-attn's).
+        sliding_window: the kernel takes runtime window bounds
+            (``window_left``, ``window_right``; negative: unbounded).
+        kv_lengths: the kernel takes a pointer to one int32 key count per
+            batch (a padded KV cache).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -270,7 +310,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
         kvpipe.CompilerError: the compiler rejected the configuration (its
             diagnostics name the attribute).
     """
-    config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, **tuning)
+    config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, mask_alignment,
+                                  sliding_window, kv_lengths, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

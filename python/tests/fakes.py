@@ -20,7 +20,7 @@ class FakeDtype:
 
 
 class FakeTensor:
-    SIZES = {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1}
+    SIZES = {"bfloat16": 2, "float16": 2, "float32": 4, "uint8": 1, "int32": 4}
 
     def __init__(self, shape, strides=None, dtype="bfloat16", device="cuda", ptr=0x10000):
         self.shape = tuple(shape)

@@ -92,3 +92,38 @@ def test_configuration_errors(args, error, match, cache):
 def test_unknown_tuning_attribute(cache):
     with pytest.raises(ValueError, match="unknown tuning attribute 'block_m'"):
         kvpipe.compile_attention(64, "bf16", False, block_m=64)
+
+
+def test_masks_reach_the_kernel_and_its_abi(compiler, cache):
+    k = kvpipe.compile_attention(128, "bf16", True, mask_alignment="bottom_right",
+                                 sliding_window=True, kv_lengths=True)
+    assert k.name == "kvpipe_attention_d128_bf16_causal_bottom_right_window_kvlengths"
+    assert k.abi["mask_alignment"] == "bottom_right"
+    assert k.abi["sliding_window"] is True and k.abi["kv_lengths"] is True
+    assert k.abi["params"][-3:] == ["window_left", "window_right", "kv_lengths"]
+    assert k.abi["param_kinds"]["kv_lengths"] == "pointer"
+    assert k.abi["param_kinds"]["window_left"] == "i32"
+    # The per-batch length is read from global memory.
+    assert "ld.global" in k.ptx
+
+
+def test_plain_kernels_take_no_mask_parameters(compiler, cache):
+    k = kvpipe.compile_attention(64, "bf16", False)
+    assert k.abi["params"][-1] == "batch"
+    assert k.abi["mask_alignment"] == "top_left" and k.abi["sliding_window"] is False
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"mask_alignment": "diagonal"}, ValueError, "mask_alignment must be one of"),
+    ({"sliding_window": 1}, TypeError, "sliding_window must be a bool"),
+    ({"kv_lengths": "yes"}, TypeError, "kv_lengths must be a bool"),
+])
+def test_mask_configuration_errors(kwargs, error, match, cache):
+    with pytest.raises(error, match=match):
+        kvpipe.compile_attention(64, "bf16", True, **kwargs)
+
+
+def test_kv_lengths_with_persistent_is_refused_by_the_compiler(compiler, cache):
+    with pytest.raises(kvpipe.CompilerError, match="'kv_lengths' is not supported with "
+                                                   "'persistent'"):
+        kvpipe.compile_attention(64, "bf16", False, kv_lengths=True, persistent=True)

@@ -18,6 +18,7 @@
 //  CHECK-SAME:   %[[PK:[^:]*]]: !kvpipe.pipeline<{{.*}}>, %[[PV:[^:]*]]: !kvpipe.pipeline<{{.*}}>,
 func.func @kv_loop(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
                    %n: index, %c: f32, %m: f32) {
+  //      CHECK: %[[C0:.*]] = arith.constant 0 : index
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %zero = arith.constant dense<0.0> : vector<64xf32>
@@ -25,19 +26,19 @@ func.func @kv_loop(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
   } consumers(2) registers(240) {
   ^bb0(%consumer: index):
     // The whole is guarded by n > 0 (else the inputs pass through).
-    //      CHECK: %[[ANY:.*]] = arith.cmpi ugt, %{{.*}}, %{{.*}} : index
+    //      CHECK: %[[ANY:.*]] = arith.cmpi ugt, %{{.*}}, %[[C0]] : index
     //      CHECK: %[[R:.*]]:4 = scf.if %[[ANY]] -> (
     // Block 0: S_0, retired at once, and its softmax (j = 0).
     //      CHECK:   kvpipe.consumer_wait %[[PK]]
     //      CHECK:   %[[S0:.*]] = kvpipe.warpgroup_mma
     // CHECK-NEXT:   %[[S0R:.*]] = kvpipe.warpgroup_wait %[[S0]] {pending = 0 : i64}
     // CHECK-NEXT:   %[[K1:.*]] = kvpipe.consumer_release %[[PK]]
-    // CHECK-NEXT:   %[[J0:.*]] = arith.constant 0 : index
-    // CHECK-NEXT:   arith.index_cast %[[J0]]
+    // CHECK-NEXT:   arith.index_cast %[[C0]]
     // CHECK-NEXT:   kvpipe.fragment_row_max %[[S0R]][0]
     //      CHECK:   %[[P0:.*]] = arith.truncf
     // The steady state from block 1 carries P_{j-1} too.
-    //      CHECK:   %[[L:.*]]:5 = scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[SK:.*]] = %[[K1]], %[[SV:.*]] = %[[PV]], %[[O:.*]] = %{{.*}}, %[[M:.*]] = %{{.*}}, %[[PP:.*]] = %[[P0]])
+    //      CHECK:   %[[FROM:.*]] = arith.addi %[[C0]], %{{.*}} : index
+    //      CHECK:   %[[L:.*]]:5 = scf.for %[[J:.*]] = %[[FROM]] to %{{.*}} step %{{.*}} iter_args(%[[SK:.*]] = %[[K1]], %[[SV:.*]] = %[[PV]], %[[O:.*]] = %{{.*}}, %[[M:.*]] = %{{.*}}, %[[PP:.*]] = %[[P0]])
     //      CHECK:     kvpipe.consumer_wait %[[SK]]
     //      CHECK:     %[[SJ:.*]] = kvpipe.warpgroup_mma
     // CHECK-NEXT:     kvpipe.consumer_wait %[[SV]]
@@ -71,6 +72,60 @@ func.func @kv_loop(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
       %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
       %nk = kvpipe.consumer_release %sk, %e : !p
       // The softmax: anything between K's release and O's rescale.
+      %j32 = arith.index_cast %j : index to i32
+      %mx = kvpipe.fragment_row_max %s1[0] : vector<64xf32>
+      %mn = arith.maxnumf %mi, %mx : f32
+      %pf = kvpipe.fragment_exp2 %s1, %c, %mn, %mn : vector<64xf32>
+      %p16 = arith.truncf %pf : vector<64xf32> to vector<64xbf16>
+      %alpha = arith.subf %mi, %mn : f32
+      %o1 = kvpipe.fragment_rescale %o, %alpha, %alpha : vector<64xf32>
+      kvpipe.consumer_wait %sv : !p
+      %vs = kvpipe.index %sv : !p
+      %vt = memref.subview %v[%vs, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %o2 = kvpipe.warpgroup_mma %p16, %vt, %o1 {transpose_b} : vector<64xbf16>, !tile -> vector<64xf32>
+      %o3 = kvpipe.warpgroup_wait %o2 {pending = 0} : vector<64xf32>
+      %nv = kvpipe.consumer_release %sv, %e : !p
+      scf.yield %nk, %nv, %o3, %mn : !p, !p, vector<64xf32>, f32
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// A loop from block %first (a sliding window's first block): the peeled
+// block is %first, the guard is n > first, the steady state starts at
+// first + 1.
+// CHECK-LABEL: func.func @kv_loop_from(
+//  CHECK-SAME:   %[[FIRST:[^:]*]]: index, %[[N:[^:]*]]: index,
+//       CHECK:   %[[ANY:.*]] = arith.cmpi ugt, %[[N]], %[[FIRST]] : index
+//       CHECK:   scf.if %[[ANY]]
+//       CHECK:     kvpipe.consumer_release
+//  CHECK-NEXT:     arith.index_cast %[[FIRST]]
+//       CHECK:     %[[FROM:.*]] = arith.addi %[[FIRST]], %{{.*}} : index
+//       CHECK:     scf.for %{{.*}} = %[[FROM]] to %[[N]]
+func.func @kv_loop_from(%first: index, %n: index, %pk: !p, %pv: !p, %e: i1, %q: !q,
+      %k: !ring, %v: !ring, %c: f32, %m: f32) {
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant dense<0.0> : vector<64xf32>
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(240) {
+  ^bb0(%consumer: index):
+    %r:4 = scf.for %j = %first to %n step %c1
+        iter_args(%sk = %pk, %sv = %pv, %o = %zero, %mi = %m)
+        -> (!p, !p, vector<64xf32>, f32) {
+      kvpipe.consumer_wait %sk : !p
+      %ks = kvpipe.index %sk : !p
+      %kt = memref.subview %k[%ks, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %s = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+      %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
+      %nk = kvpipe.consumer_release %sk, %e : !p
       %j32 = arith.index_cast %j : index to i32
       %mx = kvpipe.fragment_row_max %s1[0] : vector<64xf32>
       %mn = arith.maxnumf %mi, %mx : f32

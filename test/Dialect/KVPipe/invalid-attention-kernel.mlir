@@ -104,3 +104,26 @@ gpu.module @m {
   // expected-error @+1 {{needs 263168 bytes of shared memory (Q 32768, K and V 3 x 32768 each, O 32768), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, kv_stages = 3 : i64, persistent = true}
 }
+
+// -----
+
+// The mask's anchor is one of two.
+gpu.module @m {
+  // expected-error @+2 {{expected ::kvpipe::MaskAlignment to be one of: top_left, bottom_right}}
+  // expected-error @+1 {{failed to parse KVPipe_MaskAlignmentAttr parameter 'value'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, mask_alignment = #kvpipe.mask_alignment<diagonal>}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'kvpipe.attention_kernel' op attribute 'sliding_window' failed to satisfy constraint: bool attribute}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, sliding_window = 4096 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'kv_lengths' is not supported with 'persistent' (each tile's length would be read by each role)}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, kv_lengths = true, persistent = true}
+}

@@ -44,6 +44,14 @@ AttentionConfig::get(AttentionKernelOp op,
                           "take turns, got 'consumer_warpgroups' = "
                        << c.consumerWarpgroups;
   c.persistent = op.getPersistent().value_or(false);
+  c.maskAlignment = op.getMaskAlignment().value_or(MaskAlignment::TopLeft);
+  c.slidingWindow = op.getSlidingWindow().value_or(false);
+  c.kvLengths = op.getKvLengths().value_or(false);
+  // A persistent CTA's roles would each read a tile's length, and the
+  // protocol checker cannot prove two loads equal.
+  if (c.kvLengths && c.persistent)
+    return emitError() << "'kv_lengths' is not supported with 'persistent' "
+                          "(each tile's length would be read by each role)";
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 

@@ -79,6 +79,20 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
       arith::AddIOp::create(b, arith::MulIOp::create(b, warp, index(16)),
                             arith::DivUIOp::create(b, lane, index(4))));
   row1 = arith::AddIOp::create(b, row0, index(8));
+  // The keys the masks leave to the rows, computed once per tile (the
+  // top-left causal mask compares with the rows themselves).
+  bool plainCausal = c.causal && !diagonal && !c.slidingWindow;
+  if (c.masksRight() && !plainCausal) {
+    lastKey0 = lastKeyOf(row0);
+    lastKey1 = lastKeyOf(row1);
+    firstRowLastKey = lastKeyOf(firstRow);
+  }
+  if (c.masksLeft()) {
+    firstKey0 = firstKeyOf(row0);
+    firstKey1 = firstKeyOf(row1);
+    lastRowFirstKey =
+        firstKeyOf(arith::AddIOp::create(b, firstRow, index(63)));
+  }
   ConsumerWaitOp::create(b, stateQ, nullptr);
 
   Fragment oFrag(b, c.headDim / 2);
@@ -144,7 +158,7 @@ SmallVector<Value> KernelBuilder::buildKVLoop(Value k, Value v, Value o,
                    loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
   Value s = issueQK(stateK);
   Value nextK = retireAndRelease(s, 0, stateK);
-  Softmax sm = softmax(s, loop.getInductionVar(), current);
+  Softmax sm = softmax(s, kvBlockAt(loop.getInductionVar()), current);
   Value acc = rescale(loop.getRegionIterArg(2), sm.alpha0, sm.alpha1);
   acc = issuePV(sm.p16, stateV, acc);
   Value nextV = retireAndRelease(acc, 0, stateV);
@@ -157,16 +171,29 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
   Fragment sFrag(b, c.blockN / 2);
   auto i32Vec = VectorType::get({c.blockN / 2}, b.getI32Type());
   Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
-  // Only a block that crosses seq_kv or, when causal, the diagonal of this
-  // warpgroup's rows needs masking: a uniform branch skips it elsewhere.
+  // Only a block that crosses seq_kv or a bound of one of this warpgroup's
+  // rows (the diagonal when causal, the window's edges) needs masking: a
+  // uniform branch skips it elsewhere. The first row has the lowest right
+  // bound and the last row the highest left bound.
   Value blockEnd = arith::AddIOp::create(b, kvRow, index(c.blockN));
   Value needed =
       arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd, seqKV);
-  if (c.causal)
+  if (firstRowLastKey)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::sgt, blockEnd,
+            arith::AddIOp::create(b, firstRowLastKey, index(1))));
+  else if (c.causal)
     needed = arith::OrIOp::create(
         b, needed,
         arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd,
                               arith::AddIOp::create(b, firstRow, index(1))));
+  if (lastRowFirstKey)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kvRow,
+                              lastRowFirstKey));
   auto ifMask = scf::IfOp::create(b, TypeRange{s.getType()}, needed,
                                   /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
@@ -184,11 +211,20 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
   Value valid = arith::CmpIOp::create(
       b, arith::CmpIPredicate::slt, cols,
       vector::BroadcastOp::create(b, i32Vec, toI32(seqKV)));
-  if (c.causal) {
-    Value rows = sFrag.perRow(toI32(row0), toI32(row1));
+  // Keys after a row's last key (the diagonal, or the window's right edge)
+  // and before its first key (the window's left edge) become -inf.
+  if (lastKey0 || c.causal) {
+    Value last = lastKey0 ? sFrag.perRow(toI32(lastKey0), toI32(lastKey1))
+                          : sFrag.perRow(toI32(row0), toI32(row1));
     valid = arith::AndIOp::create(
         b, valid,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, cols, rows));
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, cols, last));
+  }
+  if (firstKey0) {
+    Value first = sFrag.perRow(toI32(firstKey0), toI32(firstKey1));
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, cols, first));
   }
   scf::YieldOp::create(
       b, ValueRange{arith::SelectOp::create(
@@ -199,7 +235,7 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
 
 KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
                                               const RowStats &stats) {
-  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
+  Value scaleLog2 = param(AttentionParam::ScaleLog2);
   s = mask(s, kvBlock);
 
   OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
@@ -253,7 +289,7 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(store.thenBlock());
-    Value oMap = params[static_cast<unsigned>(AttentionParam::OMap)];
+    Value oMap = param(AttentionParam::OMap);
     for (int64_t col = 0; col < c.headBlocks(); ++col) {
       Value tile =
           slot(sOw, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
@@ -270,8 +306,8 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   }
 
   // Log-sum-exp, natural log: ln 2 * (m * c + log2 l), one lane per row.
-  Value lse = params[static_cast<unsigned>(AttentionParam::Lse)];
-  Value scaleLog2 = params[static_cast<unsigned>(AttentionParam::ScaleLog2)];
+  Value lse = param(AttentionParam::Lse);
+  Value scaleLog2 = param(AttentionParam::ScaleLog2);
   auto ptrType = LLVM::LLVMPointerType::get(ctx, 1);
   Value null = LLVM::ZeroOp::create(b, ptrType);
   Value wanted = arith::AndIOp::create(
@@ -299,6 +335,15 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
                               arith::MulFOp::create(b, maxes[half], scaleLog2),
                               math::Log2Op::create(b, sums[half])),
         f32(M_LN2));
+    // A row that saw no key: +inf, so that exp(s - lse) is 0 (flash-attn's
+    // convention, which a backward pass relies on), not -inf - -inf = NaN.
+    // Only masks anchored elsewhere than top-left, windows and per-batch
+    // lengths leave rows without keys when seq_kv > 0.
+    if (diagonal || c.slidingWindow || c.kvLengths) {
+      Value seen = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                         sums[half], f32(0.0));
+      value = arith::SelectOp::create(b, seen, value, f32(INFINITY));
+    }
     Value offset = arith::IndexCastOp::create(
         b, b.getI64Type(), arith::AddIOp::create(b, rowBase, rows[half]));
     Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), lse,

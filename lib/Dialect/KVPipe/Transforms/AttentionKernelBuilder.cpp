@@ -49,18 +49,27 @@ Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
 
 gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   Type i32Type = b.getI32Type();
-  SmallVector<Type> paramTypes = {
-      tensorMapType(c.blockM()),
-      tensorMapType(c.blockN),
-      tensorMapType(c.blockN),
-      tensorMapType(64),
-      LLVM::LLVMPointerType::get(ctx, /*addressSpace=*/1),
-      i32Type,
-      i32Type,
-      i32Type,
-      b.getF32Type(),
-      i32Type,
-      i32Type};
+  Type globalPointer = LLVM::LLVMPointerType::get(ctx, /*addressSpace=*/1);
+  auto typeOf = [&](AttentionParam p) -> Type {
+    switch (p) {
+    case AttentionParam::QMap:
+      return tensorMapType(c.blockM());
+    case AttentionParam::KMap:
+    case AttentionParam::VMap:
+      return tensorMapType(c.blockN);
+    case AttentionParam::OMap:
+      return tensorMapType(64);
+    case AttentionParam::Lse:
+    case AttentionParam::KVLengths:
+      return globalPointer;
+    case AttentionParam::ScaleLog2:
+      return b.getF32Type();
+    default:
+      return i32Type;
+    }
+  };
+  SmallVector<AttentionParam> kernelParams = getAttentionParams(c);
+  SmallVector<Type> paramTypes = llvm::map_to_vector(kernelParams, typeOf);
   auto func =
       gpu::GPUFuncOp::create(b, name, b.getFunctionType(paramTypes, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -75,15 +84,23 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
 
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  params.assign(entry.getArguments().begin(), entry.getArguments().end());
-  auto param = [&](AttentionParam p) {
-    return params[static_cast<unsigned>(p)];
-  };
+  params.assign(static_cast<unsigned>(AttentionParam::Count), Value());
+  for (auto [p, arg] : llvm::zip_equal(kernelParams, entry.getArguments()))
+    params[static_cast<unsigned>(p)] = arg;
 
   seqQ = toIndex(param(AttentionParam::SeqQ));
   seqKV = toIndex(param(AttentionParam::SeqKV));
   headsQ = toIndex(param(AttentionParam::HeadsQ));
   numQBlocks = arith::CeilDivUIOp::create(b, seqQ, index(c.blockM()));
+  // Signed from here on: d = seq_kv - seq_q may be negative (more queries
+  // than keys), and so may the bounds derived from it. With per-batch
+  // lengths, d is the tile's (setTile).
+  if (c.maskAlignment == MaskAlignment::BottomRight && !c.kvLengths)
+    diagonal = arith::SubIOp::create(b, seqKV, seqQ);
+  if (c.slidingWindow) {
+    windowLeft = toIndex(param(AttentionParam::WindowLeft));
+    windowRight = toIndex(param(AttentionParam::WindowRight));
+  }
   if (c.persistent) {
     numTiles =
         arith::MulIOp::create(b, arith::MulIOp::create(b, numQBlocks, headsQ),
@@ -159,15 +176,75 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
   batch = batchIndex;
   qBlockRow = arith::MulIOp::create(b, qBlock, index(c.blockM()));
   kvHead = arith::DivUIOp::create(
-      b, head,
-      toIndex(params[static_cast<unsigned>(AttentionParam::HeadsPerKVHead)]));
+      b, head, toIndex(param(AttentionParam::HeadsPerKVHead)));
+  if (c.kvLengths) {
+    // Batch b uses the first kv_lengths[b] keys of its K/V (seq_kv is the
+    // capacity the tensor maps describe): one load per tile, the same
+    // address in every thread. Clamped to the capacity, so that a bad
+    // length cannot send TMA past the tensor.
+    Value offset = arith::IndexCastOp::create(b, b.getI64Type(), batch);
+    Value address = LLVM::GEPOp::create(
+        b, LLVM::LLVMPointerType::get(ctx, 1), b.getI32Type(),
+        param(AttentionParam::KVLengths), ValueRange{offset});
+    Value length = toIndex(LLVM::LoadOp::create(b, b.getI32Type(), address));
+    seqKV = arith::MinSIOp::create(
+        b, arith::MaxSIOp::create(b, length, index(0)),
+        toIndex(param(AttentionParam::SeqKV)));
+    if (c.maskAlignment == MaskAlignment::BottomRight)
+      diagonal = arith::SubIOp::create(b, seqKV, seqQ);
+  }
   // The K/V blocks this Q block needs: all of them, or with the causal mask
-  // those up to the block holding key min(last row, seq_kv - 1).
+  // those up to the block holding key min(last row, seq_kv - 1); with other
+  // masks, those holding a key some row of the block sees.
   Value kvEnd = seqKV;
+  Value rowsEnd = arith::AddIOp::create(b, qBlockRow, index(c.blockM()));
+  if (c.causal && !diagonal && !c.slidingWindow)
+    kvEnd = arith::MinUIOp::create(b, seqKV, rowsEnd);
+  else if (c.masksRight())
+    kvEnd = arith::AddIOp::create(
+        b, lastKeyOf(arith::SubIOp::create(b, rowsEnd, index(1))), index(1));
+  if (!c.masksLeft()) {
+    numKVBlocks = arith::CeilDivUIOp::create(b, kvEnd, index(c.blockN));
+    return;
+  }
+  // From the block holding the first row's first key. The count is a
+  // ceildiv of a span that cannot be negative (the first row's first key is
+  // at most one past the last row's last key), which is what lets the
+  // protocol checker prove it non-negative.
+  firstKVBlock =
+      arith::DivUIOp::create(b, firstKeyOf(qBlockRow), index(c.blockN));
+  numKVBlocks = arith::CeilDivUIOp::create(
+      b,
+      arith::SubIOp::create(
+          b, kvEnd, arith::MulIOp::create(b, firstKVBlock, index(c.blockN))),
+      index(c.blockN));
+}
+
+Value KernelBuilder::lastKeyOf(Value row) {
+  Value key = diagonal ? arith::AddIOp::create(b, row, diagonal) : row;
+  if (!c.causal)
+    key = arith::AddIOp::create(b, key, windowRight);
+  key = arith::MaxSIOp::create(
+      b, arith::MinSIOp::create(b, key, arith::SubIOp::create(b, seqKV, index(1))),
+      index(-1));
   if (c.causal)
-    kvEnd = arith::MinUIOp::create(
-        b, seqKV, arith::AddIOp::create(b, qBlockRow, index(c.blockM())));
-  numKVBlocks = arith::CeilDivUIOp::create(b, kvEnd, index(c.blockN));
+    return key;
+  // window_right < 0: no bound on the right.
+  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                          windowRight, index(0));
+  return arith::SelectOp::create(
+      b, unbounded, arith::SubIOp::create(b, seqKV, index(1)), key);
+}
+
+Value KernelBuilder::firstKeyOf(Value row) {
+  Value key = diagonal ? arith::AddIOp::create(b, row, diagonal) : row;
+  key = arith::SubIOp::create(b, key, windowLeft);
+  key = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, key, index(0)),
+                               seqKV);
+  // window_left < 0: no bound on the left.
+  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                          windowLeft, index(0));
+  return arith::SelectOp::create(b, unbounded, index(0), key);
 }
 
 SmallVector<Value>
@@ -230,9 +307,6 @@ KernelBuilder::forEachTile(ValueRange states,
 }
 
 void KernelBuilder::buildProducer() {
-  auto param = [&](AttentionParam p) {
-    return params[static_cast<unsigned>(p)];
-  };
   for (AttentionParam map : {AttentionParam::QMap, AttentionParam::KMap,
                              AttentionParam::VMap, AttentionParam::OMap})
     TMAPrefetchOp::create(b, param(map));
@@ -243,9 +317,6 @@ void KernelBuilder::buildProducer() {
 
 SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
                                                     Value stateV) {
-  auto param = [&](AttentionParam p) {
-    return params[static_cast<unsigned>(p)];
-  };
   int64_t w = AttentionConfig::kTileWidth;
   // Q once per tile.
   ProducerAcquireOp::create(b, stateQ, nullptr);
@@ -267,8 +338,8 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value kvRow =
-        arith::MulIOp::create(b, loop.getInductionVar(), index(c.blockN));
+    Value kvRow = arith::MulIOp::create(
+        b, kvBlockAt(loop.getInductionVar()), index(c.blockN));
     SmallVector<Value> next;
     for (auto [ring, map, state] :
          {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0)},
@@ -301,6 +372,29 @@ gpu::GPUFuncOp kvpipe::buildAttentionSkeleton(OpBuilder &builder, Location loc,
   return KernelBuilder(b, config).build(name);
 }
 
+SmallVector<AttentionParam>
+kvpipe::getAttentionParams(const AttentionConfig &config) {
+  SmallVector<AttentionParam> params;
+  for (unsigned p = 0; p <= static_cast<unsigned>(AttentionParam::Batch); ++p)
+    params.push_back(static_cast<AttentionParam>(p));
+  if (config.slidingWindow)
+    params.append({AttentionParam::WindowLeft, AttentionParam::WindowRight});
+  if (config.kvLengths)
+    params.push_back(AttentionParam::KVLengths);
+  return params;
+}
+
+StringRef kvpipe::getAttentionParamName(AttentionParam param) {
+  static constexpr StringLiteral names[] = {
+      "q_map",       "k_map",       "v_map",      "o_map",
+      "lse",         "seq_q",       "seq_kv",     "heads_per_kv_head",
+      "scale_log2",  "heads_q",     "batch",      "window_left",
+      "window_right", "kv_lengths"};
+  static_assert(std::size(names) ==
+                static_cast<size_t>(AttentionParam::Count));
+  return names[static_cast<unsigned>(param)];
+}
+
 DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                                        const AttentionConfig &c) {
   Builder b(ctx);
@@ -310,6 +404,18 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
          b.getNamedAttr("swizzle", b.getI64IntegerAttr(128))});
   };
   std::string element = c.elementType.isBF16() ? "bf16" : "f16";
+  // Names and kinds of the parameters, in order.
+  SmallVector<StringRef> params;
+  SmallVector<NamedAttribute> kinds;
+  for (AttentionParam p : getAttentionParams(c)) {
+    StringRef name = getAttentionParamName(p);
+    StringRef kind = name.ends_with("_map")                            ? "tensor_map"
+                     : p == AttentionParam::Lse || p == AttentionParam::KVLengths ? "pointer"
+                     : p == AttentionParam::ScaleLog2                  ? "f32"
+                                                                       : "i32";
+    params.push_back(name);
+    kinds.push_back(b.getNamedAttr(name, b.getStringAttr(kind)));
+  }
   return b.getDictionaryAttr({
       b.getNamedAttr("kernel", b.getStringAttr(name)),
       b.getNamedAttr("abi_version", b.getI64IntegerAttr(2)),
@@ -328,13 +434,15 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("overlap_softmax", b.getBoolAttr(c.overlapSoftmax)),
       b.getNamedAttr("pingpong", b.getBoolAttr(c.pingpong)),
       b.getNamedAttr("persistent", b.getBoolAttr(c.persistent)),
+      b.getNamedAttr("mask_alignment",
+                     b.getStringAttr(stringifyMaskAlignment(c.maskAlignment))),
+      b.getNamedAttr("sliding_window", b.getBoolAttr(c.slidingWindow)),
+      b.getNamedAttr("kv_lengths", b.getBoolAttr(c.kvLengths)),
       b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())),
       b.getNamedAttr("dynamic_shared_memory",
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
-      b.getNamedAttr("params", b.getStrArrayAttr(
-                                   {"q_map", "k_map", "v_map", "o_map", "lse",
-                                    "seq_q", "seq_kv", "heads_per_kv_head",
-                                    "scale_log2", "heads_q", "batch"})),
+      b.getNamedAttr("params", b.getStrArrayAttr(params)),
+      b.getNamedAttr("param_kinds", b.getDictionaryAttr(kinds)),
       b.getNamedAttr("q_map", box(c.blockM())),
       b.getNamedAttr("k_map", box(c.blockN)),
       b.getNamedAttr("v_map", box(c.blockN)),

@@ -65,7 +65,8 @@ private:
   Value slot(Value ring, ArrayRef<OpFoldResult> offsets,
              ArrayRef<int64_t> sizes);
 
-  /// Sets the tile's values (qBlockRow, head, batch, kvHead, numKVBlocks).
+  /// Sets the tile's values (qBlockRow, head, batch, kvHead, and the K/V
+  /// blocks the masks leave: numKVBlocks of them from firstKVBlock).
   void setTile(Value qBlock, Value headIndex, Value batchIndex);
   /// Builds `body` once per tile of this CTA, carrying `states` through:
   /// for the CTA's own tile, or, when persistent, in a loop over the tiles
@@ -108,6 +109,17 @@ private:
   /// released; releases it and returns the advanced state.
   Value retireAndRelease(Value &fragment, int64_t pending, Value state);
   Value rescale(Value o, Value alpha0, Value alpha1);
+  /// The K/V block of iteration `j` of a K/V loop (loops run from 0 to
+  /// numKVBlocks, so that every loop's trip count is the same value).
+  Value kvBlockAt(Value j) {
+    return firstKVBlock ? arith::AddIOp::create(b, firstKVBlock, j) : j;
+  }
+  /// The last key row `row` sees (row + d + right, clamped to
+  /// [-1, seq_kv]), with masksRight().
+  Value lastKeyOf(Value row);
+  /// The first key row `row` sees (row + d - left, clamped to
+  /// [0, seq_kv]), with masksLeft().
+  Value firstKeyOf(Value row);
   Value mask(Value s, Value kvBlock);
   Softmax softmax(Value s, Value kvBlock, const RowStats &stats);
   /// The K/V loop from the states `k` and `v`, in the skeleton's order;
@@ -119,15 +131,32 @@ private:
   const AttentionConfig &c;
   MLIRContext *ctx;
 
+  /// The kernel parameter `p` (which the configuration must have).
+  Value param(AttentionParam p) {
+    return params[static_cast<unsigned>(p)];
+  }
+
   // Kernel-wide values.
+  /// Indexed by AttentionParam; null for parameters this kernel lacks.
   SmallVector<Value> params;
+  /// seq_kv is per tile with `kv_lengths` (the batch's own).
   Value seqQ, seqKV, headsQ, numQBlocks, numTiles;
+  /// The mask's diagonal offset d (query i is aligned with key i + d; null
+  /// when top-left, d = 0) and the window's bounds (negative: unbounded).
+  Value diagonal, windowLeft, windowRight;
   Value sQ, sK, sV, sO, pipeQ, pipeK, pipeV;
   // The current tile.
   Value batch, head, kvHead, qBlockRow, numKVBlocks;
+  /// Null when every tile starts at K/V block 0 (no left bound).
+  Value firstKVBlock;
   // Consumer values: per thread, and (firstRow, row0, row1) per tile.
   Value consumerIndex, sQw, sOw, elected, qRows, lane, warp;
   Value firstRow, row0, row1;
+  /// Per tile, with the masks that need them: the last key of the thread's
+  /// rows and of the warpgroup's first row; the first key of the thread's
+  /// rows and of the warpgroup's last row.
+  Value lastKey0, lastKey1, firstRowLastKey, firstKey0, firstKey1,
+      lastRowFirstKey;
 };
 
 } // namespace kvpipe::detail

@@ -17,9 +17,9 @@
 // P_{j-1} V_{j-1}. O is then rescaled after the P V that precedes the new
 // maximum, which is the same sum: (O + P_{j-1} V_{j-1}) alpha_j.
 //
-//   if n > 0:
-//     QK(0); QK'(0); SM(0)
-//     for j in 1..n:  QK(j); PV(j-1); QK'(j, pending 1); SM(j);
+//   if n > b:                                 (blocks b..n-1)
+//     QK(b); QK'(b); SM(b)
+//     for j in b+1..n:  QK(j); PV(j-1); QK'(j, pending 1); SM(j);
 //                     PV'(j-1, pending 0); R(j)
 //     PV(n-1); PV'(n-1)
 //
@@ -188,9 +188,11 @@ LogicalResult kvpipe::overlapSoftmaxLoop(RewriterBase &rewriter,
   auto clonePV = [&](IRMapping &m) { cloneRange(rewriter, pvFirst, pvLast, m); };
 
   rewriter.setInsertionPoint(loop);
-  Value any = arith::CmpIOp::create(
-      rewriter, loc, arith::CmpIPredicate::ugt, loop.getUpperBound(),
-      arith::ConstantIndexOp::create(rewriter, loc, 0));
+  // The loop may start past block 0 (a window's first block) and run no
+  // iteration at all (a tile whose rows see no key).
+  Value lowerBound = loop.getLowerBound();
+  Value any = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ugt,
+                                    loop.getUpperBound(), lowerBound);
   auto ifAny = scf::IfOp::create(rewriter, loc, loop.getResultTypes(), any,
                                  /*withElseRegion=*/true);
   rewriter.setInsertionPointToStart(ifAny.elseBlock());
@@ -202,7 +204,7 @@ LogicalResult kvpipe::overlapSoftmaxLoop(RewriterBase &rewriter,
   first.map(iterArgs, inits);
   cloneQK(first);
   cloneRetire(first, st.retireQK, st.releaseK, /*pending=*/0);
-  first.map(iv, arith::ConstantIndexOp::create(rewriter, loc, 0));
+  first.map(iv, lowerBound);
   cloneSoftmax(first);
   SmallVector<Value> loopInits;
   for (unsigned i = 0; i < numIter; ++i)
@@ -214,7 +216,8 @@ LogicalResult kvpipe::overlapSoftmaxLoop(RewriterBase &rewriter,
 
   // Steady state: S_j with P_{j-1} V_{j-1} in flight.
   auto steady = scf::ForOp::create(
-      rewriter, loc, arith::ConstantIndexOp::create(rewriter, loc, 1),
+      rewriter, loc,
+      arith::AddIOp::create(rewriter, loc, lowerBound, loop.getStep()),
       loop.getUpperBound(), loop.getStep(), loopInits);
   {
     OpBuilder::InsertionGuard inner(rewriter);

@@ -10,6 +10,8 @@
 #ifndef KVPIPE_DIALECT_KVPIPE_IR_ATTENTIONCONFIG_H
 #define KVPIPE_DIALECT_KVPIPE_IR_ATTENTIONCONFIG_H
 
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Types.h"
 #include "mlir/Support/LLVM.h"
@@ -36,6 +38,20 @@ struct AttentionConfig {
   /// A grid of at most one CTA per SM looping over the tiles; the output is
   /// staged in its own buffer so that the next Q can load meanwhile.
   bool persistent;
+  /// Where the causal diagonal and the window are anchored: query i at key
+  /// i (top-left) or at key i + seq_kv - seq_q (bottom-right).
+  MaskAlignment maskAlignment;
+  /// Runtime `window_left` / `window_right` parameters bound the keys each
+  /// query sees (negative: unbounded).
+  bool slidingWindow;
+  /// A runtime `kv_lengths` pointer gives each batch its own number of keys
+  /// (a padded KV cache); seq_kv is the capacity.
+  bool kvLengths;
+
+  /// Rows may be masked on the right of the diagonal (causal or a window).
+  bool masksRight() const { return causal || slidingWindow; }
+  /// Rows may be masked on the left of the diagonal (a window).
+  bool masksLeft() const { return slidingWindow; }
 
   /// Named barriers: 0 is the CTA barrier; consumer warpgroup c has
   /// kEpilogueBarriers + c for its epilogue and kScheduleBarriers + c for its

@@ -4,7 +4,29 @@
 #define KVPIPE_DIALECT_KVPIPE_IR_KVPIPEATTENTIONOPS_TD
 
 include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
+
+def KVPipe_MaskAlignment : I32EnumAttr<"MaskAlignment",
+    "where the causal diagonal and the sliding window are anchored", [
+      I32EnumAttrCase<"TopLeft", 0, "top_left">,
+      I32EnumAttrCase<"BottomRight", 1, "bottom_right">]> {
+  let cppNamespace = "::kvpipe";
+  let genSpecializedAttr = 0;
+}
+
+def KVPipe_MaskAlignmentAttr
+    : EnumAttr<KVPipe_Dialect, KVPipe_MaskAlignment, "mask_alignment"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "anchor of the causal mask and of sliding windows";
+  let description = [{
+    `#kvpipe.mask_alignment<top_left>`: query `i` is aligned with key `i`
+    (torch's `is_causal`). `#kvpipe.mask_alignment<bottom_right>`: the last
+    query is aligned with the last key, so query `i` of `seq_q` is aligned
+    with key `i + seq_kv - seq_q` (flash-attn and serving engines: a chunk of
+    new queries at the end of a KV cache).
+  }];
+}
 
 def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
   let summary = "declaration of a FlashAttention forward kernel to generate";
@@ -23,8 +45,27 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     It computes `O = softmax(scale * Q K^T [+ causal mask]) V` with fp32
     accumulation and the output in the input type, and optionally the fp32
     log-sum-exp of each row, for any `seq_q` and `seq_kv` (tails masked),
-    batch and heads in the grid and grouped-query attention. Causal masking
-    is top-left aligned (query i sees keys <= i), as torch's `is_causal`.
+    batch and heads in the grid and grouped-query attention.
+
+    Masks are relative to the diagonal of query `i` at key `i + d`, where
+    `d = 0` with `mask_alignment = #kvpipe.mask_alignment<top_left>` (the
+    default, torch's `is_causal`) and `d = seq_kv - seq_q` with
+    `#kvpipe.mask_alignment<bottom_right>` (flash-attn's). `causal` keeps the
+    keys `<= i + d`. `sliding_window = true` adds two runtime i32
+    parameters, `window_left` and `window_right` (negative: unbounded), and
+    keeps the keys in `[i + d - window_left, i + d + window_right]` (with
+    `causal`, the right bound is 0 whatever `window_right` says):
+    flash-attn's `window_size`. K/V blocks outside every row's range are
+    never loaded, and only the blocks crossing a bound are masked element by
+    element. With these masks a query row may see no key: it gets zeros and
+    a log-sum-exp of +inf (flash-attn's convention, so that a backward pass
+    reads P = 0 for it).
+
+    `kv_lengths = true` adds a runtime parameter `kv_lengths`, a pointer to
+    one i32 per batch: batch `b` attends to the first `kv_lengths[b]` keys
+    of its K and V, whose tensor maps describe a cache of `seq_kv` keys (a
+    padded KV cache, flash-attn's `cache_seqlens`); blocks past the length
+    are never loaded. Not with `persistent`.
 
     Required: `head_dim` (64 or 128), `element_type` (bf16 or f16),
     `causal`. Optional tuning attributes, with defaults per head dim:
@@ -55,7 +96,10 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<I64Attr>:$consumer_registers,
                        OptionalAttr<BoolAttr>:$overlap_softmax,
                        OptionalAttr<BoolAttr>:$pingpong,
-                       OptionalAttr<BoolAttr>:$persistent);
+                       OptionalAttr<BoolAttr>:$persistent,
+                       OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,
+                       OptionalAttr<BoolAttr>:$sliding_window,
+                       OptionalAttr<BoolAttr>:$kv_lengths);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -38,6 +38,7 @@ def KVPipe_Dialect : Dialect {
     declaration build complete attention kernels from the pipeline.
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
     void registerTypes();
     void registerAttributes();

@@ -27,7 +27,9 @@
 
 namespace kvpipe {
 
-/// The kernel parameters, in order (docs/kernel-abi.md).
+/// The kernel parameters, in this order (docs/kernel-abi.md); those after
+/// `Batch` exist only in the kernels that ask for them
+/// (getAttentionParams).
 enum class AttentionParam : unsigned {
   QMap,
   KMap,
@@ -40,8 +42,21 @@ enum class AttentionParam : unsigned {
   ScaleLog2,
   HeadsQ,
   Batch,
+  /// With `sliding_window`.
+  WindowLeft,
+  WindowRight,
+  /// With `kv_lengths`.
+  KVLengths,
   Count
 };
+
+/// The parameters of the kernel `config` describes, in order: the one place
+/// the kernel's signature, its ABI report and the generator read them from.
+llvm::SmallVector<AttentionParam>
+getAttentionParams(const AttentionConfig &config);
+
+/// The ABI name of a parameter ("q_map", ..., "kv_lengths").
+llvm::StringRef getAttentionParamName(AttentionParam param);
 
 /// Where generation stops.
 enum class AttentionStage { Skeleton, Scheduled, Lowered };

@@ -1,0 +1,214 @@
+"""A drop-in for flash-attn 2.x's Python API, computed by kvpipe kernels.
+
+An inference engine switches by changing its import::
+
+    from kvpipe.flash_attn import flash_attn_func, flash_attn_with_kvcache
+
+The functions take flash-attn's arguments, names, defaults and layouts
+(``(batch, seqlen, nheads, headdim)``) and keep its semantics: ``causal`` is
+aligned bottom-right (query i of ``seqlen_q`` sees keys up to
+``i + seqlen_k - seqlen_q``), ``window_size=(left, right)`` keeps the keys in
+``[i + seqlen_k - seqlen_q - left, i + seqlen_k - seqlen_q + right]`` (-1:
+unbounded), a query that sees no key gets zeros and a log-sum-exp of +inf,
+and the log-sum-exp is fp32 ``(batch, nheads, seqlen_q)``.
+
+What kvpipe does not compute yet raises ``NotImplementedError`` naming the
+argument (dropout, soft-capping, ALiBi, rotary embeddings, paged caches,
+``cache_batch_idx``, ``cache_leftpad``, variable-length batches); a wrong
+argument raises ``ValueError``/``TypeError`` naming it, before any launch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from kvpipe import _tensors
+from kvpipe.attention import attention, normalise_window
+
+__all__ = ["flash_attn_func", "flash_attn_with_kvcache", "flash_attn_varlen_func"]
+
+
+def _unsupported(name: str, why: str) -> NotImplementedError:
+    return NotImplementedError(f"kvpipe.flash_attn: {name} is not supported yet ({why})")
+
+
+def _check_common(dropout_p: float, softcap: float, alibi_slopes: Any,
+                  window_size: Any, causal: bool) -> Tuple[int, int]:
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+        raise TypeError(f"dropout_p must be a number, got {dropout_p!r}")
+    if dropout_p != 0.0:
+        raise _unsupported("dropout_p != 0", "kvpipe computes attention without dropout")
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
+        raise TypeError(f"softcap must be a number, got {softcap!r}")
+    if softcap != 0.0:
+        raise _unsupported("softcap", "score modifiers are not implemented")
+    if alibi_slopes is not None:
+        raise _unsupported("alibi_slopes", "score modifiers are not implemented")
+    return normalise_window(window_size, causal)
+
+
+def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
+                    softmax_scale: Optional[float] = None, causal: bool = False,
+                    window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                    alibi_slopes: Any = None, deterministic: bool = False,
+                    return_attn_probs: bool = False) -> Any:
+    """flash-attn's ``flash_attn_func``.
+
+    Args:
+        q: ``(batch, seqlen_q, nheads, headdim)``, bfloat16 or float16 on a
+            CUDA device, headdim 64 or 128.
+        k, v: ``(batch, seqlen_k, nheads_k, headdim)``; ``nheads_k`` divides
+            ``nheads`` (MQA/GQA).
+        dropout_p: must be 0.
+        softmax_scale: default ``1 / sqrt(headdim)``.
+        causal: bottom-right aligned causal mask.
+        window_size: ``(left, right)`` sliding window, -1 for unbounded.
+        softcap, alibi_slopes: must be 0 and None.
+        deterministic: accepted (the forward pass is deterministic).
+        return_attn_probs: also return the log-sum-exp (and ``None`` for the
+            attention probabilities, which flash-attn returns only with
+            dropout).
+
+    Returns:
+        ``out`` ``(batch, seqlen_q, nheads, headdim)``, or
+        ``(out, softmax_lse, None)`` with ``softmax_lse`` fp32
+        ``(batch, nheads, seqlen_q)``.
+    """
+    window = _check_common(dropout_p, softcap, alibi_slopes, window_size, causal)
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    result = attention(q, k, v, causal=causal, scale=softmax_scale,
+                       return_lse=return_attn_probs, layout="bshd",
+                       mask_alignment="bottom_right", window_size=window)
+    if return_attn_probs:
+        out, lse = result
+        return out, lse, None
+    return result
+
+
+def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v: Any = None,
+                            rotary_cos: Any = None, rotary_sin: Any = None,
+                            cache_seqlens: Any = None, cache_batch_idx: Any = None,
+                            cache_leftpad: Any = None, block_table: Any = None,
+                            softmax_scale: Optional[float] = None, causal: bool = False,
+                            window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                            rotary_interleaved: bool = True, alibi_slopes: Any = None,
+                            num_splits: int = 0, return_softmax_lse: bool = False) -> Any:
+    """flash-attn's ``flash_attn_with_kvcache`` (decode and chunked prefill
+    against a KV cache).
+
+    Args:
+        q: ``(batch, seqlen_q, nheads, headdim)``.
+        k_cache, v_cache: ``(batch, seqlen_cache, nheads_k, headdim)``, the
+            padded per-sequence cache.
+        k, v: optional ``(batch, seqlen_new, nheads_k, headdim)`` written into
+            the cache at ``cache_seqlens`` (in place) before attending.
+        cache_seqlens: None (every sequence fills the cache), an int, or an
+            int32 tensor ``(batch,)``: each sequence's length before ``k``
+            is appended. Sequence b attends to its first
+            ``cache_seqlens[b] + seqlen_new`` keys.
+        causal, window_size, softmax_scale: as in flash_attn_func.
+        num_splits: accepted (0: kvpipe chooses; kvpipe does not split yet).
+        return_softmax_lse: also return the fp32 log-sum-exp.
+        rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, block_table,
+        softcap, alibi_slopes: not supported yet (NotImplementedError).
+
+    Returns:
+        ``out``, or ``(out, softmax_lse)``.
+    """
+    window = _check_common(0.0, softcap, alibi_slopes, window_size, causal)
+    for name, value, why in (
+            ("rotary_cos", rotary_cos, "apply rotary embeddings before the call"),
+            ("rotary_sin", rotary_sin, "apply rotary embeddings before the call"),
+            ("cache_batch_idx", cache_batch_idx, "index the cache before the call"),
+            ("cache_leftpad", cache_leftpad, "left-padded caches"),
+            ("block_table", block_table, "paged KV caches")):
+        if value is not None:
+            raise _unsupported(name, why)
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 0:
+        raise ValueError(f"num_splits must be a non-negative int, got {num_splits!r}")
+    if not isinstance(rotary_interleaved, bool):
+        raise TypeError(f"rotary_interleaved must be a bool, got {rotary_interleaved!r}")
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True)
+    batch, capacity = tuple(k_cache.shape)[:2]
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got "
+                         f"{tuple(v_cache.shape)}")
+    if tuple(q.shape)[0] != batch:
+        raise ValueError(f"q's batch ({tuple(q.shape)[0]}) must equal k_cache's ({batch})")
+    if (k is None) != (v is None):
+        raise ValueError("k and v must be given together (new keys and values to append)")
+    seqlen_new = 0
+    if k is not None:
+        for name, t in (("k", k), ("v", v)):
+            _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True)
+            shape = tuple(t.shape)
+            if (shape[0] != batch or shape[2:] != tuple(k_cache.shape)[2:]
+                    or shape != tuple(k.shape)):
+                raise ValueError(f"{name} must be (batch, seqlen_new, nheads_k, headdim) = "
+                                 f"({batch}, seqlen_new, {', '.join(map(str, tuple(k_cache.shape)[2:]))}), "
+                                 f"got {shape}")
+        seqlen_new = tuple(k.shape)[1]
+        if cache_seqlens is None:
+            raise ValueError("cache_seqlens is required with k and v (where to append them)")
+
+    import torch
+
+    lengths = None  # per-sequence key counts on the device, or None for all equal
+    if cache_seqlens is None:
+        used = capacity
+    elif isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
+        if not 0 <= cache_seqlens <= capacity - seqlen_new:
+            raise ValueError(f"cache_seqlens ({cache_seqlens}) + seqlen_new ({seqlen_new}) must "
+                             f"fit the cache ({capacity})")
+        used = cache_seqlens + seqlen_new
+    elif isinstance(cache_seqlens, torch.Tensor):
+        if (cache_seqlens.dtype != torch.int32 or tuple(cache_seqlens.shape) != (batch,)
+                or cache_seqlens.device != k_cache.device):
+            raise ValueError(f"cache_seqlens must be an int32 tensor of shape ({batch},) on "
+                             f"{k_cache.device}, got {cache_seqlens.dtype} "
+                             f"{tuple(cache_seqlens.shape)} on {cache_seqlens.device}")
+        used = None
+        lengths = cache_seqlens + seqlen_new
+    else:
+        raise TypeError(f"cache_seqlens must be None, an int or an int32 tensor, got "
+                        f"{type(cache_seqlens).__name__}")
+
+    if k is not None:
+        # Append in place at each sequence's length (no host synchronisation:
+        # the positions are computed on the device).
+        if lengths is None:
+            start = used - seqlen_new
+            k_cache[:, start:used] = k
+            v_cache[:, start:used] = v
+        else:
+            positions = (cache_seqlens.long()[:, None] +
+                         torch.arange(seqlen_new, device=k_cache.device)[None, :])
+            rows = torch.arange(batch, device=k_cache.device)[:, None].expand_as(positions)
+            k_cache[rows, positions] = k
+            v_cache[rows, positions] = v
+
+    if lengths is None:
+        keys, values = k_cache[:, :used], v_cache[:, :used]
+        result = attention(q, keys, values, causal=causal, scale=softmax_scale,
+                           return_lse=return_softmax_lse, layout="bshd",
+                           mask_alignment="bottom_right", window_size=window)
+    else:
+        result = attention(q, k_cache, v_cache, causal=causal, scale=softmax_scale,
+                           return_lse=return_softmax_lse, layout="bshd",
+                           mask_alignment="bottom_right", window_size=window,
+                           kv_lengths=lengths)
+    return result
+
+
+def flash_attn_varlen_func(*args: Any, **kwargs: Any) -> Any:
+    """flash-attn's ``flash_attn_varlen_func``: not supported yet.
+
+    Raises:
+        NotImplementedError: always (variable-length batches packed with
+            ``cu_seqlens`` need the varlen kernel family).
+    """
+    raise _unsupported("flash_attn_varlen_func", "variable-length batches (cu_seqlens)")

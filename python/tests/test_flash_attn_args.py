@@ -1,0 +1,136 @@
+"""kvpipe.flash_attn: flash-attn 2.x's signatures, and its argument errors
+raised before any launch (CPU-only: tensor-like fakes stand in for torch)."""
+
+import inspect
+
+import pytest
+
+import kvpipe
+from kvpipe.attention import normalise_window
+from kvpipe import flash_attn
+from fakes import FakeTensor
+
+
+def bshd(b=2, s=16, h=4, d=128, **kw):
+    return FakeTensor((b, s, h, d), **kw)
+
+
+# flash-attn 2.x's signatures (flash_attn/flash_attn_interface.py), which an
+# engine calls by keyword: names, order and defaults must match.
+FLASH_ATTN_FUNC = [
+    ("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty),
+    ("v", inspect.Parameter.empty), ("dropout_p", 0.0), ("softmax_scale", None),
+    ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0), ("alibi_slopes", None),
+    ("deterministic", False), ("return_attn_probs", False)]
+FLASH_ATTN_WITH_KVCACHE = [
+    ("q", inspect.Parameter.empty), ("k_cache", inspect.Parameter.empty),
+    ("v_cache", inspect.Parameter.empty), ("k", None), ("v", None), ("rotary_cos", None),
+    ("rotary_sin", None), ("cache_seqlens", None), ("cache_batch_idx", None),
+    ("cache_leftpad", None), ("block_table", None), ("softmax_scale", None), ("causal", False),
+    ("window_size", (-1, -1)), ("softcap", 0.0), ("rotary_interleaved", True),
+    ("alibi_slopes", None), ("num_splits", 0), ("return_softmax_lse", False)]
+
+
+@pytest.mark.parametrize("function,expected", [
+    (flash_attn.flash_attn_func, FLASH_ATTN_FUNC),
+    (flash_attn.flash_attn_with_kvcache, FLASH_ATTN_WITH_KVCACHE),
+])
+def test_signatures_match_flash_attn(function, expected):
+    params = inspect.signature(function).parameters
+    assert [(p.name, p.default) for p in params.values()] == expected
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"dropout_p": 0.1}, NotImplementedError, "dropout_p"),
+    ({"softcap": 30.0}, NotImplementedError, "softcap"),
+    ({"alibi_slopes": FakeTensor((4,), dtype="float32")}, NotImplementedError, "alibi_slopes"),
+    ({"window_size": 128}, TypeError, "window_size must be a pair of ints"),
+    ({"window_size": (1.5, 0)}, TypeError, "window_size"),
+    ({"causal": 1}, TypeError, "causal must be a bool"),
+    ({"deterministic": "no"}, TypeError, "deterministic must be a bool"),
+])
+def test_flash_attn_func_argument_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        flash_attn.flash_attn_func(bshd(), bshd(), bshd(), **kwargs)
+
+
+def test_flash_attn_func_checks_tensors_like_kvpipe_attention():
+    with pytest.raises(ValueError, match="head dim must be one of"):
+        flash_attn.flash_attn_func(bshd(d=80), bshd(d=80), bshd(d=80))
+    with pytest.raises(ValueError, match="multiple of k and v's heads"):
+        flash_attn.flash_attn_func(bshd(h=6), bshd(h=4), bshd(h=4))
+
+
+def cache(b=2, s=256, h=2, d=128):
+    return FakeTensor((b, s, h, d)), FakeTensor((b, s, h, d))
+
+
+@pytest.mark.parametrize("name", ["rotary_cos", "rotary_sin", "cache_batch_idx",
+                                  "cache_leftpad", "block_table"])
+def test_kvcache_unsupported_arguments_are_named(name):
+    k_cache, v_cache = cache()
+    with pytest.raises(NotImplementedError, match=name):
+        flash_attn.flash_attn_with_kvcache(bshd(s=1), k_cache, v_cache,
+                                           **{name: FakeTensor((2,), dtype="int32")})
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"k": bshd(s=1, h=2)}, ValueError, "k and v must be given together"),
+    ({"num_splits": -1}, ValueError, "num_splits"),
+    ({"softcap": 5.0}, NotImplementedError, "softcap"),
+])
+def test_kvcache_argument_errors(kwargs, error, match):
+    k_cache, v_cache = cache()
+    with pytest.raises(error, match=match):
+        flash_attn.flash_attn_with_kvcache(bshd(s=1), k_cache, v_cache, **kwargs)
+
+
+def test_kvcache_shapes():
+    k_cache, _ = cache()
+    with pytest.raises(ValueError, match="v_cache must have k_cache's shape"):
+        flash_attn.flash_attn_with_kvcache(bshd(s=1), k_cache, FakeTensor((2, 128, 2, 128)))
+    k_cache, v_cache = cache(b=3)
+    with pytest.raises(ValueError, match="q's batch \\(2\\) must equal k_cache's \\(3\\)"):
+        flash_attn.flash_attn_with_kvcache(bshd(s=1), k_cache, v_cache)
+    k_cache, v_cache = cache()
+    with pytest.raises(ValueError, match="cache_seqlens is required with k and v"):
+        flash_attn.flash_attn_with_kvcache(bshd(s=1), k_cache, v_cache, k=bshd(s=1, h=2),
+                                           v=bshd(s=1, h=2))
+    with pytest.raises(ValueError, match="k must be"):
+        flash_attn.flash_attn_with_kvcache(bshd(s=1), k_cache, v_cache, k=bshd(s=1, h=3),
+                                           v=bshd(s=1, h=3), cache_seqlens=5)
+
+
+def test_varlen_is_not_supported_yet():
+    with pytest.raises(NotImplementedError, match="cu_seqlens"):
+        flash_attn.flash_attn_varlen_func()
+
+
+@pytest.mark.parametrize("window,causal,expected", [
+    ((-1, -1), False, (-1, -1)),
+    ((5, 3), False, (5, 3)),
+    ((5, 3), True, (5, 0)),       # causal: the diagonal is the right bound
+    ((-1, 3), True, (-1, -1)),    # causal alone: no window
+    ((-7, 2), False, (-1, 2)),    # any negative is unbounded
+    ([0, 0], False, (0, 0)),
+])
+def test_window_normalisation(window, causal, expected):
+    assert normalise_window(window, causal) == expected
+
+
+def qkv():
+    return (FakeTensor((2, 4, 100, 128)), FakeTensor((2, 4, 120, 128)),
+            FakeTensor((2, 4, 120, 128)))
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"mask_alignment": "bottom"}, ValueError, "mask_alignment must be one of"),
+    ({"window_size": (1, 2, 3)}, TypeError, "window_size must be a pair"),
+    ({"kv_lengths": FakeTensor((2,), dtype="float32")}, TypeError, "kv_lengths"),
+    ({"kv_lengths": FakeTensor((3,), dtype="int32")}, ValueError,
+     "kv_lengths must have shape \\(2,\\)"),
+    ({"kv_lengths": FakeTensor((2, 1), dtype="int32")}, ValueError, "kv_lengths.*rank 1"),
+])
+def test_attention_mask_argument_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        kvpipe.attention(*qkv(), causal=True, **kwargs)
