@@ -50,10 +50,10 @@ Value KernelBuilder::slot(Value ring, ArrayRef<OpFoldResult> offsets,
 gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   Type i32Type = b.getI32Type();
   SmallVector<Type> paramTypes = {
-      tensorMapType(c.blockM()),
-      tensorMapType(c.blockN),
-      tensorMapType(c.blockN),
-      tensorMapType(64),
+      tensorMapType(c.blockM(), c.qkSwizzleBytes()),
+      tensorMapType(c.blockN, c.qkSwizzleBytes()),
+      tensorMapType(c.blockN, c.vSwizzleBytes()),
+      tensorMapType(64, c.vSwizzleBytes()),
       LLVM::LLVMPointerType::get(ctx, /*addressSpace=*/1),
       i32Type,
       i32Type,
@@ -97,7 +97,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
 
   // Shared memory: Q, then the K ring, then the V ring, from a 1024-byte
   // aligned start (the 128-byte swizzle repeats every 8 rows of 128 bytes,
-  // and TMA and wgmma assume tiles start on such an atom).
+  // the 64-byte one every 512 bytes, and TMA and wgmma assume tiles start on
+  // such an atom; every tile's size is a multiple of 1024 bytes).
   auto bytes = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                                MemRefLayoutAttrInterface(), workgroup());
   Value dynamicShared = gpu::DynamicSharedMemoryOp::create(b, bytes);
@@ -114,12 +115,14 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
                                   arith::AddIOp::create(b, pad, index(offset)),
                                   ValueRange{});
   };
-  int64_t w = AttentionConfig::kTileWidth;
-  sQ = view(0, sharedType({c.headBlocks(), c.blockM(), w}));
-  sK = view(c.kOffset(), sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
-  sV = view(c.vOffset(), sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
+  int64_t qkWidth = c.qkTileWidth(), vWidth = c.vTileWidth();
+  sQ = view(0, sharedType({c.qkBlocks(), c.blockM(), qkWidth}));
+  sK = view(c.kOffset(),
+            sharedType({c.kvStages, c.qkBlocks(), c.blockN, qkWidth}));
+  sV = view(c.vOffset(),
+            sharedType({c.kvStages, c.vBlocks(), c.blockN, vWidth}));
   if (c.persistent)
-    sO = view(c.oOffset(), sharedType({c.headBlocks(), c.blockM(), w}));
+    sO = view(c.oOffset(), sharedType({c.vBlocks(), c.blockM(), vWidth}));
 
   pipeQ = CreateOp::create(b, pipelineType(1));
   pipeK = CreateOp::create(b, pipelineType(c.kvStages));
@@ -246,17 +249,17 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
   auto param = [&](AttentionParam p) {
     return params[static_cast<unsigned>(p)];
   };
-  int64_t w = AttentionConfig::kTileWidth;
   // Q once per tile.
   ProducerAcquireOp::create(b, stateQ, nullptr);
   Value qBarrier = ProducerMBarOp::create(b, stateQ, nullptr);
-  for (int64_t col = 0; col < c.headBlocks(); ++col) {
+  int64_t qkWidth = c.qkTileWidth();
+  for (int64_t col = 0; col < c.qkBlocks(); ++col) {
     Value tile =
         slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
-             {c.blockM(), w});
+             {c.blockM(), qkWidth});
     TMALoadOp::create(b, param(AttentionParam::QMap),
-                      ValueRange{batch, head, qBlockRow, index(col * w)}, tile,
-                      qBarrier, Value());
+                      ValueRange{batch, head, qBlockRow, index(col * qkWidth)},
+                      tile, qBarrier, Value());
   }
   ProducerCommitOp::create(b, stateQ, nullptr);
   Value nextQ = StepOp::create(b, stateQ);
@@ -270,20 +273,21 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
     Value kvRow =
         arith::MulIOp::create(b, loop.getInductionVar(), index(c.blockN));
     SmallVector<Value> next;
-    for (auto [ring, map, state] :
-         {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0)},
-          std::tuple{sV, param(AttentionParam::VMap),
-                     loop.getRegionIterArg(1)}}) {
+    for (auto [ring, map, state, blocks, width] :
+         {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0),
+                     c.qkBlocks(), c.qkTileWidth()},
+          std::tuple{sV, param(AttentionParam::VMap), loop.getRegionIterArg(1),
+                     c.vBlocks(), c.vTileWidth()}}) {
       ProducerAcquireOp::create(b, state, nullptr);
       Value slotIndex = IndexOp::create(b, state);
       Value barrier = ProducerMBarOp::create(b, state, nullptr);
-      for (int64_t col = 0; col < c.headBlocks(); ++col) {
+      for (int64_t col = 0; col < blocks; ++col) {
         Value tile = slot(ring,
                           {slotIndex, b.getIndexAttr(col), b.getIndexAttr(0),
                            b.getIndexAttr(0)},
-                          {c.blockN, w});
+                          {c.blockN, width});
         TMALoadOp::create(b, map,
-                          ValueRange{batch, kvHead, kvRow, index(col * w)},
+                          ValueRange{batch, kvHead, kvRow, index(col * width)},
                           tile, barrier, Value());
       }
       ProducerCommitOp::create(b, state, nullptr);
@@ -304,16 +308,20 @@ gpu::GPUFuncOp kvpipe::buildAttentionSkeleton(OpBuilder &builder, Location loc,
 DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                                        const AttentionConfig &c) {
   Builder b(ctx);
-  auto box = [&](int64_t rows) {
+  // Each map's box and swizzle, which the launcher encodes as given: the
+  // tile layout is the compiler's choice (AttentionConfig::swizzleBytesFor).
+  auto box = [&](int64_t rows, int64_t swizzleBytes) {
+    int64_t width = swizzleBytes / c.elementBytes();
     return b.getDictionaryAttr(
-        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, 64})),
-         b.getNamedAttr("swizzle", b.getI64IntegerAttr(128))});
+        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, width})),
+         b.getNamedAttr("swizzle", b.getI64IntegerAttr(swizzleBytes))});
   };
   std::string element = c.elementType.isBF16() ? "bf16" : "f16";
   return b.getDictionaryAttr({
       b.getNamedAttr("kernel", b.getStringAttr(name)),
       b.getNamedAttr("abi_version", b.getI64IntegerAttr(2)),
       b.getNamedAttr("head_dim", b.getI64IntegerAttr(c.headDim)),
+      b.getNamedAttr("value_head_dim", b.getI64IntegerAttr(c.valueHeadDim)),
       b.getNamedAttr("element_type", b.getStringAttr(element)),
       b.getNamedAttr("causal", b.getBoolAttr(c.causal)),
       b.getNamedAttr("block_m", b.getI64IntegerAttr(c.blockM())),
@@ -335,9 +343,9 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                                    {"q_map", "k_map", "v_map", "o_map", "lse",
                                     "seq_q", "seq_kv", "heads_per_kv_head",
                                     "scale_log2", "heads_q", "batch"})),
-      b.getNamedAttr("q_map", box(c.blockM())),
-      b.getNamedAttr("k_map", box(c.blockN)),
-      b.getNamedAttr("v_map", box(c.blockN)),
-      b.getNamedAttr("o_map", box(64)),
+      b.getNamedAttr("q_map", box(c.blockM(), c.qkSwizzleBytes())),
+      b.getNamedAttr("k_map", box(c.blockN, c.qkSwizzleBytes())),
+      b.getNamedAttr("v_map", box(c.blockN, c.vSwizzleBytes())),
+      b.getNamedAttr("o_map", box(64, c.vSwizzleBytes())),
   });
 }

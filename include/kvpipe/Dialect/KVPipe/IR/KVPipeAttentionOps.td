@@ -26,9 +26,13 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     batch and heads in the grid and grouped-query attention. Causal masking
     is top-left aligned (query i sees keys <= i), as torch's `is_causal`.
 
-    Required: `head_dim` (64 or 128), `element_type` (bf16 or f16),
-    `causal`. Optional tuning attributes, with defaults per head dim:
-    `block_n` (keys per pipeline slot: 64, 128 or 192), `kv_stages` (slots of
+    Required: `head_dim` (of Q and K: 64, 96, 128, 192 or 256),
+    `element_type` (bf16 or f16), `causal`. Optional: `value_head_dim` (of V
+    and the output; default `head_dim`, or 128 with `head_dim` = 192, as
+    DeepSeek's attention). Optional tuning attributes, with defaults per
+    head dim (docs/performance.md, "Head dims"):
+    `block_n` (keys per pipeline slot: a multiple of 16 in [32, 256]; 128 by
+    default, 112 at head dim 192, 80 at 256), `kv_stages` (slots of
     the K and V rings, >= 2), `consumer_warpgroups` (1, 2 or 3; the Q block has
     64 rows per consumer warpgroup), `producer_registers` and
     `consumer_registers` (the `setmaxnreg` targets of the roles),
@@ -48,6 +52,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$head_dim,
                        TypeAttr:$element_type, BoolAttr:$causal,
+                       OptionalAttr<I64Attr>:$value_head_dim,
                        OptionalAttr<I64Attr>:$block_n,
                        OptionalAttr<I64Attr>:$kv_stages,
                        OptionalAttr<I64Attr>:$consumer_warpgroups,
