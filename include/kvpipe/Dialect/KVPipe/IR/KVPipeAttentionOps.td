@@ -31,8 +31,9 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     and the output; default `head_dim`, or 128 with `head_dim` = 192, as
     DeepSeek's attention). Optional tuning attributes, with defaults per
     head dim (docs/performance.md, "Head dims"):
-    `block_n` (keys per pipeline slot: a multiple of 16 in [32, 256]; 128 by
-    default, 112 at head dim 192, 80 at 256), `kv_stages` (slots of
+    `block_n` (keys per pipeline slot: a multiple of 16 in [32, 256]; by
+    default 128, 112 at head dims 96 and 192 but 128 for (192, 128), 80 at
+    256), `kv_stages` (slots of
     the K and V rings, >= 2), `consumer_warpgroups` (1, 2 or 3; the Q block has
     64 rows per consumer warpgroup), `producer_registers` and
     `consumer_registers` (the `setmaxnreg` targets of the roles),
