@@ -73,3 +73,24 @@ def test_check_grid_covers_every_head_dim_pair():
         assert any(c.heads_q != c.heads_kv for c in cases)
         assert any(c.layout == "bshd" for c in cases) and any(c.strided for c in cases)
     assert "d192v128" in next(c.name for c in grid if c.value_head_dim == 128)
+
+
+def test_check_with_tuning_skips_head_dims_the_compiler_rejects(monkeypatch, capsys):
+    import kvpipe
+    from kvpipe import check
+
+    def fake_compile(head_dim, dtype, causal, value_head_dim=None, **tuning):
+        if head_dim == 256:
+            raise kvpipe.CompilerError("error: needs 263168 bytes of shared memory", 1, ["x"])
+
+    ran = []
+    monkeypatch.setattr(kvpipe, "compile_attention", fake_compile)
+    monkeypatch.setattr(check, "_compiles_cache", {})
+    monkeypatch.setattr(check, "run_case",
+                        lambda case, seed, tuning=None: ran.append(case) or {"case": case.name,
+                                                                             "ok": True})
+    cases = [check.Case("bf16", 128, False, 1, 1, 1, 64, 64),
+             check.Case("bf16", 256, False, 1, 1, 1, 64, 64)]
+    rows = check.run(cases, tuning={"persistent": True})
+    assert [c.head_dim for c in ran] == [128] and len(rows) == 1
+    assert "SKIP bf16 d256" in capsys.readouterr().out
