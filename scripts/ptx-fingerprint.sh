@@ -76,6 +76,22 @@ configs() {
   echo "d128_ctrue_wg3_bf16|head_dim = 128 : i64, element_type = bf16, causal = true, consumer_warpgroups = 3"
   echo "d128_cfalse_wg2_regs_bf16|head_dim = 128 : i64, element_type = bf16, causal = false, producer_registers = 40, consumer_registers = 232"
   echo "d128_ctrue_stages3_bf16|head_dim = 128 : i64, element_type = bf16, causal = true, kv_stages = 3, block_n = 64"
+  # The other head dims (issue 15): the defaults and the schedule variants.
+  local dims
+  for dims in "d96|head_dim = 96 : i64" "d192|head_dim = 192 : i64" \
+      "d192v128|head_dim = 192 : i64, value_head_dim = 128 : i64" "d256|head_dim = 256 : i64"; do
+    local n=${dims%%|*} a=${dims#*|}
+    for c in false true; do
+      echo "${n}_c${c}_default_bf16|$a, element_type = bf16, causal = $c"
+    done
+    echo "${n}_ctrue_default_f16|$a, element_type = f16, causal = true"
+    echo "${n}_ctrue_nooverlap_bf16|$a, element_type = bf16, causal = true, overlap_softmax = false"
+    echo "${n}_ctrue_nopingpong_bf16|$a, element_type = bf16, causal = true, pingpong = false"
+    echo "${n}_ctrue_wg1_bf16|$a, element_type = bf16, causal = true, consumer_warpgroups = 1"
+  done
+  echo "d96_ctrue_persistent_bf16|head_dim = 96 : i64, element_type = bf16, causal = true, persistent = true"
+  echo "d96_ctrue_wg2_bf16|head_dim = 96 : i64, element_type = bf16, causal = true, consumer_warpgroups = 2"
+  echo "d256_ctrue_persistent_bn48_bf16|head_dim = 256 : i64, element_type = bf16, causal = true, persistent = true, block_n = 48"
 }
 
 if [[ $mode == list ]]; then

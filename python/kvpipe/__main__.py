@@ -163,7 +163,8 @@ def _main(argv: Optional[List[str]]) -> int:
     comp = sub.add_parser("compile", help="compile attention kernels into the kernel cache")
     comp.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
                       choices=kernels.HEAD_DIMS, metavar="D",
-                      help=f"head dims (choices: {', '.join(map(str, kernels.HEAD_DIMS))})")
+                      help=f"Q/K head dims (choices: {', '.join(map(str, kernels.HEAD_DIMS))}); "
+                           "192 also compiles V head dim 128")
     comp.add_argument("--dtype", nargs="+", default=list(kernels.DTYPES),
                       choices=kernels.DTYPES)
     comp.add_argument("--causal", choices=["yes", "no", "both"], default="both")
@@ -212,12 +213,17 @@ def _main(argv: Optional[List[str]]) -> int:
             masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
                       for n in (False, True) if (a, w, n) != ("top_left", False, False)]
         rows = []
-        for d in args.head_dim:
+        # Every (Q/K, V) head-dim pair of the chosen Q/K head dims: 192
+        # also compiles (192, 128).
+        pairs = [(d, dv) for d, dv in kernels.HEAD_DIM_PAIRS if d in args.head_dim]
+        for d, dv in pairs:
             for dtype in args.dtype:
                 for causal, (alignment, window, lengths) in (
                         (c, m) for c in causals for m in masks
                         if c or m[1] or m[0] == "top_left"):
-                    k = compile_attention(d, dtype, causal, mask_alignment=alignment,
+                    k = compile_attention(d, dtype, causal,
+                                          value_head_dim=dv if dv != d else None,
+                                          mask_alignment=alignment,
                                           sliding_window=window, kv_lengths=lengths,
                                           **_tuning(args.tune))
                     rows.append({"kernel": k.name, "cached": k.cached,

@@ -30,7 +30,8 @@ _loaded: Dict[Tuple[Any, ...], Tuple[cuda.Kernel, Dict[str, Any]]] = {}
 _lock = threading.Lock()
 
 
-def _kernel_for(config_args: Tuple[int, str, bool, str, bool, bool], device_index: int,
+def _kernel_for(config_args: Tuple[int, str, bool, Optional[int], str, bool, bool],
+                device_index: int,
                 tuning: Tuple[Tuple[str, int], ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
     """The loaded kernel for a configuration on a device, compiled or cached once."""
     key = (config_args, device_index, tuning)
@@ -40,9 +41,11 @@ def _kernel_for(config_args: Tuple[int, str, bool, str, bool, bool], device_inde
     with _lock:
         found = _loaded.get(key)
         if found is None:
-            head_dim, dtype, causal, mask_alignment, sliding_window, kv_lengths = config_args
+            (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
+             kv_lengths) = config_args
             timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
             compiled = kernels.compile_attention(head_dim, dtype, causal,
+                                                 value_head_dim=value_head_dim,
                                                  wait_timeout=timeout,
                                                  mask_alignment=mask_alignment,
                                                  sliding_window=sliding_window,
@@ -110,13 +113,17 @@ def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...],
     b, hq, sq, d = qs
     if d not in kernels.HEAD_DIMS:
         raise ValueError(f"q's head dim must be one of {kernels.HEAD_DIMS}, got {d}")
-    if ks != vs:
-        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and "
-                         f"{tuple(v.shape)} ({layout})")
+    if ks[:3] != vs[:3]:
+        raise ValueError(f"k and v must have the same batch, heads and sequence length, got "
+                         f"{tuple(k.shape)} and {tuple(v.shape)} ({layout})")
     if ks[0] != b:
         raise ValueError(f"k's batch must equal q's ({b}), got {ks[0]}")
     if ks[3] != d:
-        raise ValueError(f"k and v's head dim must equal q's ({d}), got {ks[3]}")
+        raise ValueError(f"k's head dim must equal q's ({d}), got {ks[3]}")
+    if (d, vs[3]) not in kernels.HEAD_DIM_PAIRS:
+        supported = ", ".join(str(dv) for dq, dv in kernels.HEAD_DIM_PAIRS if dq == d)
+        raise ValueError(f"v's head dim must be one of ({supported}) with q's head dim {d}, "
+                         f"got {vs[3]}")
     if ks[1] < 1 or hq % ks[1] != 0:
         raise ValueError(f"q's heads ({hq}) must be a multiple of k and v's heads "
                          f"({ks[1]}) (grouped-query attention)")
@@ -127,7 +134,7 @@ def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...],
     if hq > 65535 or b > 65535:
         raise ValueError(f"q's heads ({hq}) and batch ({b}) must each be at most 65535 "
                          f"(grid dimensions)")
-    return qs, ks
+    return qs, ks, vs
 
 
 def normalise_window(window_size: Any, causal: bool) -> Tuple[int, int]:
@@ -300,10 +307,12 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     Args:
         q: ``(B, H_q, S_q, D)`` (``layout="bhsd"``, torch SDPA's) or
             ``(B, S_q, H_q, D)`` (``"bshd"``, flash-attn's); bfloat16 or
-            float16, on a CUDA device, D in {64, 128}. Any strides with a
-            contiguous last dimension and 16-byte aligned other strides.
+            float16, on a CUDA device, D in {64, 96, 128, 192, 256}. Any
+            strides with a contiguous last dimension and 16-byte aligned
+            other strides.
         k, v: the same layout, with ``H_kv`` heads dividing ``H_q`` (GQA/MQA)
-            and any ``S_kv``.
+            and any ``S_kv``; k's head dim is q's, v's is q's or, with q's
+            192, 128 (``kernels.HEAD_DIM_PAIRS``).
         causal: causal mask: query i sees keys <= i + d, where d is 0 with
             ``mask_alignment="top_left"`` (torch SDPA's ``is_causal``) and
             ``S_kv - S_q`` with ``"bottom_right"`` (flash-attn's).
@@ -320,11 +329,13 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         scale: the softmax scale (default ``1/sqrt(D)``).
         return_lse: also return the fp32 log-sum-exp ``(B, H_q, S_q)``.
         layout: ``"bhsd"`` or ``"bshd"``.
-        out: an optional output tensor (q's shape, dtype, device and layout).
+        out: an optional output tensor (q's shape with v's head dim, q's
+            dtype, device and layout).
         **tuning: tuning attributes of the kernel (see kvpipe.compile_attention).
 
     Returns:
-        ``o`` (q's shape, dtype and layout), or ``(o, lse)``.
+        ``o`` (q's shape with v's head dim, q's dtype and layout), or
+        ``(o, lse)``.
 
     Raises:
         ValueError / TypeError: an argument of the wrong rank, dtype, device,
@@ -332,7 +343,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         kvpipe.cuda.CudaError: the launch failed (with the kernel's name and
             configuration).
     """
-    (b, hq, sq, d), (_, hkv, skv, _) = _check_inputs(q, k, v, layout)
+    (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, dv) = _check_inputs(q, k, v, layout)
+    out_shape = tuple(q.shape[:-1]) + (dv,)
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
     if mask_alignment not in kernels.MASK_ALIGNMENTS:
@@ -360,24 +372,25 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     if out is not None:
         _tensors.check_tensor("out", out, rank=4, device="cuda", last_dim_contiguous=True,
                               stride_alignment_bytes=16)
-        if (tuple(out.shape) != tuple(q.shape) or str(out.dtype) != str(q.dtype)
+        if (tuple(out.shape) != out_shape or str(out.dtype) != str(q.dtype)
                 or str(out.device) != str(q.device)):
-            raise ValueError(f"out must have q's shape {tuple(q.shape)}, dtype {q.dtype} and "
-                             f"device {q.device}, got {tuple(out.shape)}, {out.dtype}, "
-                             f"{out.device}")
+            raise ValueError(f"out must have shape {out_shape} (q's with v's head dim), dtype "
+                             f"{q.dtype} and device {q.device}, got {tuple(out.shape)}, "
+                             f"{out.dtype}, {out.device}")
 
     import torch
 
     if out is None:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        out = torch.empty(out_shape, dtype=q.dtype, device=q.device)
     lse = (torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
            if return_lse else None)
 
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
-    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal, mask_alignment,
-                               sliding_window, kv_lengths is not None), device_index,
+    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
+                               dv if dv != d else None, mask_alignment, sliding_window,
+                               kv_lengths is not None), device_index,
                               tuple(sorted(tuning.items())))
     args = kernel_arguments(abi, {
         "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),

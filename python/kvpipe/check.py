@@ -1,6 +1,7 @@
 """``python -m kvpipe check``: verify the attention kernels on the GPU.
 
-For a grid of configurations (both dtypes, both head dims, causal and not,
+For a grid of configurations (both dtypes, every head dim: 64, 96, 128, 192,
+256 and (192, 128) for (Q/K, V), causal and not,
 odd and even sequence lengths including 1, tails that are not tile
 multiples, seq_q != seq_kv, GQA and MQA, both layouts, strided views), runs
 ``kvpipe.attention`` on fresh random inputs with a poisoned (NaN) output and
@@ -13,6 +14,8 @@ import dataclasses
 import math
 import time
 from typing import Any, Dict, List, Optional, Tuple
+
+from kvpipe.kernels import HEAD_DIM_PAIRS
 
 #: Relative error bound of the output (||o - ref|| / ||ref||), per the spec.
 REL_TOLERANCE = 1e-2
@@ -32,9 +35,15 @@ class Case:
     seq_kv: int
     layout: str = "bhsd"
     strided: bool = False
+    #: V's head dim where it differs from Q/K's.
+    value_head_dim: Optional[int] = None
     #: kvpipe.attention's mask_alignment and window_size.
     alignment: str = "top_left"
     window: Tuple[int, int] = (-1, -1)
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.value_head_dim if self.value_head_dim is not None else self.head_dim
 
     @property
     def name(self) -> str:
@@ -43,7 +52,8 @@ class Case:
             extra += f",{self.alignment}"
         if self.window != (-1, -1):
             extra += f",window{self.window[0]}:{self.window[1]}"
-        return (f"{self.dtype} d{self.head_dim} {'causal' if self.causal else 'full'} "
+        dims = f"d{self.head_dim}" + (f"v{self.value_head_dim}" if self.value_head_dim else "")
+        return (f"{self.dtype} {dims} {'causal' if self.causal else 'full'} "
                 f"B{self.batch} H{self.heads_q}/{self.heads_kv} "
                 f"{self.seq_q}x{self.seq_kv} {self.layout}{extra}")
 
@@ -73,6 +83,25 @@ def default_grid() -> List[Case]:
             ]
     cases.append(Case("bf16", 128, False, 1, 1, 1, 1, 4096))   # one query, long keys
     cases.append(Case("bf16", 128, True, 1, 2, 2, 2048, 2048))  # long causal
+    # The other head dims (their own tile shapes and, at 96, the 64-byte
+    # swizzle): the same shapes in both dtypes, GQA, bshd and strided views,
+    # and a long causal case.
+    for head_dim, value_head_dim in ((96, None), (192, None), (192, 128), (256, None)):
+        for causal in (False, True):
+            for dtype in ("bf16", "f16"):
+                for b, hq, hkv, sq, skv in shapes:
+                    cases.append(Case(dtype, head_dim, causal, b, hq, hkv, sq, skv,
+                                      value_head_dim=value_head_dim))
+            cases += [
+                Case("bf16", head_dim, causal, 2, 8, 2, 160, 333,
+                     value_head_dim=value_head_dim),
+                Case("bf16", head_dim, causal, 2, 4, 2, 190, 257, "bshd",
+                     value_head_dim=value_head_dim),
+                Case("f16", head_dim, causal, 1, 3, 3, 64, 1000, "bhsd", True,
+                     value_head_dim=value_head_dim),
+            ]
+        cases.append(Case("bf16", head_dim, True, 1, 2, 2, 2048, 2048,
+                          value_head_dim=value_head_dim))
     cases += mask_grid()
     return cases
 
@@ -90,7 +119,7 @@ def mask_grid() -> List[Case]:
             Case("bf16", head_dim, True, 1, 8, 2, 1, 1000, alignment=br),     # decode
             Case("f16", head_dim, True, 2, 4, 4, 7, 517, "bshd", alignment=br),
             Case("bf16", head_dim, True, 1, 2, 2, 300, 77, alignment=br),     # rows with no key
-            Case("bf16", head_dim, True, 1, 2, 1, 333, 333, "bshd", True, br),
+            Case("bf16", head_dim, True, 1, 2, 1, 333, 333, "bshd", True, alignment=br),
             Case("bf16", head_dim, False, 1, 4, 2, 700, 700, window=(128, 0)),
             Case("bf16", head_dim, False, 2, 2, 2, 500, 900, alignment=br, window=(100, 50)),
             Case("f16", head_dim, True, 1, 4, 1, 1000, 1000, "bshd", alignment=br,
@@ -99,6 +128,14 @@ def mask_grid() -> List[Case]:
             Case("bf16", head_dim, False, 1, 2, 2, 600, 600, window=(-1, 37)),
             Case("bf16", head_dim, False, 1, 3, 3, 400, 200, alignment=br, window=(0, 0)),
             Case("bf16", head_dim, True, 1, 2, 2, 640, 640, window=(1, 0)),
+        ]
+    # The other head dims' tile shapes under the masks.
+    for head_dim, value_head_dim in ((96, None), (192, 128), (256, None)):
+        cases += [
+            Case("bf16", head_dim, True, 2, 4, 2, 100, 300, value_head_dim=value_head_dim,
+                 alignment="bottom_right"),
+            Case("bf16", head_dim, True, 1, 2, 2, 500, 900, "bshd",
+                 value_head_dim=value_head_dim, alignment="bottom_right", window=(100, -1)),
         ]
     return cases
 
@@ -127,9 +164,11 @@ def random_grid(count: int, seed: int) -> List[Case]:
         seq_q, seq_kv = length(), length()
         # Keep each case small enough to check in float32 quickly.
         batch = max(1, min(4, 4_000_000 // max(1, heads_q * seq_q * seq_kv)))
-        case = Case(rng.choice(("bf16", "f16")), rng.choice((64, 128)),
+        head_dim, value_head_dim = rng.choice(HEAD_DIM_PAIRS)
+        case = Case(rng.choice(("bf16", "f16")), head_dim,
                     rng.random() < 0.5, rng.randint(1, batch), heads_q, heads_kv,
-                    seq_q, seq_kv, rng.choice(("bhsd", "bshd")), rng.random() < 0.25)
+                    seq_q, seq_kv, rng.choice(("bhsd", "bshd")), rng.random() < 0.25,
+                    value_head_dim if value_head_dim != head_dim else None)
         # A third bottom-right aligned, a quarter with a sliding window.
         alignment = "bottom_right" if rng.random() < 1 / 3 else "top_left"
         window = (-1, -1)
@@ -143,7 +182,7 @@ def random_grid(count: int, seed: int) -> List[Case]:
 def _make(case: Case, which: str, heads: int, seq: int, torch: Any) -> Any:
     """A random (B, H, S, D)-or-(B, S, H, D) tensor; strided cases are views."""
     dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
-    b, d = case.batch, case.head_dim
+    b, d = case.batch, case.v_head_dim if which == "v" else case.head_dim
     shape = (b, heads, seq, d) if case.layout == "bhsd" else (b, seq, heads, d)
     if not case.strided:
         return torch.randn(shape, dtype=dtype, device="cuda")
@@ -209,7 +248,8 @@ def run_case(case: Case, seed: int, tuning: Optional[Dict[str, Any]] = None) -> 
     k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
     v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
     scale = 1.0 / math.sqrt(case.head_dim)
-    out = torch.full_like(q, float("nan"), memory_format=torch.contiguous_format)
+    out = torch.full(tuple(q.shape[:-1]) + (case.v_head_dim,), float("nan"), dtype=q.dtype,
+                     device=q.device)
     row: Dict[str, Any] = {"case": case.name}
     try:
         o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
@@ -237,11 +277,34 @@ def run_case(case: Case, seed: int, tuning: Optional[Dict[str, Any]] = None) -> 
     return row
 
 
+_compiles_cache: Dict[Any, bool] = {}
+
+
+def _compiles(case: Case, tuning: Dict[str, Any]) -> bool:
+    """Whether the compiler accepts ``tuning`` at the case's head dims (a
+    block size or stage count that suits head dim 64 may not fit the shared
+    memory at 256: the verifier says so, and the case is skipped)."""
+    import kvpipe
+
+    key = (case.head_dim, case.value_head_dim, case.dtype, case.causal,
+           tuple(sorted(tuning.items())))
+    if key not in _compiles_cache:
+        try:
+            kvpipe.compile_attention(case.head_dim, case.dtype, case.causal,
+                                     value_head_dim=case.value_head_dim, **tuning)
+            _compiles_cache[key] = True
+        except kvpipe.CompilerError as exc:
+            print(f"SKIP {case.name} with {tuning}: {str(exc).splitlines()[0][:200]}",
+                  flush=True)
+            _compiles_cache[key] = False
+    return _compiles_cache[key]
+
+
 def run(cases: Optional[List[Case]] = None,
         tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     cases = cases if cases is not None else default_grid()
     if tuning:  # a tuning's kernels exist per head dim: check those it fits
-        cases = [c for c in cases if "head_dim" not in tuning]
+        cases = [c for c in cases if "head_dim" not in tuning and _compiles(c, tuning)]
     rows = []
     for i, case in enumerate(cases):
         start = time.perf_counter()

@@ -28,7 +28,11 @@ from kvpipe import compiler as _compiler
 from kvpipe._log import log
 
 DTYPES = ("bf16", "f16")
-HEAD_DIMS = (64, 128)
+#: Head dims of Q and K.
+HEAD_DIMS = (64, 96, 128, 192, 256)
+#: The (Q/K head dim, V head dim) pairs the compiler generates: equal dims,
+#: and 192 with 128 (DeepSeek's).
+HEAD_DIM_PAIRS = ((64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256))
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
@@ -57,6 +61,8 @@ class AttentionConfig:
     tuning: tuple = ()  # sorted (name, value) pairs
     #: Debug: bound every barrier wait to this many cycles (0: off).
     wait_timeout: int = 0
+    #: V's head dim where it differs from ``head_dim`` (None: the same).
+    value_head_dim: Optional[int] = None
     #: One of MASK_ALIGNMENTS.
     mask_alignment: str = "top_left"
     #: The kernel takes runtime window bounds (flash-attn's window_size).
@@ -66,13 +72,23 @@ class AttentionConfig:
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
-             mask_alignment: str = "top_left", sliding_window: bool = False,
-             kv_lengths: bool = False, **tuning: int) -> "AttentionConfig":
+             value_head_dim: Optional[int] = None, mask_alignment: str = "top_left",
+             sliding_window: bool = False, kv_lengths: bool = False,
+             **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
         if head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
+        if value_head_dim is not None:
+            if not isinstance(value_head_dim, int) or isinstance(value_head_dim, bool):
+                raise TypeError(f"value_head_dim must be an int, got {value_head_dim!r}")
+            if (head_dim, value_head_dim) not in HEAD_DIM_PAIRS:
+                supported = ", ".join(f"{v}" for d, v in HEAD_DIM_PAIRS if d == head_dim)
+                raise ValueError(f"value_head_dim must be one of ({supported}) with head_dim "
+                                 f"{head_dim}, got {value_head_dim}")
+            if value_head_dim == head_dim:
+                value_head_dim = None
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {causal!r}")
         for name, value in tuning.items():
@@ -94,11 +110,20 @@ class AttentionConfig:
         if not isinstance(kv_lengths, bool):
             raise TypeError(f"kv_lengths must be a bool, got {kv_lengths!r}")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
-                               wait_timeout, mask_alignment, sliding_window, kv_lengths)
+                               wait_timeout, value_head_dim, mask_alignment, sliding_window,
+                               kv_lengths)
+
+    @property
+    def v_head_dim(self) -> int:
+        """V's (and the output's) head dim."""
+        return self.value_head_dim if self.value_head_dim is not None else self.head_dim
 
     @property
     def kernel_name(self) -> str:
-        parts = [f"kvpipe_attention_d{self.head_dim}_{self.dtype}",
+        dims = f"d{self.head_dim}"
+        if self.value_head_dim is not None:
+            dims += f"v{self.value_head_dim}"
+        parts = [f"kvpipe_attention_{dims}_{self.dtype}",
                  "causal" if self.causal else "full"]
         if self.mask_alignment != "top_left":
             parts.append(self.mask_alignment)
@@ -115,6 +140,8 @@ class AttentionConfig:
         """The MLIR module declaring this kernel."""
         attrs = [f"head_dim = {self.head_dim} : i64", f"element_type = {self.dtype}",
                  f"causal = {'true' if self.causal else 'false'}"]
+        if self.value_head_dim is not None:
+            attrs.append(f"value_head_dim = {self.value_head_dim} : i64")
         if self.mask_alignment != "top_left":
             attrs.append(f"mask_alignment = #kvpipe.mask_alignment<{self.mask_alignment}>")
         if self.sliding_window:
@@ -277,13 +304,16 @@ def _write_entry(kernel: CompiledKernel, entry: Path) -> None:
 
 
 def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
+                      value_head_dim: Optional[int] = None,
                       use_cache: bool = True, wait_timeout: int = 0,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel.
 
     Args:
-        head_dim: 64 or 128.
+        head_dim: of Q and K: 64, 96, 128, 192 or 256.
+        value_head_dim: of V and the output, if not ``head_dim``: 128 with
+            ``head_dim`` 192 (``HEAD_DIM_PAIRS``).
         dtype: bfloat16 or float16 (a torch dtype or 'bf16'/'f16').
         causal: causal mask, anchored as ``mask_alignment`` says.
         use_cache: read and fill the kernel cache.
@@ -310,8 +340,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
         kvpipe.CompilerError: the compiler rejected the configuration (its
             diagnostics name the attribute).
     """
-    config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, mask_alignment,
-                                  sliding_window, kv_lengths, **tuning)
+    config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
+                                  mask_alignment, sliding_window, kv_lengths, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

@@ -31,5 +31,6 @@ def _(q, k, v, causal, scale, layout, mask_alignment, window_left, window_right,
         b, s, h = q.shape[0], q.shape[1], q.shape[2]
     else:
         b, h, s = q.shape[0], q.shape[1], q.shape[2]
-    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+    # The output has q's shape with v's head dim.
+    return (q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)),
             q.new_empty((b, h, s), dtype=torch.float32))

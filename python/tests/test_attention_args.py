@@ -7,11 +7,11 @@ import kvpipe
 from fakes import FakeTensor
 
 
-def qkv(b=2, hq=4, hkv=4, sq=100, skv=120, d=128, layout="bhsd", **kw):
-    def make(h, s):
-        shape = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
+def qkv(b=2, hq=4, hkv=4, sq=100, skv=120, d=128, layout="bhsd", dv=None, **kw):
+    def make(h, s, dim=d):
+        shape = (b, h, s, dim) if layout == "bhsd" else (b, s, h, dim)
         return FakeTensor(shape, **kw)
-    return make(hq, sq), make(hkv, skv), make(hkv, skv)
+    return make(hq, sq), make(hkv, skv), make(hkv, skv, d if dv is None else dv)
 
 
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
@@ -50,8 +50,35 @@ def test_device():
 
 
 def test_head_dim():
-    q, k, v = qkv(d=96)
-    with pytest.raises(ValueError, match="head dim must be one of \\(64, 128\\), got 96"):
+    q, k, v = qkv(d=80)
+    with pytest.raises(ValueError,
+                       match="q's head dim must be one of \\(64, 96, 128, 192, 256\\), got 80"):
+        kvpipe.attention(q, k, v)
+
+
+@pytest.mark.parametrize("d,dv", [(64, 64), (96, 96), (128, 128), (192, 192), (192, 128),
+                                  (256, 256)])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_supported_head_dims_reach_the_launch(d, dv, layout):
+    q, k, v = qkv(d=d, dv=dv, layout=layout)
+    with pytest.raises((ImportError, AttributeError, TypeError)) as info:
+        kvpipe.attention(q, k, v, layout=layout)
+    assert "must" not in str(info.value)
+
+
+@pytest.mark.parametrize("d,dv,supported", [(128, 64, "128"), (192, 256, "128, 192"),
+                                            (96, 128, "96")])
+def test_value_head_dim_names_v(d, dv, supported):
+    q, k, v = qkv(d=d, dv=dv)
+    with pytest.raises(ValueError, match=f"v's head dim must be one of \\({supported}\\) "
+                                         f"with q's head dim {d}, got {dv}"):
+        kvpipe.attention(q, k, v)
+
+
+def test_k_head_dim_must_equal_q():
+    q, _, v = qkv(d=192, dv=128)
+    _, k, _ = qkv(d=128)
+    with pytest.raises(ValueError, match="k's head dim must equal q's \\(192\\), got 128"):
         kvpipe.attention(q, k, v)
 
 
@@ -64,7 +91,8 @@ def test_head_counts_must_divide():
 def test_k_v_shapes_must_match():
     q, k, _ = qkv()
     _, _, v = qkv(skv=121)
-    with pytest.raises(ValueError, match="k and v must have the same shape"):
+    with pytest.raises(ValueError,
+                       match="k and v must have the same batch, heads and sequence length"):
         kvpipe.attention(q, k, v)
 
 
@@ -117,8 +145,16 @@ def test_causal_must_be_bool():
 
 def test_out_shape():
     q, k, v = qkv()
-    with pytest.raises(ValueError, match="out must have q's shape"):
+    with pytest.raises(ValueError, match="out must have shape \\(2, 4, 100, 128\\)"):
         kvpipe.attention(q, k, v, out=FakeTensor((2, 4, 99, 128)))
+
+
+def test_out_has_v_head_dim():
+    # (192, 128): the output has q's shape with v's head dim; q's shape is wrong.
+    q, k, v = qkv(d=192, dv=128)
+    with pytest.raises(ValueError, match="out must have shape \\(2, 4, 100, 128\\) "
+                                         "\\(q's with v's head dim\\)"):
+        kvpipe.attention(q, k, v, out=FakeTensor((2, 4, 100, 192)))
 
 
 def test_launch_grid_has_a_cta_per_tile_or_per_sm_when_persistent():

@@ -1,6 +1,6 @@
 """The bench table and the command line's tuning syntax (no GPU needed)."""
 
-from kvpipe import bench
+from kvpipe import bench, kernels
 from kvpipe.__main__ import _tuning
 
 
@@ -49,9 +49,48 @@ def test_random_check_grid_is_reproducible_and_valid():
     assert first == again
     assert first != check.random_grid(50, seed=8)
     for case in first:
-        assert case.dtype in ("bf16", "f16") and case.head_dim in (64, 128)
+        assert case.dtype in ("bf16", "f16") and case.head_dim in (64, 96, 128, 192, 256)
+        assert (case.head_dim, case.v_head_dim) in kernels.HEAD_DIM_PAIRS
         assert 1 <= case.seq_q <= 5000 and 1 <= case.seq_kv <= 5000
         assert case.heads_q % case.heads_kv == 0 and case.batch >= 1
         assert case.layout in ("bhsd", "bshd")
     # Both causal and non-causal cases, and some at tile boundaries.
     assert {c.causal for c in first} == {False, True}
+
+
+def test_check_grid_covers_every_head_dim_pair():
+    from kvpipe import check
+
+    grid = check.default_grid()
+    pairs = {(c.head_dim, c.v_head_dim) for c in grid}
+    assert pairs == set(kernels.HEAD_DIM_PAIRS)
+    for d, dv in kernels.HEAD_DIM_PAIRS:
+        cases = [c for c in grid if (c.head_dim, c.v_head_dim) == (d, dv)]
+        # Both dtypes, causal and not, a tail case, GQA, bshd and strided views at each.
+        assert {c.dtype for c in cases} == {"bf16", "f16"}
+        assert {c.causal for c in cases} == {False, True}
+        assert any(c.seq_q % 64 and c.seq_kv % 64 for c in cases)
+        assert any(c.heads_q != c.heads_kv for c in cases)
+        assert any(c.layout == "bshd" for c in cases) and any(c.strided for c in cases)
+    assert "d192v128" in next(c.name for c in grid if c.value_head_dim == 128)
+
+
+def test_check_with_tuning_skips_head_dims_the_compiler_rejects(monkeypatch, capsys):
+    import kvpipe
+    from kvpipe import check
+
+    def fake_compile(head_dim, dtype, causal, value_head_dim=None, **tuning):
+        if head_dim == 256:
+            raise kvpipe.CompilerError("error: needs 263168 bytes of shared memory", 1, ["x"])
+
+    ran = []
+    monkeypatch.setattr(kvpipe, "compile_attention", fake_compile)
+    monkeypatch.setattr(check, "_compiles_cache", {})
+    monkeypatch.setattr(check, "run_case",
+                        lambda case, seed, tuning=None: ran.append(case) or {"case": case.name,
+                                                                             "ok": True})
+    cases = [check.Case("bf16", 128, False, 1, 1, 1, 64, 64),
+             check.Case("bf16", 256, False, 1, 1, 1, 64, 64)]
+    rows = check.run(cases, tuning={"persistent": True})
+    assert [c.head_dim for c in ran] == [128] and len(rows) == 1
+    assert "SKIP bf16 d256" in capsys.readouterr().out

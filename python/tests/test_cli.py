@@ -56,9 +56,9 @@ def test_unknown_tuning_attribute_is_one_line(capsys, cache, compiler):
 
 def test_unsupported_head_dim_lists_the_choices(capsys):
     with pytest.raises(SystemExit) as info:
-        main(["compile", "--head-dim", "96"])
+        main(["compile", "--head-dim", "80"])
     assert info.value.code == 2
-    assert "invalid choice: 96 (choose from 64, 128)" in capsys.readouterr().err
+    assert "invalid choice: 80 (choose from 64, 96, 128, 192, 256)" in capsys.readouterr().err
 
 
 def test_version_names_the_release_and_the_compiler(capsys):
@@ -79,7 +79,15 @@ def test_help_is_plain_text_with_choices(capsys):
     for text in (top, compile_help):
         assert "``" not in text and ":func:" not in text
     assert "cache" in top and "KVPIPE_LOG" in top
-    assert "{bf16,f16}" in compile_help and "64, 128" in compile_help
+    assert "{bf16,f16}" in compile_help and "64, 96, 128, 192, 256" in compile_help
+
+
+def test_compile_head_dim_192_also_compiles_value_head_dim_128(capsys, cache, compiler):
+    argv = ["compile", "--head-dim", "192", "--dtype", "bf16", "--causal", "yes"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "kvpipe_attention_d192v128_bf16_causal:" in out
+    assert "kvpipe_attention_d192_bf16_causal:" in out
 
 
 def test_cache_hit_says_cached(capsys, cache, compiler):

@@ -69,3 +69,40 @@ def test_the_documented_parameter_table_is_the_compilers(abi):
     assert [name for _, name in rows] == abi["params"]
     assert [int(i) for i, _ in rows] == list(range(len(abi["params"])))
     assert f"ABI version {abi['abi_version']}" in DOC.read_text()
+
+
+@pytest.mark.parametrize("head_dim,value_head_dim,width,swizzle,v_width,v_swizzle", [
+    (96, None, 32, 64, 32, 64),      # 192-byte rows: 64-byte swizzle, 32-wide boxes
+    (192, 128, 64, 128, 64, 128),
+    (256, None, 64, 128, 64, 128),
+])
+def test_boxes_and_swizzles_come_from_the_abi(compiler, tmp_path, monkeypatch, head_dim,
+                                              value_head_dim, width, swizzle, v_width,
+                                              v_swizzle):
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    abi = kvpipe.compile_attention(head_dim, "bf16", False,
+                                   value_head_dim=value_head_dim).abi
+    assert abi["head_dim"] == head_dim
+    assert abi["value_head_dim"] == (value_head_dim or head_dim)
+    assert [abi[m]["box"][3] for m in ("q_map", "k_map", "v_map", "o_map")] == [
+        width, width, v_width, v_width]
+    assert [abi[m]["swizzle"] for m in ("q_map", "k_map", "v_map", "o_map")] == [
+        swizzle, swizzle, v_swizzle, v_swizzle]
+
+    encoded = []
+
+    def fake_encode(t, box, swizzle, dims_order=None, **kwargs):
+        encoded.append((tuple(t.shape), tuple(box), swizzle))
+        return bytes(128)
+
+    monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
+    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    dv = value_head_dim or head_dim
+    values = _values()
+    for i, (name, dim) in enumerate((("q_map", head_dim), ("k_map", head_dim), ("v_map", dv),
+                                     ("o_map", dv))):
+        tensor_name, _, layout = values[name]
+        values[name] = (tensor_name, FakeTensor((2, 4, 100, dim), ptr=0x10000 * (i + 1)), layout)
+    attention.kernel_arguments(abi, values)
+    assert [(box, s) for _, box, s in encoded] == [
+        (tuple(abi[m]["box"]), abi[m]["swizzle"]) for m in ("q_map", "k_map", "v_map", "o_map")]

@@ -80,7 +80,7 @@ def test_compiler_rejects_unsupported_tuning(compiler, cache):
 
 
 @pytest.mark.parametrize("args,error,match", [
-    ((96, "bf16", False), ValueError, "head_dim must be one of"),
+    ((80, "bf16", False), ValueError, "head_dim must be one of \\(64, 96, 128, 192, 256\\)"),
     ((64, "f32", False), TypeError, "bfloat16 or float16"),
     ((64, "bf16", 1), TypeError, "causal must be a bool"),
 ])
@@ -127,3 +127,33 @@ def test_kv_lengths_with_persistent_is_refused_by_the_compiler(compiler, cache):
     with pytest.raises(kvpipe.CompilerError, match="'kv_lengths' is not supported with "
                                                    "'persistent'"):
         kvpipe.compile_attention(64, "bf16", False, kv_lengths=True, persistent=True)
+
+
+def test_value_head_dim_reaches_the_declaration(compiler, cache):
+    k = kvpipe.compile_attention(192, "bf16", True, value_head_dim=128)
+    assert k.name == "kvpipe_attention_d192v128_bf16_causal"
+    assert "value_head_dim = 128 : i64" in k.config.declaration()
+    assert k.abi["head_dim"] == 192 and k.abi["value_head_dim"] == 128
+    # S = Q K^T over 192 columns in 128-key blocks, O of 128 columns.
+    assert "m64n128k16" in k.ptx and "m64n192k16" not in k.ptx
+    # Equal head dims are the default: same kernel as without the argument.
+    same = kvpipe.compile_attention(192, "bf16", True, value_head_dim=192)
+    assert same.name == "kvpipe_attention_d192_bf16_causal"
+    assert "value_head_dim" not in same.config.declaration()
+
+
+@pytest.mark.parametrize("head_dim,value_head_dim,error,match", [
+    (128, 64, ValueError, "value_head_dim must be one of \\(128\\) with head_dim 128, got 64"),
+    (192, 96, ValueError, "value_head_dim must be one of \\(128, 192\\) with head_dim 192"),
+    (192, 128.0, TypeError, "value_head_dim must be an int"),
+])
+def test_unsupported_value_head_dim_names_it(head_dim, value_head_dim, error, match, cache):
+    with pytest.raises(error, match=match):
+        kvpipe.compile_attention(head_dim, "bf16", False, value_head_dim=value_head_dim)
+
+
+def test_compiler_names_block_n_that_does_not_fit_head_dim_256(compiler, cache):
+    # 128 keys fit the shared memory at head dim 128, not at 256.
+    with pytest.raises(kvpipe.CompilerError,
+                       match="needs 328704 bytes of shared memory.*'block_n'"):
+        kvpipe.compile_attention(256, "bf16", False, block_n=128)

@@ -4,15 +4,30 @@
 // the attribute and what is supported.
 
 gpu.module @m {
-  // expected-error @+1 {{'head_dim' must be 64 or 128, got 96}}
-  kvpipe.attention_kernel @k {head_dim = 96 : i64, element_type = bf16, causal = false}
+  // expected-error @+1 {{'head_dim' must be 64, 96, 128, 192 or 256, got 80}}
+  kvpipe.attention_kernel @k {head_dim = 80 : i64, element_type = bf16, causal = false}
 }
 
 // -----
 
 gpu.module @m {
-  // expected-error @+1 {{'head_dim' must be 64 or 128, got 256}}
-  kvpipe.attention_kernel @k {head_dim = 256 : i64, element_type = f16, causal = true}
+  // expected-error @+1 {{'head_dim' must be 64, 96, 128, 192 or 256, got 512}}
+  kvpipe.attention_kernel @k {head_dim = 512 : i64, element_type = f16, causal = true}
+}
+
+// -----
+
+// V's head dim may differ from Q/K's only as DeepSeek's (192, 128).
+gpu.module @m {
+  // expected-error @+1 {{'value_head_dim' must equal 'head_dim' (128) or be 128 with 'head_dim' = 192, got 64}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, value_head_dim = 64 : i64, element_type = bf16, causal = false}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'value_head_dim' must equal 'head_dim' (192) or be 128 with 'head_dim' = 192, got 256}}
+  kvpipe.attention_kernel @k {head_dim = 192 : i64, value_head_dim = 256 : i64, element_type = bf16, causal = false}
 }
 
 // -----
@@ -74,7 +89,7 @@ gpu.module @m {
 // -----
 
 gpu.module @m {
-  // expected-error @+1 {{needs 295936 bytes of shared memory (Q 32768, K and V 4 x 32768 each), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
+  // expected-error @+1 {{needs 295936 bytes of shared memory (Q 32768, K 4 x 32768, V 4 x 32768), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, kv_stages = 4 : i64}
 }
 
@@ -101,8 +116,41 @@ gpu.module @m {
 
 // A persistent kernel stages its output in a tile of its own.
 gpu.module @m {
-  // expected-error @+1 {{needs 263168 bytes of shared memory (Q 32768, K and V 3 x 32768 each, O 32768), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
+  // expected-error @+1 {{needs 263168 bytes of shared memory (Q 32768, K 3 x 32768, V 3 x 32768, O 32768), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, kv_stages = 3 : i64, persistent = true}
+}
+
+// -----
+
+// Head dim 256 fills the shared memory with its default 80-key blocks; the
+// block of 128 keys that suits smaller head dims does not fit.
+gpu.module @m {
+  // expected-error @+1 {{needs 328704 bytes of shared memory (Q 65536, K 2 x 65536, V 2 x 65536), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
+  kvpipe.attention_kernel @k {head_dim = 256 : i64, element_type = bf16, causal = false, block_n = 128 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{needs 312320 bytes of shared memory (Q 65536, K 3 x 40960, V 3 x 40960), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
+  kvpipe.attention_kernel @k {head_dim = 256 : i64, element_type = bf16, causal = false, kv_stages = 3 : i64}
+}
+
+// -----
+
+// (192, 128): V's tiles are smaller than K's.
+gpu.module @m {
+  // expected-error @+1 {{needs 254976 bytes of shared memory (Q 49152, K 2 x 61440, V 2 x 40960), more than the 232448 of sm_90: lower 'kv_stages' or 'block_n'}}
+  kvpipe.attention_kernel @k {head_dim = 192 : i64, value_head_dim = 128 : i64, element_type = bf16, causal = false, block_n = 160 : i64}
+}
+
+// -----
+
+// Three consumer warpgroups have 160 registers per thread: too few for the
+// 128 of a 64 x 256 fp32 O accumulator and S.
+gpu.module @m {
+  // expected-error @+1 {{'consumer_registers' = 160 cannot hold the accumulators of a consumer thread: 128 for O ('value_head_dim' 256) and 40 for S ('block_n' 80); lower 'block_n' or 'consumer_warpgroups'}}
+  kvpipe.attention_kernel @k {head_dim = 256 : i64, element_type = bf16, causal = false, consumer_warpgroups = 3 : i64}
 }
 
 // -----

@@ -8,6 +8,31 @@
 using namespace mlir;
 using namespace kvpipe;
 
+namespace {
+/// The head dims the generator supports and the defaults it picks for each
+/// (docs/performance.md, "Head dims"): FA3's sm_90 tiles (hopper/tile_size.h,
+/// `tile_size_fwd_sm90`), two K/V stages as FA3 always uses, and register
+/// budgets from `ptxas -v` (no spills). At 192 and 256 the K/V block is what
+/// the 227 KiB of shared memory leave for two stages next to a 128-row Q.
+struct HeadDimDefaults {
+  int64_t headDim;
+  int64_t valueHeadDim;
+  int64_t consumerWarpgroups;
+  int64_t blockN;
+};
+constexpr HeadDimDefaults kHeadDims[] = {
+    // Measured on the H200 (docs/performance.md): at head dim 64 a third
+    // consumer warpgroup (block_m 192) is 5-30 % faster; at 128 its 160
+    // registers per thread are too few.
+    {64, 64, 3, 128},
+    {96, 96, 3, 112},
+    {128, 128, 2, 128},
+    {192, 128, 2, 128},
+    {192, 192, 2, 112},
+    {256, 256, 2, 80},
+};
+} // namespace
+
 FailureOr<AttentionConfig>
 AttentionConfig::get(AttentionKernelOp op,
                      function_ref<InFlightDiagnostic()> emitError) {
@@ -15,21 +40,29 @@ AttentionConfig::get(AttentionKernelOp op,
   c.headDim = op.getHeadDim();
   c.elementType = op.getElementType();
   c.causal = op.getCausal();
-  if (c.headDim != 64 && c.headDim != 128)
-    return emitError() << "'head_dim' must be 64 or 128, got " << c.headDim;
+  if (!llvm::is_contained({64, 96, 128, 192, 256}, c.headDim))
+    return emitError() << "'head_dim' must be 64, 96, 128, 192 or 256, got "
+                       << c.headDim;
+  c.valueHeadDim = op.getValueHeadDim().value_or(c.headDim);
+  const HeadDimDefaults *defaults =
+      llvm::find_if(kHeadDims, [&](const HeadDimDefaults &d) {
+        return d.headDim == c.headDim && d.valueHeadDim == c.valueHeadDim;
+      });
+  if (defaults == std::end(kHeadDims))
+    return emitError() << "'value_head_dim' must equal 'head_dim' ("
+                       << c.headDim
+                       << ") or be 128 with 'head_dim' = 192, got "
+                       << c.valueHeadDim;
   if (!c.elementType.isBF16() && !c.elementType.isF16())
     return emitError() << "'element_type' must be bf16 or f16, got "
                        << c.elementType;
 
-  // Measured on the H200 (docs/performance.md): at head dim 64 a third
-  // consumer warpgroup (block_m 192) is 5-30 % faster; at 128 its 160
-  // registers per thread are too few.
   c.consumerWarpgroups =
-      op.getConsumerWarpgroups().value_or(c.headDim == 64 ? 3 : 2);
+      op.getConsumerWarpgroups().value_or(defaults->consumerWarpgroups);
   if (c.consumerWarpgroups < 1 || c.consumerWarpgroups > 3)
     return emitError() << "'consumer_warpgroups' must be 1, 2 or 3, got "
                        << c.consumerWarpgroups;
-  c.blockN = op.getBlockN().value_or(128);
+  c.blockN = op.getBlockN().value_or(defaults->blockN);
   if (c.blockN < 32 || c.blockN > 256 || c.blockN % 16 != 0)
     return emitError() << "'block_n' must be a multiple of 16 in [32, 256] "
                           "(the wgmma N of S = Q K^T), got "
@@ -81,11 +114,24 @@ AttentionConfig::get(AttentionKernelOp op,
                           "of an SM for 128-thread warpgroups, got "
                        << registers << " registers";
 
+  // The consumer's accumulators live in registers for the whole K/V loop: O
+  // (value_head_dim / 2 fp32 per thread) and S (block_n / 2). A budget that
+  // cannot even hold them spills in every iteration.
+  int64_t accumulators = c.valueHeadDim / 2 + c.blockN / 2;
+  if (accumulators > c.consumerRegisters)
+    return emitError() << "'consumer_registers' = " << c.consumerRegisters
+                       << " cannot hold the accumulators of a consumer thread: "
+                       << c.valueHeadDim / 2 << " for O ('value_head_dim' "
+                       << c.valueHeadDim << ") and " << c.blockN / 2
+                       << " for S ('block_n' " << c.blockN
+                       << "); lower 'block_n' or 'consumer_warpgroups'";
+
   if (c.dynamicSharedMemoryBytes() > kMaxSharedMemoryBytes) {
     InFlightDiagnostic diag = emitError();
     diag << "needs " << c.dynamicSharedMemoryBytes()
-         << " bytes of shared memory (Q " << c.qTileBytes() << ", K and V "
-         << c.kvStages << " x " << c.kvTileBytes() << " each";
+         << " bytes of shared memory (Q " << c.qTileBytes() << ", K "
+         << c.kvStages << " x " << c.kTileBytes() << ", V " << c.kvStages
+         << " x " << c.vTileBytes();
     if (c.persistent)
       diag << ", O " << c.oTileBytes();
     diag << "), more than the " << kMaxSharedMemoryBytes

@@ -31,7 +31,6 @@ using namespace kvpipe;
 using namespace kvpipe::detail;
 
 void KernelBuilder::buildConsumer() {
-  int64_t w = AttentionConfig::kTileWidth;
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value t = arith::RemUIOp::create(b, tid, index(128));
   warp = arith::DivUIOp::create(b, t, index(32));
@@ -39,17 +38,26 @@ void KernelBuilder::buildConsumer() {
   elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
 
   // This warpgroup's 64 rows of Q, and of the output staging tile.
-  auto rowsOf = [&](Value tile) -> Value {
+  auto rowsOf = [&](Value tile, int64_t blocks) -> Value {
+    ArrayRef<int64_t> shape = cast<MemRefType>(tile.getType()).getShape();
     return memref::SubViewOp::create(
         b, tile,
         ArrayRef<OpFoldResult>{b.getIndexAttr(0), qRows, b.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(c.headBlocks()),
-                               b.getIndexAttr(64), b.getIndexAttr(w)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(blocks), b.getIndexAttr(64),
+                               b.getIndexAttr(shape[2])},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
                                b.getIndexAttr(1)});
   };
-  sQw = rowsOf(sQ);
-  sOw = c.persistent ? rowsOf(sO) : sQw;
+  sQw = rowsOf(sQ, c.qkBlocks());
+  // Without a staging tile of its own, the output goes to the warpgroup's
+  // own Q rows: their first value_head_dim columns (V and O have at most
+  // head_dim columns, in blocks as wide as Q's, AttentionConfig::get).
+  if (c.persistent)
+    sOw = rowsOf(sO, c.vBlocks());
+  else if (c.vBlocks() == c.qkBlocks())
+    sOw = sQw;
+  else
+    sOw = rowsOf(sQ, c.vBlocks());
   forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
     return buildConsumerTile(states[0], states[1], states[2]);
   });
@@ -95,7 +103,7 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   }
   ConsumerWaitOp::create(b, stateQ, nullptr);
 
-  Fragment oFrag(b, c.headDim / 2);
+  Fragment oFrag(b, c.valueHeadDim / 2);
   Value negInf = f32(-INFINITY);
   Value zeroO = arith::ConstantOp::create(
       b, oFrag.type(), DenseElementsAttr::get(oFrag.type(), 0.0f));
@@ -115,21 +123,22 @@ Value KernelBuilder::namedBarrier(int64_t first, Value consumer) {
 }
 
 Value KernelBuilder::waitForSlot(Value ring, Value state) {
+  // A slot is the ring's [blocks][block_n][W] without the stage dimension.
   return buildSlotWait(
-      b, ring, state, {c.headBlocks(), c.blockN, AttentionConfig::kTileWidth});
+      b, ring, state, cast<MemRefType>(ring.getType()).getShape().drop_front());
 }
 
 Value KernelBuilder::issueQK(Value stateK) {
   Value kTile = waitForSlot(sK, stateK);
   return WarpgroupMmaOp::create(
       b, VectorType::get({c.blockN / 2}, b.getF32Type()), sQw, kTile, Value(),
-      AttentionConfig::kSwizzleBytes, /*transpose_b=*/false);
+      c.qkSwizzleBytes(), /*transpose_b=*/false);
 }
 
 Value KernelBuilder::issuePV(Value p16, Value stateV, Value o) {
   Value vTile = waitForSlot(sV, stateV);
   return WarpgroupMmaOp::create(b, o.getType(), p16, vTile, o,
-                                AttentionConfig::kSwizzleBytes,
+                                c.vSwizzleBytes(),
                                 /*transpose_b=*/true);
 }
 
@@ -247,7 +256,7 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
 }
 
 void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
-  int64_t w = AttentionConfig::kTileWidth;
+  int64_t w = c.vTileWidth();
   Value sums[2], inv[2], partialSums[2] = {state.l0, state.l1};
   for (int half : {0, 1}) {
     sums[half] = QuadSumOp::create(b, b.getF32Type(), partialSums[half]);
@@ -259,7 +268,7 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   }
   Value o = FragmentRescaleOp::create(b, acc.getType(), acc, inv[0], inv[1]);
   Value o16 = arith::TruncFOp::create(
-      b, VectorType::get({c.headDim / 2}, c.elementType), o);
+      b, VectorType::get({c.valueHeadDim / 2}, c.elementType), o);
 
   // Stage O in this warpgroup's rows of the staging tile (Q's, or its own
   // when persistent), then one thread stores it with TMA (which clips the
@@ -280,7 +289,7 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
     }
     NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
   }
-  StoreFragmentOp::create(b, o16, sOw, AttentionConfig::kSwizzleBytes);
+  StoreFragmentOp::create(b, o16, sOw, c.vSwizzleBytes());
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
@@ -290,7 +299,7 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(store.thenBlock());
     Value oMap = param(AttentionParam::OMap);
-    for (int64_t col = 0; col < c.headBlocks(); ++col) {
+    for (int64_t col = 0; col < c.vBlocks(); ++col) {
       Value tile =
           slot(sOw, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
                {64, w});

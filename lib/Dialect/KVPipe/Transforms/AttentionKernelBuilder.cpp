@@ -53,12 +53,13 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   auto typeOf = [&](AttentionParam p) -> Type {
     switch (p) {
     case AttentionParam::QMap:
-      return tensorMapType(c.blockM());
+      return tensorMapType(c.blockM(), c.qkSwizzleBytes());
     case AttentionParam::KMap:
+      return tensorMapType(c.blockN, c.qkSwizzleBytes());
     case AttentionParam::VMap:
-      return tensorMapType(c.blockN);
+      return tensorMapType(c.blockN, c.vSwizzleBytes());
     case AttentionParam::OMap:
-      return tensorMapType(64);
+      return tensorMapType(64, c.vSwizzleBytes());
     case AttentionParam::Lse:
     case AttentionParam::KVLengths:
       return globalPointer;
@@ -114,7 +115,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
 
   // Shared memory: Q, then the K ring, then the V ring, from a 1024-byte
   // aligned start (the 128-byte swizzle repeats every 8 rows of 128 bytes,
-  // and TMA and wgmma assume tiles start on such an atom).
+  // the 64-byte one every 512 bytes, and TMA and wgmma assume tiles start on
+  // such an atom; every tile's size is a multiple of 1024 bytes).
   auto bytes = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                                MemRefLayoutAttrInterface(), workgroup());
   Value dynamicShared = gpu::DynamicSharedMemoryOp::create(b, bytes);
@@ -131,12 +133,14 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
                                   arith::AddIOp::create(b, pad, index(offset)),
                                   ValueRange{});
   };
-  int64_t w = AttentionConfig::kTileWidth;
-  sQ = view(0, sharedType({c.headBlocks(), c.blockM(), w}));
-  sK = view(c.kOffset(), sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
-  sV = view(c.vOffset(), sharedType({c.kvStages, c.headBlocks(), c.blockN, w}));
+  int64_t qkWidth = c.qkTileWidth(), vWidth = c.vTileWidth();
+  sQ = view(0, sharedType({c.qkBlocks(), c.blockM(), qkWidth}));
+  sK = view(c.kOffset(),
+            sharedType({c.kvStages, c.qkBlocks(), c.blockN, qkWidth}));
+  sV = view(c.vOffset(),
+            sharedType({c.kvStages, c.vBlocks(), c.blockN, vWidth}));
   if (c.persistent)
-    sO = view(c.oOffset(), sharedType({c.headBlocks(), c.blockM(), w}));
+    sO = view(c.oOffset(), sharedType({c.vBlocks(), c.blockM(), vWidth}));
 
   pipeQ = CreateOp::create(b, pipelineType(1));
   pipeK = CreateOp::create(b, pipelineType(c.kvStages));
@@ -317,17 +321,17 @@ void KernelBuilder::buildProducer() {
 
 SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
                                                     Value stateV) {
-  int64_t w = AttentionConfig::kTileWidth;
   // Q once per tile.
   ProducerAcquireOp::create(b, stateQ, nullptr);
   Value qBarrier = ProducerMBarOp::create(b, stateQ, nullptr);
-  for (int64_t col = 0; col < c.headBlocks(); ++col) {
+  int64_t qkWidth = c.qkTileWidth();
+  for (int64_t col = 0; col < c.qkBlocks(); ++col) {
     Value tile =
         slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
-             {c.blockM(), w});
+             {c.blockM(), qkWidth});
     TMALoadOp::create(b, param(AttentionParam::QMap),
-                      ValueRange{batch, head, qBlockRow, index(col * w)}, tile,
-                      qBarrier, Value());
+                      ValueRange{batch, head, qBlockRow, index(col * qkWidth)},
+                      tile, qBarrier, Value());
   }
   ProducerCommitOp::create(b, stateQ, nullptr);
   Value nextQ = StepOp::create(b, stateQ);
@@ -341,20 +345,21 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
     Value kvRow = arith::MulIOp::create(
         b, kvBlockAt(loop.getInductionVar()), index(c.blockN));
     SmallVector<Value> next;
-    for (auto [ring, map, state] :
-         {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0)},
-          std::tuple{sV, param(AttentionParam::VMap),
-                     loop.getRegionIterArg(1)}}) {
+    for (auto [ring, map, state, blocks, width] :
+         {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0),
+                     c.qkBlocks(), c.qkTileWidth()},
+          std::tuple{sV, param(AttentionParam::VMap), loop.getRegionIterArg(1),
+                     c.vBlocks(), c.vTileWidth()}}) {
       ProducerAcquireOp::create(b, state, nullptr);
       Value slotIndex = IndexOp::create(b, state);
       Value barrier = ProducerMBarOp::create(b, state, nullptr);
-      for (int64_t col = 0; col < c.headBlocks(); ++col) {
+      for (int64_t col = 0; col < blocks; ++col) {
         Value tile = slot(ring,
                           {slotIndex, b.getIndexAttr(col), b.getIndexAttr(0),
                            b.getIndexAttr(0)},
-                          {c.blockN, w});
+                          {c.blockN, width});
         TMALoadOp::create(b, map,
-                          ValueRange{batch, kvHead, kvRow, index(col * w)},
+                          ValueRange{batch, kvHead, kvRow, index(col * width)},
                           tile, barrier, Value());
       }
       ProducerCommitOp::create(b, state, nullptr);
@@ -398,10 +403,13 @@ StringRef kvpipe::getAttentionParamName(AttentionParam param) {
 DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                                        const AttentionConfig &c) {
   Builder b(ctx);
-  auto box = [&](int64_t rows) {
+  // Each map's box and swizzle, which the launcher encodes as given: the
+  // tile layout is the compiler's choice (AttentionConfig::swizzleBytesFor).
+  auto box = [&](int64_t rows, int64_t swizzleBytes) {
+    int64_t width = swizzleBytes / c.elementBytes();
     return b.getDictionaryAttr(
-        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, 64})),
-         b.getNamedAttr("swizzle", b.getI64IntegerAttr(128))});
+        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, width})),
+         b.getNamedAttr("swizzle", b.getI64IntegerAttr(swizzleBytes))});
   };
   std::string element = c.elementType.isBF16() ? "bf16" : "f16";
   // Names and kinds of the parameters, in order.
@@ -420,6 +428,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("kernel", b.getStringAttr(name)),
       b.getNamedAttr("abi_version", b.getI64IntegerAttr(2)),
       b.getNamedAttr("head_dim", b.getI64IntegerAttr(c.headDim)),
+      b.getNamedAttr("value_head_dim", b.getI64IntegerAttr(c.valueHeadDim)),
       b.getNamedAttr("element_type", b.getStringAttr(element)),
       b.getNamedAttr("causal", b.getBoolAttr(c.causal)),
       b.getNamedAttr("block_m", b.getI64IntegerAttr(c.blockM())),
@@ -443,9 +452,9 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
       b.getNamedAttr("params", b.getStrArrayAttr(params)),
       b.getNamedAttr("param_kinds", b.getDictionaryAttr(kinds)),
-      b.getNamedAttr("q_map", box(c.blockM())),
-      b.getNamedAttr("k_map", box(c.blockN)),
-      b.getNamedAttr("v_map", box(c.blockN)),
-      b.getNamedAttr("o_map", box(64)),
+      b.getNamedAttr("q_map", box(c.blockM(), c.qkSwizzleBytes())),
+      b.getNamedAttr("k_map", box(c.blockN, c.qkSwizzleBytes())),
+      b.getNamedAttr("v_map", box(c.blockN, c.vSwizzleBytes())),
+      b.getNamedAttr("o_map", box(64, c.vSwizzleBytes())),
   });
 }

@@ -31,9 +31,12 @@ public:
 
 private:
   // Types.
-  TensorMapType tensorMapType(int64_t rows) const {
-    return TensorMapType::get(ctx, {1, 1, rows, AttentionConfig::kTileWidth},
-                              c.elementType, AttentionConfig::kSwizzleBytes);
+  /// The map of a tensor whose boxes are `rows` rows of one column block
+  /// of a tile swizzled by `swizzleBytes` (AttentionConfig::swizzleBytesFor).
+  TensorMapType tensorMapType(int64_t rows, int64_t swizzleBytes) const {
+    return TensorMapType::get(
+        ctx, {1, 1, rows, swizzleBytes / c.elementBytes()}, c.elementType,
+        swizzleBytes);
   }
   Attribute workgroup() const {
     return gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -98,7 +101,7 @@ private:
   /// from `first` on (AttentionConfig::k*Barriers).
   Value namedBarrier(int64_t first, Value consumer);
   /// Waits until `state`'s slot of `ring` is full; returns the slot's
-  /// [D/64][block_n][64] tiles.
+  /// [blocks][block_n][W] tiles.
   Value waitForSlot(Value ring, Value state);
   /// Waits for K's slot and issues S = Q K^T (not retired).
   Value issueQK(Value stateK);

@@ -21,7 +21,11 @@ namespace kvpipe {
 class AttentionKernelOp;
 
 struct AttentionConfig {
+  /// The head dim of Q and K (the K of S = Q K^T).
   int64_t headDim;
+  /// The head dim of V and O (the N of O = P V); `head_dim` unless the
+  /// declaration's `value_head_dim` says otherwise.
+  int64_t valueHeadDim;
   mlir::Type elementType;
   bool causal;
   int64_t blockN;
@@ -61,27 +65,45 @@ struct AttentionConfig {
 
   /// Shared memory a CTA may use on sm_90 (227 KiB).
   static constexpr int64_t kMaxSharedMemoryBytes = 227 * 1024;
-  /// The swizzle of every tile: rows of 128 bytes (64 bf16/f16 elements).
-  static constexpr int64_t kSwizzleBytes = 128;
-  static constexpr int64_t kTileWidth = 64;
   /// Slack for aligning the dynamic shared memory to a swizzle atom.
   static constexpr int64_t kAlignmentSlack = 1024;
+
+  /// The shared-memory tile layout (SwizzledTile.h) of Q, K, V and O: a tile
+  /// whose rows hold `dim` elements is stored as column blocks of one
+  /// swizzle span each. A multiple of 64 elements uses the 128-byte swizzle
+  /// (64 bf16/f16 per block); head dim 96 (192 bytes a row) uses the 64-byte
+  /// swizzle, three blocks of 32, so that one layout covers the whole row.
+  /// The tensor maps' boxes, the wgmma descriptors and the fragment store
+  /// all take their swizzle from here.
+  static int64_t swizzleBytesFor(int64_t dim) {
+    return dim % 64 == 0 ? 128 : 64;
+  }
+  int64_t elementBytes() const { return 2; }
+  /// Q and K tiles: rows of head_dim elements.
+  int64_t qkSwizzleBytes() const { return swizzleBytesFor(headDim); }
+  int64_t qkTileWidth() const { return qkSwizzleBytes() / elementBytes(); }
+  int64_t qkBlocks() const { return headDim / qkTileWidth(); }
+  /// V and O tiles: rows of value_head_dim elements.
+  int64_t vSwizzleBytes() const { return swizzleBytesFor(valueHeadDim); }
+  int64_t vTileWidth() const { return vSwizzleBytes() / elementBytes(); }
+  int64_t vBlocks() const { return valueHeadDim / vTileWidth(); }
 
   /// Query rows per CTA: 64 per consumer warpgroup (wgmma's M).
   int64_t blockM() const { return 64 * consumerWarpgroups; }
   int64_t threads() const { return 128 * (1 + consumerWarpgroups); }
-  int64_t elementBytes() const { return 2; }
-  /// Column blocks of 64 elements a row of head_dim spans.
-  int64_t headBlocks() const { return headDim / kTileWidth; }
   int64_t qTileBytes() const { return blockM() * headDim * elementBytes(); }
-  int64_t kvTileBytes() const { return blockN * headDim * elementBytes(); }
+  int64_t kTileBytes() const { return blockN * headDim * elementBytes(); }
+  int64_t vTileBytes() const { return blockN * valueHeadDim * elementBytes(); }
   /// Byte offsets in the (1024-aligned) dynamic shared memory.
   int64_t kOffset() const { return qTileBytes(); }
-  int64_t vOffset() const { return kOffset() + kvStages * kvTileBytes(); }
+  int64_t vOffset() const { return kOffset() + kvStages * kTileBytes(); }
   /// The output staging tile (persistent kernels only; the others stage the
-  /// output in the Q tile, which they do not reload).
-  int64_t oOffset() const { return vOffset() + kvStages * kvTileBytes(); }
-  int64_t oTileBytes() const { return persistent ? qTileBytes() : 0; }
+  /// output in the Q tile, which they do not reload and which is at least
+  /// as large: value_head_dim <= head_dim).
+  int64_t oOffset() const { return vOffset() + kvStages * vTileBytes(); }
+  int64_t oTileBytes() const {
+    return persistent ? blockM() * valueHeadDim * elementBytes() : 0;
+  }
   int64_t dynamicSharedMemoryBytes() const {
     return kAlignmentSlack + oOffset() + oTileBytes();
   }

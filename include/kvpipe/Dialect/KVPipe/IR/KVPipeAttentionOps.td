@@ -67,9 +67,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     padded KV cache, flash-attn's `cache_seqlens`); blocks past the length
     are never loaded. Not with `persistent`.
 
-    Required: `head_dim` (64 or 128), `element_type` (bf16 or f16),
-    `causal`. Optional tuning attributes, with defaults per head dim:
-    `block_n` (keys per pipeline slot: 64, 128 or 192), `kv_stages` (slots of
+    Required: `head_dim` (of Q and K: 64, 96, 128, 192 or 256),
+    `element_type` (bf16 or f16), `causal`. Optional: `value_head_dim` (of V
+    and the output; default `head_dim`, or 128 with `head_dim` = 192, as
+    DeepSeek's attention). Optional tuning attributes, with defaults per
+    head dim (docs/performance.md, "Head dims"):
+    `block_n` (keys per pipeline slot: a multiple of 16 in [32, 256]; by
+    default 128, 112 at head dims 96 and 192 but 128 for (192, 128), 80 at
+    256), `kv_stages` (slots of
     the K and V rings, >= 2), `consumer_warpgroups` (1, 2 or 3; the Q block has
     64 rows per consumer warpgroup), `producer_registers` and
     `consumer_registers` (the `setmaxnreg` targets of the roles),
@@ -89,6 +94,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$head_dim,
                        TypeAttr:$element_type, BoolAttr:$causal,
+                       OptionalAttr<I64Attr>:$value_head_dim,
                        OptionalAttr<I64Attr>:$block_n,
                        OptionalAttr<I64Attr>:$kv_stages,
                        OptionalAttr<I64Attr>:$consumer_warpgroups,
