@@ -170,6 +170,9 @@ def _main(argv: Optional[List[str]]) -> int:
     comp.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     comp.add_argument("--tune", nargs="*", metavar="NAME=VALUE",
                       help="tuning attributes, e.g. block_n=128 kv_stages=3")
+    comp.add_argument("--for-check", action="store_true",
+                      help="compile exactly the kernels `check` launches (its grid, the mask "
+                           "and KV-cache cases), for a GPU machine without the compiler")
     comp.add_argument("--masks", action="store_true",
                       help="also the serving masks' kernels: bottom-right alignment, sliding "
                            "windows, per-batch KV lengths (what check's mask and KV-cache "
@@ -212,6 +215,13 @@ def _main(argv: Optional[List[str]]) -> int:
         if args.masks:
             masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
                       for n in (False, True) if (a, w, n) != ("top_left", False, False)]
+        if args.for_check:
+            from kvpipe import check
+
+            for config in check.kernel_configs():
+                k = compile_attention(**config, **_tuning(args.tune))
+                print(f"{k.name}: {k.describe()}")
+            return 0
         rows = []
         # Every (Q/K, V) head-dim pair of the chosen Q/K head dims: 192
         # also compiles (192, 128).

@@ -498,3 +498,39 @@ def run_kvcache() -> List[Dict[str, Any]]:
         print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: "
               f"{row.get('error', '')}{row.get('rel', '')}", flush=True)
     return rows
+
+
+def kernel_configs(cases: Optional[List[Case]] = None,
+                   with_kvcache: bool = True) -> List[Dict[str, Any]]:
+    """The ``compile_attention`` arguments of every kernel that ``run(cases)``
+    (default: the grid) and ``run_kvcache`` launch, so that a machine with
+    the compiler can fill the kernel cache for a GPU machine without one
+    (``python -m kvpipe compile --for-check``). Mirrors attention_impl's
+    choice of kernel: no mask means the top-left kernel, and a causal mask
+    with one bottom-right query is the plain kernel."""
+    from kvpipe.attention import normalise_window
+
+    cases = cases if cases is not None else default_grid()
+    wanted = []
+    for case in cases:
+        left, right = normalise_window(case.window, case.causal)
+        window = left >= 0 or right >= 0
+        causal, alignment = case.causal, case.alignment
+        if causal and not window and case.seq_q == 1 and alignment == "bottom_right":
+            causal = False
+        if not causal and not window:
+            alignment = "top_left"
+        wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                           value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                           sliding_window=window, kv_lengths=False))
+    if with_kvcache:
+        for d, dtype, causal, window in ((128, "bf16", True, False), (64, "f16", False, False),
+                                         (128, "bf16", True, True), (64, "bf16", False, True)):
+            wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, value_head_dim=None,
+                               mask_alignment="bottom_right" if causal or window else "top_left",
+                               sliding_window=window, kv_lengths=True))
+    unique = []
+    for config in wanted:
+        if config not in unique:
+            unique.append(config)
+    return unique
