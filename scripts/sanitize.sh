@@ -38,17 +38,13 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-SAN_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g1"
 if [[ ! -f $BUILD/build.ninja ]]; then
   LAUNCHER=()
   if command -v ccache >/dev/null; then
     LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
   cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-    "${LAUNCHER[@]}" \
-    -DCMAKE_C_FLAGS="$SAN_FLAGS" -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
-    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+    "${LAUNCHER[@]}" -DKVPIPE_SANITIZERS=address,undefined >/dev/null
 fi
 ninja -C "$BUILD" ${KVPIPE_NINJA_JOBS:+-j "$KVPIPE_NINJA_JOBS"} kvpipe-opt kvpipe-capi-test
 
