@@ -2,6 +2,14 @@
 // RUN: kvpipe-opt %s --kvpipe-expand-attention --kvpipe-verify-protocol -o /dev/null
 // RUN: kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.ptx" -o /dev/null
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.ptx -o %t.cubin %}
+// The persistent loop is a rewrite of the skeleton (--kvpipe-persistent-tiles,
+// test/Transforms/persistent-tiles.mlir): the thin passes in sequence give
+// exactly the expansion.
+// RUN: kvpipe-opt %s --kvpipe-expand-attention="stage=skeleton" --kvpipe-persistent-tiles \
+// RUN:   --kvpipe-overlap-softmax --kvpipe-pingpong-schedule --kvpipe-lower-tiles \
+// RUN:   --kvpipe-lower-fragment-ops --kvpipe-lower-warp-roles -o %t.passes.mlir
+// RUN: kvpipe-opt %s --kvpipe-expand-attention -o %t.expanded.mlir
+// RUN: diff %t.passes.mlir %t.expanded.mlir
 
 // With `persistent`, each role of a CTA loops over the same rounds of tiles
 // (round r: tile r * gridDim.x + blockIdx.x, mirrored in odd rounds, while

@@ -6,11 +6,12 @@
 // RUN: kvpipe-opt %s --kvpipe-expand-attention="stage=scheduled" --canonicalize --cse | FileCheck %s --check-prefix=SCHEDULED
 // RUN: kvpipe-opt %s --kvpipe-expand-attention | FileCheck %s --check-prefix=LOWERED \
 // RUN:   --implicit-check-not=kvpipe.warp_roles --implicit-check-not=kvpipe.fragment_ \
-// RUN:   --implicit-check-not=kvpipe.quad_sum
+// RUN:   --implicit-check-not=kvpipe.quad_sum --implicit-check-not=kvpipe.tile \
+// RUN:   --implicit-check-not=kvpipe.for_each_tile
 // RUN: kvpipe-opt %s --kvpipe-expand-attention="stage=skeleton" --kvpipe-verify-protocol -o /dev/null
 // RUN: kvpipe-opt %s --kvpipe-expand-attention="stage=skeleton" \
 // RUN:   --kvpipe-overlap-softmax --kvpipe-pingpong-schedule \
-// RUN:   --kvpipe-lower-fragment-ops --kvpipe-lower-warp-roles -o %t.passes.mlir
+// RUN:   --kvpipe-lower-tiles --kvpipe-lower-fragment-ops --kvpipe-lower-warp-roles -o %t.passes.mlir
 // RUN: kvpipe-opt %s --kvpipe-expand-attention -o %t.expanded.mlir
 // RUN: diff %t.passes.mlir %t.expanded.mlir
 
@@ -18,14 +19,18 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @fa {head_dim = 128 : i64, element_type = bf16, causal = true}
 }
 
-// The skeleton: roles with their budgets, one K/V loop in the simple order
-// (S, retire, release K, softmax, rescale, P V, retire, release V), the
-// softmax as fragment ops, no turns between the consumers.
+// The skeleton: roles with their budgets, each role's work for one tile
+// (the kernel's kvpipe.tile, a kvpipe.for_each_tile per role), one K/V loop
+// in the simple order (S, retire, release K, softmax, rescale, P V, retire,
+// release V), the softmax as fragment ops, no turns between the consumers.
 // SKELETON-LABEL: gpu.func @fa(
+//       SKELETON:   kvpipe.tile in(
 //       SKELETON:   kvpipe.warp_roles producer registers(24) {
+//       SKELETON:     kvpipe.for_each_tile iter_args(
 //       SKELETON:     kvpipe.tma_load
 //       SKELETON:   } consumers(2) registers(240) {
 //  SKELETON-NEXT:   ^bb0(%[[CONSUMER:.*]]: index):
+//       SKELETON:     kvpipe.for_each_tile iter_args(
 //       SKELETON:     scf.for
 //       SKELETON:       kvpipe.consumer_wait
 //       SKELETON:       kvpipe.warpgroup_mma
@@ -47,6 +52,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       SKELETON:     kvpipe.quad_sum
 //       SKELETON:     kvpipe.fragment_rescale
 //       SKELETON:     kvpipe.store_fragment
+//       SKELETON:     kvpipe.yield
 //   SKELETON-NOT:   nvvm.barrier.arrive
 //   SKELETON-NOT:   nvvm.setmaxregister
 
@@ -75,6 +81,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 
 // Lowered: no kernel-structure op is left.
 // LOWERED-LABEL: gpu.func @fa(
+//       LOWERED:   gpu.block_id  z
 //       LOWERED:   nvvm.setmaxregister decrease 24
 //       LOWERED:   nvvm.setmaxregister increase 240
 //       LOWERED:   gpu.return

@@ -125,3 +125,130 @@ func.func @element_type(%s: vector<64xf16>) -> f32 {
   %m = kvpipe.fragment_row_max %s[0] : vector<64xf16>
   return %m : f32
 }
+
+// -----
+
+func.func @tile_in_role(%n: index) {
+  kvpipe.warp_roles producer registers(24) {
+    // expected-error @+1 {{must be outside 'kvpipe.warp_roles': the tile is the kernel's, shared by all of its roles}}
+    kvpipe.tile in(%n, %n, %n) {
+    ^bb0(%x: index, %y: index, %z: index):
+      kvpipe.yield
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%c: index):
+  }
+  return
+}
+
+// -----
+
+func.func @tile_in_tile(%n: index) {
+  kvpipe.for_each_tile {
+    // expected-error @+1 {{must be outside 'kvpipe.for_each_tile': the tile is the kernel's, shared by all of its roles}}
+    kvpipe.tile in(%n, %n, %n) {
+    ^bb0(%x: index, %y: index, %z: index):
+      kvpipe.yield
+    }
+    kvpipe.yield
+  }
+  return
+}
+
+// -----
+
+func.func @tile_coordinates(%n: index) {
+  // expected-error @+1 {{region must have three index arguments (the tile's coordinates x, y, z)}}
+  kvpipe.tile in(%n, %n, %n) {
+  ^bb0(%x: index, %y: index):
+    kvpipe.yield
+  }
+  return
+}
+
+// -----
+
+func.func @tile_values(%n: index) {
+  // expected-error @+1 {{region must end with 'kvpipe.yield' of the result types (the tile's values)}}
+  %v = kvpipe.tile in(%n, %n, %n) {
+  ^bb0(%x: index, %y: index, %z: index):
+    kvpipe.yield %x, %y : index, index
+  } -> index
+  return
+}
+
+// -----
+
+func.func @tile_side_effects(%n: index, %buffer: memref<4xindex>) {
+  kvpipe.tile in(%n, %n, %n) {
+  ^bb0(%x: index, %y: index, %z: index):
+    // expected-error @+1 {{writes memory (or may), but computes a value of the tile in 'kvpipe.tile' (which is computed again for each role and tile)}}
+    memref.store %x, %buffer[%y] : memref<4xindex>
+    kvpipe.yield
+  }
+  return
+}
+
+// -----
+
+func.func @tile_value_outside(%n: index) -> index {
+  // expected-error @+1 {{result #0 is used outside 'kvpipe.for_each_tile' (by 'func.return'): a tile's values belong to the tile's work}}
+  %row = kvpipe.tile in(%n, %n, %n) {
+  ^bb0(%x: index, %y: index, %z: index):
+    kvpipe.yield %x : index
+  } -> index
+  return %row : index
+}
+
+// -----
+
+func.func @nested_tiles() {
+  kvpipe.for_each_tile {
+    // expected-error @+1 {{must not be nested in another 'kvpipe.for_each_tile'}}
+    kvpipe.for_each_tile {
+      kvpipe.yield
+    }
+    kvpipe.yield
+  }
+  return
+}
+
+// -----
+
+func.func @tile_arguments(%a: index) {
+  // expected-error @+1 {{region arguments must have the types of 'iter_args' (1 values)}}
+  %r = kvpipe.for_each_tile iter_args(%a : index) {
+  ^bb0(%x: i32):
+    kvpipe.yield %a : index
+  } -> index
+  return
+}
+
+// -----
+
+func.func @tile_yield(%a: index, %b: i32) {
+  // expected-error @+1 {{'kvpipe.yield' must yield the types of 'iter_args' (the next tile's arguments)}}
+  %r = kvpipe.for_each_tile iter_args(%a : index) {
+  ^bb0(%x: index):
+    kvpipe.yield %b : i32
+  } -> index
+  return
+}
+
+// -----
+
+func.func @tile_results(%a: index) {
+  // expected-error @+1 {{results must have the types of 'iter_args'}}
+  %r = kvpipe.for_each_tile iter_args(%a : index) {
+  ^bb0(%x: index):
+    kvpipe.yield %x : index
+  } -> i32
+  return
+}
+
+// -----
+
+func.func @yield_parent(%a: index) {
+  // expected-error @+1 {{expects parent op to be one of 'kvpipe.for_each_tile, kvpipe.tile'}}
+  kvpipe.yield %a : index
+}

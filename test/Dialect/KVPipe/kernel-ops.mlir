@@ -2,7 +2,8 @@
 // RUN: kvpipe-opt %s -mlir-print-op-generic | kvpipe-opt | FileCheck %s
 
 // Round trip of the kernel-structure ops (KVPipeKernelOps.td): the warp
-// roles and the fragment-level steps of the online softmax.
+// roles, the tile of work and the fragment-level steps of the online
+// softmax.
 
 // CHECK-LABEL: func.func @roles(
 func.func @roles(%n: index) {
@@ -31,6 +32,42 @@ func.func @empty_producer() {
   ^bb0(%c: index):
   }
   return
+}
+
+// The tile of work: its coordinates and each role's work for one tile.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+// CHECK-LABEL: func.func @tiles(
+//  CHECK-SAME:   %[[N:[^:]*]]: index, %[[H:[^:]*]]: index, %[[B:[^:]*]]: index, %[[P:[^:]*]]: !kvpipe.pipeline
+func.func @tiles(%n: index, %h: index, %b: index, %p: !p) -> !p {
+  //      CHECK: %[[T:.*]]:2 = kvpipe.tile in(%[[N]], %[[H]], %[[B]]) {
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: index, %[[Y:.*]]: index, %{{.*}}: index):
+  // CHECK-NEXT:   %[[ROW:.*]] = arith.muli %[[X]], %[[N]] : index
+  // CHECK-NEXT:   kvpipe.yield %[[ROW]], %[[Y]] : index, index
+  // CHECK-NEXT: } -> index, index
+  //      CHECK: kvpipe.for_each_tile {
+  // CHECK-NEXT:   arith.addi %[[T]]#0, %[[T]]#1 : index
+  // CHECK-NEXT:   kvpipe.yield
+  // CHECK-NEXT: }
+  //      CHECK: %[[R:.*]] = kvpipe.for_each_tile iter_args(%[[P]] : !kvpipe.pipeline<{{.*}}>) {
+  // CHECK-NEXT: ^bb0(%[[S:.*]]: !kvpipe.pipeline<{{.*}}>):
+  // CHECK-NEXT:   %[[NEXT:.*]] = kvpipe.step %[[S]]
+  // CHECK-NEXT:   kvpipe.yield %[[NEXT]] : !kvpipe.pipeline<{{.*}}>
+  // CHECK-NEXT: } -> !kvpipe.pipeline<{{.*}}>
+  %row, %head = kvpipe.tile in(%n, %h, %b) {
+  ^bb0(%x: index, %y: index, %z: index):
+    %r = arith.muli %x, %n : index
+    kvpipe.yield %r, %y : index, index
+  } -> index, index
+  kvpipe.for_each_tile {
+    %sum = arith.addi %row, %head : index
+    kvpipe.yield
+  }
+  %r = kvpipe.for_each_tile iter_args(%p : !p) {
+  ^bb0(%s: !p):
+    %next = kvpipe.step %s : !p
+    kvpipe.yield %next : !p
+  } -> !p
+  return %r : !p
 }
 
 // CHECK-LABEL: func.func @softmax_step(

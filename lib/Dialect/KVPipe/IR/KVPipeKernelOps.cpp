@@ -9,6 +9,7 @@
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -61,6 +62,100 @@ LogicalResult WarpRolesOp::verify() {
       !consumer.getArgument(0).getType().isIndex())
     return emitOpError() << "'consumer' region must have one index argument "
                             "(the consumer's index)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TileOp, ForEachTileOp
+//===----------------------------------------------------------------------===//
+
+void TileOp::build(OpBuilder &builder, OperationState &state,
+                   TypeRange valueTypes, Value sizeX, Value sizeY,
+                   Value sizeZ) {
+  state.addOperands({sizeX, sizeY, sizeZ});
+  state.addTypes(valueTypes);
+  Region *body = state.addRegion();
+  body->push_back(new Block);
+  for (int i = 0; i < 3; ++i)
+    body->front().addArgument(builder.getIndexType(), state.location);
+}
+
+LogicalResult TileOp::verify() {
+  // The tile belongs to the kernel: every role's kvpipe.for_each_tile works
+  // on it, and the persistent rewrite recomputes it in each of them.
+  Operation *role = (*this)->getParentOfType<WarpRolesOp>();
+  Operation *tile = (*this)->getParentOfType<ForEachTileOp>();
+  if (Operation *parent = role ? role : tile)
+    return emitOpError() << "must be outside '" << parent->getName()
+                         << "': the tile is the kernel's, shared by all of "
+                            "its roles";
+  Block &body = getBodyBlock();
+  if (body.getNumArguments() != 3 ||
+      llvm::any_of(body.getArgumentTypes(),
+                   [](Type t) { return !t.isIndex(); }))
+    return emitOpError() << "region must have three index arguments (the "
+                            "tile's coordinates x, y, z)";
+  auto yield = dyn_cast_or_null<YieldOp>(body.empty() ? nullptr : &body.back());
+  if (!yield || yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "region must end with 'kvpipe.yield' of the "
+                            "result types (the tile's values)";
+  // Computed again for every tile and role by the persistent rewrite:
+  // reads (a per-batch length) may be repeated, writes may not.
+  WalkResult writes = body.walk([&](Operation *op) {
+    if (isMemoryEffectFree(op) || op->hasTrait<OpTrait::IsTerminator>())
+      return WalkResult::advance();
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if (effects && effects.onlyHasEffect<MemoryEffects::Read>())
+      return WalkResult::advance();
+    if (!effects && op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+      return WalkResult::advance();
+    op->emitOpError() << "writes memory (or may), but computes a value of "
+                         "the tile in 'kvpipe.tile' (which is computed again "
+                         "for each role and tile)";
+    return WalkResult::interrupt();
+  });
+  if (writes.wasInterrupted())
+    return failure();
+  for (OpOperand &use : getOperation()->getUses())
+    if (!use.getOwner()->getParentOfType<ForEachTileOp>())
+      return emitOpError()
+             << "result #" << cast<OpResult>(use.get()).getResultNumber()
+             << " is used outside 'kvpipe.for_each_tile' (by '"
+             << use.getOwner()->getName()
+             << "'): a tile's values belong to the tile's work";
+  return success();
+}
+
+void ForEachTileOp::build(OpBuilder &builder, OperationState &state,
+                          ValueRange inits) {
+  state.addOperands(inits);
+  state.addTypes(inits.getTypes());
+  Region *body = state.addRegion();
+  body->push_back(new Block);
+  for (Value init : inits)
+    body->front().addArgument(init.getType(), init.getLoc());
+}
+
+LogicalResult ForEachTileOp::verify() {
+  if (Operation *outer = (*this)->getParentOfType<ForEachTileOp>())
+    return emitOpError()
+           << "must not be nested in another 'kvpipe.for_each_tile' (at "
+           << outer->getLoc() << "): a tile's work does not contain tiles";
+  Block &body = getBodyBlock();
+  TypeRange types = getInits().getTypes();
+  if (body.getArgumentTypes() != types)
+    return emitOpError() << "region arguments must have the types of "
+                            "'iter_args' ("
+                         << types.size() << " values)";
+  auto yield = dyn_cast_or_null<YieldOp>(
+      body.empty() ? nullptr : &body.back());
+  if (!yield)
+    return emitOpError() << "region must end with 'kvpipe.yield'";
+  if (yield.getValues().getTypes() != types)
+    return emitOpError() << "'kvpipe.yield' must yield the types of "
+                            "'iter_args' (the next tile's arguments)";
+  if (getResultTypes() != types)
+    return emitOpError() << "results must have the types of 'iter_args'";
   return success();
 }
 

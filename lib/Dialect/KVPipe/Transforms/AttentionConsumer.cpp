@@ -49,27 +49,15 @@ void KernelBuilder::buildConsumer() {
                                b.getIndexAttr(1)});
   };
   sQw = rowsOf(sQ, c.qkBlocks());
-  // Without a staging tile of its own, the output goes to the warpgroup's
-  // own Q rows: their first value_head_dim columns (V and O have at most
-  // head_dim columns, in blocks as wide as Q's, AttentionConfig::get).
-  if (c.persistent)
-    sOw = rowsOf(sO, c.vBlocks());
-  else if (c.vBlocks() == c.qkBlocks())
-    sOw = sQw;
-  else
-    sOw = rowsOf(sQ, c.vBlocks());
+  // The output is staged in the warpgroup's own Q rows, which every QK
+  // wgmma of the tile has read and no later tile loads (one tile per CTA;
+  // the persistent rewrite gives the output rows of their own): their first
+  // value_head_dim columns (V and O have at most head_dim columns, in
+  // blocks as wide as Q's, AttentionConfig::get).
+  sOw = c.vBlocks() == c.qkBlocks() ? sQw : rowsOf(sQ, c.vBlocks());
   forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
     return buildConsumerTile(states[0], states[1], states[2]);
   });
-  if (!c.persistent)
-    return;
-  // The last tile's output store must finish reading shared memory before
-  // the CTA exits.
-  auto last = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(last.thenBlock());
-  NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
-                                       b.getUnitAttr());
 }
 
 SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
@@ -177,69 +165,10 @@ SmallVector<Value> KernelBuilder::buildKVLoop(Value k, Value v, Value o,
 }
 
 Value KernelBuilder::mask(Value s, Value kvBlock) {
-  Fragment sFrag(b, c.blockN / 2);
-  auto i32Vec = VectorType::get({c.blockN / 2}, b.getI32Type());
-  Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
-  // Only a block that crosses seq_kv or a bound of one of this warpgroup's
-  // rows (the diagonal when causal, the window's edges) needs masking: a
-  // uniform branch skips it elsewhere. The first row has the lowest right
-  // bound and the last row the highest left bound.
-  Value blockEnd = arith::AddIOp::create(b, kvRow, index(c.blockN));
-  Value needed =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd, seqKV);
-  if (firstRowLastKey)
-    needed = arith::OrIOp::create(
-        b, needed,
-        arith::CmpIOp::create(
-            b, arith::CmpIPredicate::sgt, blockEnd,
-            arith::AddIOp::create(b, firstRowLastKey, index(1))));
-  else if (c.causal)
-    needed = arith::OrIOp::create(
-        b, needed,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd,
-                              arith::AddIOp::create(b, firstRow, index(1))));
-  if (lastRowFirstKey)
-    needed = arith::OrIOp::create(
-        b, needed,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kvRow,
-                              lastRowFirstKey));
-  auto ifMask = scf::IfOp::create(b, TypeRange{s.getType()}, needed,
-                                  /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifMask.elseBlock());
-  scf::YieldOp::create(b, s);
-  b.setInsertionPointToStart(ifMask.thenBlock());
-  // Keys past seq_kv and, when causal, keys after the query become -inf.
-  Value firstCol = arith::AddIOp::create(
-      b, kvRow,
-      arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
-                            index(2)));
-  Value cols = arith::AddIOp::create(
-      b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
-      sFrag.columnOffsets());
-  Value valid = arith::CmpIOp::create(
-      b, arith::CmpIPredicate::slt, cols,
-      vector::BroadcastOp::create(b, i32Vec, toI32(seqKV)));
-  // Keys after a row's last key (the diagonal, or the window's right edge)
-  // and before its first key (the window's left edge) become -inf.
-  if (lastKey0 || c.causal) {
-    Value last = lastKey0 ? sFrag.perRow(toI32(lastKey0), toI32(lastKey1))
-                          : sFrag.perRow(toI32(row0), toI32(row1));
-    valid = arith::AndIOp::create(
-        b, valid,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, cols, last));
-  }
-  if (firstKey0) {
-    Value first = sFrag.perRow(toI32(firstKey0), toI32(firstKey1));
-    valid = arith::AndIOp::create(
-        b, valid,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, cols, first));
-  }
-  scf::YieldOp::create(
-      b, ValueRange{arith::SelectOp::create(
-             b, valid, s,
-             vector::BroadcastOp::create(b, sFrag.type(), f32(-INFINITY)))});
-  return ifMask.getResult(0);
+  return buildBlockMask(b, s, kvBlock,
+                        {c.blockN, seqKV, c.causal, firstRow, row0, row1, lane,
+                         firstRowLastKey, lastRowFirstKey, lastKey0, lastKey1,
+                         firstKey0, firstKey1});
 }
 
 KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
@@ -256,107 +185,23 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
 }
 
 void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
-  int64_t w = c.vTileWidth();
-  Value sums[2], inv[2], partialSums[2] = {state.l0, state.l1};
-  for (int half : {0, 1}) {
-    sums[half] = QuadSumOp::create(b, b.getF32Type(), partialSums[half]);
-    // A row without any key (seq_kv = 0) is all zeros, not NaN.
-    Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
-                                           sums[half], f32(0.0));
-    inv[half] = arith::SelectOp::create(
-        b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
-  }
-  Value o = FragmentRescaleOp::create(b, acc.getType(), acc, inv[0], inv[1]);
-  Value o16 = arith::TruncFOp::create(
-      b, VectorType::get({c.valueHeadDim / 2}, c.elementType), o);
-
-  // Stage O in this warpgroup's rows of the staging tile (Q's, or its own
-  // when persistent), then one thread stores it with TMA (which clips the
-  // rows past seq_q). The generic-proxy writes must be visible to the async
-  // proxy (fence) and complete in all 128 threads (the warpgroup's named
-  // barrier) before the store reads them.
+  NormalizedOutput out = buildNormalizedOutput(
+      b, acc, {state.m0, state.m1, state.l0, state.l1}, c.elementType);
+  // Stage O in this warpgroup's staging rows (sOw: its Q rows, see
+  // buildConsumer), then one thread stores it with TMA (which clips the rows
+  // past seq_q).
   Value barrierId =
       namedBarrier(AttentionConfig::kEpilogueBarriers, consumerIndex);
-  if (c.persistent) {
-    // The previous tile's store must have read the staging rows before they
-    // are overwritten; only the thread that issued it can wait for it.
-    auto previous = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(previous.thenBlock());
-      NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
-                                           b.getUnitAttr());
-    }
-    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
-  }
-  StoreFragmentOp::create(b, o16, sOw, c.vSwizzleBytes());
-  NVVM::FenceProxyOp::create(
-      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
-      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-  NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
-  auto store = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(store.thenBlock());
-    Value oMap = param(AttentionParam::OMap);
-    for (int64_t col = 0; col < c.vBlocks(); ++col) {
-      Value tile =
-          slot(sOw, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
-               {64, w});
-      TMAStoreOp::create(b, tile, oMap,
-                         ValueRange{batch, head, firstRow, index(col * w)});
-    }
-    NVVM::CpAsyncBulkCommitGroupOp::create(b);
-    // The CTA's shared memory must outlive the store's reads (a persistent
-    // CTA waits before reusing the rows, and once at its end).
-    if (!c.persistent)
-      NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
-                                           b.getUnitAttr());
-  }
-
-  // Log-sum-exp, natural log: ln 2 * (m * c + log2 l), one lane per row.
-  Value lse = param(AttentionParam::Lse);
-  Value scaleLog2 = param(AttentionParam::ScaleLog2);
-  auto ptrType = LLVM::LLVMPointerType::get(ctx, 1);
-  Value null = LLVM::ZeroOp::create(b, ptrType);
-  Value wanted = arith::AndIOp::create(
-      b, LLVM::ICmpOp::create(b, LLVM::ICmpPredicate::ne, lse, null),
-      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                            arith::RemUIOp::create(b, lane, index(4)),
-                            index(0)));
-  auto write = scf::IfOp::create(b, wanted, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(write.thenBlock());
-  Value rowBase = arith::MulIOp::create(
-      b,
-      arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
-      seqQ);
-  Value maxes[2] = {state.m0, state.m1}, rows[2] = {row0, row1};
-  for (int half : {0, 1}) {
-    Value inRange =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, rows[half], seqQ);
-    auto ifRow = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard rowGuard(b);
-    b.setInsertionPointToStart(ifRow.thenBlock());
-    Value value = arith::MulFOp::create(
-        b,
-        arith::AddFOp::create(b,
-                              arith::MulFOp::create(b, maxes[half], scaleLog2),
-                              math::Log2Op::create(b, sums[half])),
-        f32(M_LN2));
-    // A row that saw no key: +inf, so that exp(s - lse) is 0 (flash-attn's
-    // convention, which a backward pass relies on), not -inf - -inf = NaN.
-    // Only masks anchored elsewhere than top-left, windows and per-batch
-    // lengths leave rows without keys when seq_kv > 0.
-    if (diagonal || c.slidingWindow || c.kvLengths) {
-      Value seen = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
-                                         sums[half], f32(0.0));
-      value = arith::SelectOp::create(b, seen, value, f32(INFINITY));
-    }
-    Value offset = arith::IndexCastOp::create(
-        b, b.getI64Type(), arith::AddIOp::create(b, rowBase, rows[half]));
-    Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), lse,
-                                     ValueRange{offset});
-    LLVM::StoreOp::create(b, value, addr);
-  }
+  buildStagedStore(b, out.o,
+                   {sOw, barrierId, elected, param(AttentionParam::OMap),
+                    {batch, head, firstRow}, c.vSwizzleBytes()});
+  // A row that saw no key gets lse = +inf (flash-attn's convention, which a
+  // backward pass relies on); only masks anchored elsewhere than top-left,
+  // windows and per-batch lengths leave rows without keys when seq_kv > 0.
+  buildLogSumExpStore(
+      b, {param(AttentionParam::Lse), param(AttentionParam::ScaleLog2),
+          state.m0, state.m1, out.sum0, out.sum1, row0, row1, lane, batch,
+          headsQ, head, seqQ,
+          /*infiniteWithoutKeys=*/static_cast<bool>(diagonal) ||
+              c.slidingWindow || c.kvLengths});
 }

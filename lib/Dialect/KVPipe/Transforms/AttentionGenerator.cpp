@@ -1,8 +1,9 @@
 //===- AttentionGenerator.cpp - the stages of generating a kernel ---------===//
 //
 // Skeleton (AttentionKernelBuilder.cpp, AttentionConsumer.cpp), schedule
-// rewrites (OverlapSoftmax.cpp, PingPongSchedule.cpp) and the lowering of the kernel-structure
-// ops (LowerWarpRoles.cpp, LowerFragmentOps.cpp), in that order.
+// rewrites (PersistentTiles.cpp, OverlapSoftmax.cpp, PingPongSchedule.cpp)
+// and the lowering of the kernel-structure ops (LowerTiles.cpp,
+// LowerFragmentOps.cpp, LowerWarpRoles.cpp), in that order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +33,19 @@ std::optional<AttentionStage> kvpipe::parseAttentionStage(StringRef name) {
 LogicalResult kvpipe::scheduleAttentionKernel(gpu::GPUFuncOp kernel,
                                               const AttentionConfig &config) {
   IRRewriter rewriter(kernel.getContext());
+  // The tile loop first: the other rewrites work within a tile, and
+  // ping-pong opens its cycle after the consumers' shared-memory views,
+  // which include the output staging rows of a persistent kernel.
+  if (config.persistent) {
+    SmallVector<TileOp> tiles;
+    kernel.walk([&](TileOp op) { tiles.push_back(op); });
+    for (TileOp op : tiles) {
+      LLVM_DEBUG(llvm::dbgs() << kernel.getName()
+                              << ": persistent loop over tiles\n");
+      if (failed(applyPersistentTiles(rewriter, op)))
+        return failure();
+    }
+  }
   WalkResult result = kernel.walk([&](WarpRolesOp roles) {
     // The overlap first: ping-pong takes turns over the wgmma groups it
     // forms.
@@ -54,9 +68,13 @@ LogicalResult kvpipe::scheduleAttentionKernel(gpu::GPUFuncOp kernel,
 }
 
 void kvpipe::lowerKernelStructure(Operation *root) {
-  // Fragment ops first: they nest in the roles' regions. Each pattern is
+  // Tiles (one per CTA, unless the persistent rewrite made loops of them),
+  // then fragment ops: they nest in the roles' regions. Each pattern is
   // applied once per op, without folding, so that the lowered kernel is
   // exactly what the patterns emit.
+  RewritePatternSet tilePatterns(root->getContext());
+  populateLowerTilesPatterns(tilePatterns);
+  walkAndApplyPatterns(root, std::move(tilePatterns));
   RewritePatternSet fragmentPatterns(root->getContext());
   populateLowerFragmentOpsPatterns(fragmentPatterns);
   walkAndApplyPatterns(root, std::move(fragmentPatterns));

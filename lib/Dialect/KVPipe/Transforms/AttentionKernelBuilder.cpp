@@ -18,9 +18,9 @@
 // (`kvpipe.warpgroup_wait`), which is what the protocol checker demands.
 //
 // This file builds the kernel's skeleton (parameters, shared memory,
-// pipelines, the roles as a kvpipe.warp_roles op), the producer and the walk
-// over tiles (one per CTA, or a loop of them when persistent) and reports
-// the ABI; the consumers are in AttentionConsumer.cpp. The schedule rewrites
+// pipelines, the roles as a kvpipe.warp_roles op, the tile of work as
+// kvpipe.tile and each role's kvpipe.for_each_tile), the producer, and
+// reports the ABI; the consumers are in AttentionConsumer.cpp. The schedule rewrites
 // and the lowering of the kernel-structure ops follow (AttentionGenerator.h).
 //
 //===----------------------------------------------------------------------===//
@@ -102,16 +102,7 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     windowLeft = toIndex(param(AttentionParam::WindowLeft));
     windowRight = toIndex(param(AttentionParam::WindowRight));
   }
-  if (c.persistent) {
-    numTiles =
-        arith::MulIOp::create(b, arith::MulIOp::create(b, numQBlocks, headsQ),
-                              toIndex(param(AttentionParam::Batch)));
-  } else {
-    // One tile per CTA: (Q block, head, batch) = blockIdx.
-    setTile(gpu::BlockIdOp::create(b, gpu::Dimension::x),
-            gpu::BlockIdOp::create(b, gpu::Dimension::y),
-            gpu::BlockIdOp::create(b, gpu::Dimension::z));
-  }
+  buildTile();
 
   // Shared memory: Q, then the K ring, then the V ring, from a 1024-byte
   // aligned start (the 128-byte swizzle repeats every 8 rows of 128 bytes,
@@ -139,8 +130,6 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
             sharedType({c.kvStages, c.qkBlocks(), c.blockN, qkWidth}));
   sV = view(c.vOffset(),
             sharedType({c.kvStages, c.vBlocks(), c.blockN, vWidth}));
-  if (c.persistent)
-    sO = view(c.oOffset(), sharedType({c.vBlocks(), c.blockM(), vWidth}));
 
   pipeQ = CreateOp::create(b, pipelineType(1));
   pipeK = CreateOp::create(b, pipelineType(c.kvStages));
@@ -168,6 +157,47 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   }
   gpu::ReturnOp::create(b);
   return func;
+}
+
+void KernelBuilder::buildTile() {
+  // The tile of work, (Q block, head, batch), and its values: on blockIdx
+  // when each CTA does one (--kvpipe-lower-tiles), in each iteration of
+  // each role's kvpipe.for_each_tile loop when --kvpipe-persistent-tiles
+  // made the kernel persistent. The region is built first, its results
+  // (what setTile computed) known after.
+  Value batches = toIndex(param(AttentionParam::Batch));
+  auto building = TileOp::create(b, TypeRange{}, numQBlocks, headsQ, batches);
+  Block &coordinates = building.getBodyBlock();
+  Value seqKVBefore = seqKV, diagonalBefore = diagonal;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&coordinates);
+    setTile(coordinates.getArgument(0), coordinates.getArgument(1),
+            coordinates.getArgument(2));
+  }
+  // seq_kv and d are the tile's with per-batch lengths; the first K/V block
+  // exists with a left bound.
+  SmallVector<Value *> values = {&qBlockRow, &head, &batch, &kvHead,
+                                 &numKVBlocks};
+  if (firstKVBlock)
+    values.push_back(&firstKVBlock);
+  if (seqKV != seqKVBefore)
+    values.push_back(&seqKV);
+  if (diagonal != diagonalBefore)
+    values.push_back(&diagonal);
+  SmallVector<Value> yielded =
+      llvm::map_to_vector(values, [](Value *v) { return *v; });
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&coordinates);
+    YieldOp::create(b, yielded);
+  }
+  auto tile = TileOp::create(b, ValueRange(yielded).getTypes(), numQBlocks,
+                             headsQ, batches);
+  tile.getBody().takeBody(building.getBody());
+  building.erase();
+  for (auto [value, result] : llvm::zip_equal(values, tile.getResults()))
+    *value = result;
 }
 
 void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
@@ -254,60 +284,11 @@ Value KernelBuilder::firstKeyOf(Value row) {
 SmallVector<Value>
 KernelBuilder::forEachTile(ValueRange states,
                            function_ref<SmallVector<Value>(ValueRange)> body) {
-  if (!c.persistent)
-    return body(states);
-  // Round r gives CTA i the tile r * G + i, or r * G + (G - 1 - i) in odd
-  // rounds (G = gridDim.x): tiles are ordered Q block fastest, longest first
-  // when causal, so this snake pairs a CTA's long tiles with short ones, and
-  // the CTAs working at one time share the K/V of a few heads in L2. Every
-  // role of the CTA runs the same rounds, so the pipelines stay balanced.
-  //
-  // The loop runs while the CTA's tile exists (only the last round can be
-  // partial) rather than for a trip count that divides by a runtime value,
-  // which ptxas computes in ordinary registers. Measured
-  // against the division form: no spills at head dim 128 (44 bytes before)
-  // and 4-7 % faster, though the wgmma descriptors still leave the uniform
-  // registers (docs/performance.md v5).
-  Value ctas = gpu::GridDimOp::create(b, gpu::Dimension::x);
-  Value cta = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  SmallVector<Value> inits = {index(0)};
-  llvm::append_range(inits, states);
-  SmallVector<Type> types = {b.getIndexType(), b.getIndexType()};
-  llvm::append_range(types, ValueRange(states).getTypes());
-  auto loop = scf::WhileOp::create(b, types, inits);
-  // Before: the round's tile, and whether it exists.
+  auto tiles = ForEachTileOp::create(b, states);
   OpBuilder::InsertionGuard guard(b);
-  SmallVector<Location> locs(inits.size(), b.getLoc());
-  Block *before = b.createBlock(&loop.getBefore(), loop.getBefore().end(),
-                                TypeRange(types).drop_front(), locs);
-  Value round = before->getArgument(0);
-  Value odd = arith::CmpIOp::create(b, arith::CmpIPredicate::ne,
-                                    arith::AndIOp::create(b, round, index(1)),
-                                    index(0));
-  Value position = arith::SelectOp::create(
-      b, odd,
-      arith::SubIOp::create(b, arith::SubIOp::create(b, ctas, index(1)), cta),
-      cta);
-  Value tile =
-      arith::AddIOp::create(b, arith::MulIOp::create(b, round, ctas), position);
-  Value exists =
-      arith::CmpIOp::create(b, arith::CmpIPredicate::ult, tile, numTiles);
-  SmallVector<Value> forwarded = {round, tile};
-  llvm::append_range(forwarded, before->getArguments().drop_front());
-  scf::ConditionOp::create(b, exists, forwarded);
-  // After: the tile's work.
-  Block *after = b.createBlock(&loop.getAfter(), loop.getAfter().end(), types,
-                               SmallVector<Location>(types.size(), b.getLoc()));
-  Value headBatch =
-      arith::DivUIOp::create(b, after->getArgument(1), numQBlocks);
-  setTile(arith::RemUIOp::create(b, after->getArgument(1), numQBlocks),
-          arith::RemUIOp::create(b, headBatch, headsQ),
-          arith::DivUIOp::create(b, headBatch, headsQ));
-  SmallVector<Value> next = {
-      arith::AddIOp::create(b, after->getArgument(0), index(1))};
-  llvm::append_range(next, body(after->getArguments().drop_front(2)));
-  scf::YieldOp::create(b, next);
-  return SmallVector<Value>(loop.getResults().drop_front(2));
+  b.setInsertionPointToStart(&tiles.getBodyBlock());
+  YieldOp::create(b, body(tiles.getBodyBlock().getArguments()));
+  return SmallVector<Value>(tiles.getResults());
 }
 
 void KernelBuilder::buildProducer() {

@@ -71,9 +71,11 @@ private:
   /// Sets the tile's values (qBlockRow, head, batch, kvHead, and the K/V
   /// blocks the masks leave: numKVBlocks of them from firstKVBlock).
   void setTile(Value qBlock, Value headIndex, Value batchIndex);
-  /// Builds `body` once per tile of this CTA, carrying `states` through:
-  /// for the CTA's own tile, or, when persistent, in a loop over the tiles
-  /// the CTA takes.
+  /// The kvpipe.tile op whose region is setTile on the tile's coordinates;
+  /// sets the tile's values to its results.
+  void buildTile();
+  /// Builds `body`, the work of one tile, in a kvpipe.for_each_tile carrying
+  /// `states` from tile to tile; returns the states after the last tile.
   SmallVector<Value>
   forEachTile(ValueRange states,
               function_ref<SmallVector<Value>(ValueRange)> body);
@@ -143,11 +145,11 @@ private:
   /// Indexed by AttentionParam; null for parameters this kernel lacks.
   SmallVector<Value> params;
   /// seq_kv is per tile with `kv_lengths` (the batch's own).
-  Value seqQ, seqKV, headsQ, numQBlocks, numTiles;
+  Value seqQ, seqKV, headsQ, numQBlocks;
   /// The mask's diagonal offset d (query i is aligned with key i + d; null
   /// when top-left, d = 0) and the window's bounds (negative: unbounded).
   Value diagonal, windowLeft, windowRight;
-  Value sQ, sK, sV, sO, pipeQ, pipeK, pipeV;
+  Value sQ, sK, sV, pipeQ, pipeK, pipeV;
   // The current tile.
   Value batch, head, kvHead, qBlockRow, numKVBlocks;
   /// Null when every tile starts at K/V block 0 (no left bound).

@@ -2,16 +2,34 @@
 
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
 
+#include "Fragment.h"
+
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <cmath>
 
 using namespace mlir;
 using namespace kvpipe;
+
+static Value indexConstant(ImplicitLocOpBuilder &b, int64_t v) {
+  return arith::ConstantIndexOp::create(b, v);
+}
+
+static Value f32Constant(ImplicitLocOpBuilder &b, double v) {
+  return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                        APFloat(static_cast<float>(v)));
+}
+
+static Value toI32(ImplicitLocOpBuilder &b, Value v) {
+  return arith::IndexCastOp::create(b, b.getI32Type(), v);
+}
 
 Value kvpipe::buildTileView(ImplicitLocOpBuilder &b, Value ring,
                             ArrayRef<OpFoldResult> offsets,
@@ -86,4 +104,180 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   Value pNarrow = arith::TruncFOp::create(
       b, VectorType::get(sType.getShape(), pElementType), p);
   return {{mNew[0], mNew[1], lNew[0], lNew[1]}, alpha[0], alpha[1], pNarrow};
+}
+
+Value kvpipe::buildBlockMask(ImplicitLocOpBuilder &b, Value s, Value kvBlock,
+                             const BlockMask &mask) {
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  Fragment sFrag(b, mask.blockN / 2);
+  auto i32Vec = VectorType::get({mask.blockN / 2}, b.getI32Type());
+  Value kvRow = arith::MulIOp::create(b, kvBlock, index(mask.blockN));
+  // Only a block that crosses seq_kv or a bound of one of this warpgroup's
+  // rows (the diagonal when causal, the window's edges) needs masking: a
+  // uniform branch skips it elsewhere. The first row has the lowest right
+  // bound and the last row the highest left bound.
+  Value blockEnd = arith::AddIOp::create(b, kvRow, index(mask.blockN));
+  Value needed = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, blockEnd,
+                                       mask.seqKV);
+  if (mask.firstRowLastKey)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::sgt, blockEnd,
+            arith::AddIOp::create(b, mask.firstRowLastKey, index(1))));
+  else if (mask.causal)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::ugt, blockEnd,
+            arith::AddIOp::create(b, mask.firstRow, index(1))));
+  if (mask.lastRowFirstKey)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, kvRow,
+                              mask.lastRowFirstKey));
+  auto ifMask = scf::IfOp::create(b, TypeRange{s.getType()}, needed,
+                                  /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifMask.elseBlock());
+  scf::YieldOp::create(b, s);
+  b.setInsertionPointToStart(ifMask.thenBlock());
+  // Keys past seq_kv and, when causal, keys after the query become -inf.
+  Value firstCol = arith::AddIOp::create(
+      b, kvRow,
+      arith::MulIOp::create(b, arith::RemUIOp::create(b, mask.lane, index(4)),
+                            index(2)));
+  Value cols = arith::AddIOp::create(
+      b, vector::BroadcastOp::create(b, i32Vec, toI32(b, firstCol)),
+      sFrag.columnOffsets());
+  Value valid = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::slt, cols,
+      vector::BroadcastOp::create(b, i32Vec, toI32(b, mask.seqKV)));
+  // Keys after a row's last key (the diagonal, or the window's right edge)
+  // and before its first key (the window's left edge) become -inf.
+  if (mask.lastKey0 || mask.causal) {
+    Value last = mask.lastKey0
+                     ? sFrag.perRow(toI32(b, mask.lastKey0),
+                                    toI32(b, mask.lastKey1))
+                     : sFrag.perRow(toI32(b, mask.row0), toI32(b, mask.row1));
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, cols, last));
+  }
+  if (mask.firstKey0) {
+    Value first =
+        sFrag.perRow(toI32(b, mask.firstKey0), toI32(b, mask.firstKey1));
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, cols, first));
+  }
+  scf::YieldOp::create(
+      b, ValueRange{arith::SelectOp::create(
+             b, valid, s,
+             vector::BroadcastOp::create(b, sFrag.type(),
+                                         f32Constant(b, -INFINITY)))});
+  return ifMask.getResult(0);
+}
+
+NormalizedOutput kvpipe::buildNormalizedOutput(ImplicitLocOpBuilder &b,
+                                               Value acc,
+                                               const OnlineSoftmaxStats &stats,
+                                               Type elementType) {
+  auto f32 = [&](double v) { return f32Constant(b, v); };
+  Value sums[2], inv[2], partialSums[2] = {stats.l0, stats.l1};
+  for (int half : {0, 1}) {
+    sums[half] = QuadSumOp::create(b, b.getF32Type(), partialSums[half]);
+    // A row without any key (seq_kv = 0) is all zeros, not NaN.
+    Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                           sums[half], f32(0.0));
+    inv[half] = arith::SelectOp::create(
+        b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
+  }
+  Value o = FragmentRescaleOp::create(b, acc.getType(), acc, inv[0], inv[1]);
+  auto accType = cast<VectorType>(acc.getType());
+  Value narrow = arith::TruncFOp::create(
+      b, VectorType::get(accType.getShape(), elementType), o);
+  return {narrow, sums[0], sums[1]};
+}
+
+void kvpipe::buildStagedStore(ImplicitLocOpBuilder &b, Value o,
+                              const StagedStore &store) {
+  MLIRContext *ctx = b.getContext();
+  auto i32 = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, v, 32);
+  };
+  // The generic-proxy writes must be visible to the async proxy (fence) and
+  // complete in all 128 threads (the warpgroup's named barrier) before the
+  // store reads them.
+  StoreFragmentOp::create(b, o, store.rows, store.swizzle);
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  NVVM::BarrierOp::create(b, Type(), store.barrierId, i32(128), nullptr,
+                          Value());
+  auto issue = scf::IfOp::create(b, store.elected, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(issue.thenBlock());
+  auto rowsType = cast<MemRefType>(store.rows.getType());
+  int64_t rows = rowsType.getDimSize(1), width = rowsType.getDimSize(2);
+  for (int64_t col = 0; col < rowsType.getDimSize(0); ++col) {
+    Value tile = buildTileView(
+        b, store.rows,
+        {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
+        {rows, width});
+    SmallVector<Value> coordinates(store.coordinates);
+    coordinates.push_back(indexConstant(b, col * width));
+    TMAStoreOp::create(b, tile, store.tensorMap, coordinates);
+  }
+  NVVM::CpAsyncBulkCommitGroupOp::create(b);
+  // The CTA's shared memory must outlive the store's reads.
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                       b.getUnitAttr());
+}
+
+void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,
+                                 const LogSumExpStore &store) {
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  // Log-sum-exp, natural log: ln 2 * (m * c + log2 l), one lane per row.
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  Value null = LLVM::ZeroOp::create(b, ptrType);
+  Value wanted = arith::AndIOp::create(
+      b, LLVM::ICmpOp::create(b, LLVM::ICmpPredicate::ne, store.lse, null),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::RemUIOp::create(b, store.lane, index(4)),
+                            index(0)));
+  auto write = scf::IfOp::create(b, wanted, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(write.thenBlock());
+  Value rowBase = arith::MulIOp::create(
+      b,
+      arith::AddIOp::create(
+          b, arith::MulIOp::create(b, store.batch, store.heads), store.head),
+      store.seqQ);
+  Value maxes[2] = {store.max0, store.max1}, rows[2] = {store.row0, store.row1};
+  Value sums[2] = {store.sum0, store.sum1};
+  for (int half : {0, 1}) {
+    Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                          rows[half], store.seqQ);
+    auto ifRow = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard rowGuard(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    Value value = arith::MulFOp::create(
+        b,
+        arith::AddFOp::create(
+            b, arith::MulFOp::create(b, maxes[half], store.scaleLog2),
+            math::Log2Op::create(b, sums[half])),
+        f32Constant(b, M_LN2));
+    if (store.infiniteWithoutKeys) {
+      Value seen = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
+                                         sums[half], f32Constant(b, 0.0));
+      value = arith::SelectOp::create(b, seen, value,
+                                      f32Constant(b, INFINITY));
+    }
+    Value offset = arith::IndexCastOp::create(
+        b, b.getI64Type(), arith::AddIOp::create(b, rowBase, rows[half]));
+    Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), store.lse,
+                                     ValueRange{offset});
+    LLVM::StoreOp::create(b, value, addr);
+  }
 }

@@ -1,7 +1,8 @@
 //===- KernelStructurePasses.cpp - thin passes over kernel rewrites -------===//
 //
-// --kvpipe-lower-warp-roles, --kvpipe-lower-fragment-ops,
-// --kvpipe-overlap-softmax and --kvpipe-pingpong-schedule: each runs one of the rewrites that
+// --kvpipe-lower-warp-roles, --kvpipe-lower-tiles, --kvpipe-lower-fragment-ops,
+// --kvpipe-persistent-tiles, --kvpipe-overlap-softmax and
+// --kvpipe-pingpong-schedule: each runs one of the rewrites that
 // KernelTransforms.h exports (implemented in the generator library), so
 // that each is testable on its own.
 //
@@ -17,6 +18,8 @@
 namespace kvpipe {
 #define GEN_PASS_DEF_LOWERWARPROLES
 #define GEN_PASS_DEF_LOWERFRAGMENTOPS
+#define GEN_PASS_DEF_LOWERTILES
+#define GEN_PASS_DEF_PERSISTENTTILES
 #define GEN_PASS_DEF_OVERLAPSOFTMAX
 #define GEN_PASS_DEF_PINGPONGSCHEDULE
 #include "kvpipe/Dialect/KVPipe/Transforms/Passes.h.inc"
@@ -46,6 +49,30 @@ struct LowerFragmentOps
     RewritePatternSet patterns(&getContext());
     populateLowerFragmentOpsPatterns(patterns);
     walkAndApplyPatterns(getOperation(), std::move(patterns));
+  }
+};
+
+struct LowerTiles : kvpipe::impl::LowerTilesBase<LowerTiles> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateLowerTilesPatterns(patterns);
+    walkAndApplyPatterns(getOperation(), std::move(patterns));
+  }
+};
+
+struct PersistentTiles : kvpipe::impl::PersistentTilesBase<PersistentTiles> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<TileOp> tiles;
+    getOperation()->walk([&](TileOp op) { tiles.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    // applyPersistentTiles reports what it cannot rewrite at the op.
+    for (TileOp op : tiles)
+      if (failed(applyPersistentTiles(rewriter, op)))
+        return signalPassFailure();
   }
 };
 

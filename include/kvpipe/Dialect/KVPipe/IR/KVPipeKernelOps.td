@@ -2,10 +2,11 @@
 //
 // Intermediate ops that name the parts of a warp-specialised attention
 // kernel: the warp roles (producer and consumer warpgroups with their
-// register budgets) and the fragment-level steps of the online softmax on a
+// register budgets), the tile of work (one per CTA, or a persistent loop
+// over tiles) and the fragment-level steps of the online softmax on a
 // wgmma accumulator (AccumulatorLayout.h). `--kvpipe-expand-attention`
-// builds kernels from them; `--kvpipe-lower-warp-roles` and
-// `--kvpipe-lower-fragment-ops` lower them to gpu/nvvm/scf/vector/arith, and
+// builds kernels from them; `--kvpipe-lower-warp-roles`,
+// `--kvpipe-lower-tiles` and `--kvpipe-lower-fragment-ops` lower them to gpu/nvvm/scf/vector/arith, and
 // a backward or decode kernel reuses them as they are.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +16,7 @@
 
 include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -73,6 +75,117 @@ def KVPipe_WarpRolesOp : KVPipe_Op<"warp_roles",
       return getConsumerBlock().getArgument(0);
     }
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Tiles of work
+//===----------------------------------------------------------------------===//
+
+def KVPipe_TileOp : KVPipe_Op<"tile",
+    [RecursiveMemoryEffects, SingleBlock]> {
+  let summary = "the CTA's tile of work and the values computed from it";
+  let description = [{
+    The kernel's work is a grid of `size_x` x `size_y` x `size_z` tiles (x
+    fastest; the forward kernel's tile is (Q block, head, batch), a
+    backward kernel's (K/V block, head, batch), a decode kernel's (K/V
+    split, head, batch)). The region receives the coordinates of the tile
+    the kernel is working on and computes from them what the tile's work
+    needs (its first row, its K/V block count, ...); the results are those
+    values. They belong to the tile: they may be used only inside the
+    `kvpipe.for_each_tile` regions, which are the work of one tile, and the
+    region has no side effects.
+
+    By default each CTA does one tile: `--kvpipe-lower-tiles` runs the
+    region once, here, on `gpu.block_id x, y, z` (the grid is the tile
+    space). The persistent rewrite (`--kvpipe-persistent-tiles`) instead
+    makes every `kvpipe.for_each_tile` a loop over the tiles a CTA takes and
+    computes the region in each iteration.
+
+    The op belongs to the kernel, not to one role: it is not nested in a
+    `kvpipe.warp_roles` or a `kvpipe.for_each_tile`.
+
+    ```mlir
+    %row, %head, %batch = kvpipe.tile in(%qblocks, %heads, %batches) {
+    ^bb0(%qblock: index, %h: index, %b: index):
+      %r = arith.muli %qblock, %c128 : index
+      kvpipe.yield %r, %h, %b : index, index, index
+    } -> index, index, index
+    ```
+  }];
+  let arguments = (ins Index:$size_x, Index:$size_y, Index:$size_z);
+  let results = (outs Variadic<AnyType>:$values);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `in` `(` $size_x `,` $size_y `,` $size_z `)` $body
+    (`->` type($values)^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$valueTypes, "::mlir::Value":$sizeX,
+                   "::mlir::Value":$sizeY, "::mlir::Value":$sizeZ)>
+  ];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def KVPipe_ForEachTileOp : KVPipe_Op<"for_each_tile",
+    [RecursiveMemoryEffects, SingleBlock]> {
+  let summary = "the work of one tile, repeated for each tile the CTA takes";
+  let description = [{
+    The region is the work one role does for one tile (`kvpipe.tile`):
+    for a forward kernel's producer the tile's Q and K/V loads, for its
+    consumers the attention and the epilogue. `inits` (pipeline states,
+    typically) are the region's arguments for the first tile; the region
+    yields (`kvpipe.yield`) the values for the next tile, and the op's
+    results are those after the last.
+
+    Every role of a kernel wraps its per-tile work in one such op, so the
+    roles run the same tiles and their pipelines stay balanced. Lowered one
+    tile per CTA (`--kvpipe-lower-tiles`), the region runs once; the
+    persistent rewrite (`--kvpipe-persistent-tiles`) makes it a loop over
+    the CTA's tiles.
+
+    ```mlir
+    %q1, %k1, %v1 = kvpipe.for_each_tile iter_args(%pq, %pk, %pv : !pq, !p, !p) {
+    ^bb0(%q: !pq, %k: !p, %v: !p):
+      // loads (producer) or attention and epilogue (consumers) of one tile
+      kvpipe.yield %q2, %k2, %v2 : !pq, !p, !p
+    } -> !pq, !p, !p
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$inits);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    (`iter_args` `(` $inits^ `:` type($inits) `)`)? $body
+    (`->` type($results)^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inits)>
+  ];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def KVPipe_YieldOp : KVPipe_Op<"yield",
+    [Pure, ReturnLike, Terminator, ParentOneOf<["ForEachTileOp", "TileOp"]>]> {
+  let summary = "the values a tile hands to the next";
+  let description = [{
+    Ends a `kvpipe.for_each_tile` region: its operands are the region's
+    arguments for the next tile (the op's results after the last); or a
+    `kvpipe.tile` region: its operands are the tile's values.
+
+    ```mlir
+    kvpipe.yield %q2, %k2, %v2 : !pq, !p, !p
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 //===----------------------------------------------------------------------===//

@@ -6,10 +6,12 @@
 // which can be stopped after and inspected (the pass's `stage` option):
 //
 //   1. skeleton   buildAttentionSkeleton: the gpu.func in kvpipe ops, with
-//                 the kernel's parts named (kvpipe.warp_roles, the softmax's
-//                 fragment ops) and no schedule rewrites applied;
+//                 the kernel's parts named (kvpipe.warp_roles, one tile of
+//                 work as kvpipe.tile and kvpipe.for_each_tile, the
+//                 softmax's fragment ops) and no schedule rewrites applied;
 //   2. scheduled  scheduleAttentionKernel: the rewrites the configuration
-//                 asks for (ping-pong between consumer warpgroups);
+//                 asks for (the persistent loop over tiles, the softmax
+//                 under the GEMMs, ping-pong between consumer warpgroups);
 //   3. lowered    lowerKernelStructure: the kernel-structure ops lowered to
 //                 gpu/nvvm/scf/vector/arith, ready for --kvpipe-to-ptx's
 //                 conversion.
@@ -76,8 +78,8 @@ mlir::LogicalResult scheduleAttentionKernel(mlir::gpu::GPUFuncOp kernel,
                                             const AttentionConfig &config);
 
 /// Stage 3: lowers the kernel-structure ops nested in `root`
-/// (kvpipe.warp_roles and the fragment ops). Applies to any kernel built
-/// from them, not only attention.
+/// (kvpipe.warp_roles, the tiles left one per CTA, and the fragment ops).
+/// Applies to any kernel built from them, not only attention.
 void lowerKernelStructure(mlir::Operation *root);
 
 /// The three stages, up to `stage`.

@@ -8,10 +8,17 @@
 //              ring, once the pipeline says it is full
 //   GEMM step  buildSlotWait -> kvpipe.warpgroup_mma -> buildRetireAndRelease
 //              (a slot is released only after the wgmma reading it retired)
+//   mask       buildBlockMask: keys past the sequence and, when causal,
+//              after the query, on the blocks that need it
 //   softmax    buildOnlineSoftmaxStep: one block of the online softmax on a
 //              wgmma accumulator fragment, from the fragment ops
+//   epilogue   buildNormalizedOutput (O / l, narrowed), buildStagedStore
+//              (through shared memory to a TMA store), buildLogSumExpStore
 //
-// The forward generator (AttentionConsumer.cpp) is built from these.
+// The forward generator (AttentionConsumer.cpp) is built from these. Each
+// builds one tile's work (one tile per CTA); the persistent loop over tiles
+// is a rewrite of the kernel (KernelTransforms.h: applyPersistentTiles),
+// which also moves the staged store's wait.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +27,8 @@
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OpDefinition.h"
+
+#include "llvm/ADT/SmallVector.h"
 
 namespace kvpipe {
 
@@ -67,6 +76,93 @@ OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          mlir::Value s, mlir::Value scaleLog2,
                                          const OnlineSoftmaxStats &stats,
                                          mlir::Type pElementType);
+
+/// The keys a block of scores may see, for the thread's two rows.
+struct BlockMask {
+  /// Keys per block (the score fragment holds 64 x blockN).
+  int64_t blockN;
+  /// The number of keys: keys at or past it are masked (-inf).
+  mlir::Value seqKV;
+  /// Keys after the query are masked too (top-left aligned: query row r
+  /// sees keys 0..r).
+  bool causal;
+  /// The first query row of the warpgroup's 64 (the uniform test of whether
+  /// a block needs masking), and the thread's two rows.
+  mlir::Value firstRow, row0, row1;
+  /// The thread's lane (its columns: 2 * (lane % 4) + 8 i + {0, 1}).
+  mlir::Value lane;
+  /// With other masks than top-left causal (null otherwise): the last key
+  /// the warpgroup's first row sees and the first key its last row sees
+  /// (the uniform test), and the last and first keys of the thread's rows.
+  mlir::Value firstRowLastKey, lastRowFirstKey;
+  mlir::Value lastKey0, lastKey1, firstKey0, firstKey1;
+};
+
+/// `s` (the scores of K/V block `kvBlock`) with the keys `mask` hides set to
+/// -inf. Only a block that crosses seq_kv or a bound of one of the
+/// warpgroup's rows (the diagonal when causal, a window's edges) needs
+/// masking: a branch uniform across the warpgroup skips the others.
+mlir::Value buildBlockMask(mlir::ImplicitLocOpBuilder &b, mlir::Value s,
+                           mlir::Value kvBlock, const BlockMask &mask);
+
+/// The normalised output of a tile and its row sums.
+struct NormalizedOutput {
+  /// O / l in the output element type.
+  mlir::Value o;
+  /// The whole rows' sums l (across the quad), for the log-sum-exp.
+  mlir::Value sum0, sum1;
+};
+
+/// O / l from the accumulator `acc` and the thread's partial row sums
+/// (`stats.l0`, `stats.l1`, combined across the row's quad first), narrowed
+/// to `elementType`. A row without any key (l = 0) is all zeros, not NaN.
+NormalizedOutput buildNormalizedOutput(mlir::ImplicitLocOpBuilder &b,
+                                       mlir::Value acc,
+                                       const OnlineSoftmaxStats &stats,
+                                       mlir::Type elementType);
+
+/// A warpgroup's output tile stored with TMA through shared memory.
+struct StagedStore {
+  /// The warpgroup's [D/64][rows][64] staging rows (swizzled tiles).
+  mlir::Value rows;
+  /// The i32 id of a named barrier of the warpgroup's 128 threads.
+  mlir::Value barrierId;
+  /// The one thread that issues (and waits for) the store.
+  mlir::Value elected;
+  /// The output's tensor map and the coordinates of the tile's first
+  /// column, outermost first, but for the innermost (the column, added per
+  /// 64-wide block).
+  mlir::Value tensorMap;
+  llvm::SmallVector<mlir::Value> coordinates;
+  /// The rows' (and the tensor map's) swizzle, in bytes.
+  int64_t swizzle = 128;
+};
+
+/// Writes the fragment `o` into `store.rows` (kvpipe.store_fragment), makes
+/// the writes visible to the async proxy and complete in all 128 threads,
+/// then `store.elected` issues one TMA store per column block (TMA clips
+/// rows out of bounds), commits them, and waits until they read shared
+/// memory: one tile per CTA, the CTA's shared memory must outlive the
+/// store. (The persistent rewrite moves that wait to before the next
+/// tile's first write of the rows, and to the end of the CTA.)
+void buildStagedStore(mlir::ImplicitLocOpBuilder &b, mlir::Value o,
+                      const StagedStore &store);
+
+/// Writes `lse[(batch * heads + head) * seqQ + row]` = ln 2 (m c + log2 l)
+/// (natural log of the row's sum of exp(S scale)) for the thread's two
+/// rows below seqQ, from lane 0 of each quad; nothing when `lse` is null.
+/// `max*` are the rows' running maxima, `sum*` their whole sums. With
+/// `infiniteWithoutKeys`, a row that saw no key (sum 0) gets +inf, so that
+/// exp(s - lse) is 0 rather than NaN.
+struct LogSumExpStore {
+  mlir::Value lse, scaleLog2;
+  mlir::Value max0, max1, sum0, sum1;
+  mlir::Value row0, row1, lane;
+  mlir::Value batch, heads, head, seqQ;
+  bool infiniteWithoutKeys = false;
+};
+void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
+                         const LogSumExpStore &store);
 
 } // namespace kvpipe
 

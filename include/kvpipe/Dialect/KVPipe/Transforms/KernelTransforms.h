@@ -6,7 +6,10 @@
 // NVGPU's Transforms.h does:
 //
 //   kvpipe.warp_roles          -> populateLowerWarpRolesPatterns
+//   kvpipe.tile / for_each_tile, one tile per CTA
+//                              -> populateLowerTilesPatterns
 //   kvpipe.fragment_* / quad_* -> populateLowerFragmentOpsPatterns
+//   a persistent loop over tiles -> applyPersistentTiles
 //   softmax under the GEMMs (FA3 intra-warpgroup) -> applyOverlapSoftmax
 //   ping-pong between consumer warpgroups -> applyPingPongSchedule
 //
@@ -23,11 +26,33 @@ class ForOp;
 
 namespace kvpipe {
 
+class TileOp;
 class WarpRolesOp;
 
 /// `kvpipe.warp_roles` -> `scf.if` on `kvpipe.warpgroup_id` with
 /// `nvvm.setmaxregister` at the start of each role.
 void populateLowerWarpRolesPatterns(mlir::RewritePatternSet &patterns);
+
+/// One tile of work per CTA: `kvpipe.tile` -> its region, once, on
+/// `gpu.block_id x, y, z` (the grid is the tile space),
+/// `kvpipe.for_each_tile` -> its region, once.
+void populateLowerTilesPatterns(mlir::RewritePatternSet &patterns);
+
+/// Makes every `kvpipe.for_each_tile` of the kernel of `tile` (its parent
+/// op) a loop over the tiles its CTA takes, for a grid of at most one CTA per
+/// SM: round r gives CTA i tile r * gridDim.x + i, mirrored in odd rounds
+/// (a snake), while that tile exists; the tile's coordinates (x fastest)
+/// and `tile`'s region on them are computed per iteration, and `tile` is
+/// erased. A bulk store the tile waits for right after committing
+/// it is waited for instead before the next tile's first write of the
+/// staged buffer (under the store's thread, then the barrier that follows
+/// that write) and once after the loop; a staged buffer that a TMA load also
+/// fills gets its own, after the kernel's shared-memory views
+/// (PersistentTiles.cpp). Emits an error at the op it cannot handle and
+/// fails, changing nothing: a bulk store it cannot defer, staging rows it
+/// cannot place, or no `kvpipe.for_each_tile` at all.
+mlir::LogicalResult applyPersistentTiles(mlir::RewriterBase &rewriter,
+                                         TileOp tile);
 
 /// The fragment ops of the online softmax (`kvpipe.fragment_row_max`,
 /// `fragment_row_sum`, `fragment_rescale`, `fragment_exp2`, `quad_sum`) ->

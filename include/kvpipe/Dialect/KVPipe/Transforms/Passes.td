@@ -75,6 +75,43 @@ def LowerFragmentOps : Pass<"kvpipe-lower-fragment-ops"> {
   ];
 }
 
+def LowerTiles : Pass<"kvpipe-lower-tiles"> {
+  let summary = "Lower a kernel's tiles to one tile per CTA";
+  let description = [{
+    Inlines the region of every `kvpipe.tile` once, on `gpu.block_id x, y,
+    z` (the grid is the tile space), and every `kvpipe.for_each_tile` region
+    once, on its `iter_args`. The default for a kernel that `--kvpipe-persistent-tiles`
+    did not make persistent.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+  ];
+}
+
+def PersistentTiles : Pass<"kvpipe-persistent-tiles"> {
+  let summary = "Each CTA loops over its tiles (a persistent kernel)";
+  let description = [{
+    Rewrites the tiles of every kernel with a `kvpipe.tile` for a grid of at
+    most one CTA per SM: every `kvpipe.for_each_tile` becomes an `scf.while`
+    over rounds, round r giving CTA i the tile `r * gridDim.x + i` (mirrored
+    in odd rounds, a snake that pairs long and short tiles), while that tile
+    exists; the tile's coordinates (x fastest) and the `kvpipe.tile` region
+    on them (the tile's values) are computed in each iteration. A bulk
+    store that a tile waited for right after committing it is waited for
+    before the next tile's first write of the staged buffer and once after
+    the loop; a staged buffer that a TMA load also fills gets a buffer of its
+    own after the other shared-memory views (the host must provide its
+    bytes: the ABI's `dynamic_shared_memory`).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def OverlapSoftmax : Pass<"kvpipe-overlap-softmax"> {
   let summary = "Overlap the softmax of K/V block j with the GEMMs of block j-1";
   let description = [{

@@ -1,0 +1,64 @@
+// RUN: kvpipe-opt %s --kvpipe-lower-tiles | FileCheck %s
+
+// One tile of work per CTA (the default): the grid is the tile space, so
+// kvpipe.tile's region runs once, on blockIdx (z, y, x: the order the
+// generator emitted them in before the tile was an op), and each
+// kvpipe.for_each_tile region runs once, on its iter_args; the results of
+// both are what their regions yield.
+// Values computed only for the tile sizes (which bound the persistent
+// loop, not this) are dropped.
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+func.func private @work(index, index, index, !p)
+func.func private @after(!p)
+
+// CHECK-LABEL: func.func @one_tile(
+//  CHECK-SAME:   %[[NQ:[^:]*]]: index, %[[HEADS:[^:]*]]: index, %{{[^:]*}}: i32, %[[P:[^:]*]]: !kvpipe.pipeline
+//  CHECK-NEXT:   %[[Z:.*]] = gpu.block_id z
+//  CHECK-NEXT:   %[[Y:.*]] = gpu.block_id y
+//  CHECK-NEXT:   %[[X:.*]] = gpu.block_id x
+//  CHECK-NEXT:   %[[C128:.*]] = arith.constant 128 : index
+//  CHECK-NEXT:   %[[ROW:.*]] = arith.muli %[[X]], %[[C128]] : index
+//  CHECK-NEXT:   call @work(%[[ROW]], %[[Y]], %[[Z]], %[[P]])
+//  CHECK-NEXT:   %[[NEXT:.*]] = kvpipe.step %[[P]]
+//  CHECK-NEXT:   call @after(%[[NEXT]])
+//  CHECK-NEXT:   return
+func.func @one_tile(%nq: index, %heads: index, %batch32: i32, %p: !p) {
+  %batch = arith.index_cast %batch32 : i32 to index
+  %row, %y, %z = kvpipe.tile in(%nq, %heads, %batch) {
+  ^bb0(%tx: index, %ty: index, %tz: index):
+    %c128 = arith.constant 128 : index
+    %r = arith.muli %tx, %c128 : index
+    kvpipe.yield %r, %ty, %tz : index, index, index
+  } -> index, index, index
+  %done = kvpipe.for_each_tile iter_args(%p : !p) {
+  ^bb0(%s: !p):
+    func.call @work(%row, %y, %z, %s) : (index, index, index, !p) -> ()
+    %next = kvpipe.step %s : !p
+    kvpipe.yield %next : !p
+  } -> !p
+  func.call @after(%done) : (!p) -> ()
+  return
+}
+
+// Inside warp roles, without iter_args.
+// CHECK-LABEL: func.func @roles(
+//       CHECK:   kvpipe.warp_roles
+//  CHECK-NEXT:     func.call @work
+//   CHECK-NOT:   kvpipe.for_each_tile
+func.func @roles(%n: index, %p: !p) {
+  %x, %y, %z = kvpipe.tile in(%n, %n, %n) {
+  ^bb0(%tx: index, %ty: index, %tz: index):
+    kvpipe.yield %tx, %ty, %tz : index, index, index
+  } -> index, index, index
+  kvpipe.warp_roles producer registers(24) {
+    kvpipe.for_each_tile {
+      func.call @work(%x, %y, %z, %p) : (index, index, index, !p) -> ()
+      kvpipe.yield
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%c: index):
+  }
+  return
+}
