@@ -177,6 +177,8 @@ def _main(argv: Optional[List[str]]) -> int:
                       help="also the serving masks' kernels: bottom-right alignment, sliding "
                            "windows, per-batch KV lengths (what check's mask and KV-cache "
                            "cases launch)")
+    comp.add_argument("--backward", action="store_true",
+                      help="compile the backward kernels (docs/backward.md)")
     for p in (comp,) + tuple(sub.add_parser(n, help=h) for n, h in (
             ("check", "verify the kernels against torch on the GPU"),
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
@@ -189,15 +191,22 @@ def _main(argv: Optional[List[str]]) -> int:
         help="check N random configurations instead of the grid")
     sub.choices["check"].add_argument("--seed", type=int, default=0,
                                       help="seed of the random configurations")
+    sub.choices["check"].add_argument(
+        "--backward", action="store_true",
+        help="check dQ, dK, dV of the backward kernels against torch float32 autograd")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
                        choices=kernels.HEAD_DIMS, metavar="D",
                        help=f"head dims (choices: {', '.join(map(str, kernels.HEAD_DIMS))})")
-    bench.add_argument("--seq-len", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    bench.add_argument("--seq-len", type=int, nargs="+", default=None,
+                       help="sequence lengths (default 1k-16k; with --backward 1k, 4k, 16k)")
     bench.add_argument("--tune", nargs="*", metavar="NAME=VALUE")
     bench.add_argument("--variant", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
+    bench.add_argument("--backward", action="store_true",
+                       help="benchmark the backward pass (2.5x the forward FLOPs) against "
+                            "SDPA's cuDNN and flash backward")
     cache = sub.add_parser("cache", help="list or clear the kernel cache")
     cache.add_argument("action", choices=["list", "clear"])
     args = parser.parse_args(argv)
@@ -221,11 +230,20 @@ def _main(argv: Optional[List[str]]) -> int:
             for config in check.kernel_configs():
                 k = compile_attention(**config, **_tuning(args.tune))
                 print(f"{k.name}: {k.describe()}")
+            if args.backward:  # and the backward families check --backward launches
+                for config in check.backward_kernel_configs():
+                    k = compile_attention(**config)
+                    print(f"{k.name}: {k.describe()}")
             return 0
+        if args.backward:
+            if args.tune or args.masks:
+                parser.error("compile --backward takes neither --tune nor --masks")
+            masks = [("top_left", False, False)]
         rows = []
         # Every (Q/K, V) head-dim pair of the chosen Q/K head dims: 192
         # also compiles (192, 128).
-        pairs = [(d, dv) for d, dv in kernels.HEAD_DIM_PAIRS if d in args.head_dim]
+        pairs = [(d, dv) for d, dv in kernels.HEAD_DIM_PAIRS if d in args.head_dim
+                 and (not args.backward or (d == dv and d in (64, 128)))]
         for d, dv in pairs:
             for dtype in args.dtype:
                 for causal, (alignment, window, lengths) in (
@@ -235,7 +253,7 @@ def _main(argv: Optional[List[str]]) -> int:
                                           value_head_dim=dv if dv != d else None,
                                           mask_alignment=alignment,
                                           sliding_window=window, kv_lengths=lengths,
-                                          **_tuning(args.tune))
+                                          backward=args.backward, **_tuning(args.tune))
                     rows.append({"kernel": k.name, "cached": k.cached,
                                  "compile_s": None if k.cached else k.compile_seconds,
                                  "cubin": k.cubin is not None,
@@ -251,6 +269,14 @@ def _main(argv: Optional[List[str]]) -> int:
         from kvpipe import check
 
         tuning = _tuning(args.tune)
+        if args.backward:
+            if tuning or args.random:
+                parser.error("check --backward takes neither --tune nor --random")
+            rows = check.run_backward()
+            markdown = check.backward_to_markdown(rows)
+            print(markdown)
+            _write(args, "kvpipe check --backward", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         cases = check.random_grid(args.random, args.seed) if args.random else None
         rows = check.run(cases, tuning=tuning)
         if not tuning and not args.random:
@@ -265,7 +291,17 @@ def _main(argv: Optional[List[str]]) -> int:
 
     variants = [_tuning(v.split(",")) for v in args.variant or []]
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
-    rows = bench_mod.run(args.head_dim, args.seq_len, causals, variants=variants,
+    if args.backward:
+        if args.tune or args.variant:
+            parser.error("bench --backward takes neither --tune nor --variant")
+        rows = bench_mod.run_backward(args.head_dim, args.seq_len or [1024, 4096, 16384],
+                                      causals)
+        markdown = bench_mod.backward_to_markdown(rows)
+        print(markdown)
+        _write(args, "kvpipe bench --backward", rows, markdown)
+        return 0
+    seq_lens = args.seq_len or [1024, 2048, 4096, 8192, 16384]
+    rows = bench_mod.run(args.head_dim, seq_lens, causals, variants=variants,
                          **_tuning(args.tune))
     markdown = bench_mod.to_markdown(rows)
     print(markdown)

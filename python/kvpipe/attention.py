@@ -228,7 +228,8 @@ _V2_PARAM_KINDS = {"q_map": "tensor_map", "k_map": "tensor_map", "v_map": "tenso
                    "heads_per_kv_head": "i32", "scale_log2": "f32", "heads_q": "i32",
                    "batch": "i32", "window_left": "i32", "window_right": "i32",
                    "kv_lengths": "pointer"}
-_SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "f32": cuda.F32Arg}
+_SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "i64": cuda.I64Arg,
+                "f32": cuda.F32Arg}
 
 
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
@@ -242,11 +243,30 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     it without a graph break); ``out=`` and tuning attributes call the
     kernel directly. See ``attention_impl`` for the arguments.
 
-    Raises:
-        NotImplementedError: grad mode is on and an input requires grad:
-            kvpipe has no backward pass yet.
+    When grad mode is on and ``q``, ``k`` or ``v`` requires grad, the output
+    has a ``grad_fn``: the forward saves O and the log-sum-exp, and the
+    backward launches kvpipe's backward kernels (docs/backward.md). Tuning
+    attributes apply to the forward kernel; ``out=`` is refused then (an
+    output written in place cannot be differentiated).
     """
-    _check_no_grad(q, k, v)
+    if _needs_grad(q, k, v):
+        if out is not None:
+            raise ValueError("out= cannot be used when q, k or v requires grad")
+        if (kv_lengths is not None or tuple(window_size) != (-1, -1)
+                or (causal and mask_alignment != "top_left")):
+            raise ValueError("kvpipe's backward supports the top-left causal mask or none: "
+                             "mask_alignment, window_size and kv_lengths cannot be used when "
+                             "q, k or v requires grad")
+        op = _custom_op(q)
+        if op is not None and not tuning:
+            if scale is None:
+                scale = 1.0 / math.sqrt(tuple(q.shape)[-1])
+            o, lse = op(q, k, v, causal, float(scale), layout, "top_left", -1, -1, None)
+        else:
+            from kvpipe.autograd import attention_with_grad
+
+            o, lse = attention_with_grad(q, k, v, causal, scale, layout, tuning)
+        return (o, lse) if return_lse else o
     op = _custom_op(q)
     if op is not None and (not isinstance(causal, bool) or layout not in LAYOUTS or
                            mask_alignment not in kernels.MASK_ALIGNMENTS or
@@ -266,20 +286,13 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     return (o, lse) if return_lse else o
 
 
-def _check_no_grad(*tensors: Any) -> None:
-    """kvpipe computes no gradients yet: refuse inputs that need them, here,
-    rather than return an output without ``grad_fn`` that the training loop
-    trips over far from the cause."""
-    needs_grad = [name for name, t in zip("qkv", tensors) if getattr(t, "requires_grad", False)]
-    if not needs_grad:
-        return
+def _needs_grad(*tensors: Any) -> bool:
+    """Whether autograd must record the call: grad mode on and an input
+    requiring grad."""
+    if not any(getattr(t, "requires_grad", False) for t in tensors):
+        return False
     torch = sys.modules.get("torch")
-    if torch is not None and not torch.is_grad_enabled():
-        return
-    raise NotImplementedError(
-        f"kvpipe.attention has no backward pass yet, and {', '.join(needs_grad)} "
-        f"require{'s' if len(needs_grad) == 1 else ''} grad: call it under torch.no_grad() "
-        "or torch.inference_mode(), or pass detached tensors")
+    return torch is None or torch.is_grad_enabled()
 
 
 def _custom_op(q: Any) -> Any:
@@ -408,3 +421,170 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                       shared_mem=abi["dynamic_shared_memory"],
                       stream=torch.cuda.current_stream())
     return (out, lse) if return_lse else out
+
+
+_loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
+
+
+def _backward_kernels(config_args: Tuple[int, str, bool],
+                      device_index: int) -> Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]:
+    """The loaded backward family (role -> (kernel, ABI)), compiled or cached once."""
+    key = (config_args, device_index)
+    found = _loaded_backward.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        found = _loaded_backward.get(key)
+        if found is None:
+            head_dim, dtype, causal = config_args
+            compiled = kernels.compile_attention(head_dim, dtype, causal, backward=True)
+            module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
+            found = {}
+            for role in ("preprocess", "main", "postprocess"):
+                abi = compiled.kernel_abi(role)
+                kernel = module.function(abi["kernel"])
+                if abi["dynamic_shared_memory"]:
+                    kernel.set_max_dynamic_shared_memory(abi["dynamic_shared_memory"])
+                found[role] = (kernel, abi)
+            log("loaded %s on device %d", compiled.name, device_index)
+            _loaded_backward[key] = found
+    return found
+
+
+def _kernel_ready(name: str, t: Any) -> Any:
+    """``t`` with a contiguous last dimension and 16-byte aligned strides
+    (what the kernels read), copied only when it has not."""
+    ok = (t.stride(-1) == 1 and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1])
+          and t.data_ptr() % 16 == 0)
+    return t if ok else t.contiguous()
+
+
+def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
+                       causal: bool = False, scale: Optional[float] = None,
+                       layout: str = "bhsd", dq: Any = None, dk: Any = None,
+                       dv: Any = None) -> Tuple[Any, Any, Any]:
+    """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v)`` for the
+    output gradient ``do``, from the forward's ``o`` and ``lse`` (what
+    ``attention(..., return_lse=True)`` returns), by kvpipe's backward kernels
+    (docs/backward.md): preprocess, main, postprocess.
+
+    ``q``, ``k``, ``v``, ``causal``, ``scale`` and ``layout`` as for the
+    forward; ``o`` and ``do`` have q's shape, ``lse`` is fp32 ``(B, H_q,
+    S_q)``. ``dq``, ``dk``, ``dv``: optional outputs of q's, k's and v's
+    shapes, dtype and layout (written in place; any strides the forward
+    accepts).
+
+    Raises:
+        ValueError / TypeError: an argument of the wrong shape, dtype, device
+            or strides; the message names it.
+    """
+    (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, v_dim) = _check_inputs(q, k, v, layout)
+    if d not in (64, 128) or v_dim != d:
+        raise ValueError(f"the backward supports head dims 64 and 128 with v's equal to q's, "
+                         f"got q's {d} and v's {v_dim}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+            or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    # Copied below where the kernels cannot read them as they are.
+    for name, t in (("o", o), ("do", do)):
+        _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=False,
+                              stride_alignment_bytes=None)
+        if tuple(t.shape) != tuple(q.shape) or str(t.dtype) != str(q.dtype):
+            raise ValueError(f"{name} must have q's shape {tuple(q.shape)} and dtype {q.dtype}, "
+                             f"got {tuple(t.shape)} and {t.dtype}")
+    _tensors.check_tensor("lse", lse, rank=3, device="cuda", last_dim_contiguous=False,
+                          stride_alignment_bytes=None)
+    if tuple(lse.shape) != (b, hq, sq) or str(lse.dtype) != "torch.float32":
+        raise ValueError(f"lse must be float32 of shape {(b, hq, sq)}, got {lse.dtype} "
+                         f"{tuple(lse.shape)}")
+    for name, t, like in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+        if t is None:
+            continue
+        _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True,
+                              stride_alignment_bytes=16)
+        if tuple(t.shape) != tuple(like.shape) or str(t.dtype) != str(like.dtype):
+            raise ValueError(f"{name} must have the shape {tuple(like.shape)} and dtype "
+                             f"{like.dtype} of its input, got {tuple(t.shape)}, {t.dtype}")
+    import torch
+
+    o, do = _kernel_ready("o", o), _kernel_ready("do", do)
+    lse = lse.contiguous()
+
+    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    family = _backward_kernels((d, kernels.dtype_name(q.dtype), causal), device_index)
+    block_m = family["main"][1]["block_m"]
+    padded = (sq + block_m - 1) // block_m * block_m
+    f32 = dict(dtype=torch.float32, device=q.device)
+    delta = torch.empty((b, hq, padded), **f32)
+    lse_log2 = torch.empty((b, hq, padded), **f32)
+    dq_accum = torch.empty((b, hq, padded, d), **f32)
+    if dq is None:
+        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    group = hq // hkv
+    # The main kernel writes dK and dV per query head: into the gradients
+    # themselves for MHA, else into (B, H_q, S_kv, D) buffers whose groups are
+    # summed below.
+    if group == 1:
+        dk_out = dk if dk is not None else torch.empty_like(k, memory_format=torch.contiguous_format)
+        dv_out = dv if dv is not None else torch.empty_like(v, memory_format=torch.contiguous_format)
+        kv_layout = layout
+    else:
+        dk_out = torch.empty((b, hq, skv, d), dtype=q.dtype, device=q.device)
+        dv_out = torch.empty((b, hq, skv, d), dtype=q.dtype, device=q.device)
+        kv_layout = "bhsd"
+
+    def strides(t: Any, t_layout: str) -> Tuple[int, ...]:
+        return _bhsd_view("", t, t_layout)[1][:3]
+
+    stream = torch.cuda.current_stream()
+    grid_q = ((sq + block_m - 1) // block_m, hq, b)
+    with torch.cuda.device(device_index):
+        kernel, abi = family["preprocess"]
+        os_, dos = strides(o, layout), strides(do, layout)
+        args = kernel_arguments(abi, {
+            "o": o.data_ptr(), "do": do.data_ptr(), "lse": lse.data_ptr(),
+            "delta": delta.data_ptr(), "lse_log2": lse_log2.data_ptr(),
+            "dq_accum": dq_accum.data_ptr(), "o_stride_b": os_[0], "o_stride_h": os_[1],
+            "o_stride_s": os_[2], "do_stride_b": dos[0], "do_stride_h": dos[1],
+            "do_stride_s": dos[2], "seq_q": sq, "heads_q": hq})
+        kernel.launch(grid_q, (abi["threads"], 1, 1), args, stream=stream)
+
+        kernel, abi = family["main"]
+        args = kernel_arguments(abi, {
+            "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
+            "do_map": ("do", do, layout), "dk_map": ("dk", dk_out, kv_layout),
+            "dv_map": ("dv", dv_out, kv_layout), "lse_log2": lse_log2.data_ptr(),
+            "delta": delta.data_ptr(), "dq_accum": dq_accum.data_ptr(), "seq_q": sq,
+            "seq_kv": skv, "heads_per_kv_head": group, "scale_log2": scale * _LOG2E,
+            "scale": float(scale), "heads_q": hq, "batch": b})
+        grid = ((skv + abi["block_n"] - 1) // abi["block_n"], hq, b)
+        log("launch %s: grid %s, block (%d, 1, 1), %d B shared", abi["kernel"], grid,
+            abi["threads"], abi["dynamic_shared_memory"])
+        kernel.launch(grid, (abi["threads"], 1, 1), args,
+                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
+
+        kernel, abi = family["postprocess"]
+        dqs = strides(dq, layout)
+        args = kernel_arguments(abi, {
+            "dq_accum": dq_accum.data_ptr(), "dq": dq.data_ptr(), "dq_stride_b": dqs[0],
+            "dq_stride_h": dqs[1], "dq_stride_s": dqs[2], "seq_q": sq, "heads_q": hq,
+            "scale": float(scale)})
+        kernel.launch(grid_q, (abi["threads"], 1, 1), args, stream=stream)
+
+    if group == 1:
+        return dq, dk_out, dv_out
+    # GQA/MQA: a K/V head's gradient is the sum over its query heads.
+    summed = []
+    for name, buf, out_t, like in (("dk", dk_out, dk, k), ("dv", dv_out, dv, v)):
+        total = buf.view(b, hkv, group, skv, d).sum(dim=2, dtype=torch.float32).to(q.dtype)
+        if layout == "bshd":
+            total = total.transpose(1, 2)
+        if out_t is None:
+            out_t = torch.empty_like(like, memory_format=torch.contiguous_format)
+        out_t.copy_(total)
+        summed.append(out_t)
+    return dq, summed[0], summed[1]

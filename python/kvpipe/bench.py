@@ -142,3 +142,68 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
                      f"{r.get('vs_cudnn')} | {r.get('vs_flash')} | {r.get('vs_fa4')} | "
                      f"{r.get('ptx_s')}, {r.get('compile_s')} |" + extra)
     return "\n".join(lines) + "\n"
+
+
+def run_backward(head_dims: Sequence[int] = (64, 128),
+                 seq_lens: Sequence[int] = (1024, 4096, 16384),
+                 causals: Sequence[bool] = (False, True), heads: int = 16,
+                 peers: bool = True) -> List[Dict[str, Any]]:
+    """Backward TFLOP/s (2.5x the forward's FLOPs, halved when causal) of
+    kvpipe's backward family and of torch SDPA's cuDNN and flash (FA2)
+    backward, on the same inputs and output gradient, in one process. The
+    forward is run once outside the timing; each timed call is the backward
+    alone (kvpipe: ``attention_backward``; SDPA: ``torch.autograd.grad`` of a
+    retained graph)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import kvpipe
+    from kvpipe.attention import attention_backward
+
+    rows = []
+    for d in head_dims:
+        for n in seq_lens:
+            b = max(1, 32768 // n)
+            for causal in causals:
+                q, k, v = (torch.randn(b, heads, n, d, dtype=torch.bfloat16, device="cuda")
+                           for _ in range(3))
+                do = torch.randn_like(q)
+                flops = 2.5 * 4 * b * heads * n * n * d / (2 if causal else 1)
+                row: Dict[str, Any] = {"D": d, "N": n, "B": b, "H": heads, "causal": causal}
+                with torch.no_grad():
+                    o, lse = kvpipe.attention(q, k, v, causal=causal, return_lse=True)
+                fn = lambda: attention_backward(q, k, v, o, lse, do, causal=causal)  # noqa: E731
+                row["kvpipe"] = round(flops / _median_ms(fn) / 1e9, 1)
+                if peers:
+                    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                          ("flash", SDPBackend.FLASH_ATTENTION)):
+                        try:
+                            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+                            with sdpa_kernel([backend]):
+                                out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+                            ms = _median_ms(lambda: torch.autograd.grad(
+                                out, leaves, do, retain_graph=True))
+                            row[name] = round(flops / ms / 1e9, 1)
+                            del out, leaves
+                        except RuntimeError:
+                            row[name] = None
+                    if row.get("cudnn"):
+                        row["vs_cudnn"] = round(row["kvpipe"] / row["cudnn"], 3)
+                    if row.get("flash"):
+                        row["vs_flash"] = round(row["kvpipe"] / row["flash"], 3)
+                print(row, flush=True)
+                rows.append(row)
+                del q, k, v, do, o, lse
+    return rows
+
+
+def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
+    lines = ["| D | N | B | causal | kvpipe bwd TFLOP/s | cuDNN | flash (FA2) | kvpipe/cuDNN "
+             "| kvpipe/flash |",
+             "|" + " --- |" * 9]
+    for r in rows:
+        lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
+                     f"{r['kvpipe']} | {r.get('cudnn')} | {r.get('flash')} | "
+                     f"{r.get('vs_cudnn')} | {r.get('vs_flash')} |")
+    return "\n".join(lines) + "\n"

@@ -58,20 +58,25 @@ class Case:
                 f"{self.seq_q}x{self.seq_kv} {self.layout}{extra}")
 
 
+#: (B, H_q, H_kv, S_q, S_kv) of the grids, each with both dtypes, head dims
+#: and causal or not.
+SHAPES = [
+    (2, 4, 4, 256, 256),   # tile multiples
+    (1, 2, 2, 1, 1),       # a single query and key
+    (2, 3, 3, 197, 197),   # odd lengths, tails in both dimensions
+    (1, 2, 2, 100, 300),   # seq_q < seq_kv
+    (1, 2, 2, 300, 77),    # seq_q > seq_kv
+]
+
+
+def _shape_grid(shapes: List[tuple]) -> List[Case]:
+    return [Case(dtype, head_dim, causal, b, hq, hkv, sq, skv)
+            for dtype in ("bf16", "f16") for head_dim in (64, 128)
+            for causal in (False, True) for b, hq, hkv, sq, skv in shapes]
+
+
 def default_grid() -> List[Case]:
-    cases: List[Case] = []
-    shapes = [
-        (2, 4, 4, 256, 256),   # tile multiples
-        (1, 2, 2, 1, 1),       # a single query and key
-        (2, 3, 3, 197, 197),   # odd lengths, tails in both dimensions
-        (1, 2, 2, 100, 300),   # seq_q < seq_kv
-        (1, 2, 2, 300, 77),    # seq_q > seq_kv
-    ]
-    for dtype in ("bf16", "f16"):
-        for head_dim in (64, 128):
-            for causal in (False, True):
-                for b, hq, hkv, sq, skv in shapes:
-                    cases.append(Case(dtype, head_dim, causal, b, hq, hkv, sq, skv))
+    cases = _shape_grid(SHAPES)
     for causal in (False, True):
         for head_dim in (64, 128):
             cases += [
@@ -89,7 +94,7 @@ def default_grid() -> List[Case]:
     for head_dim, value_head_dim in ((96, None), (192, None), (192, 128), (256, None)):
         for causal in (False, True):
             for dtype in ("bf16", "f16"):
-                for b, hq, hkv, sq, skv in shapes:
+                for b, hq, hkv, sq, skv in SHAPES:
                     cases.append(Case(dtype, head_dim, causal, b, hq, hkv, sq, skv,
                                       value_head_dim=value_head_dim))
             cases += [
@@ -534,3 +539,116 @@ def kernel_configs(cases: Optional[List[Case]] = None,
         if config not in unique:
             unique.append(config)
     return unique
+def backward_grid() -> List[Case]:
+    """The backward's grid: both dtypes and head dims, causal and not, odd
+    lengths, seq_q != seq_kv, GQA/MQA, both layouts, strided views."""
+    # The forward's shapes, with fewer batches and heads (the float32
+    # reference autograd is the slow part).
+    cases = _shape_grid([(1, min(hq, 2), min(hkv, 2), sq, skv)
+                         for _, hq, hkv, sq, skv in SHAPES])
+    for causal in (False, True):
+        for head_dim in (64, 128):
+            cases += [
+                Case("bf16", head_dim, causal, 2, 8, 2, 160, 333),            # GQA
+                Case("bf16", head_dim, causal, 1, 6, 1, 129, 129),            # MQA
+                Case("bf16", head_dim, causal, 1, 4, 2, 190, 257, "bshd", True),
+            ]
+    cases.append(Case("bf16", 128, True, 1, 2, 2, 1024, 1024))  # longer causal
+    return cases
+
+
+def backward_kernel_configs() -> List[Dict[str, Any]]:
+    """The ``compile_attention`` arguments of the backward families (and the
+    forward kernels whose O and log-sum-exp they take) that ``run_backward``
+    launches."""
+    configs = []
+    for case in backward_grid():
+        for backward in (False, True):
+            config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+                          backward=backward)
+            if config not in configs:
+                configs.append(config)
+    return configs
+
+
+def _reference_grads(case: Case, q: Any, k: Any, v: Any, do: Any, scale: float, torch: Any):
+    """dq, dk, dv by torch's float32 autograd, in the case's layout."""
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    out, _ = _reference(case, qf, kf, vf, scale, torch)
+    out.backward(do.float())
+    return qf.grad, kf.grad, vf.grad
+
+
+def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
+    import torch
+
+    import kvpipe
+    from kvpipe.attention import attention_backward
+
+    torch.manual_seed(seed)
+    q = _make(case, "q", case.heads_q, case.seq_q, torch)
+    k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
+    v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
+    do = torch.randn_like(q, memory_format=torch.contiguous_format)
+    scale = 1.0 / math.sqrt(case.head_dim)
+    row: Dict[str, Any] = {"case": case.name}
+    try:
+        with torch.no_grad():
+            o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
+                                      layout=case.layout)
+        # Poisoned outputs: every element the kernels miss stays NaN.
+        outs = [torch.full_like(t, float("nan"), memory_format=torch.contiguous_format)
+                for t in (q, k, v)]
+        dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=case.causal,
+                                        layout=case.layout, dq=outs[0], dk=outs[1], dv=outs[2])
+        # And through autograd: kvpipe.attention(...).backward(do).
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        kvpipe.attention(*leaves, causal=case.causal, layout=case.layout).backward(do)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    refs = _reference_grads(case, q, k, v, do, scale, torch)
+    ok, errors = True, {}
+    for name, got, auto, ref in zip(("dq", "dk", "dv"), (dq, dk, dv),
+                                    (leaf.grad for leaf in leaves), refs):
+        for label, value in ((name, got), (name + "_autograd", auto)):
+            gf = value.float()
+            finite = bool(torch.isfinite(gf).all())
+            rel = float((gf - ref).norm() / ref.norm().clamp_min(1e-30))
+            errors[label] = rel
+            ok = ok and finite and rel < REL_TOLERANCE
+    row.update(ok=ok, rel=max(errors.values()), errors=errors)
+    return row
+
+
+def run_backward(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:
+    cases = cases if cases is not None else backward_grid()
+    rows = []
+    for i, case in enumerate(cases):
+        start = time.perf_counter()
+        row = run_backward_case(case, seed=4321 + i)
+        row["seconds"] = round(time.perf_counter() - start, 3)
+        rows.append(row)
+        detail = (" ".join(f"{k} {v:.2e}" for k, v in row["errors"].items())
+                  if "errors" in row else row.get("error", ""))
+        print(f"{'PASS' if row['ok'] else 'FAIL'} backward {case.name}: {detail}", flush=True)
+    return rows
+
+
+def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
+    lines = ["| case | result | dQ rel. | dK rel. | dV rel. | via autograd (max) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        e = row.get("errors")
+        if e:
+            auto = max(e["dq_autograd"], e["dk_autograd"], e["dv_autograd"])
+            lines.append(f"| {row['case']} | {'PASS' if row['ok'] else 'FAIL'} | "
+                         f"{e['dq']:.2e} | {e['dk']:.2e} | {e['dv']:.2e} | {auto:.2e} |")
+        else:
+            lines.append(f"| {row['case']} | FAIL | {row.get('error', '')} | | | |")
+    passed = sum(r["ok"] for r in rows)
+    lines.append(f"\n{passed}/{len(rows)} backward configurations passed "
+                 f"(relative error of dQ, dK, dV < {REL_TOLERANCE}, against torch float32 "
+                 "autograd).")
+    return "\n".join(lines) + "\n"

@@ -69,12 +69,14 @@ class AttentionConfig:
     sliding_window: bool = False
     #: The kernel takes a per-batch key count (flash-attn's cache_seqlens).
     kv_lengths: bool = False
+    #: The backward family (docs/backward.md) instead of the forward kernel.
+    backward: bool = False
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
              value_head_dim: Optional[int] = None, mask_alignment: str = "top_left",
              sliding_window: bool = False, kv_lengths: bool = False,
-             **tuning: int) -> "AttentionConfig":
+             backward: bool = False, **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
@@ -109,9 +111,20 @@ class AttentionConfig:
             raise TypeError(f"sliding_window must be a bool, got {sliding_window!r}")
         if not isinstance(kv_lengths, bool):
             raise TypeError(f"kv_lengths must be a bool, got {kv_lengths!r}")
+        if not isinstance(backward, bool):
+            raise TypeError(f"backward must be a bool, got {backward!r}")
+        if backward and tuning:
+            raise ValueError(f"tuning attributes ({', '.join(sorted(tuning))}) are not "
+                             "supported with backward=True: the backward kernels' tiles are "
+                             "fixed per head dim (docs/backward.md)")
+        if backward and (head_dim not in (64, 128) or value_head_dim is not None
+                         or mask_alignment != "top_left" or sliding_window or kv_lengths):
+            raise ValueError("backward=True supports head_dim 64 and 128 without "
+                             "value_head_dim, mask_alignment, sliding_window or kv_lengths "
+                             "(docs/backward.md)")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
-                               kv_lengths)
+                               kv_lengths, backward)
 
     @property
     def v_head_dim(self) -> int:
@@ -123,7 +136,7 @@ class AttentionConfig:
         dims = f"d{self.head_dim}"
         if self.value_head_dim is not None:
             dims += f"v{self.value_head_dim}"
-        parts = [f"kvpipe_attention_{dims}_{self.dtype}",
+        parts = [f"kvpipe_attention{'_bwd' if self.backward else ''}_{dims}_{self.dtype}",
                  "causal" if self.causal else "full"]
         if self.mask_alignment != "top_left":
             parts.append(self.mask_alignment)
@@ -148,6 +161,8 @@ class AttentionConfig:
             attrs.append("sliding_window = true")
         if self.kv_lengths:
             attrs.append("kv_lengths = true")
+        if self.backward:
+            attrs.append("backward = true")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
@@ -171,6 +186,18 @@ class CompiledKernel:
     compile_seconds: Optional[float] = None
     #: Loaded from the kernel cache rather than compiled by this call.
     cached: bool = False
+    #: The ABI of every kernel the declaration generated (one for the
+    #: forward; preprocess, main and postprocess for the backward, whose
+    #: ``abi`` is the main kernel's).
+    abis: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def kernel_abi(self, role: str) -> Dict[str, Any]:
+        """The ABI of the backward kernel of ``role`` (preprocess, main,
+        postprocess)."""
+        for abi in self.abis:
+            if abi.get("role") == role:
+                return abi
+        raise KeyError(f"{self.name} has no {role} kernel")
 
     @property
     def image(self) -> bytes:
@@ -229,8 +256,12 @@ def _load_entry(entry: Path, config: AttentionConfig) -> Optional[CompiledKernel
     cubin = cubin_path.read_bytes() if cubin_path.is_file() else None
     if meta.get("declaration") != config.declaration():
         return None
+    try:
+        abis = json.loads((entry / "abis.json").read_text())
+    except (OSError, ValueError):
+        abis = [abi]
     return CompiledKernel(config, meta["name"], ptx, cubin, abi, meta["compiler_version"],
-                          meta.get("compile_seconds"), cached=True)
+                          meta.get("compile_seconds"), cached=True, abis=abis)
 
 
 def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
@@ -246,7 +277,9 @@ def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
              f"wait-timeout={config.wait_timeout}"],
             extra_args=["-o", os.devnull])
         ptx = Path(ptx_path).read_text()
-        abi = json.loads(Path(abi_path).read_text())[0]
+        abis = json.loads(Path(abi_path).read_text())
+        # The backward family's main kernel is named like the declaration.
+        abi = next((a for a in abis if a.get("kernel") == config.kernel_name), abis[0])
         ptx_seconds = time.perf_counter() - start
         cubin = None
         ptxas = _find_ptxas()
@@ -258,7 +291,7 @@ def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
                 raise _compiler.CompilerError(proc.stderr, proc.returncode, [ptxas])
             cubin = Path(cubin_path).read_bytes()
     kernel = CompiledKernel(config, abi["kernel"], ptx, cubin, abi, version,
-                            compile_seconds=round(time.perf_counter() - start, 3))
+                            compile_seconds=round(time.perf_counter() - start, 3), abis=abis)
     kernel.abi["ptx_seconds"] = round(ptx_seconds, 3)
     log("compiled %s with %s in %s s (PTX in %s s)", kernel.name, compiler,
         kernel.compile_seconds, kernel.abi["ptx_seconds"])
@@ -293,6 +326,7 @@ def _write_entry(kernel: CompiledKernel, entry: Path) -> None:
     if kernel.cubin is not None:
         (tmp / "kernel.cubin").write_bytes(kernel.cubin)
     (tmp / "abi.json").write_text(json.dumps(kernel.abi, indent=1))
+    (tmp / "abis.json").write_text(json.dumps(kernel.abis, indent=1))
     (tmp / "meta.json").write_text(json.dumps({
         "name": kernel.name, "declaration": kernel.config.declaration(),
         "compiler_version": kernel.compiler_version,
@@ -307,8 +341,11 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       value_head_dim: Optional[int] = None,
                       use_cache: bool = True, wait_timeout: int = 0,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
-                      kv_lengths: bool = False, **tuning: int) -> CompiledKernel:
-    """Compiles (or loads from the cache) a FlashAttention forward kernel.
+                      kv_lengths: bool = False, backward: bool = False,
+                      **tuning: int) -> CompiledKernel:
+    """Compiles (or loads from the cache) a FlashAttention forward kernel, or
+    with ``backward=True`` the backward family (docs/backward.md: preprocess,
+    main and postprocess kernels in one module, their ABIs in ``abis``).
 
     Args:
         head_dim: of Q and K: 64, 96, 128, 192 or 256.
@@ -341,7 +378,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             diagnostics name the attribute).
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
-                                  mask_alignment, sliding_window, kv_lengths, **tuning)
+                                  mask_alignment, sliding_window, kv_lengths, backward,
+                                  **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

@@ -1,7 +1,10 @@
-"""``kvpipe.attention`` as a torch custom operator (``torch.ops.kvpipe.attention``).
+"""``kvpipe.attention`` as torch custom operators (``torch.ops.kvpipe.*``).
 
-Registered with ``torch.library`` together with a fake (meta) implementation,
-so that ``torch.compile`` graphs call the kernel without a graph break, and
+``kvpipe::attention`` (forward, returns ``(o, lse)``) and
+``kvpipe::attention_backward`` (returns ``(dq, dk, dv)``) are registered with
+``torch.library`` together with fake (meta) implementations, and the forward
+gets the backward through ``register_autograd``, so that ``torch.compile``
+graphs call the kernels -- forward and backward -- without a graph break, and
 the launch path (host-side tensor-map encoding and ``cuLaunchKernel`` on the
 current stream) can be captured in CUDA graphs.
 """
@@ -11,7 +14,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from kvpipe.attention import attention_impl
+from kvpipe.attention import attention_backward, attention_impl
 
 
 @torch.library.custom_op("kvpipe::attention", mutates_args=())
@@ -34,3 +37,41 @@ def _(q, k, v, causal, scale, layout, mask_alignment, window_left, window_right,
     # The output has q's shape with v's head dim.
     return (q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)),
             q.new_empty((b, h, s), dtype=torch.float32))
+
+
+@torch.library.custom_op("kvpipe::attention_backward", mutates_args=())
+def attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                          lse: torch.Tensor, do: torch.Tensor, causal: bool, scale: float,
+                          layout: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of attention(q, k, v) for the output gradient do."""
+    return attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, layout=layout)
+
+
+@attention_backward_op.register_fake
+def _(q, k, v, o, lse, do, causal, scale, layout):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format))
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, scale, layout, mask_alignment, window_left, window_right, kv_lengths = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
+    # kvpipe.attention refuses, before tracing gets here, the masks the
+    # backward does not support (a window, per-batch lengths, bottom-right).
+    ctx.masked = (window_left >= 0 or window_right >= 0 or kv_lengths is not None
+                  or (causal and mask_alignment != "top_left"))
+
+
+def _backward(ctx, do, _dlse):
+    if ctx.masked:
+        raise NotImplementedError("kvpipe's backward supports the top-left causal mask or none")
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.kvpipe.attention_backward(q, k, v, o, lse, do.contiguous(),
+                                                     ctx.causal, ctx.scale, ctx.layout)
+    return dq, dk, dv, None, None, None, None, None, None, None
+
+
+attention_op.register_autograd(_backward, setup_context=_setup_context)

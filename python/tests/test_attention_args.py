@@ -5,6 +5,7 @@ import pytest
 
 import kvpipe
 from fakes import FakeTensor
+from kvpipe.attention import attention_backward
 
 
 def qkv(b=2, hq=4, hkv=4, sq=100, skv=120, d=128, layout="bhsd", dv=None, **kw):
@@ -174,11 +175,53 @@ class _GradTensor(FakeTensor):
 
 
 @pytest.mark.parametrize("which", [0, 1, 2])
-def test_inputs_that_require_grad_are_refused(which):
-    # No backward pass yet: an output without grad_fn would surface far
-    # from the cause, as a confusing autograd error in the training loop.
+def test_out_is_refused_when_inputs_require_grad(which):
+    # An output written in place cannot carry a grad_fn.
     tensors = list(qkv())
     tensors[which] = _GradTensor(tensors[which].shape)
-    with pytest.raises(NotImplementedError, match=f"no backward pass yet, and {'qkv'[which]} "
-                                                  "requires grad.*torch.no_grad"):
-        kvpipe.attention(*tensors)
+    with pytest.raises(ValueError, match="out= cannot be used when q, k or v requires grad"):
+        kvpipe.attention(*tensors, out=FakeTensor(tensors[0].shape))
+
+
+def test_inputs_that_require_grad_take_the_autograd_path():
+    # Validation passes and the call reaches torch.autograd (absent here, or
+    # refusing the fakes): no NotImplementedError any more.
+    q, k, v = qkv()
+    with pytest.raises((ImportError, AttributeError, TypeError, RuntimeError)) as info:
+        kvpipe.attention(_GradTensor(q.shape), k, v)
+    assert not isinstance(info.value, NotImplementedError)
+
+
+def _backward_args(**overrides):
+    q, k, v = qkv(sq=100, skv=120)
+    args = dict(q=q, k=k, v=v, o=FakeTensor(q.shape), lse=FakeTensor((2, 4, 100), dtype="float32"),
+                do=FakeTensor(q.shape))
+    args.update(overrides)
+    return args
+
+
+def test_backward_valid_arguments_reach_the_launch():
+    with pytest.raises((ImportError, AttributeError, TypeError)) as info:
+        attention_backward(**_backward_args())
+    assert "must" not in str(info.value)
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("do", FakeTensor((2, 4, 101, 128)), "do must have q's shape"),
+    ("o", FakeTensor((2, 4, 100, 128), dtype="float16"), "o must have q's shape .* and dtype"),
+    ("lse", FakeTensor((2, 4, 100)), "lse must be float32 of shape"),
+    ("lse", FakeTensor((2, 4, 99), dtype="float32"), "lse must be float32 of shape"),
+    ("dk", FakeTensor((2, 4, 100, 128)), "dk must have the shape \\(2, 4, 120, 128\\)"),
+    ("dq", FakeTensor((2, 4, 100, 128), strides=(1, 1, 1, 2)), "dq"),
+    ("do", FakeTensor((2, 4, 100, 128), device="cpu"), "do.*cuda"),
+])
+def test_backward_bad_arguments(name, value, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        attention_backward(**_backward_args(**{name: value}))
+
+
+def test_backward_bad_causal_and_scale():
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        attention_backward(**_backward_args(), causal=1)
+    with pytest.raises(ValueError, match="scale must be a positive finite number"):
+        attention_backward(**_backward_args(), scale=-1.0)

@@ -65,7 +65,8 @@ def test_another_abi_version_is_an_error(abi):
 
 def test_the_documented_parameter_table_is_the_compilers(abi):
     # docs/kernel-abi.md's table: "| # | `name` | PTX type | meaning |".
-    rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", DOC.read_text(), flags=re.M)
+    forward = DOC.read_text().split("## Backward kernels")[0]
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", forward, flags=re.M)
     assert [name for _, name in rows] == abi["params"]
     assert [int(i) for i, _ in rows] == list(range(len(abi["params"])))
     assert f"ABI version {abi['abi_version']}" in DOC.read_text()
@@ -106,3 +107,22 @@ def test_boxes_and_swizzles_come_from_the_abi(compiler, tmp_path, monkeypatch, h
     attention.kernel_arguments(abi, values)
     assert [(box, s) for _, box, s in encoded] == [
         (tuple(abi[m]["box"]), abi[m]["swizzle"]) for m in ("q_map", "k_map", "v_map", "o_map")]
+
+
+def test_the_documented_backward_tables_are_the_compilers(compiler, tmp_path, monkeypatch):
+    # docs/kernel-abi.md's backward tables name every parameter of each
+    # kernel, in order ("| 0, 1 | `o`, `do` | ..." rows list several).
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    family = kvpipe.compile_attention(64, "bf16", True, backward=True)
+    backward = DOC.read_text().split("## Backward kernels")[1]
+    sections = re.split(r"^`<name>(\w*)`", backward, flags=re.M)
+    documented = {}
+    for suffix, text in zip(sections[1::2], sections[2::2]):
+        role = suffix.lstrip("_") or "main"
+        cells = re.findall(r"^\| [\d, -]+ \| ([^|]+) \|", text, flags=re.M)
+        documented[role] = [name for cell in cells for name in re.findall(r"`(\w+)`", cell)]
+    assert documented == {abi["role"]: abi["params"] for abi in family.abis}
+    for abi in family.abis:
+        kinds = abi["param_kinds"]
+        assert set(kinds) == set(abi["params"])
+        assert set(kinds.values()) <= set(attention._SCALAR_ARGS) | {"tensor_map"}

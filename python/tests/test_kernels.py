@@ -157,3 +157,34 @@ def test_compiler_names_block_n_that_does_not_fit_head_dim_256(compiler, cache):
     with pytest.raises(kvpipe.CompilerError,
                        match="needs 328704 bytes of shared memory.*'block_n'"):
         kvpipe.compile_attention(256, "bf16", False, block_n=128)
+
+
+def test_backward_family_compiles_with_three_abis(compiler, cache):
+    k = kvpipe.compile_attention(64, "bf16", True, backward=True)
+    assert k.name == "kvpipe_attention_bwd_d64_bf16_causal"
+    assert "backward = true" in k.config.declaration()
+    roles = {abi["role"]: abi for abi in k.abis}
+    assert set(roles) == {"preprocess", "main", "postprocess"}
+    assert k.abi is roles["main"] or k.abi == roles["main"]
+    for abi in k.abis:
+        assert f".entry {abi['kernel']}(" in k.ptx
+        assert abi["family"] == k.name
+    main = roles["main"]
+    assert main["params"][:6] == ["q_map", "k_map", "v_map", "do_map", "dk_map", "dv_map"]
+    assert main["param_kinds"]["scale"] == "f32" and main["block_n"] == 128
+    assert roles["preprocess"]["param_kinds"]["o_stride_s"] == "i64"
+    # dQ is accumulated with fp32 atomics; dS is read back transposed.
+    assert "red.global.add.f32" in k.ptx or "atom.global.add.f32" in k.ptx
+    # The cache keeps every ABI.
+    monkeypatch_free = kvpipe.compile_attention(64, "bf16", True, backward=True)
+    assert monkeypatch_free.cached and monkeypatch_free.abis == k.abis
+
+
+@pytest.mark.parametrize("args,kwargs,error,match", [
+    ((64, "bf16", False), {"backward": True, "pingpong": True}, ValueError,
+     "tuning attributes \\(pingpong\\) are not supported with backward=True"),
+    ((64, "bf16", False), {"backward": 1}, TypeError, "backward must be a bool"),
+])
+def test_backward_configuration_errors(args, kwargs, error, match, cache):
+    with pytest.raises(error, match=match):
+        kvpipe.compile_attention(*args, **kwargs)

@@ -15,9 +15,9 @@
 //   K-major operand: SBO = 8 rows * S (the next 8-row atom); LBO is unused
 //     because one k-step (16 elements) never leaves a swizzle row. A k-step
 //     at element k starts at block k/W, byte (k%W) * elem within the row.
-//   MN-major operand (B with transpose): SBO = 8 rows * S (the next 8 K
-//     rows); LBO = the block stride (the next W columns of N). A k-step
-//     starts 16 rows = 16 * S bytes further.
+//   MN-major operand (B with transpose_b, A with transpose_a): SBO =
+//     8 rows * S (the next 8 K rows); LBO = the block stride (the next W
+//     columns of N or M). A k-step starts 16 rows = 16 * S bytes further.
 // Verified on the H200 for S = 128 (shared/docs/gpu-workflow.md).
 //
 //===----------------------------------------------------------------------===//
@@ -264,7 +264,8 @@ struct WarpgroupMmaOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaOp> {
     } else {
       a = makeSmemOperand(rewriter, loc, *getTypeConverter(),
                           cast<MemRefType>(op.getA().getType()),
-                          adaptor.getA(), op.getSwizzle(), /*kMajor=*/true);
+                          adaptor.getA(), op.getSwizzle(),
+                          /*kMajor=*/!op.getTransposeA());
     }
 
     NVVM::WgmmaFenceAlignedOp::create(rewriter, loc);
@@ -286,7 +287,9 @@ struct WarpgroupMmaOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaOp> {
                                                   : NVVM::WGMMAScaleOut::one),
             NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
             NVVM::WGMMAScaleInAttr::get(ctx, NVVM::WGMMAScaleIn::one),
-            NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+            NVVM::MMALayoutAttr::get(ctx, op.getTransposeA()
+                                              ? NVVM::MMALayout::col
+                                              : NVVM::MMALayout::row),
             NVVM::MMALayoutAttr::get(ctx, kMajorB ? NVVM::MMALayout::col
                                                   : NVVM::MMALayout::row),
             /*satfinite=*/nullptr);

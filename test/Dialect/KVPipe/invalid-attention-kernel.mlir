@@ -175,3 +175,47 @@ gpu.module @m {
   // expected-error @+1 {{'kv_lengths' is not supported with 'persistent' (each tile's length would be read by each role)}}
   kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, kv_lengths = true, persistent = true}
 }
+
+// -----
+
+// The backward's tiles are fixed per head dim (docs/backward.md): the
+// forward's tuning and mask attributes are named when given with `backward`.
+gpu.module @m {
+  // expected-error @+1 {{'pingpong' is not supported with 'backward' (the backward kernels' tiles are fixed per head dim, docs/backward.md)}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, backward = true, pingpong = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'block_n' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = f16, causal = true, backward = true, block_n = 64 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'persistent' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, persistent = false}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'sliding_window' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, sliding_window = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'head_dim' must be 64 or 128 with 'backward', got 96}}
+  kvpipe.attention_kernel @k {head_dim = 96 : i64, element_type = bf16, causal = false, backward = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'element_type' must be bf16 or f16, got 'f32'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = f32, causal = false, backward = true}
+}

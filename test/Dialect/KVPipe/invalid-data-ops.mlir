@@ -650,3 +650,36 @@ func.func @warpgroup_id_type() -> i32 {
   %w = "kvpipe.warpgroup_id"() : () -> i32
   return %w : i32
 }
+
+// -----
+
+// transpose_a: A is stored [K][64]; its 64 columns are M.
+!a = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+!b = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+func.func @mma_transpose_a_rows(%a: !a, %b: !b) -> vector<32xf32> {
+  // expected-error @+1 {{'kvpipe.warpgroup_mma' op operand A must have 64 rows (wgmma's M), got 128}}
+  %d = kvpipe.warpgroup_mma %a, %b {transpose_a} : !a, !b -> vector<32xf32>
+  return %d : vector<32xf32>
+}
+
+// -----
+
+!a = memref<128x64xbf16, #gpu.address_space<workgroup>>
+!b = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+func.func @mma_transpose_a_k(%a: !a, %b: !b) -> vector<32xf32> {
+  // expected-error @+1 {{'kvpipe.warpgroup_mma' op operand A has K = 128 but operand B has K = 64}}
+  %d = kvpipe.warpgroup_mma %a, %b {transpose_a} : !a, !b -> vector<32xf32>
+  return %d : vector<32xf32>
+}
+
+// -----
+
+!b = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+
+func.func @mma_transpose_a_registers(%a: vector<32xbf16>, %b: !b) -> vector<64xf32> {
+  // expected-error @+1 {{'kvpipe.warpgroup_mma' op 'transpose_a' needs A in shared memory (the SS form): a register fragment is K-major}}
+  %d = kvpipe.warpgroup_mma %a, %b {transpose_a, transpose_b} : vector<32xbf16>, !b -> vector<64xf32>
+  return %d : vector<64xf32>
+}

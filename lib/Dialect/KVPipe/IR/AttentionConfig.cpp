@@ -57,6 +57,43 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'element_type' must be bf16 or f16, got "
                        << c.elementType;
 
+  c.backward = op.getBackward().value_or(false);
+  if (c.backward) {
+    if (c.headDim != 64 && c.headDim != 128)
+      return emitError() << "'head_dim' must be 64 or 128 with 'backward', "
+                            "got "
+                         << c.headDim;
+    // The backward's tiles are fixed (docs/backward.md): two consumer
+    // warpgroups of 64 K/V rows each, Q/dO streamed in blocks of 64 rows.
+    std::pair<StringRef, bool> tuning[] = {
+        {"block_n", op.getBlockN().has_value()},
+        {"kv_stages", op.getKvStages().has_value()},
+        {"consumer_warpgroups", op.getConsumerWarpgroups().has_value()},
+        {"producer_registers", op.getProducerRegisters().has_value()},
+        {"consumer_registers", op.getConsumerRegisters().has_value()},
+        {"overlap_softmax", op.getOverlapSoftmax().has_value()},
+        {"pingpong", op.getPingpong().has_value()},
+        {"persistent", op.getPersistent().has_value()},
+        {"value_head_dim", op.getValueHeadDim().has_value()},
+        {"mask_alignment", op.getMaskAlignment().has_value()},
+        {"sliding_window", op.getSlidingWindow().has_value()},
+        {"kv_lengths", op.getKvLengths().has_value()}};
+    for (auto [name, present] : tuning)
+      if (present)
+        return emitError() << "'" << name
+                           << "' is not supported with 'backward' (the "
+                              "backward kernels' tiles are fixed per head "
+                              "dim, docs/backward.md)";
+    c.consumerWarpgroups = 2;
+    c.blockN = 64 * c.consumerWarpgroups;
+    c.kvStages = 1;
+    c.producerRegisters = 24;
+    c.consumerRegisters = 240;
+    c.overlapSoftmax = c.pingpong = c.persistent = false;
+    c.maskAlignment = MaskAlignment::TopLeft;
+    c.slidingWindow = c.kvLengths = false;
+    return c;
+  }
   c.consumerWarpgroups =
       op.getConsumerWarpgroups().value_or(defaults->consumerWarpgroups);
   if (c.consumerWarpgroups < 1 || c.consumerWarpgroups > 3)

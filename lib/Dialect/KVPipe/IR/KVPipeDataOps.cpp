@@ -157,13 +157,19 @@ LogicalResult WarpgroupMmaOp::verify() {
       return emitOpError() << "operands A and B must have the same element "
                               "type, got "
                            << a->elementType << " and " << b->elementType;
-    if (a->rows != 64)
+    // K-major A: [K/W][64][W]; MN-major A (transpose_a): [64/W][K][W].
+    int64_t aRows = getTransposeA() ? a->columns() : a->rows;
+    int64_t aK = getTransposeA() ? a->rows : a->columns();
+    if (aRows != 64)
       return emitOpError() << "operand A must have 64 rows (wgmma's M), got "
-                           << a->rows;
-    if (a->columns() != k)
-      return emitOpError() << "operand A has K = " << a->columns()
+                           << aRows;
+    if (aK != k)
+      return emitOpError() << "operand A has K = " << aK
                            << " but operand B has K = " << k;
   } else {
+    if (getTransposeA())
+      return emitOpError() << "'transpose_a' needs A in shared memory (the "
+                              "SS form): a register fragment is K-major";
     auto aFrag = cast<VectorType>(getA().getType());
     if (aFrag.getElementType() != b->elementType)
       return emitOpError() << "operands A and B must have the same element "

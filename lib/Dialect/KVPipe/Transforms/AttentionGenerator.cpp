@@ -99,3 +99,24 @@ kvpipe::generateAttentionKernel(OpBuilder &builder, Location loc,
   lowerKernelStructure(kernel);
   return kernel;
 }
+
+FailureOr<SmallVector<gpu::GPUFuncOp>>
+kvpipe::generateAttentionKernels(OpBuilder &builder, Location loc,
+                                 StringRef name, const AttentionConfig &config,
+                                 AttentionStage stage) {
+  if (!config.backward) {
+    FailureOr<gpu::GPUFuncOp> kernel =
+        generateAttentionKernel(builder, loc, name, config, stage);
+    if (failed(kernel))
+      return failure();
+    return SmallVector<gpu::GPUFuncOp>{*kernel};
+  }
+  // No schedule rewrite applies to the backward yet: `scheduled` is the
+  // skeleton.
+  SmallVector<gpu::GPUFuncOp> kernels =
+      buildAttentionBackwardSkeleton(builder, loc, name, config);
+  if (stage == AttentionStage::Lowered)
+    for (gpu::GPUFuncOp kernel : kernels)
+      lowerKernelStructure(kernel);
+  return kernels;
+}

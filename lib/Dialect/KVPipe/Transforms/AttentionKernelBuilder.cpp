@@ -108,21 +108,10 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   // aligned start (the 128-byte swizzle repeats every 8 rows of 128 bytes,
   // the 64-byte one every 512 bytes, and TMA and wgmma assume tiles start on
   // such an atom; every tile's size is a multiple of 1024 bytes).
-  auto bytes = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                               MemRefLayoutAttrInterface(), workgroup());
-  Value dynamicShared = gpu::DynamicSharedMemoryOp::create(b, bytes);
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, dynamicShared);
-  Value pad = arith::RemUIOp::create(
-      b,
-      arith::SubIOp::create(
-          b, index(AttentionConfig::kAlignmentSlack),
-          arith::RemUIOp::create(b, base,
-                                 index(AttentionConfig::kAlignmentSlack))),
-      index(AttentionConfig::kAlignmentSlack));
-  auto view = [&](int64_t offset, MemRefType type) -> Value {
-    return memref::ViewOp::create(b, type, dynamicShared,
-                                  arith::AddIOp::create(b, pad, index(offset)),
-                                  ValueRange{});
+  AlignedSharedMemory shared =
+      buildAlignedSharedMemory(b, AttentionConfig::kAlignmentSlack);
+  auto view = [&](int64_t offset, MemRefType type) {
+    return shared.view(b, offset, type);
   };
   int64_t qkWidth = c.qkTileWidth(), vWidth = c.vTileWidth();
   sQ = view(0, sharedType({c.qkBlocks(), c.blockM(), qkWidth}));

@@ -64,11 +64,13 @@ struct ExpandAttention : kvpipe::impl::ExpandAttentionBase<ExpandAttention> {
       if (failed(config))
         return signalPassFailure();
       OpBuilder builder(decl);
-      FailureOr<gpu::GPUFuncOp> kernel = generateAttentionKernel(
-          builder, decl.getLoc(), decl.getSymName(), *config, *until);
-      if (failed(kernel))
+      FailureOr<SmallVector<gpu::GPUFuncOp>> generated =
+          generateAttentionKernels(builder, decl.getLoc(), decl.getSymName(),
+                                   *config, *until);
+      if (failed(generated))
         return signalPassFailure();
-      kernels.push_back(toJSON((*kernel)->getAttr("kvpipe.attention_abi")));
+      for (gpu::GPUFuncOp kernel : *generated)
+        kernels.push_back(toJSON(kernel->getAttr("kvpipe.attention_abi")));
       decl.erase();
     }
     // gpu.module kernels are launched from a container module.

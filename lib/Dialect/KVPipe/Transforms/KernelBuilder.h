@@ -22,10 +22,32 @@ namespace kvpipe::detail {
 
 using namespace mlir;
 
-class KernelBuilder {
+/// Constants and casts, for the kernel generators (forward: KernelBuilder;
+/// backward: AttentionBackwardBuilder.cpp).
+class ScalarBuilder {
+protected:
+  explicit ScalarBuilder(ImplicitLocOpBuilder &b) : b(b) {}
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
+  Value f32(double v) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(v)));
+  }
+  Value toIndex(Value v) {
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  Value toI32(Value v) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  }
+
+  ImplicitLocOpBuilder &b;
+};
+
+class KernelBuilder : ScalarBuilder {
 public:
   KernelBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config)
-      : b(b), c(config), ctx(b.getContext()) {}
+      : ScalarBuilder(b), c(config), ctx(b.getContext()) {}
 
   gpu::GPUFuncOp build(StringRef name);
 
@@ -48,20 +70,6 @@ private:
   PipelineType pipelineType(int64_t kvStages) const {
     return PipelineType::get(ctx, kvStages, /*qk_stages=*/1, /*producers=*/1,
                              /*consumers=*/c.consumerWarpgroups);
-  }
-
-  // Scalars.
-  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value i32(int64_t v) { return arith::ConstantIntOp::create(b, v, 32); }
-  Value f32(double v) {
-    return arith::ConstantFloatOp::create(b, b.getF32Type(),
-                                          APFloat(static_cast<float>(v)));
-  }
-  Value toIndex(Value v) {
-    return arith::IndexCastOp::create(b, b.getIndexType(), v);
-  }
-  Value toI32(Value v) {
-    return arith::IndexCastOp::create(b, b.getI32Type(), v);
   }
 
   /// A rank-reduced view of one slot (and column block) of a tile ring.
@@ -132,7 +140,6 @@ private:
   SmallVector<Value> buildKVLoop(Value k, Value v, Value o, RowStats stats);
   void buildEpilogue(Value acc, const RowStats &stats);
 
-  ImplicitLocOpBuilder &b;
   const AttentionConfig &c;
   MLIRContext *ctx;
 

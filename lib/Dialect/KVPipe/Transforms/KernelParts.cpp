@@ -4,14 +4,17 @@
 
 #include "Fragment.h"
 
+#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
 
@@ -29,6 +32,32 @@ static Value f32Constant(ImplicitLocOpBuilder &b, double v) {
 
 static Value toI32(ImplicitLocOpBuilder &b, Value v) {
   return arith::IndexCastOp::create(b, b.getI32Type(), v);
+}
+
+AlignedSharedMemory kvpipe::buildAlignedSharedMemory(ImplicitLocOpBuilder &b,
+                                                     int64_t alignment) {
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, v);
+  };
+  auto bytesType = MemRefType::get(
+      {ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface(),
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
+  Value bytes = gpu::DynamicSharedMemoryOp::create(b, bytesType);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, bytes);
+  Value pad = arith::RemUIOp::create(
+      b,
+      arith::SubIOp::create(b, index(alignment),
+                            arith::RemUIOp::create(b, base, index(alignment))),
+      index(alignment));
+  return {bytes, pad};
+}
+
+Value AlignedSharedMemory::view(ImplicitLocOpBuilder &b, int64_t offset,
+                                MemRefType type) const {
+  return memref::ViewOp::create(
+      b, type, bytes,
+      arith::AddIOp::create(b, pad, arith::ConstantIndexOp::create(b, offset)),
+      ValueRange{});
 }
 
 Value kvpipe::buildTileView(ImplicitLocOpBuilder &b, Value ring,
@@ -63,6 +92,23 @@ Value kvpipe::buildRetireAndRelease(ImplicitLocOpBuilder &b, Value &fragment,
                  .getResult(0);
   // Only now: the wgmma that read the slot has retired.
   return ConsumerReleaseOp::create(b, state, elected, nullptr);
+}
+
+Value kvpipe::buildMaskedScores(ImplicitLocOpBuilder &b, Value s, Value needed,
+                                function_ref<Value()> buildValid) {
+  auto ifMask = scf::IfOp::create(b, TypeRange{s.getType()}, needed,
+                                  /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifMask.elseBlock());
+  scf::YieldOp::create(b, s);
+  b.setInsertionPointToStart(ifMask.thenBlock());
+  Value valid = buildValid();
+  Value negInf = arith::ConstantFloatOp::create(
+      b, b.getF32Type(), APFloat(static_cast<float>(-INFINITY)));
+  scf::YieldOp::create(
+      b, ValueRange{arith::SelectOp::create(
+             b, valid, s, vector::BroadcastOp::create(b, s.getType(), negInf))});
+  return ifMask.getResult(0);
 }
 
 OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
@@ -279,5 +325,61 @@ void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,
     Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), store.lse,
                                      ValueRange{offset});
     LLVM::StoreOp::create(b, value, addr);
+  }
+}
+
+/// The address of element `offset` (i64) of an fp32 array in global memory.
+static Value f32Element(ImplicitLocOpBuilder &b, Value base, Value offset) {
+  return LLVM::GEPOp::create(b, base.getType(), b.getF32Type(), base,
+                             ValueRange{offset});
+}
+
+Value kvpipe::buildColumnVector(ImplicitLocOpBuilder &b, Value values,
+                                Value firstColumn, int64_t numElements) {
+  // One pointer per call, and constant offsets from it: each load addresses
+  // [pointer + immediate]. Offsets computed per element let LLVM's loop
+  // strength reduction keep one 64-bit pointer per element alive across the
+  // loop around this (at head dim 128 that spilled).
+  Value row = f32Element(
+      b, values, arith::IndexCastOp::create(b, b.getI64Type(), firstColumn));
+  SmallVector<Value> elements(numElements);
+  for (int64_t i = 0; i < numElements; ++i) {
+    if (AccumulatorLayout::rowHalf(i) == 1) {
+      // Same column as the element of row half 0 two before.
+      elements[i] = elements[i - 2];
+      continue;
+    }
+    Value offset = arith::ConstantIntOp::create(
+        b, AccumulatorLayout::columnOffset(i), 64);
+    elements[i] =
+        LLVM::LoadOp::create(b, b.getF32Type(), f32Element(b, row, offset));
+  }
+  return vector::FromElementsOp::create(
+      b, VectorType::get({numElements}, b.getF32Type()), elements);
+}
+
+void kvpipe::buildFragmentAtomicAdd(ImplicitLocOpBuilder &b, Value fragment,
+                                    Value matrix, Value threadRow,
+                                    Value threadColumn, int64_t rowStride) {
+  auto i64 = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  };
+  // The thread's first element, then constant offsets (as above).
+  Value first = f32Element(
+      b, matrix,
+      arith::AddIOp::create(
+          b,
+          arith::MulIOp::create(b, i64(threadRow),
+                                arith::ConstantIntOp::create(b, rowStride, 64)),
+          i64(threadColumn)));
+  int64_t n = cast<VectorType>(fragment.getType()).getNumElements();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t delta = AccumulatorLayout::rowOffset(i) * rowStride +
+                    AccumulatorLayout::columnOffset(i);
+    Value element = vector::ExtractOp::create(b, fragment, i);
+    LLVM::AtomicRMWOp::create(
+        b, LLVM::AtomicBinOp::fadd,
+        f32Element(b, first, arith::ConstantIntOp::create(b, delta, 64)),
+        element, LLVM::AtomicOrdering::monotonic);
   }
 }

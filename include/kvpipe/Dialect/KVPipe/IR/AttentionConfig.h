@@ -56,6 +56,8 @@ struct AttentionConfig {
   bool masksRight() const { return causal || slidingWindow; }
   /// Rows may be masked on the left of the diagonal (a window).
   bool masksLeft() const { return slidingWindow; }
+  /// The backward family (docs/backward.md) instead of the forward kernel.
+  bool backward;
 
   /// Named barriers: 0 is the CTA barrier; consumer warpgroup c has
   /// kEpilogueBarriers + c for its epilogue and kScheduleBarriers + c for its
@@ -106,6 +108,31 @@ struct AttentionConfig {
   }
   int64_t dynamicSharedMemoryBytes() const {
     return kAlignmentSlack + oOffset() + oTileBytes();
+  }
+
+  /// Backward (docs/backward.md): Q/dO rows per streamed block, and the
+  /// K/V rows per CTA (blockN: 64 per consumer warpgroup).
+  static constexpr int64_t kBackwardBlockM = 64;
+  static constexpr int64_t kBackwardStages = 2;
+  int64_t backwardQTileBytes() const {
+    return kBackwardBlockM * headDim * elementBytes();
+  }
+  /// Byte offsets in the dynamic shared memory of the backward's main
+  /// kernel: K, V, the Q ring, the dO ring, the consumers' dS tiles.
+  int64_t backwardVOffset() const { return kTileBytes(); }
+  int64_t backwardQOffset() const { return kTileBytes() + vTileBytes(); }
+  int64_t backwardDOOffset() const {
+    return backwardQOffset() + kBackwardStages * backwardQTileBytes();
+  }
+  int64_t backwardDSOffset() const {
+    return backwardDOOffset() + kBackwardStages * backwardQTileBytes();
+  }
+  int64_t backwardDSTileBytes() const {
+    return 64 * kBackwardBlockM * elementBytes();
+  }
+  int64_t backwardSharedMemoryBytes() const {
+    return kAlignmentSlack + backwardDSOffset() +
+           consumerWarpgroups * backwardDSTileBytes();
   }
 
   /// Reads and checks the declaration; reports the first unsupported

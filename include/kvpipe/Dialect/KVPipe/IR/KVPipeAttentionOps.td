@@ -29,7 +29,7 @@ def KVPipe_MaskAlignmentAttr
 }
 
 def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
-  let summary = "declaration of a FlashAttention forward kernel to generate";
+  let summary = "declaration of a FlashAttention kernel (forward or backward) to generate";
   let description = [{
     Declares, inside a `gpu.module`, a FlashAttention forward kernel that
     `--kvpipe-expand-attention` replaces by the generated `gpu.func` of the
@@ -89,6 +89,20 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     tiles, so that the next tile's Q load and first K/V blocks overlap the
     current tile's epilogue; the output is staged in a buffer of its own).
 
+    `backward` (default false) asks for the backward pass of the forward
+    kernel with the same `head_dim`, `element_type` and `causal`: the
+    expansion generates a family of three kernels, `@<name>_preprocess`
+    (`delta = rowsum(dO * O)`, the log-sum-exp in base 2, the fp32 dQ
+    accumulator zeroed), `@<name>` (K/V blocks resident per CTA, Q and dO
+    streamed through pipelines by a TMA producer warpgroup; dK and dV of the
+    block, dQ accumulated with fp32 atomics) and `@<name>_postprocess` (dQ in
+    the element type). Its tiles are fixed per head dim, so the forward's
+    tuning attributes are rejected with `backward` (docs/backward.md):
+
+    ```mlir
+    kvpipe.attention_kernel @fa_bwd {head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
+    ```
+
     The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
     documented in docs/kernel-abi.md.
   }];
@@ -105,7 +119,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,
                        OptionalAttr<BoolAttr>:$sliding_window,
-                       OptionalAttr<BoolAttr>:$kv_lengths);
+                       OptionalAttr<BoolAttr>:$kv_lengths,
+                       OptionalAttr<BoolAttr>:$backward);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

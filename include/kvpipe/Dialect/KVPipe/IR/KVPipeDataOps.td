@@ -147,6 +147,10 @@ def KVPipe_WarpgroupMmaOp : KVPipe_Op<"warpgroup_mma",
       logical [N][K] tile of `B^T` (memref<(K/W) x N x W x T>), as K for
       `S = Q K^T`; with `transpose_b` it is MN-major, the logical [K][N]
       tile (memref<(N/W) x K x W x T>), as V for `O = P V`.
+    - `transpose_a` (SS form only): A is MN-major, the logical [64][K] tile
+      stored as [K][64] (memref<1 x K x W x T>, M contiguous), as the
+      backward's dS tile written by `kvpipe.store_fragment` from the
+      registers of dS^T and read for `dQ = dS K` (imm-trans-a = 1).
     - `acc`: optional accumulator `vector<N/2 x f32>` (accumulator layout);
       without it the first instruction zero-initialises D (scale-d = 0).
 
@@ -170,7 +174,8 @@ def KVPipe_WarpgroupMmaOp : KVPipe_Op<"warpgroup_mma",
                        AnyMemRef:$b,
                        Optional<KVPipe_F32Fragment>:$acc,
                        DefaultValuedAttr<I64Attr, "128">:$swizzle,
-                       UnitAttr:$transpose_b);
+                       UnitAttr:$transpose_b,
+                       UnitAttr:$transpose_a);
   let results = (outs KVPipe_F32Fragment:$result);
   let assemblyFormat = [{
     $a `,` $b (`,` $acc^)? attr-dict `:` type($a) `,` type($b) `->`

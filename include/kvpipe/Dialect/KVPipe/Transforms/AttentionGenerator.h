@@ -59,6 +59,62 @@ getAttentionParams(const AttentionConfig &config);
 
 /// The ABI name of a parameter ("q_map", ..., "kv_lengths").
 llvm::StringRef getAttentionParamName(AttentionParam param);
+/// The backward family's kernels (docs/backward.md).
+enum class AttentionBackwardRole { Preprocess, Main, Postprocess };
+
+/// The parameters of the backward's main kernel, in order
+/// (docs/kernel-abi.md, "Backward kernels").
+enum class BackwardParam : unsigned {
+  QMap,
+  KMap,
+  VMap,
+  DOMap,
+  DKMap,
+  DVMap,
+  LseLog2,
+  Delta,
+  DQAccum,
+  SeqQ,
+  SeqKV,
+  HeadsPerKVHead,
+  ScaleLog2,
+  Scale,
+  HeadsQ,
+  Batch,
+  Count
+};
+
+/// The parameters of the backward's preprocess kernel, in order.
+enum class PreprocessParam : unsigned {
+  O,
+  DO,
+  Lse,
+  Delta,
+  LseLog2,
+  DQAccum,
+  OStrideB,
+  OStrideH,
+  OStrideS,
+  DOStrideB,
+  DOStrideH,
+  DOStrideS,
+  SeqQ,
+  HeadsQ,
+  Count
+};
+
+/// The parameters of the backward's postprocess kernel, in order.
+enum class PostprocessParam : unsigned {
+  DQAccum,
+  DQ,
+  DQStrideB,
+  DQStrideH,
+  DQStrideS,
+  SeqQ,
+  HeadsQ,
+  Scale,
+  Count
+};
 
 /// Where generation stops.
 enum class AttentionStage { Skeleton, Scheduled, Lowered };
@@ -87,6 +143,29 @@ mlir::FailureOr<mlir::gpu::GPUFuncOp>
 generateAttentionKernel(mlir::OpBuilder &builder, mlir::Location loc,
                         llvm::StringRef name, const AttentionConfig &config,
                         AttentionStage stage = AttentionStage::Lowered);
+
+/// Stage 1 of a backward declaration (`config.backward`): its preprocess,
+/// main and postprocess kernels, in that order, at the builder's insertion
+/// point (docs/backward.md). Only the main kernel has kernel-structure ops.
+llvm::SmallVector<mlir::gpu::GPUFuncOp>
+buildAttentionBackwardSkeleton(mlir::OpBuilder &builder, mlir::Location loc,
+                               llvm::StringRef name,
+                               const AttentionConfig &config);
+
+/// The kernels of a declaration, up to `stage`: the forward kernel, or the
+/// backward family when `config.backward`.
+mlir::FailureOr<llvm::SmallVector<mlir::gpu::GPUFuncOp>>
+generateAttentionKernels(mlir::OpBuilder &builder, mlir::Location loc,
+                         llvm::StringRef name, const AttentionConfig &config,
+                         AttentionStage stage = AttentionStage::Lowered);
+
+/// The ABI of one kernel of the backward family `family` (the
+/// declaration's name), as the `kvpipe.attention_abi` attribute it carries.
+mlir::DictionaryAttr getAttentionBackwardABI(mlir::MLIRContext *ctx,
+                                             llvm::StringRef name,
+                                             llvm::StringRef family,
+                                             const AttentionConfig &config,
+                                             AttentionBackwardRole role);
 
 /// The kernel's ABI as an attribute (docs/kernel-abi.md); the generated
 /// function carries it as `kvpipe.attention_abi`.

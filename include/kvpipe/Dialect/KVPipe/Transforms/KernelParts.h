@@ -4,6 +4,8 @@
 // functions over kvpipe ops, so that a backward or decode generator composes
 // them instead of copying the forward one (docs/architecture.md):
 //
+//   memory     AlignedSharedMemory: the dynamic shared memory from its first
+//              swizzle-atom aligned byte, and typed views of it
 //   rings      buildTileView, buildSlotWait: a slot of a shared-memory tile
 //              ring, once the pipeline says it is full
 //   GEMM step  buildSlotWait -> kvpipe.warpgroup_mma -> buildRetireAndRelease
@@ -19,6 +21,12 @@
 // builds one tile's work (one tile per CTA); the persistent loop over tiles
 // is a rewrite of the kernel (KernelTransforms.h: applyPersistentTiles),
 // which also moves the staged store's wait.
+//   global     buildColumnVector: per-column values of a fragment from fp32
+//              in global memory; buildFragmentAtomicAdd: a fragment added
+//              into an fp32 matrix in global memory (the backward's dQ)
+//
+// The forward generator (AttentionConsumer.cpp) and the backward one
+// (AttentionBackwardBuilder.cpp) are built from these.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +39,18 @@
 #include "llvm/ADT/SmallVector.h"
 
 namespace kvpipe {
+
+/// The kernel's dynamic shared memory from its first `alignment`-byte
+/// aligned address (TMA and wgmma want tiles on a swizzle atom; the launch
+/// asks for `alignment` bytes of slack).
+struct AlignedSharedMemory {
+  mlir::Value bytes, pad;
+  /// A view of type `type` at byte `offset` from the aligned start.
+  mlir::Value view(mlir::ImplicitLocOpBuilder &b, int64_t offset,
+                   mlir::MemRefType type) const;
+};
+AlignedSharedMemory buildAlignedSharedMemory(mlir::ImplicitLocOpBuilder &b,
+                                             int64_t alignment);
 
 /// A rank-reduced `memref.subview` of `ring` at `offsets` whose trailing
 /// dimensions have `sizes` (the leading ones, size 1, are dropped).
@@ -52,6 +72,14 @@ mlir::Value buildSlotWait(mlir::ImplicitLocOpBuilder &b, mlir::Value ring,
 mlir::Value buildRetireAndRelease(mlir::ImplicitLocOpBuilder &b,
                                   mlir::Value &fragment, int64_t pending,
                                   mlir::Value state, mlir::Value elected);
+
+/// `s` with the elements for which `buildValid` (an i1 vector of `s`'s
+/// shape, built inside the branch) is false set to -inf, on the blocks where
+/// `needed` holds; a uniform branch skips the mask elsewhere. The masks of
+/// the forward (rows queries) and the backward (S^T: rows keys) both.
+mlir::Value buildMaskedScores(mlir::ImplicitLocOpBuilder &b, mlir::Value s,
+                              mlir::Value needed,
+                              llvm::function_ref<mlir::Value()> buildValid);
 
 /// The running statistics of the two rows a thread holds: maxima and the
 /// thread's parts of the sums.
@@ -163,6 +191,26 @@ struct LogSumExpStore {
 };
 void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
                          const LogSumExpStore &store);
+/// The fragment (`numElements` f32 per thread, accumulator layout) whose
+/// element i holds `values[firstColumn + columnOffset(i)]`, `values` an fp32
+/// array in global memory (`!llvm.ptr<1>`) and `firstColumn` (index) the
+/// thread's first column in it: per-column values of a 64 x N tile, as the
+/// backward's log-sum-exp and delta of the queries its S^T columns are. One
+/// load per column the thread holds (its two row halves share them).
+mlir::Value buildColumnVector(mlir::ImplicitLocOpBuilder &b,
+                              mlir::Value values, mlir::Value firstColumn,
+                              int64_t numElements);
+
+/// Adds the f32 fragment `fragment` (accumulator layout) into the row-major
+/// fp32 matrix at `matrix` (`!llvm.ptr<1>`, `rowStride` elements per row):
+/// element i goes to row `threadRow + rowOffset(i)`, column `threadColumn +
+/// columnOffset(i)` (`threadRow`, `threadColumn`: the thread's first row and
+/// column in the matrix, index). One relaxed atomic add per element
+/// (`red.global.add.f32`): CTAs adding into the same rows need no order.
+void buildFragmentAtomicAdd(mlir::ImplicitLocOpBuilder &b,
+                            mlir::Value fragment, mlir::Value matrix,
+                            mlir::Value threadRow, mlir::Value threadColumn,
+                            int64_t rowStride);
 
 } // namespace kvpipe
 

@@ -1,0 +1,829 @@
+//===- AttentionBackwardBuilder.cpp - the attention backward family -------===//
+//
+// The FlashAttention backward pass in kvpipe terms (FA3's Hopper backward,
+// docs/backward.md): three kernels generated from one declaration with
+// `backward = true`.
+//
+//   preprocess   delta = rowsum(dO * O), lse_log2 = lse * log2(e) (fp32,
+//                padded to 64-row blocks), dq_accum = 0
+//   main         warpgroup 0, one thread    consumer warpgroups c = 1, 2
+//                (64 K/V rows each)
+//                ------------------------   --------------------------------
+//                K, V -> sK, sV  (pipe kv)  wait kv
+//                for i: Q_i -> sQ (pipe q)  for i: S^T = K_c Q_i^T,
+//                       dO_i -> sdO (pipe do)       dP^T = V_c dO_i^T (SS);
+//                                                   retire; mask;
+//                                                   P^T, dS^T (registers);
+//                                                   dV += P^T dO_i,
+//                                                   dK += dS^T Q_i (RS);
+//                                                   dS -> sdS_c;
+//                                                   dQ_c = dS K_c (SS,
+//                                                   transpose_a); retire;
+//                                                   release q, do;
+//                                                   dq_accum += dQ_c (atomics)
+//                                           epilogue: dK, dV -> TMA stores;
+//                                                   release kv
+//   postprocess  dQ = scale * dq_accum in the element type
+//
+// The main kernel is built from the parts the forward is built from
+// (KernelParts.h: buildSlotWait, buildTileView; kvpipe.warp_roles,
+// kvpipe.warpgroup_mma, kvpipe.store_fragment, kvpipe.fragment_rescale) and
+// two of its own (buildColumnVector, buildFragmentAtomicAdd).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragment.h"
+#include "KernelBuilder.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace kvpipe;
+
+namespace {
+
+class BackwardBuilder : kvpipe::detail::ScalarBuilder {
+public:
+  BackwardBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config,
+                  StringRef family)
+      : ScalarBuilder(b), c(config), ctx(b.getContext()), family(family) {}
+
+  gpu::GPUFuncOp buildPreprocess();
+  gpu::GPUFuncOp buildMain();
+  gpu::GPUFuncOp buildPostprocess();
+
+private:
+  // Head dims 64 and 128 only: 128-byte swizzled tiles of 64 columns.
+  static constexpr int64_t kW = 64;
+  static constexpr int64_t kSwizzle = 128;
+  static constexpr int64_t kBlockM = AttentionConfig::kBackwardBlockM;
+
+  Type ptrType() const { return LLVM::LLVMPointerType::get(ctx, 1); }
+  TensorMapType tensorMapType(int64_t rows) const {
+    return TensorMapType::get(ctx, {1, 1, rows, kW}, c.elementType,
+                              kSwizzle);
+  }
+  MemRefType sharedType(ArrayRef<int64_t> shape) const {
+    return MemRefType::get(
+        shape, c.elementType, MemRefLayoutAttrInterface(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  }
+  Value toI64(Value v) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  }
+  Value param(BackwardParam p) {
+    return params[static_cast<unsigned>(p)];
+  }
+
+  /// A kernel with `types` parameters, `threads` per CTA and its ABI.
+  gpu::GPUFuncOp createKernel(StringRef name, ArrayRef<Type> types,
+                              int64_t threads, DictionaryAttr abi);
+  /// The address of element `offset` (i64) of `T` at `base`.
+  Value element(Type t, Value base, Value offset) {
+    return LLVM::GEPOp::create(b, ptrType(), t, base, ValueRange{offset});
+  }
+  /// For the row-wise kernels: `body(row, valid)` for each of the 16 rows a
+  /// warp of the CTA's 64-row block takes, with the kernel's row and
+  /// padded-row bases set.
+  void forEachWarpRow(Value seqQ, Value headsQ,
+                      function_ref<void(Value row, Value paddedRow,
+                                        Value valid, Value lane)>
+                          body);
+  /// The thread's vector of D/32 elements of row `row` of the (B, H, S, D)
+  /// tensor at `base` with element strides (batch, head, row).
+  Value rowElements(Value base, Value strides[3], Value row, Value lane,
+                    bool store = false, Value value = Value());
+
+  // Main kernel.
+  void buildMainProducer();
+  void buildMainConsumer(Value consumer);
+  Value maskTransposed(Value sT, Value qRow, Value keyRow0, Value keyRow1,
+                       Value tileKeyRow);
+  void storeGradient(Value acc, Value tile, Value map, Value barrierId,
+                     Value keyRow);
+
+  const AttentionConfig &c;
+  MLIRContext *ctx;
+  StringRef family;
+  SmallVector<Value> params;
+
+  // Main kernel values.
+  Value seqQ, seqKV, headsQ, batch, head, kvHead, kvRow0, qBegin, numQBlocks,
+      rowBase;
+  Value sK, sV, sQ, sDO, sDS, pipeKV, pipeQ, pipeDO;
+};
+
+gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
+                                             ArrayRef<Type> types,
+                                             int64_t threads,
+                                             DictionaryAttr abi) {
+  auto func = gpu::GPUFuncOp::create(b, name, b.getFunctionType(types, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
+  func->setAttr("kvpipe.attention_abi", abi);
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  params.assign(entry.getArguments().begin(), entry.getArguments().end());
+  return func;
+}
+
+//===----------------------------------------------------------------------===//
+// Preprocess and postprocess: one warp per row, D/32 elements per lane.
+//===----------------------------------------------------------------------===//
+
+void BackwardBuilder::forEachWarpRow(
+    Value seqQ, Value headsQ,
+    function_ref<void(Value, Value, Value, Value)> body) {
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(b, tid, index(32));
+  Value lane = arith::RemUIOp::create(b, tid, index(32));
+  Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value headIndex = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  Value batchIndex = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  Value padded = arith::MulIOp::create(
+      b, arith::CeilDivUIOp::create(b, seqQ, index(kBlockM)), index(kBlockM));
+  rowBase = arith::MulIOp::create(
+      b,
+      arith::AddIOp::create(b, arith::MulIOp::create(b, batchIndex, headsQ),
+                            headIndex),
+      padded);
+  batch = batchIndex;
+  head = headIndex;
+  Value firstRow = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, block, index(kBlockM)),
+      arith::MulIOp::create(b, warp, index(kBlockM / 4)));
+  auto loop = scf::ForOp::create(b, index(0), index(kBlockM / 4), index(1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value row = arith::AddIOp::create(b, firstRow, loop.getInductionVar());
+  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ);
+  body(row, arith::AddIOp::create(b, rowBase, row), valid, lane);
+}
+
+Value BackwardBuilder::rowElements(Value base, Value strides[3], Value row,
+                                   Value lane, bool store, Value value) {
+  int64_t perLane = c.headDim / 32;
+  Value offset = arith::AddIOp::create(
+      b,
+      arith::AddIOp::create(
+          b, arith::MulIOp::create(b, toI64(batch), strides[0]),
+          arith::MulIOp::create(b, toI64(head), strides[1])),
+      arith::AddIOp::create(
+          b, arith::MulIOp::create(b, toI64(row), strides[2]),
+          toI64(arith::MulIOp::create(b, lane, index(perLane)))));
+  Value addr = element(c.elementType, base, offset);
+  auto type = VectorType::get({perLane}, c.elementType);
+  if (store) {
+    LLVM::StoreOp::create(b, value, addr, perLane * c.elementBytes());
+    return Value();
+  }
+  return LLVM::LoadOp::create(b, type, addr, perLane * c.elementBytes());
+}
+
+gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  SmallVector<Type> types = {ptrType(), ptrType(), ptrType(), ptrType(),
+                             ptrType(), ptrType(), i64Type,   i64Type,
+                             i64Type,   i64Type,   i64Type,   i64Type,
+                             i32Type,   i32Type};
+  std::string name = (family + "_preprocess").str();
+  gpu::GPUFuncOp func = createKernel(
+      name, types, 128,
+      getAttentionBackwardABI(ctx, name, family, c,
+                              AttentionBackwardRole::Preprocess));
+  auto p = [&](PreprocessParam x) { return params[static_cast<unsigned>(x)]; };
+  Value seqQ = toIndex(p(PreprocessParam::SeqQ));
+  Value headsQ = toIndex(p(PreprocessParam::HeadsQ));
+  Value oStrides[3] = {p(PreprocessParam::OStrideB),
+                       p(PreprocessParam::OStrideH),
+                       p(PreprocessParam::OStrideS)};
+  Value dOStrides[3] = {p(PreprocessParam::DOStrideB),
+                        p(PreprocessParam::DOStrideH),
+                        p(PreprocessParam::DOStrideS)};
+  int64_t perLane = c.headDim / 32;
+  forEachWarpRow(seqQ, headsQ, [&](Value row, Value paddedRow, Value valid,
+                                   Value lane) {
+    // The warp's part of rowsum(dO * O): 0 for a padding row.
+    auto ifValid = scf::IfOp::create(b, b.getF32Type(), valid,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifValid.elseBlock());
+      scf::YieldOp::create(b, f32(0.0));
+      b.setInsertionPointToStart(ifValid.thenBlock());
+      auto f32Vec = VectorType::get({perLane}, b.getF32Type());
+      Value o = arith::ExtFOp::create(
+          b, f32Vec, rowElements(p(PreprocessParam::O), oStrides, row, lane));
+      Value dO = arith::ExtFOp::create(
+          b, f32Vec, rowElements(p(PreprocessParam::DO), dOStrides, row, lane));
+      Value partial = vector::ReductionOp::create(
+          b, vector::CombiningKind::ADD, arith::MulFOp::create(b, o, dO));
+      scf::YieldOp::create(b, partial);
+    }
+    Value sum = ifValid.getResult(0);
+    for (int32_t offset : {16, 8, 4, 2, 1})
+      sum = arith::AddFOp::create(
+          b, sum,
+          gpu::ShuffleOp::create(b, sum, i32(offset), i32(32),
+                                 gpu::ShuffleMode::XOR)
+              .getShuffleResult());
+    Value paddedOffset = toI64(paddedRow);
+    // This lane's D/32 elements of the dQ accumulator's row are zeroed.
+    Value dqOffset = arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(b, paddedOffset,
+                              arith::ConstantIntOp::create(b, c.headDim, 64)),
+        toI64(arith::MulIOp::create(b, lane, index(perLane))));
+    auto f32Vec = VectorType::get({perLane}, b.getF32Type());
+    LLVM::StoreOp::create(
+        b,
+        arith::ConstantOp::create(b, f32Vec,
+                                  DenseElementsAttr::get(f32Vec, 0.0f)),
+        element(b.getF32Type(), p(PreprocessParam::DQAccum), dqOffset),
+        perLane * 4);
+    auto first = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(first.thenBlock());
+    LLVM::StoreOp::create(b, sum,
+                          element(b.getF32Type(), p(PreprocessParam::Delta),
+                                  paddedOffset));
+    // lse * log2(e) for the main kernel's exp2; padding rows 0 (their
+    // columns are masked there).
+    auto ifLse = scf::IfOp::create(b, b.getF32Type(), valid,
+                                   /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard lseGuard(b);
+      b.setInsertionPointToStart(ifLse.elseBlock());
+      scf::YieldOp::create(b, f32(0.0));
+      b.setInsertionPointToStart(ifLse.thenBlock());
+      Value unpadded = toI64(arith::AddIOp::create(
+          b,
+          arith::MulIOp::create(
+              b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ),
+                                       head),
+              seqQ),
+          row));
+      Value lse = LLVM::LoadOp::create(
+          b, b.getF32Type(),
+          element(b.getF32Type(), p(PreprocessParam::Lse), unpadded));
+      scf::YieldOp::create(b, ValueRange{arith::MulFOp::create(
+                                  b, lse, f32(M_LOG2E))});
+    }
+    LLVM::StoreOp::create(b, ifLse.getResult(0),
+                          element(b.getF32Type(), p(PreprocessParam::LseLog2),
+                                  paddedOffset));
+  });
+  gpu::ReturnOp::create(b);
+  return func;
+}
+
+gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
+  Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
+  SmallVector<Type> types = {ptrType(), ptrType(), i64Type,        i64Type,
+                             i64Type,   i32Type,   i32Type,        b.getF32Type()};
+  std::string name = (family + "_postprocess").str();
+  gpu::GPUFuncOp func = createKernel(
+      name, types, 128,
+      getAttentionBackwardABI(ctx, name, family, c,
+                              AttentionBackwardRole::Postprocess));
+  auto p = [&](PostprocessParam x) {
+    return params[static_cast<unsigned>(x)];
+  };
+  Value seqQ = toIndex(p(PostprocessParam::SeqQ));
+  Value headsQ = toIndex(p(PostprocessParam::HeadsQ));
+  Value strides[3] = {p(PostprocessParam::DQStrideB),
+                      p(PostprocessParam::DQStrideH),
+                      p(PostprocessParam::DQStrideS)};
+  int64_t perLane = c.headDim / 32;
+  forEachWarpRow(seqQ, headsQ, [&](Value row, Value paddedRow, Value valid,
+                                   Value lane) {
+    auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifValid.thenBlock());
+    auto f32Vec = VectorType::get({perLane}, b.getF32Type());
+    Value offset = arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(b, toI64(paddedRow),
+                              arith::ConstantIntOp::create(b, c.headDim, 64)),
+        toI64(arith::MulIOp::create(b, lane, index(perLane))));
+    Value acc = LLVM::LoadOp::create(
+        b, f32Vec,
+        element(b.getF32Type(), p(PostprocessParam::DQAccum), offset),
+        perLane * 4);
+    Value scaled = arith::MulFOp::create(
+        b, acc,
+        vector::BroadcastOp::create(b, f32Vec, p(PostprocessParam::Scale)));
+    Value narrow = arith::TruncFOp::create(
+        b, VectorType::get({perLane}, c.elementType), scaled);
+    rowElements(p(PostprocessParam::DQ), strides, row, lane, /*store=*/true,
+                narrow);
+  });
+  gpu::ReturnOp::create(b);
+  return func;
+}
+
+//===----------------------------------------------------------------------===//
+// The main kernel.
+//===----------------------------------------------------------------------===//
+
+gpu::GPUFuncOp BackwardBuilder::buildMain() {
+  Type i32Type = b.getI32Type(), f32Type = b.getF32Type();
+  SmallVector<Type> types = {
+      tensorMapType(kBlockM), tensorMapType(c.blockN), tensorMapType(c.blockN),
+      tensorMapType(kBlockM), tensorMapType(64),      tensorMapType(64),
+      ptrType(),              ptrType(),              ptrType(),
+      i32Type,                i32Type,                i32Type,
+      f32Type,                f32Type,                i32Type,
+      i32Type};
+  gpu::GPUFuncOp func = createKernel(
+      family, types, c.threads(),
+      getAttentionBackwardABI(ctx, family, family, c,
+                              AttentionBackwardRole::Main));
+  // setmaxnreg needs a register cap at entry (as the forward).
+  func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                b.getI32IntegerAttr(1));
+
+  seqQ = toIndex(param(BackwardParam::SeqQ));
+  seqKV = toIndex(param(BackwardParam::SeqKV));
+  headsQ = toIndex(param(BackwardParam::HeadsQ));
+  Value kvBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  kvHead = arith::DivUIOp::create(
+      b, head, toIndex(param(BackwardParam::HeadsPerKVHead)));
+  kvRow0 = arith::MulIOp::create(b, kvBlock, index(c.blockN));
+  numQBlocks = arith::CeilDivUIOp::create(b, seqQ, index(kBlockM));
+  // With the causal mask, the Q blocks before the block's first key see
+  // none of its keys: skipped. Producer and consumers share these bounds.
+  qBegin = c.causal
+               ? Value(arith::MinUIOp::create(
+                     b, arith::DivUIOp::create(b, kvRow0, index(kBlockM)),
+                     numQBlocks))
+               : index(0);
+  rowBase = arith::MulIOp::create(
+      b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
+      arith::MulIOp::create(b, numQBlocks, index(kBlockM)));
+
+  // Shared memory from a 1024-byte aligned start (the swizzle atom), as the
+  // forward: K, V, the Q ring, the dO ring, the consumers' dS tiles.
+  AlignedSharedMemory shared =
+      buildAlignedSharedMemory(b, AttentionConfig::kAlignmentSlack);
+  auto view = [&](int64_t offset, MemRefType type) {
+    return shared.view(b, offset, type);
+  };
+  int64_t stages = AttentionConfig::kBackwardStages;
+  sK = view(0, sharedType({c.qkBlocks(), c.blockN, kW}));
+  sV = view(c.backwardVOffset(), sharedType({c.qkBlocks(), c.blockN, kW}));
+  sQ = view(c.backwardQOffset(),
+            sharedType({stages, c.qkBlocks(), kBlockM, kW}));
+  sDO = view(c.backwardDOOffset(),
+             sharedType({stages, c.qkBlocks(), kBlockM, kW}));
+  sDS = view(c.backwardDSOffset(),
+             sharedType({c.consumerWarpgroups, 1, kBlockM, kW}));
+
+  auto pipelineType = [&](int64_t slots) {
+    return PipelineType::get(ctx, slots, /*qk_stages=*/1, /*producers=*/1,
+                             /*consumers=*/c.consumerWarpgroups);
+  };
+  pipeKV = CreateOp::create(b, pipelineType(1));
+  pipeQ = CreateOp::create(b, pipelineType(stages));
+  pipeDO = CreateOp::create(b, pipelineType(stages));
+  for (Value pipe : {pipeKV, pipeQ, pipeDO})
+    InitOp::create(b, pipe);
+
+  auto roles = WarpRolesOp::create(b, c.producerRegisters,
+                                   c.consumerWarpgroups, c.consumerRegisters);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&roles.getProducerBlock());
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    auto producer = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0)),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(producer.thenBlock());
+    buildMainProducer();
+    b.setInsertionPointToStart(&roles.getConsumerBlock());
+    buildMainConsumer(roles.getConsumerIndex());
+  }
+  gpu::ReturnOp::create(b);
+  return func;
+}
+
+void BackwardBuilder::buildMainProducer() {
+  for (BackwardParam map : {BackwardParam::QMap, BackwardParam::KMap,
+                            BackwardParam::VMap, BackwardParam::DOMap})
+    TMAPrefetchOp::create(b, param(map));
+  // Loads every column block of `rows` rows at `row` into `tile` (a slot
+  // view [D/64][rows][64]), completing on `barrier`.
+  auto loadRows = [&](Value map, Value tile, Value headIndex, Value row,
+                      int64_t rows, Value barrier) {
+    for (int64_t col = 0; col < c.qkBlocks(); ++col) {
+      Value block = buildTileView(
+          b, tile, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
+          {rows, kW});
+      TMALoadOp::create(b, map, ValueRange{batch, headIndex, row, index(col * kW)},
+                        block, barrier, Value());
+    }
+  };
+  // The CTA's K and V blocks, once.
+  ProducerAcquireOp::create(b, pipeKV, nullptr);
+  Value kvBarrier = ProducerMBarOp::create(b, pipeKV, nullptr);
+  loadRows(param(BackwardParam::KMap), sK, kvHead, kvRow0, c.blockN, kvBarrier);
+  loadRows(param(BackwardParam::VMap), sV, kvHead, kvRow0, c.blockN, kvBarrier);
+  ProducerCommitOp::create(b, pipeKV, nullptr);
+  StepOp::create(b, pipeKV);
+
+  // Q_i and dO_i, block by block, through their rings.
+  auto loop = scf::ForOp::create(b, qBegin, numQBlocks, index(1),
+                                 ValueRange{pipeQ, pipeDO});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value qRow = arith::MulIOp::create(b, loop.getInductionVar(), index(kBlockM));
+  SmallVector<Value> next;
+  for (auto [ring, map, state] :
+       {std::tuple{sQ, param(BackwardParam::QMap), loop.getRegionIterArg(0)},
+        std::tuple{sDO, param(BackwardParam::DOMap),
+                   loop.getRegionIterArg(1)}}) {
+    ProducerAcquireOp::create(b, state, nullptr);
+    Value slotIndex = IndexOp::create(b, state);
+    Value barrier = ProducerMBarOp::create(b, state, nullptr);
+    Value tile = buildTileView(
+        b, ring,
+        {slotIndex, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
+        {c.qkBlocks(), kBlockM, kW});
+    loadRows(map, tile, head, qRow, kBlockM, barrier);
+    ProducerCommitOp::create(b, state, nullptr);
+    next.push_back(StepOp::create(b, state));
+  }
+  scf::YieldOp::create(b, next);
+}
+
+Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
+                                      Value keyRow1, Value tileKeyRow) {
+  // S^T's rows are keys, its columns queries. Only a block crossing seq_q,
+  // seq_kv or (causal) the diagonal needs the mask: a uniform branch.
+  Fragment frag(b, kBlockM / 2);
+  Value needed = arith::OrIOp::create(
+      b,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                            arith::AddIOp::create(b, qRow, index(kBlockM)),
+                            seqQ),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                            arith::AddIOp::create(b, tileKeyRow, index(64)),
+                            seqKV));
+  if (c.causal)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, qRow,
+                              arith::AddIOp::create(b, tileKeyRow, index(64))));
+  return buildMaskedScores(b, sT, needed, [&]() -> Value {
+    auto i32Vec = VectorType::get({kBlockM / 2}, b.getI32Type());
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    Value lane = arith::RemUIOp::create(b, tid, index(32));
+    Value firstCol = arith::AddIOp::create(
+        b, qRow,
+        arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
+                              index(2)));
+    Value queries = arith::AddIOp::create(
+        b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
+        frag.columnOffsets());
+    Value keys = frag.perRow(toI32(keyRow0), toI32(keyRow1));
+    Value valid = arith::AndIOp::create(
+        b,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::slt, queries,
+            vector::BroadcastOp::create(b, i32Vec, toI32(seqQ))),
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::slt, keys,
+            vector::BroadcastOp::create(b, i32Vec, toI32(seqKV))));
+    if (c.causal)
+      valid = arith::AndIOp::create(
+          b, valid,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::sge, queries, keys));
+    return valid;
+  });
+}
+
+void BackwardBuilder::buildMainConsumer(Value consumer) {
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value t = arith::RemUIOp::create(b, tid, index(128));
+  Value warp = arith::DivUIOp::create(b, t, index(32));
+  Value lane = arith::RemUIOp::create(b, t, index(32));
+  Value elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
+  Value barrierId = toI32(
+      arith::AddIOp::create(b, consumer, index(AttentionConfig::kEpilogueBarriers)));
+
+  // This warpgroup's 64 K and V rows, and its dS tile.
+  Value tileRow = arith::MulIOp::create(b, consumer, index(64));
+  auto rowsOf = [&](Value tile) -> Value {
+    return memref::SubViewOp::create(
+        b, tile,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0), tileRow, b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(c.qkBlocks()),
+                               b.getIndexAttr(64), b.getIndexAttr(kW)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                               b.getIndexAttr(1)});
+  };
+  Value sKc = rowsOf(sK), sVc = rowsOf(sV);
+  Value sDSc = buildTileView(
+      b, sDS,
+      {consumer, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
+      {1, kBlockM, kW});
+  // The keys of the thread's two rows of S^T.
+  Value tileKeyRow = arith::AddIOp::create(b, kvRow0, tileRow);
+  Value threadRow = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, warp, index(16)),
+      arith::DivUIOp::create(b, lane, index(4)));
+  Value threadColumn =
+      arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
+                            index(2));
+  Value keyRow0 = arith::AddIOp::create(b, tileKeyRow, threadRow);
+  Value keyRow1 = arith::AddIOp::create(b, keyRow0, index(8));
+
+  ConsumerWaitOp::create(b, pipeKV, nullptr);
+  Fragment accFrag(b, c.headDim / 2);
+  Value zero = arith::ConstantOp::create(
+      b, accFrag.type(), DenseElementsAttr::get(accFrag.type(), 0.0f));
+  auto sType = VectorType::get({kBlockM / 2}, b.getF32Type());
+  auto halfType = VectorType::get({kBlockM / 2}, c.elementType);
+  Value scaleLog2 = param(BackwardParam::ScaleLog2);
+
+  auto loop = scf::ForOp::create(b, qBegin, numQBlocks, index(1),
+                                 ValueRange{pipeQ, pipeDO, zero, zero});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value stateQ = loop.getRegionIterArg(0), stateDO = loop.getRegionIterArg(1);
+    Value dK = loop.getRegionIterArg(2), dV = loop.getRegionIterArg(3);
+    Value qRow =
+        arith::MulIOp::create(b, loop.getInductionVar(), index(kBlockM));
+    SmallVector<int64_t, 3> slotShape = {c.qkBlocks(), kBlockM, kW};
+    // S^T = K_c Q_i^T and dP^T = V_c dO_i^T.
+    Value qTile = buildSlotWait(b, sQ, stateQ, slotShape);
+    Value sT = WarpgroupMmaOp::create(b, sType, sKc, qTile, Value(),
+                                      kSwizzle);
+    Value dOTile = buildSlotWait(b, sDO, stateDO, slotShape);
+    Value dPT = WarpgroupMmaOp::create(b, sType, sVc, dOTile, Value(),
+                                       kSwizzle);
+    // S^T first (pending = 1: dP^T may still be in flight), then P^T, then
+    // dP^T and dS^T: the log-sum-exp and delta columns are never live at
+    // once (at head dim 128, dK, dV, S^T, dP^T and both would exceed the
+    // consumers' 240 registers).
+    sT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{sT}, 1)
+             .getResult(0);
+    sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
+    // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta), with the
+    // log-sum-exp and delta of the queries (the columns).
+    Value firstColumn = arith::AddIOp::create(
+        b, arith::AddIOp::create(b, rowBase, qRow), threadColumn);
+    Value lse = buildColumnVector(b, param(BackwardParam::LseLog2),
+                                  firstColumn, kBlockM / 2);
+    Value pT = math::Exp2Op::create(
+        b, math::FmaOp::create(b, sT,
+                               vector::BroadcastOp::create(b, sType, scaleLog2),
+                               arith::NegFOp::create(b, lse)));
+    // dS^T is computed from P^T in the element type, as the dV wgmma reads
+    // it: the fp32 P^T is dead before dP^T and delta are live. At head dim
+    // 128 dK, dV, P^T, dP^T and delta in fp32 exceed the consumers' 240
+    // registers (ptxas spilled ~200 bytes); the rounding is that of dS^T's
+    // own conversion below.
+    Value pT16 = arith::TruncFOp::create(b, halfType, pT);
+    dPT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dPT}, 0)
+              .getResult(0);
+    Value delta = buildColumnVector(b, param(BackwardParam::Delta),
+                                    firstColumn, kBlockM / 2);
+    Value dST = arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, pT16),
+                                      arith::SubFOp::create(b, dPT, delta));
+    Value dST16 = arith::TruncFOp::create(b, halfType, dST);
+    // dV += P^T dO_i, dK += dS^T Q_i (A from registers, as P in O += P V).
+    dV = WarpgroupMmaOp::create(b, dV.getType(), pT16, dOTile, dV,
+                                kSwizzle,
+                                /*transpose_b=*/true);
+    dK = WarpgroupMmaOp::create(b, dK.getType(), dST16, qTile, dK,
+                                kSwizzle,
+                                /*transpose_b=*/true);
+    // dS to shared memory, for dQ = dS K_c: the tile holds dS^T's rows
+    // (keys), so the wgmma reads it MN-major (transpose_a). The generic
+    // writes must be visible to the async proxy and complete in the
+    // warpgroup's 128 threads before the wgmma reads them.
+    StoreFragmentOp::create(b, dST16, sDSc, kSwizzle);
+    NVVM::FenceProxyOp::create(
+        b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+    Value nextQ, nextDO;
+    for (int64_t col = 0; col < c.qkBlocks(); ++col) {
+      // One 64-column block of dQ at a time: 32 registers, not D/2.
+      Value kBlock = buildTileView(
+          b, sKc, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
+          {1, 64, kW});
+      Value dQ = WarpgroupMmaOp::create(b, sType, sDSc, kBlock, Value(),
+                                        kSwizzle,
+                                        /*transpose_b=*/true,
+                                        /*transpose_a=*/true);
+      if (col == 0) {
+        // Every wgmma reading Q_i and dO_i has retired: release them.
+        auto all = WarpgroupWaitOp::create(
+            b, TypeRange{dV.getType(), dK.getType(), sType},
+            ValueRange{dV, dK, dQ}, 0);
+        dV = all.getResult(0);
+        dK = all.getResult(1);
+        dQ = all.getResult(2);
+        nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
+        nextDO = ConsumerReleaseOp::create(b, stateDO, elected, nullptr);
+      } else {
+        dQ = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dQ}, 0)
+                 .getResult(0);
+      }
+      buildFragmentAtomicAdd(
+          b, dQ, param(BackwardParam::DQAccum),
+          arith::AddIOp::create(b, arith::AddIOp::create(b, rowBase, qRow),
+                                threadRow),
+          arith::AddIOp::create(b, threadColumn, index(col * kW)), c.headDim);
+    }
+    scf::YieldOp::create(b, ValueRange{nextQ, nextDO, dK, dV});
+  }
+
+  // Epilogue: dK = scale dS^T Q, dV, through this warpgroup's rows of the K
+  // and V tiles (no wgmma reads them any more) to TMA stores.
+  Value scale = param(BackwardParam::Scale);
+  Value dK = FragmentRescaleOp::create(b, accFrag.type(), loop.getResult(2),
+                                       scale, scale);
+  Value dV = loop.getResult(3);
+  auto narrow = VectorType::get({c.headDim / 2}, c.elementType);
+  StoreFragmentOp::create(b, arith::TruncFOp::create(b, narrow, dK), sKc,
+                          kSwizzle);
+  StoreFragmentOp::create(b, arith::TruncFOp::create(b, narrow, dV), sVc,
+                          kSwizzle);
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+  auto store = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(store.thenBlock());
+    for (auto [tile, map] : {std::pair{sKc, param(BackwardParam::DKMap)},
+                             std::pair{sVc, param(BackwardParam::DVMap)}}) {
+      for (int64_t col = 0; col < c.qkBlocks(); ++col) {
+        Value block = buildTileView(
+            b, tile, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
+            {64, kW});
+        TMAStoreOp::create(b, block, map,
+                           ValueRange{batch, head, tileKeyRow, index(col * kW)});
+      }
+    }
+    NVVM::CpAsyncBulkCommitGroupOp::create(b);
+    // The stores read the K/V tiles: they must finish before the CTA exits.
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                         b.getUnitAttr());
+  }
+  ConsumerReleaseOp::create(b, pipeKV, elected, nullptr);
+}
+
+} // namespace
+
+SmallVector<gpu::GPUFuncOp>
+kvpipe::buildAttentionBackwardSkeleton(OpBuilder &builder, Location loc,
+                                       StringRef name,
+                                       const AttentionConfig &config) {
+  ImplicitLocOpBuilder b(loc, builder);
+  SmallVector<gpu::GPUFuncOp> kernels;
+  for (auto role : {AttentionBackwardRole::Preprocess, AttentionBackwardRole::Main,
+                    AttentionBackwardRole::Postprocess}) {
+    OpBuilder::InsertionGuard guard(b);
+    BackwardBuilder builder(b, config, name);
+    switch (role) {
+    case AttentionBackwardRole::Preprocess:
+      kernels.push_back(builder.buildPreprocess());
+      break;
+    case AttentionBackwardRole::Main:
+      kernels.push_back(builder.buildMain());
+      break;
+    case AttentionBackwardRole::Postprocess:
+      kernels.push_back(builder.buildPostprocess());
+      break;
+    }
+  }
+  return kernels;
+}
+
+DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
+                                               StringRef name, StringRef family,
+                                               const AttentionConfig &c,
+                                               AttentionBackwardRole role) {
+  Builder b(ctx);
+  auto box = [&](int64_t rows) {
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, 64})),
+         b.getNamedAttr("swizzle", b.getI64IntegerAttr(128))});
+  };
+  std::string element = c.elementType.isBF16() ? "bf16" : "f16";
+  SmallVector<NamedAttribute> entries = {
+      b.getNamedAttr("kernel", b.getStringAttr(name)),
+      b.getNamedAttr("family", b.getStringAttr(family)),
+      b.getNamedAttr("abi_version", b.getI64IntegerAttr(2)),
+      b.getNamedAttr("head_dim", b.getI64IntegerAttr(c.headDim)),
+      b.getNamedAttr("element_type", b.getStringAttr(element)),
+      b.getNamedAttr("causal", b.getBoolAttr(c.causal)),
+      b.getNamedAttr("backward", b.getBoolAttr(true)),
+      b.getNamedAttr("block_m",
+                     b.getI64IntegerAttr(AttentionConfig::kBackwardBlockM)),
+  };
+  auto kinds = [&](ArrayRef<std::pair<StringRef, StringRef>> list) {
+    SmallVector<StringRef> names;
+    SmallVector<NamedAttribute> kindEntries;
+    for (auto [paramName, kind] : list) {
+      names.push_back(paramName);
+      kindEntries.push_back(b.getNamedAttr(paramName, b.getStringAttr(kind)));
+    }
+    entries.push_back(b.getNamedAttr("params", b.getStrArrayAttr(names)));
+    entries.push_back(
+        b.getNamedAttr("param_kinds", b.getDictionaryAttr(kindEntries)));
+  };
+  switch (role) {
+  case AttentionBackwardRole::Preprocess:
+    entries.push_back(b.getNamedAttr("role", b.getStringAttr("preprocess")));
+    entries.push_back(b.getNamedAttr("threads", b.getI64IntegerAttr(128)));
+    entries.push_back(
+        b.getNamedAttr("dynamic_shared_memory", b.getI64IntegerAttr(0)));
+    kinds({{"o", "pointer"},
+           {"do", "pointer"},
+           {"lse", "pointer"},
+           {"delta", "pointer"},
+           {"lse_log2", "pointer"},
+           {"dq_accum", "pointer"},
+           {"o_stride_b", "i64"},
+           {"o_stride_h", "i64"},
+           {"o_stride_s", "i64"},
+           {"do_stride_b", "i64"},
+           {"do_stride_h", "i64"},
+           {"do_stride_s", "i64"},
+           {"seq_q", "i32"},
+           {"heads_q", "i32"}});
+    break;
+  case AttentionBackwardRole::Main:
+    entries.push_back(b.getNamedAttr("role", b.getStringAttr("main")));
+    entries.push_back(b.getNamedAttr("block_n", b.getI64IntegerAttr(c.blockN)));
+    entries.push_back(
+        b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())));
+    entries.push_back(b.getNamedAttr(
+        "dynamic_shared_memory",
+        b.getI64IntegerAttr(c.backwardSharedMemoryBytes())));
+    entries.push_back(b.getNamedAttr(
+        "consumer_warpgroups", b.getI64IntegerAttr(c.consumerWarpgroups)));
+    kinds({{"q_map", "tensor_map"},
+           {"k_map", "tensor_map"},
+           {"v_map", "tensor_map"},
+           {"do_map", "tensor_map"},
+           {"dk_map", "tensor_map"},
+           {"dv_map", "tensor_map"},
+           {"lse_log2", "pointer"},
+           {"delta", "pointer"},
+           {"dq_accum", "pointer"},
+           {"seq_q", "i32"},
+           {"seq_kv", "i32"},
+           {"heads_per_kv_head", "i32"},
+           {"scale_log2", "f32"},
+           {"scale", "f32"},
+           {"heads_q", "i32"},
+           {"batch", "i32"}});
+    entries.push_back(b.getNamedAttr("q_map", box(AttentionConfig::kBackwardBlockM)));
+    entries.push_back(b.getNamedAttr("k_map", box(c.blockN)));
+    entries.push_back(b.getNamedAttr("v_map", box(c.blockN)));
+    entries.push_back(b.getNamedAttr("do_map", box(AttentionConfig::kBackwardBlockM)));
+    entries.push_back(b.getNamedAttr("dk_map", box(64)));
+    entries.push_back(b.getNamedAttr("dv_map", box(64)));
+    break;
+  case AttentionBackwardRole::Postprocess:
+    entries.push_back(b.getNamedAttr("role", b.getStringAttr("postprocess")));
+    entries.push_back(b.getNamedAttr("threads", b.getI64IntegerAttr(128)));
+    entries.push_back(
+        b.getNamedAttr("dynamic_shared_memory", b.getI64IntegerAttr(0)));
+    kinds({{"dq_accum", "pointer"},
+           {"dq", "pointer"},
+           {"dq_stride_b", "i64"},
+           {"dq_stride_h", "i64"},
+           {"dq_stride_s", "i64"},
+           {"seq_q", "i32"},
+           {"heads_q", "i32"},
+           {"scale", "f32"}});
+    break;
+  }
+  return b.getDictionaryAttr(entries);
+}

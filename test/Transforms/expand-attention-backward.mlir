@@ -1,0 +1,116 @@
+// RUN: kvpipe-opt %s --kvpipe-expand-attention="stage=skeleton" --canonicalize --cse | FileCheck %s
+// RUN: kvpipe-opt %s --kvpipe-expand-attention --kvpipe-verify-protocol="strict=true" -o /dev/null
+// RUN: kvpipe-opt %s --kvpipe-expand-attention=abi-file=%t.json -o /dev/null
+// RUN: FileCheck %s --check-prefix=ABI < %t.json
+
+// `backward = true` expands one declaration into the backward family
+// (docs/backward.md): preprocess, main, postprocess, each with its ABI.
+
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  kvpipe.attention_kernel @bwd {head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
+}
+
+// The preprocess: one warp per row, delta = rowsum(dO * O) across the warp,
+// lane 0 writes delta and lse * log2(e); every lane zeroes its part of the
+// dQ accumulator's row.
+// CHECK-LABEL: gpu.func @bwd_preprocess(
+//  CHECK-SAME:   role = "preprocess"
+//       CHECK:   scf.for
+//       CHECK:     scf.if %{{.*}} -> (f32)
+//       CHECK:       llvm.load {{.*}} -> vector<4xbf16>
+//       CHECK:       llvm.load {{.*}} -> vector<4xbf16>
+//       CHECK:       vector.reduction <add>
+//       CHECK:     gpu.shuffle  xor %{{.*}}, %c16_i32
+//       CHECK:     gpu.shuffle  xor %{{.*}}, %c1_i32
+//       CHECK:     llvm.store %{{.*}} : vector<4xf32>, !llvm.ptr<1>
+//       CHECK:     llvm.store %{{.*}} : f32, !llvm.ptr<1>
+//       CHECK:       arith.mulf %{{.*}}, %cst{{.*}} : f32
+//       CHECK:     llvm.store %{{.*}} : f32, !llvm.ptr<1>
+
+// The main kernel: K and V resident (pipeline of one slot), Q and dO
+// streamed (two slots each), two consumer warpgroups; with the causal mask
+// the Q-block loops of producer and consumers start at the block's first key.
+// CHECK-LABEL: gpu.func @bwd(
+//  CHECK-SAME:   dynamic_shared_memory = 148480
+//  CHECK-SAME:   role = "main"
+//       CHECK:   %[[KVROW:.*]] = arith.muli %block_id_x, %c128 : index
+//       CHECK:   %[[QBLOCKS:.*]] = arith.ceildivui %{{.*}}, %c64 : index
+//       CHECK:   %[[FIRST:.*]] = arith.divui %[[KVROW]], %c64 : index
+//       CHECK:   %[[BEGIN:.*]] = arith.minui %[[FIRST]], %[[QBLOCKS]] : index
+//       CHECK:   memref.view {{.*}} to memref<2x128x64xbf16
+//       CHECK:   memref.view {{.*}} to memref<2x128x64xbf16
+//       CHECK:   memref.view {{.*}} to memref<2x2x64x64xbf16
+//       CHECK:   memref.view {{.*}} to memref<2x2x64x64xbf16
+//       CHECK:   memref.view {{.*}} to memref<2x1x64x64xbf16
+//       CHECK:   %[[KV:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 2>
+//       CHECK:   %[[Q:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 2, {{.*}}consumers = 2>
+//       CHECK:   %[[DO:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 2, {{.*}}consumers = 2>
+//       CHECK:   kvpipe.warp_roles producer registers(24) {
+//       CHECK:     kvpipe.producer_acquire %[[KV]]
+//   CHECK-COUNT-4: kvpipe.tma_load {{.*}} !kvpipe.tensor_map<box = [1, 1, 128, 64]
+//       CHECK:     kvpipe.producer_commit %[[KV]]
+//       CHECK:     scf.for %{{.*}} = %[[BEGIN]] to %[[QBLOCKS]]
+//       CHECK:       kvpipe.producer_acquire
+//   CHECK-COUNT-2:   kvpipe.tma_load %arg0
+//       CHECK:       kvpipe.producer_commit
+//       CHECK:       kvpipe.producer_acquire
+//   CHECK-COUNT-2:   kvpipe.tma_load %arg3
+//       CHECK:       kvpipe.producer_commit
+//       CHECK:   } consumers(2) registers(240) {
+//       CHECK:     kvpipe.consumer_wait %[[KV]]
+//       CHECK:     scf.for %{{.*}} = %[[BEGIN]] to %[[QBLOCKS]]
+// S^T = K_c Q^T and dP^T = V_c dO^T (SS), S^T retired first.
+//       CHECK:       kvpipe.consumer_wait
+//       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[QT:.*]] : memref<2x64x64xbf16, {{.*}} -> vector<32xf32>
+//       CHECK:       kvpipe.consumer_wait
+//       CHECK:       %[[DPT:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[DOT:.*]] : memref<2x64x64xbf16, {{.*}} -> vector<32xf32>
+//       CHECK:       kvpipe.warpgroup_wait %[[ST]] {pending = 1 : i64}
+// The mask on the blocks that need it, rows keys and columns queries.
+//       CHECK:       scf.if %{{.*}} -> (vector<32xf32>)
+//       CHECK:         arith.cmpi sge, %{{.*}}, %{{.*}} : vector<32xi32>
+// Per-column log-sum-exp (16 loads for 32 elements), P^T by exp2.
+//   CHECK-COUNT-16:  llvm.load {{.*}} -> f32
+//       CHECK:       vector.from_elements
+//       CHECK:       math.fma
+//       CHECK:       math.exp2 {{.*}} : vector<32xf32>
+//       CHECK:       kvpipe.warpgroup_wait %[[DPT]] {pending = 0 : i64}
+//   CHECK-COUNT-16:  llvm.load {{.*}} -> f32
+// dV += P^T dO, dK += dS^T Q (RS), dS through shared memory, dQ = dS K with
+// A read MN-major, per 64 columns of D.
+//       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[DOT]], %{{.*}} {transpose_b} : vector<32xbf16>
+//       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[QT]], %{{.*}} {transpose_b} : vector<32xbf16>
+//       CHECK:       kvpipe.store_fragment %{{.*}}, %[[DS:.*]] : vector<32xbf16>, memref<1x64x64xbf16
+//       CHECK:       nvvm.fence.proxy
+//       CHECK:       nvvm.barrier
+//       CHECK:       kvpipe.warpgroup_mma %[[DS]], %{{.*}} {transpose_a, transpose_b}
+//       CHECK:       kvpipe.warpgroup_wait %{{.*}}, %{{.*}}, %{{.*}} {pending = 0 : i64} : vector<64xf32>, vector<64xf32>, vector<32xf32>
+//       CHECK:       kvpipe.consumer_release
+//       CHECK:       kvpipe.consumer_release
+//   CHECK-COUNT-32:  llvm.atomicrmw fadd {{.*}} monotonic
+//       CHECK:       kvpipe.warpgroup_mma %[[DS]], %{{.*}} {transpose_a, transpose_b}
+//       CHECK:       kvpipe.warpgroup_wait %{{.*}} {pending = 0 : i64} : vector<32xf32>
+//   CHECK-COUNT-32:  llvm.atomicrmw fadd {{.*}} monotonic
+//       CHECK:       scf.yield
+// Epilogue: dK scaled, dK and dV staged in the warpgroup's K and V rows and
+// stored with TMA, then the K/V slot released.
+//       CHECK:     kvpipe.fragment_rescale
+//       CHECK:     kvpipe.store_fragment
+//       CHECK:     kvpipe.store_fragment
+//   CHECK-COUNT-4: kvpipe.tma_store
+//       CHECK:     nvvm.cp.async.bulk.wait_group 0
+//       CHECK:     kvpipe.consumer_release %[[KV]]
+
+// The postprocess: dQ = scale * dq_accum in the element type.
+// CHECK-LABEL: gpu.func @bwd_postprocess(
+//  CHECK-SAME:   role = "postprocess"
+//       CHECK:   llvm.load {{.*}} -> vector<4xf32>
+//       CHECK:   arith.mulf {{.*}} : vector<4xf32>
+//       CHECK:   arith.truncf {{.*}} to vector<4xbf16>
+//       CHECK:   llvm.store {{.*}} : vector<4xbf16>, !llvm.ptr<1>
+
+// ABI: "kernel": "bwd_preprocess"
+// ABI: "role": "preprocess"
+// ABI: "kernel": "bwd"
+// ABI: "role": "main"
+// ABI: "kernel": "bwd_postprocess"
+// ABI: "role": "postprocess"
