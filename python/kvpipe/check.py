@@ -615,7 +615,12 @@ def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
         for label, value in ((name, got), (name + "_autograd", auto)):
             gf = value.float()
             finite = bool(torch.isfinite(gf).all())
-            rel = float((gf - ref).norm() / ref.norm().clamp_min(1e-30))
+            # Relative to the reference, or to a floor of 1e-3 per element
+            # where the reference vanishes: with one key, dS = P (dP - delta)
+            # is exactly 0 in float32 and ~1e-8 in the kernel (first GPU run,
+            # results/gpu-results.md), which is no error.
+            floor = 1e-3 * math.sqrt(ref.numel())
+            rel = float((gf - ref).norm() / max(float(ref.norm()), floor))
             errors[label] = rel
             ok = ok and finite and rel < REL_TOLERANCE
     row.update(ok=ok, rel=max(errors.values()), errors=errors)
@@ -650,5 +655,5 @@ def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
     passed = sum(r["ok"] for r in rows)
     lines.append(f"\n{passed}/{len(rows)} backward configurations passed "
                  f"(relative error of dQ, dK, dV < {REL_TOLERANCE}, against torch float32 "
-                 "autograd).")
+                 "autograd; the norm of the reference floored at 1e-3 per element).")
     return "\n".join(lines) + "\n"
