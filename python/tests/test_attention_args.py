@@ -225,3 +225,14 @@ def test_backward_bad_causal_and_scale():
         attention_backward(**_backward_args(), causal=1)
     with pytest.raises(ValueError, match="scale must be a positive finite number"):
         attention_backward(**_backward_args(), scale=-1.0)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"window_size": (128, 0)},
+    {"kv_lengths": FakeTensor((2,), dtype="int32")},
+    {"causal": True, "mask_alignment": "bottom_right"},
+])
+def test_masks_the_backward_lacks_are_refused_when_inputs_require_grad(kwargs):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="backward supports the top-left causal mask or none"):
+        kvpipe.attention(_GradTensor(q.shape), k, v, **kwargs)
