@@ -274,6 +274,9 @@ def _main(argv: Optional[List[str]]) -> int:
                 parser.error("check --backward takes neither --tune nor --random")
             rows = check.run_backward()
             markdown = check.backward_to_markdown(rows)
+            integration = check.run_backward_integration()
+            markdown += "\n" + check.to_markdown(integration)
+            rows += integration
             print(markdown)
             _write(args, "kvpipe check --backward", rows, markdown)
             return 0 if all(r["ok"] for r in rows) else 1
@@ -294,7 +297,10 @@ def _main(argv: Optional[List[str]]) -> int:
     if args.backward:
         if args.tune or args.variant:
             parser.error("bench --backward takes neither --tune nor --variant")
-        rows = bench_mod.run_backward(args.head_dim, args.seq_len or [1024, 4096, 16384],
+        # The backward exists at head dims 64 and 128: those by default.
+        head_dims = ([64, 128] if args.head_dim == list(kernels.HEAD_DIMS)
+                     else args.head_dim)
+        rows = bench_mod.run_backward(head_dims, args.seq_len or [1024, 4096, 16384],
                                       causals)
         markdown = bench_mod.backward_to_markdown(rows)
         print(markdown)
