@@ -570,23 +570,23 @@ Operation *PipelineFlow::findAdvanceWithin(Operation *op, Value pipeline) {
   return found;
 }
 
-unsigned PipelineFlow::getSides(Operation *op, Value pipeline) {
-  unsigned sides = kNoSide;
+PipelineSide PipelineFlow::getSides(Operation *op, Value pipeline) {
+  PipelineSide sides = PipelineSide::none;
   op->walk([&](Operation *inner) {
     if (inner == op)
       return;
     if (auto acquire = dyn_cast<ProducerAcquireOp>(inner)) {
       if (getPipeline(acquire.getPipeline()) == pipeline)
-        sides |= kProducerSide;
+        sides |= PipelineSide::producer;
     } else if (auto commit = dyn_cast<ProducerCommitOp>(inner)) {
       if (getPipeline(commit.getPipeline()) == pipeline)
-        sides |= kProducerSide;
+        sides |= PipelineSide::producer;
     } else if (auto wait = dyn_cast<ConsumerWaitOp>(inner)) {
       if (getPipeline(wait.getPipeline()) == pipeline)
-        sides |= kConsumerSide;
+        sides |= PipelineSide::consumer;
     } else if (auto release = dyn_cast<ConsumerReleaseOp>(inner)) {
       if (getPipeline(release.getPipeline()) == pipeline)
-        sides |= kConsumerSide;
+        sides |= PipelineSide::consumer;
     } else if (auto call = dyn_cast<CallOpInterface>(inner)) {
       FunctionOpInterface callee = resolveCallee(call);
       if (!callee)
@@ -603,10 +603,10 @@ unsigned PipelineFlow::getSides(Operation *op, Value pipeline) {
         if (!sidesInProgress.insert(key).second)
           continue;
         Value calleeArgument = callee.getArgument(index);
-        unsigned calleeSide =
+        PipelineSide calleeSide =
             isState(calleeArgument)
                 ? getSides(callee, getPipeline(calleeArgument))
-                : kNoSide;
+                : PipelineSide::none;
         sidesInProgress.erase(key);
         calleeSides[key] = calleeSide;
         sides |= calleeSide;
@@ -1050,7 +1050,7 @@ void SlotArithmetic::addBranchFacts(Region *region, PathFacts &facts) {
 std::optional<LinearExpr>
 SlotArithmetic::traceAdvance(Value state, Operation *scope,
                              const PathFacts &facts, Value &base,
-                             unsigned &sides, Operation *&why) {
+                             PipelineSide &sides, Operation *&why) {
   LinearExpr total;
   Value value = state;
   auto fail = [&](Operation *op) -> std::optional<LinearExpr> {
@@ -1075,14 +1075,14 @@ SlotArithmetic::traceAdvance(Value state, Operation *scope,
       return total;
     }
     if (auto step = dyn_cast<StepOp>(def)) {
-      sides |= kProducerSide;
+      sides |= PipelineSide::producer;
       if (!total.add(LinearExpr::ofConstant(1)))
         return fail(def);
       value = step.getPipeline();
       continue;
     }
     if (auto release = dyn_cast<ConsumerReleaseOp>(def)) {
-      sides |= kConsumerSide;
+      sides |= PipelineSide::consumer;
       if (!total.add(LinearExpr::ofConstant(release.advances() ? 1 : 0)))
         return fail(def);
       value = release.getPipeline();

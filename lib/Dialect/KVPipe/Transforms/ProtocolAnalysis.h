@@ -47,13 +47,6 @@ struct StateAdvance {
   mlir::Operation *lastAdvance = nullptr;
 };
 
-/// Which side of a pipeline ops work on, as a bit set.
-enum PipelineSide : unsigned {
-  kNoSide = 0,
-  kProducerSide = 1, ///< `producer_acquire` / `producer_commit`
-  kConsumerSide = 2, ///< `consumer_wait` / `consumer_release`
-};
-
 /// The flow of pipeline states under one root op. Built once, read-only
 /// afterwards except for memoised answers.
 class PipelineFlow {
@@ -99,8 +92,9 @@ public:
   /// The ops under `op` (not `op` itself) that advance a state of
   /// `pipeline`: the first one found, or null.
   mlir::Operation *findAdvanceWithin(mlir::Operation *op, mlir::Value pipeline);
-  /// The sides of `pipeline` that ops under `op` work on (through calls too).
-  unsigned getSides(mlir::Operation *op, mlir::Value pipeline);
+  /// The sides of `pipeline` that ops under `op` work on (through calls too):
+  /// the sides of the ops that open or close its slots.
+  PipelineSide getSides(mlir::Operation *op, mlir::Value pipeline);
 
   /// The callee of `call`, when it is a function with a body under the root.
   mlir::FunctionOpInterface resolveCallee(mlir::CallOpInterface call);
@@ -143,7 +137,8 @@ private:
   llvm::DenseMap<mlir::Operation *,
                  llvm::SmallVector<std::optional<CallAdvance>>>
       returnAdvances;
-  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, unsigned> calleeSides;
+  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, PipelineSide>
+      calleeSides;
   llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, bool> calleeAdvances;
   /// Callees being summarised, to cut recursion.
   llvm::DenseSet<mlir::Operation *> returnsInProgress;
@@ -203,13 +198,14 @@ public:
 
   /// The slots `state` is advanced by from the value it is traced back to
   /// (which is stored in `base`) through advancing ops in `scope`, on a path
-  /// where `facts` hold. `sides` collects the sides of the advancing ops
-  /// (PipelineSide). Nothing, with `why` set to the op it could not count
+  /// where `facts` hold. `sides` collects the sides of the advancing ops.
+  /// Nothing, with `why` set to the op it could not count
   /// through, when the count is not known.
   std::optional<LinearExpr> traceAdvance(mlir::Value state,
                                          mlir::Operation *scope,
                                          const PathFacts &facts,
-                                         mlir::Value &base, unsigned &sides,
+                                         mlir::Value &base,
+                                         PipelineSide &sides,
                                          mlir::Operation *&why);
 
   /// Whether `expr >= 0` holds given `facts`.

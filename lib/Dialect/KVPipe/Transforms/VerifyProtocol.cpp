@@ -256,7 +256,7 @@ private:
 
   struct LoopSide {
     Operation *loop;
-    unsigned sides;
+    PipelineSide sides;
     std::optional<int64_t> perIteration;
   };
 
@@ -298,9 +298,11 @@ private:
       for (unsigned i = 0; i < loops.size(); ++i)
         for (unsigned j = i + 1; j < loops.size(); ++j) {
           const LoopSide &a = loops[i], &b = loops[j];
-          if ((a.sides & kProducerSide) && (b.sides & kConsumerSide))
+          if (bitEnumContainsAny(a.sides, PipelineSide::producer) &&
+              bitEnumContainsAny(b.sides, PipelineSide::consumer))
             compareSides(pipeline, a, b);
-          else if ((b.sides & kProducerSide) && (a.sides & kConsumerSide))
+          else if (bitEnumContainsAny(b.sides, PipelineSide::producer) &&
+                   bitEnumContainsAny(a.sides, PipelineSide::consumer))
             compareSides(pipeline, b, a);
         }
   }
@@ -857,7 +859,7 @@ private:
             continue;
           Value yielded = forOp.getYieldedValues()[position];
           Value base;
-          unsigned sides = 0;
+          PipelineSide sides = PipelineSide::none;
           Operation *why = nullptr;
           std::optional<LinearExpr> advance = arithmetic.traceAdvance(
               yielded, forOp, {}, base, sides, why);
@@ -960,7 +962,7 @@ private:
            region = region->getParentOp()->getParentRegion())
         arithmetic.addBranchFacts(region, facts);
       Value base;
-      unsigned sides = 0;
+      PipelineSide sides = PipelineSide::none;
       Operation *why = nullptr;
       std::optional<LinearExpr> total =
           arithmetic.traceAdvance(state, scope, facts, base, sides, why);
@@ -973,11 +975,11 @@ private:
       Value pipeline = flow.getPipeline(state);
       if (base && base.getDefiningOp<CreateOp>())
         created[pipeline] = base;
-      if (sides == kProducerSide)
+      if (sides == PipelineSide::producer)
         producers[pipeline].push_back({state, total, why});
-      else if (sides == kConsumerSide)
+      else if (sides == PipelineSide::consumer)
         consumers[pipeline].push_back({state, total, why});
-      else if (sides == kNoSide && !total && why)
+      else if (sides == PipelineSide::none && !total && why)
         producers[pipeline].push_back({state, total, why});
     }
 
