@@ -22,6 +22,12 @@ static bool isState(Value value) {
   return value && isa<PipelineType>(value.getType());
 }
 
+/// The state a protocol op returns (`step`, `consumer_release`), or null.
+static Value getResultState(Operation *op) {
+  auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+  return protocolOp ? protocolOp.getResultState() : Value();
+}
+
 /// The yields of the branches of `op` (`scf.if`, `scf.index_switch`,
 /// `scf.execute_region` of one block) at result `index`; false when `op` is
 /// not such an op or a branch does not end in `scf.yield`.
@@ -112,14 +118,14 @@ void PipelineFlow::build() {
     for (Value result : op->getResults())
       addState(result);
 
-    if (auto step = dyn_cast<StepOp>(op)) {
-      unite(pipelineParents, step.getPipeline(), step.getResult());
-    } else if (auto release = dyn_cast<ConsumerReleaseOp>(op)) {
-      // Before the last sub-stage the result is the same state: same slot.
-      if (release.advances())
-        unite(pipelineParents, release.getPipeline(), release.getResult());
+    if (Value result = getResultState(op)) {
+      // A state returned unadvanced (the release of a sub-stage before the
+      // last) is the same slot.
+      auto protocolOp = cast<PipelineProtocolOpInterface>(op);
+      if (protocolOp.getSlotsAdvanced() != 0)
+        unite(pipelineParents, protocolOp.getPipeline(), result);
       else
-        uniteBoth(release.getPipeline(), release.getResult());
+        uniteBoth(protocolOp.getPipeline(), result);
     } else if (auto forOp = dyn_cast<scf::ForOp>(op)) {
       loops.push_back(op);
       for (auto [init, arg, result, yielded] :
@@ -301,16 +307,11 @@ std::optional<StateAdvance> PipelineFlow::traceAdvance(Value state,
       return result;
     }
 
-    if (auto step = dyn_cast<StepOp>(def)) {
-      if (!advanceBy(1, def))
+    if (getResultState(def)) {
+      auto protocolOp = cast<PipelineProtocolOpInterface>(def);
+      if (!advanceBy(protocolOp.getSlotsAdvanced(), def))
         return std::nullopt;
-      value = step.getPipeline();
-      continue;
-    }
-    if (auto release = dyn_cast<ConsumerReleaseOp>(def)) {
-      if (!advanceBy(release.advances() ? 1 : 0, def))
-        return std::nullopt;
-      value = release.getPipeline();
+      value = protocolOp.getPipeline();
       continue;
     }
     unsigned index = cast<OpResult>(value).getResultNumber();
@@ -524,10 +525,9 @@ bool PipelineFlow::advances(OpOperand &use) {
   if (!isState(use.get()))
     return false;
   Operation *user = use.getOwner();
-  if (isa<StepOp>(user))
-    return true;
-  if (auto release = dyn_cast<ConsumerReleaseOp>(user))
-    return release.advances() && &use == &release.getPipelineMutable();
+  if (auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(user))
+    return protocolOp.getSlotsAdvanced() != 0 &&
+           use.get() == protocolOp.getPipeline();
   if (std::optional<unsigned> position = getCarriedPosition(use)) {
     if (std::optional<int64_t> slots = getAdvancePerIteration(user, *position))
       return *slots != 0;
@@ -575,18 +575,12 @@ PipelineSide PipelineFlow::getSides(Operation *op, Value pipeline) {
   op->walk([&](Operation *inner) {
     if (inner == op)
       return;
-    if (auto acquire = dyn_cast<ProducerAcquireOp>(inner)) {
-      if (getPipeline(acquire.getPipeline()) == pipeline)
-        sides |= PipelineSide::producer;
-    } else if (auto commit = dyn_cast<ProducerCommitOp>(inner)) {
-      if (getPipeline(commit.getPipeline()) == pipeline)
-        sides |= PipelineSide::producer;
-    } else if (auto wait = dyn_cast<ConsumerWaitOp>(inner)) {
-      if (getPipeline(wait.getPipeline()) == pipeline)
-        sides |= PipelineSide::consumer;
-    } else if (auto release = dyn_cast<ConsumerReleaseOp>(inner)) {
-      if (getPipeline(release.getPipeline()) == pipeline)
-        sides |= PipelineSide::consumer;
+    if (auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(inner)) {
+      // A side works on a slot where it opens or closes it; barrier
+      // accessors and steps do not count.
+      if ((protocolOp.opensSlot() || protocolOp.closesSlot()) &&
+          getPipeline(protocolOp.getPipeline()) == pipeline)
+        sides |= protocolOp.getSide();
     } else if (auto call = dyn_cast<CallOpInterface>(inner)) {
       FunctionOpInterface callee = resolveCallee(call);
       if (!callee)
@@ -1074,18 +1068,13 @@ SlotArithmetic::traceAdvance(Value state, Operation *scope,
       base = value;
       return total;
     }
-    if (auto step = dyn_cast<StepOp>(def)) {
-      sides |= PipelineSide::producer;
-      if (!total.add(LinearExpr::ofConstant(1)))
+    if (getResultState(def)) {
+      auto protocolOp = cast<PipelineProtocolOpInterface>(def);
+      sides |= protocolOp.getSide();
+      if (!total.add(
+              LinearExpr::ofConstant(protocolOp.getSlotsAdvanced())))
         return fail(def);
-      value = step.getPipeline();
-      continue;
-    }
-    if (auto release = dyn_cast<ConsumerReleaseOp>(def)) {
-      sides |= PipelineSide::consumer;
-      if (!total.add(LinearExpr::ofConstant(release.advances() ? 1 : 0)))
-        return fail(def);
-      value = release.getPipeline();
+      value = protocolOp.getPipeline();
       continue;
     }
     unsigned index = cast<OpResult>(value).getResultNumber();
