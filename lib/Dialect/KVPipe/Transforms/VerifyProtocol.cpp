@@ -29,8 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProtocolAnalysis.h"
-
+#include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/Passes.h"

@@ -1,6 +1,6 @@
 //===- ProtocolAnalysis.cpp - how pipeline states flow --------------------===//
 
-#include "ProtocolAnalysis.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -1,7 +1,9 @@
 //===- ProtocolAnalysis.h - how pipeline states flow ------------*- C++ -*-===//
 //
-// The protocol checker (VerifyProtocol.cpp) reasons about pipeline states as
-// SSA values. This analysis answers the questions it asks about them:
+// The protocol checker (--kvpipe-verify-protocol) reasons about pipeline
+// states as SSA values. This analysis answers the questions it asks about
+// them, for it and for any other pass that needs them; it learns what each
+// op does with a state from PipelineProtocolOpInterface:
 //
 // - which pipeline a state belongs to: the states linked by `step`,
 //   `consumer_release`, loop iter_args, branch yields, block arguments and
@@ -19,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
-#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
+#ifndef KVPIPE_DIALECT_KVPIPE_ANALYSIS_PROTOCOLANALYSIS_H
+#define KVPIPE_DIALECT_KVPIPE_ANALYSIS_PROTOCOLANALYSIS_H
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
@@ -235,4 +237,4 @@ private:
 
 } // namespace kvpipe
 
-#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
+#endif // KVPIPE_DIALECT_KVPIPE_ANALYSIS_PROTOCOLANALYSIS_H
