@@ -33,15 +33,22 @@ std::string describe(Operation *op) {
   return text;
 }
 
-/// The lowered state of a staged op's pipeline and the address of its
-/// current slot's producer or consumer barrier at the op's sub-stage.
-template <typename OpTy>
-std::pair<LoweredState, Value> slotBarrier(OpTy op, Value pipeline,
-                                           OpBuilder &b, bool consumer) {
+/// Whether `op` waits on, arrives on or names the consumers' ("empty")
+/// barrier of its sub-stage rather than the producer's ("full") one.
+bool onConsumerBarrier(PipelineProtocolOpInterface op) {
+  return op.getBarrierSide() == PipelineSide::consumer;
+}
+
+/// The lowered state of a staged op's pipeline (`pipeline`, the op's
+/// converted operand) and the address of the barrier of the current slot's
+/// sub-stage that the op uses.
+std::pair<LoweredState, Value> slotBarrier(PipelineProtocolOpInterface op,
+                                           Value pipeline, OpBuilder &b) {
   Location loc = op.getLoc();
   LoweredState state = LoweredState::unpack(b, loc, pipeline);
   Value addr = barrierAddress(b, loc, state.barriers, state.index,
-                              op.getPipelineType(), op.getStage(), consumer);
+                              op.getPipelineType(), *op.getSubStage(),
+                              onConsumerBarrier(op));
   return {state, addr};
 }
 
@@ -136,9 +143,8 @@ struct ProducerMBarOpLowering : ConvertOpToLLVMPattern<ProducerMBarOp> {
   LogicalResult
   matchAndRewrite(ProducerMBarOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, slotBarrier(op, adaptor.getPipeline(), rewriter,
-                                       /*consumer=*/false)
-                               .second);
+    rewriter.replaceOp(op,
+                       slotBarrier(op, adaptor.getPipeline(), rewriter).second);
     return success();
   }
 };
@@ -157,7 +163,7 @@ struct ConsumerMBarOpLowering : ConvertOpToLLVMPattern<ConsumerMBarOp> {
       slot = LLVM::TruncOp::create(rewriter, loc, rewriter.getI32Type(), index);
     rewriter.replaceOp(op, barrierAddress(rewriter, loc, state.barriers, slot,
                                           op.getPipelineType(), op.getStage(),
-                                          /*consumer=*/true));
+                                          onConsumerBarrier(op)));
     return success();
   }
 };
@@ -169,7 +175,8 @@ struct ConsumerMBarOpLowering : ConvertOpToLLVMPattern<ConsumerMBarOp> {
 ///   `kv_stages` acquires of a fresh pipeline pass at once.
 /// - `kvpipe.consumer_wait` waits on the producer ("full") barrier with
 ///   parity `phase`.
-template <typename OpTy, bool kOnConsumerBarrier>
+/// The barrier each waits on is the interface's getBarrierSide.
+template <typename OpTy>
 struct WaitOpLowering : ConvertOpToLLVMPattern<OpTy> {
   WaitOpLowering(const LLVMTypeConverter &converter,
                  const KVPipeToNVVMOptions &options,
@@ -188,15 +195,15 @@ struct WaitOpLowering : ConvertOpToLLVMPattern<OpTy> {
          symbolTableOp->getRegion(0).empty()))
       return rewriter.notifyMatchFailure(
           op, "wait-timeout needs an enclosing symbol table");
-    auto [state, addr] =
-        slotBarrier(op, adaptor.getPipeline(), rewriter, kOnConsumerBarrier);
+    auto [state, addr] = slotBarrier(op, adaptor.getPipeline(), rewriter);
+    bool consumerBarrier = onConsumerBarrier(op);
     Value parity = state.phase;
-    if (kOnConsumerBarrier)
+    if (consumerBarrier)
       parity = LLVM::XOrOp::create(rewriter, loc, parity,
                                    i32Constant(rewriter, loc, 1));
     emitParityWait(rewriter, loc, addr, parity, options, describe(op),
                    state.index, op.getPipelineType(), op.getStage(),
-                   kOnConsumerBarrier, symbolTableOp, *namer);
+                   consumerBarrier, symbolTableOp, *namer);
     rewriter.eraseOp(op);
     return success();
   }
@@ -204,10 +211,8 @@ struct WaitOpLowering : ConvertOpToLLVMPattern<OpTy> {
   KVPipeToNVVMOptions options;
   std::shared_ptr<SymbolNamer> namer;
 };
-using ProducerAcquireOpLowering =
-    WaitOpLowering<ProducerAcquireOp, /*kOnConsumerBarrier=*/true>;
-using ConsumerWaitOpLowering =
-    WaitOpLowering<ConsumerWaitOp, /*kOnConsumerBarrier=*/false>;
+using ProducerAcquireOpLowering = WaitOpLowering<ProducerAcquireOp>;
+using ConsumerWaitOpLowering = WaitOpLowering<ConsumerWaitOp>;
 
 /// `kvpipe.producer_commit`: with TMA loads in the slot, one
 /// `mbarrier.arrive.expect_tx` with the bytes they deliver (the copies'
@@ -225,8 +230,7 @@ struct ProducerCommitOpLowering : ConvertOpToLLVMPattern<ProducerCommitOp> {
           op, "transaction bytes not annotated (run annotateTransactionBytes "
               "before lowering)");
     Location loc = op.getLoc();
-    auto [state, addr] = slotBarrier(op, adaptor.getPipeline(), rewriter,
-                                     /*consumer=*/false);
+    auto [state, addr] = slotBarrier(op, adaptor.getPipeline(), rewriter);
     if (bytes.getInt() > 0)
       NVVM::MBarrierArriveExpectTxOp::create(
           rewriter, loc, /*res=*/Type(), addr,
@@ -254,8 +258,7 @@ struct ConsumerReleaseOpLowering : ConvertOpToLLVMPattern<ConsumerReleaseOp> {
   matchAndRewrite(ConsumerReleaseOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto [state, addr] = slotBarrier(op, adaptor.getPipeline(), rewriter,
-                                     /*consumer=*/true);
+    auto [state, addr] = slotBarrier(op, adaptor.getPipeline(), rewriter);
     // The arrival has release semantics: the consumer's reads of the slot
     // (retired wgmma reads included) are ordered before the producer's
     // acquire of it.

@@ -212,9 +212,9 @@ struct ConvertKVPipeToNVVM
     // must not insert into their common module. (The targets are checked
     // by kvpipe-check-nvptx-targets, which --kvpipe-to-ptx runs first.)
     WalkResult placement = root->walk([&](Operation *op) {
-      bool addsSymbol =
-          isa<CreateOp>(op) ||
-          (waitTimeout != 0 && isa<ProducerAcquireOp, ConsumerWaitOp>(op));
+      auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+      bool waits = protocolOp && protocolOp.opensSlot();
+      bool addsSymbol = isa<CreateOp>(op) || (waitTimeout != 0 && waits);
       if (!addsSymbol)
         return WalkResult::advance();
       Operation *table = SymbolTable::getNearestSymbolTable(op);

@@ -16,6 +16,16 @@ static bool completesOn(TMALoadOp load, Value pipeline, int64_t stage) {
   return mbar && mbar.getPipeline() == pipeline && mbar.getStage() == stage;
 }
 
+/// `op` as a producer-side protocol op on `pipeline`, or null.
+static PipelineProtocolOpInterface getProducerOpOn(Operation *op,
+                                                   Value pipeline) {
+  auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+  if (!protocolOp || protocolOp.getSide() != PipelineSide::producer ||
+      protocolOp.getPipeline() != pipeline)
+    return nullptr;
+  return protocolOp;
+}
+
 /// Adds the loads on (`pipeline`, `stage`) inside `op` (or `op` itself) to
 /// `result`, each counted once per iteration of the constant-trip-count
 /// loops around it below `op`.
@@ -80,24 +90,20 @@ FailureOr<SlotLoads> kvpipe::collectSlotLoads(ProducerCommitOp commit) {
   Value pipeline = commit.getPipeline();
   int64_t stage = commit.getStage();
   SlotLoads result;
-  // Backwards to the acquire of this slot's sub-stage.
+  // Backwards to the acquire that opened this slot's sub-stage.
   for (Operation *op = commit->getPrevNode(); op; op = op->getPrevNode()) {
-    if (auto acquire = dyn_cast<ProducerAcquireOp>(op))
-      if (acquire.getPipeline() == pipeline && acquire.getStage() == stage)
+    if (auto producerOp = getProducerOpOn(op, pipeline))
+      if (producerOp.opensSlot() && producerOp.getSubStage() == stage)
         break;
     if (failed(collectIn(op, pipeline, stage, commit, result)))
       return failure();
   }
-  // Forwards to the state's next step: expect_tx may precede the copies.
+  // Forwards to the producer's next acquire, commit or step of the state:
+  // expect_tx may precede the copies.
   for (Operation *op = commit->getNextNode(); op; op = op->getNextNode()) {
-    if (auto step = dyn_cast<StepOp>(op))
-      if (step.getPipeline() == pipeline)
-        break;
-    if (auto acquire = dyn_cast<ProducerAcquireOp>(op))
-      if (acquire.getPipeline() == pipeline)
-        break;
-    if (auto other = dyn_cast<ProducerCommitOp>(op))
-      if (other.getPipeline() == pipeline)
+    if (auto producerOp = getProducerOpOn(op, pipeline))
+      if (producerOp.opensSlot() || producerOp.closesSlot() ||
+          producerOp.getSlotsAdvanced() != 0)
         break;
     if (failed(collectIn(op, pipeline, stage, commit, result)))
       return failure();

@@ -29,8 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ProtocolAnalysis.h"
-
+#include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/Passes.h"
@@ -62,19 +61,21 @@ using namespace kvpipe;
 
 /// The sub-stage an op names, if it names one.
 static std::optional<int64_t> getStageOf(Operation *op) {
-  if (auto wait = dyn_cast<ConsumerWaitOp>(op))
-    return wait.getStage();
-  if (auto release = dyn_cast<ConsumerReleaseOp>(op))
-    return release.getStage();
-  if (auto acquire = dyn_cast<ProducerAcquireOp>(op))
-    return acquire.getStage();
-  if (auto commit = dyn_cast<ProducerCommitOp>(op))
-    return commit.getStage();
-  if (auto mbar = dyn_cast<ProducerMBarOp>(op))
-    return mbar.getStage();
-  if (auto mbar = dyn_cast<ConsumerMBarOp>(op))
-    return mbar.getStage();
+  if (auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op))
+    return protocolOp.getSubStage();
   return std::nullopt;
+}
+
+/// Whether `op` opens or closes a slot's sub-stage: a wait, a release, an
+/// acquire or a commit.
+static bool opensOrCloses(Operation *op) {
+  auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+  return protocolOp && (protocolOp.opensSlot() || protocolOp.closesSlot());
+}
+
+/// The op that opens a sub-stage on `side`, for diagnostics.
+static StringRef getOpenerName(PipelineSide side) {
+  return side == PipelineSide::consumer ? "consumer_wait" : "producer_acquire";
 }
 
 /// The static trip count of an `scf.for`, when it fits comfortably.
@@ -256,7 +257,7 @@ private:
 
   struct LoopSide {
     Operation *loop;
-    unsigned sides;
+    PipelineSide sides;
     std::optional<int64_t> perIteration;
   };
 
@@ -298,9 +299,11 @@ private:
       for (unsigned i = 0; i < loops.size(); ++i)
         for (unsigned j = i + 1; j < loops.size(); ++j) {
           const LoopSide &a = loops[i], &b = loops[j];
-          if ((a.sides & kProducerSide) && (b.sides & kConsumerSide))
+          if (bitEnumContainsAny(a.sides, PipelineSide::producer) &&
+              bitEnumContainsAny(b.sides, PipelineSide::consumer))
             compareSides(pipeline, a, b);
-          else if ((b.sides & kProducerSide) && (a.sides & kConsumerSide))
+          else if (bitEnumContainsAny(b.sides, PipelineSide::producer) &&
+                   bitEnumContainsAny(a.sides, PipelineSide::consumer))
             compareSides(pipeline, b, a);
         }
   }
@@ -349,11 +352,11 @@ private:
   // 3. Pairing, block by block
   //===--------------------------------------------------------------------===//
 
-  void openPair(DenseMap<std::pair<Value, unsigned>, SlotPairing> &pairs,
-                SmallVectorImpl<std::pair<Value, unsigned>> &order,
-                Operation *op, Value state, int64_t stage, unsigned kind,
+  void openPair(DenseMap<std::pair<Value, PipelineSide>, SlotPairing> &pairs,
+                SmallVectorImpl<std::pair<Value, PipelineSide>> &order,
+                Operation *op, Value state, int64_t stage, PipelineSide side,
                 StringRef name) {
-    auto key = std::make_pair(flow.getSlot(state), kind);
+    auto key = std::make_pair(flow.getSlot(state), side);
     auto [it, inserted] = pairs.try_emplace(key);
     if (inserted)
       order.push_back(key);
@@ -381,11 +384,11 @@ private:
       pairing.open[stage] = op;
   }
 
-  void closePair(DenseMap<std::pair<Value, unsigned>, SlotPairing> &pairs,
-                 SmallVectorImpl<std::pair<Value, unsigned>> &order,
-                 Operation *op, Value state, int64_t stage, unsigned kind,
+  void closePair(DenseMap<std::pair<Value, PipelineSide>, SlotPairing> &pairs,
+                 SmallVectorImpl<std::pair<Value, PipelineSide>> &order,
+                 Operation *op, Value state, int64_t stage, PipelineSide side,
                  StringRef openName, StringRef name) {
-    auto key = std::make_pair(flow.getSlot(state), kind);
+    auto key = std::make_pair(flow.getSlot(state), side);
     auto [it, inserted] = pairs.try_emplace(key);
     if (inserted)
       order.push_back(key);
@@ -415,30 +418,31 @@ private:
   }
 
   void checkBlock(Block &block) {
-    // 3. Pairing: kind 0 is wait/release, kind 1 acquire/commit.
-    DenseMap<std::pair<Value, unsigned>, SlotPairing> pairs;
-    SmallVector<std::pair<Value, unsigned>> order;
+    // 3. Pairing: wait/release on the consumer side, acquire/commit on the
+    // producer side.
+    DenseMap<std::pair<Value, PipelineSide>, SlotPairing> pairs;
+    SmallVector<std::pair<Value, PipelineSide>> order;
 
     for (Operation &op : block) {
       // A stale state's ops were reported by rule 1; pairing them again
       // would only repeat that.
       if (staleUsers.contains(&op))
         continue;
-      if (auto wait = dyn_cast<ConsumerWaitOp>(op)) {
-        openPair(pairs, order, &op, wait.getPipeline(), wait.getStage(), 0,
-                 "consumer_wait");
-      } else if (auto release = dyn_cast<ConsumerReleaseOp>(op)) {
-        closePair(pairs, order, &op, release.getPipeline(), release.getStage(),
-                  0, "consumer_wait", "consumer_release");
-      } else if (auto acquire = dyn_cast<ProducerAcquireOp>(op)) {
-        openPair(pairs, order, &op, acquire.getPipeline(), acquire.getStage(),
-                 1, "producer_acquire");
-      } else if (auto commit = dyn_cast<ProducerCommitOp>(op)) {
-        closePair(pairs, order, &op, commit.getPipeline(), commit.getStage(), 1,
-                  "producer_acquire", "producer_commit");
-      } else if (auto step = dyn_cast<StepOp>(op)) {
+      if (auto step = dyn_cast<StepOp>(op)) {
         checkStep(step, pairs);
+        continue;
       }
+      auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+      if (!protocolOp)
+        continue;
+      StringRef name = op.getName().stripDialect();
+      PipelineSide side = protocolOp.getSide();
+      if (protocolOp.opensSlot())
+        openPair(pairs, order, &op, protocolOp.getPipeline(),
+                 *protocolOp.getSubStage(), side, name);
+      else if (protocolOp.closesSlot())
+        closePair(pairs, order, &op, protocolOp.getPipeline(),
+                  *protocolOp.getSubStage(), side, getOpenerName(side), name);
     }
 
     for (const auto &key : order) {
@@ -448,8 +452,9 @@ private:
           continue;
         Value state = open->getOperand(0);
         error(open) << "has no "
-                    << (key.second == 0 ? "consumer_release"
-                                        : "producer_commit")
+                    << (key.second == PipelineSide::consumer
+                            ? "consumer_release"
+                            : "producer_commit")
                     << " of the same slot and sub-stage after it in its block"
                     << where(state, stage);
       }
@@ -459,14 +464,13 @@ private:
         for (Operation *user : state.getUsers()) {
           if (user->getBlock() != &block || staleUsers.contains(user))
             continue;
-          std::optional<int64_t> stage = getStageOf(user);
-          if (!stage || *stage != 0)
+          auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(user);
+          if (!protocolOp || protocolOp.getSide() != key.second ||
+              protocolOp.getSubStage() != 0)
             continue;
-          if (key.second == 0 ? isa<ConsumerWaitOp>(user)
-                              : isa<ProducerAcquireOp>(user))
+          if (protocolOp.opensSlot())
             sawZero[0] = true;
-          if (key.second == 0 ? isa<ConsumerReleaseOp>(user)
-                              : isa<ProducerCommitOp>(user))
+          if (protocolOp.closesSlot())
             sawZero[1] = true;
         }
       for (auto [index, first, firstStage] :
@@ -486,12 +490,13 @@ private:
       int64_t stages = cast<PipelineType>(key.first.getType()).getQkStages();
       if (pairing.lastCloseStage != stages - 1)
         error(pairing.lastClose)
-            << (key.second == 0 ? "releases" : "commits")
+            << (key.second == PipelineSide::consumer ? "releases" : "commits")
             << " the slot up to sub-stage " << pairing.lastCloseStage
             << " but not sub-stage " << pairing.lastCloseStage + 1
             << " in its block: "
-            << (key.second == 0 ? "the producer waits for that release"
-                                : "the consumers wait for that data")
+            << (key.second == PipelineSide::consumer
+                    ? "the producer waits for that release"
+                    : "the consumers wait for that data")
             << " forever"
             << where(pairing.lastClose->getOperand(0),
                      pairing.lastCloseStage + 1);
@@ -508,9 +513,9 @@ private:
       return it->second;
     bool found = false;
     root->walk([&](Operation *op) {
-      if (isa<ConsumerWaitOp, ConsumerReleaseOp, ProducerAcquireOp,
-              ProducerCommitOp>(op) &&
-          flow.getPipeline(op->getOperand(0)) == pipeline) {
+      if (opensOrCloses(op) &&
+          flow.getPipeline(cast<PipelineProtocolOpInterface>(op)
+                               .getPipeline()) == pipeline) {
         found = true;
         return WalkResult::interrupt();
       }
@@ -522,7 +527,7 @@ private:
   DenseMap<Value, bool> protocolPipelines;
 
   void checkStep(StepOp step,
-                 DenseMap<std::pair<Value, unsigned>, SlotPairing> &pairs) {
+                 DenseMap<std::pair<Value, PipelineSide>, SlotPairing> &pairs) {
     if (!hasProtocolOps(flow.getPipeline(step.getPipeline())))
       return;
     // Every sub-stage of the slot committed on every path to the step.
@@ -765,10 +770,18 @@ private:
   // 7. Flow: states through ops the analysis models, and no aliases
   //===--------------------------------------------------------------------===//
 
+  /// Whether `op` is a protocol op that returns a state (`step`,
+  /// `consumer_release`), which the analysis follows to its operand.
+  static bool returnsState(Operation *op) {
+    auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+    return protocolOp && protocolOp.getResultState();
+  }
+
   /// Whether the analysis follows a state produced by `op`.
   bool producesKnownState(Operation *op, unsigned result) {
-    if (isa<CreateOp, StepOp, ConsumerReleaseOp, scf::ForOp, scf::WhileOp,
-            scf::IfOp, scf::IndexSwitchOp, scf::ExecuteRegionOp>(op))
+    if (returnsState(op) ||
+        isa<CreateOp, scf::ForOp, scf::WhileOp, scf::IfOp, scf::IndexSwitchOp,
+            scf::ExecuteRegionOp>(op))
       return true;
     if (auto call = dyn_cast<CallOpInterface>(op))
       return flow.getCallAdvance(call, result).has_value();
@@ -857,7 +870,7 @@ private:
             continue;
           Value yielded = forOp.getYieldedValues()[position];
           Value base;
-          unsigned sides = 0;
+          PipelineSide sides = PipelineSide::none;
           Operation *why = nullptr;
           std::optional<LinearExpr> advance = arithmetic.traceAdvance(
               yielded, forOp, {}, base, sides, why);
@@ -931,9 +944,9 @@ private:
   /// ends).
   static bool forwards(OpOperand &use) {
     Operation *user = use.getOwner();
-    return isa<StepOp, ConsumerReleaseOp, scf::ForOp, scf::WhileOp,
-               scf::YieldOp, scf::ConditionOp, CallOpInterface,
-               BranchOpInterface>(user) ||
+    return returnsState(user) ||
+           isa<scf::ForOp, scf::WhileOp, scf::YieldOp, scf::ConditionOp,
+               CallOpInterface, BranchOpInterface>(user) ||
            user->hasTrait<OpTrait::ReturnLike>() || isFunctionReturn(user);
   }
 
@@ -960,7 +973,7 @@ private:
            region = region->getParentOp()->getParentRegion())
         arithmetic.addBranchFacts(region, facts);
       Value base;
-      unsigned sides = 0;
+      PipelineSide sides = PipelineSide::none;
       Operation *why = nullptr;
       std::optional<LinearExpr> total =
           arithmetic.traceAdvance(state, scope, facts, base, sides, why);
@@ -973,11 +986,11 @@ private:
       Value pipeline = flow.getPipeline(state);
       if (base && base.getDefiningOp<CreateOp>())
         created[pipeline] = base;
-      if (sides == kProducerSide)
+      if (sides == PipelineSide::producer)
         producers[pipeline].push_back({state, total, why});
-      else if (sides == kConsumerSide)
+      else if (sides == PipelineSide::consumer)
         consumers[pipeline].push_back({state, total, why});
-      else if (sides == kNoSide && !total && why)
+      else if (sides == PipelineSide::none && !total && why)
         producers[pipeline].push_back({state, total, why});
     }
 

@@ -4,6 +4,7 @@
 #define KVPIPE_DIALECT_KVPIPE_IR_KVPIPEOPS_H
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeInterfaces.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -9,6 +9,7 @@
 #define KVPIPE_DIALECT_KVPIPE_IR_KVPIPEOPS_TD
 
 include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
+include "kvpipe/Dialect/KVPipe/IR/KVPipeInterfaces.td"
 include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -26,6 +27,9 @@ defvar KVPipe_SyncEffects = MemoryEffects<[MemRead, MemWrite]>;
 /// The optional sub-stage attribute; absent means `qk_stages - 1`.
 defvar KVPipe_QKStageAttr = OptionalAttr<I32Attr>;
 
+/// An op on a sub-stage of the current slot. Each one takes part in the
+/// protocol: it lists KVPipe_PipelineProtocolOpInterface among its traits,
+/// declaring the methods that say what it does there.
 class KVPipe_StagedOp<string mnemonic, list<Trait> traits = []>
     : KVPipe_Op<mnemonic, traits> {
   code stagedDecl = [{
@@ -88,7 +92,8 @@ def KVPipe_InitOp : KVPipe_Op<"init", [KVPipe_SyncEffects]> {
 // Barrier accessors
 //===----------------------------------------------------------------------===//
 
-def KVPipe_ProducerMBarOp : KVPipe_StagedOp<"producer_mbar", [Pure]> {
+def KVPipe_ProducerMBarOp : KVPipe_StagedOp<"producer_mbar", [Pure,
+    DeclareOpInterfaceMethods<KVPipe_PipelineProtocolOpInterface>]> {
   let summary = "the producer (full) barrier of the current slot";
   let description = [{
     `mbar[qk_stages * state.index + qk_stage]`: the barrier on which the
@@ -106,7 +111,8 @@ def KVPipe_ProducerMBarOp : KVPipe_StagedOp<"producer_mbar", [Pure]> {
       "$pipeline (`stage` $qk_stage^)? attr-dict `:` qualified(type($pipeline))";
 }
 
-def KVPipe_ConsumerMBarOp : KVPipe_StagedOp<"consumer_mbar", [Pure]> {
+def KVPipe_ConsumerMBarOp : KVPipe_StagedOp<"consumer_mbar", [Pure,
+    DeclareOpInterfaceMethods<KVPipe_PipelineProtocolOpInterface>]> {
   let summary = "the consumer (empty) barrier of a slot";
   let description = [{
     `mbar[qk_stages * idx + qk_stage + num_stages]`: the barrier on which the
@@ -128,7 +134,9 @@ def KVPipe_ConsumerMBarOp : KVPipe_StagedOp<"consumer_mbar", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def KVPipe_ProducerAcquireOp
-    : KVPipe_StagedOp<"producer_acquire", [KVPipe_SyncEffects]> {
+    : KVPipe_StagedOp<"producer_acquire", [KVPipe_SyncEffects,
+        DeclareOpInterfaceMethods<KVPipe_PipelineProtocolOpInterface,
+                                  ["opensSlot"]>]> {
   let summary = "wait until the consumers released the current slot";
   let description = [{
     Waits on the consumer barrier of the current slot's sub-stage with parity
@@ -148,7 +156,9 @@ def KVPipe_ProducerAcquireOp
 }
 
 def KVPipe_ProducerCommitOp
-    : KVPipe_StagedOp<"producer_commit", [KVPipe_SyncEffects]> {
+    : KVPipe_StagedOp<"producer_commit", [KVPipe_SyncEffects,
+        DeclareOpInterfaceMethods<KVPipe_PipelineProtocolOpInterface,
+                                  ["closesSlot"]>]> {
   let summary = "the producer's arrival on the current slot";
   let description = [{
     Arrives on the producer barrier of the current slot's sub-stage. Where TMA
@@ -172,7 +182,9 @@ def KVPipe_ProducerCommitOp
 }
 
 def KVPipe_ConsumerWaitOp
-    : KVPipe_StagedOp<"consumer_wait", [KVPipe_SyncEffects]> {
+    : KVPipe_StagedOp<"consumer_wait", [KVPipe_SyncEffects,
+        DeclareOpInterfaceMethods<KVPipe_PipelineProtocolOpInterface,
+                                  ["opensSlot"]>]> {
   let summary = "wait until the producer's data for the slot has landed";
   let description = [{
     Waits on the producer barrier of the current slot's sub-stage with parity
@@ -189,7 +201,9 @@ def KVPipe_ConsumerWaitOp
 }
 
 def KVPipe_ConsumerReleaseOp : KVPipe_StagedOp<"consumer_release",
-    [KVPipe_SyncEffects, AllTypesMatch<["pipeline", "result"]>]> {
+    [KVPipe_SyncEffects, AllTypesMatch<["pipeline", "result"]>,
+     DeclareOpInterfaceMethods<KVPipe_PipelineProtocolOpInterface,
+         ["closesSlot", "getResultState", "getSlotsAdvanced"]>]> {
   let summary = "release the slot's sub-stage; advance after the last one";
   let description = [{
     Arrives on the consumer barrier of the current slot's sub-stage; only
@@ -221,7 +235,10 @@ def KVPipe_ConsumerReleaseOp : KVPipe_StagedOp<"consumer_release",
 //===----------------------------------------------------------------------===//
 
 def KVPipe_StepOp : KVPipe_Op<"step",
-    [Pure, AllTypesMatch<["pipeline", "result"]>]> {
+    [Pure, AllTypesMatch<["pipeline", "result"]>,
+     DeclareOpInterfaceMethods<KVPipe_PipelineProtocolOpInterface,
+         ["getSubStage", "getBarrierSide", "getResultState",
+          "getSlotsAdvanced"]>]> {
   let summary = "advance the state by one slot";
   let description = [{
     `index += 1`; when `index == kv_stages`: `index = 0` and `phase ^= 1`.

@@ -155,6 +155,19 @@ def PingPongSchedule : Pass<"kvpipe-pingpong-schedule"> {
   ];
 }
 
+def TestProtocolInterface : Pass<"kvpipe-test-protocol-interface"> {
+  let summary = "Report what each pipeline op answers through "
+                "PipelineProtocolOpInterface (for tests)";
+  let description = [{
+    Emits a remark at every op that implements
+    `PipelineProtocolOpInterface`, with its side, sub-stage, whether it opens
+    or closes the slot's sub-stage, the side whose barrier it uses, and the
+    slots by which the state it returns is advanced: the answers the protocol
+    checker, the analyses and the lowering work from
+    (test/Dialect/KVPipe/protocol-interface.mlir). Changes nothing.
+  }];
+}
+
 def VerifyProtocol : Pass<"kvpipe-verify-protocol"> {
   let summary = "Check the producer/consumer protocol of every kvpipe pipeline";
   let description = [{

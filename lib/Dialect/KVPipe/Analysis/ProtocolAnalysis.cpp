@@ -1,6 +1,6 @@
 //===- ProtocolAnalysis.cpp - how pipeline states flow --------------------===//
 
-#include "ProtocolAnalysis.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -20,6 +20,12 @@ using namespace kvpipe;
 
 static bool isState(Value value) {
   return value && isa<PipelineType>(value.getType());
+}
+
+/// The state a protocol op returns (`step`, `consumer_release`), or null.
+static Value getResultState(Operation *op) {
+  auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+  return protocolOp ? protocolOp.getResultState() : Value();
 }
 
 /// The yields of the branches of `op` (`scf.if`, `scf.index_switch`,
@@ -112,14 +118,14 @@ void PipelineFlow::build() {
     for (Value result : op->getResults())
       addState(result);
 
-    if (auto step = dyn_cast<StepOp>(op)) {
-      unite(pipelineParents, step.getPipeline(), step.getResult());
-    } else if (auto release = dyn_cast<ConsumerReleaseOp>(op)) {
-      // Before the last sub-stage the result is the same state: same slot.
-      if (release.advances())
-        unite(pipelineParents, release.getPipeline(), release.getResult());
+    if (Value result = getResultState(op)) {
+      // A state returned unadvanced (the release of a sub-stage before the
+      // last) is the same slot.
+      auto protocolOp = cast<PipelineProtocolOpInterface>(op);
+      if (protocolOp.getSlotsAdvanced() != 0)
+        unite(pipelineParents, protocolOp.getPipeline(), result);
       else
-        uniteBoth(release.getPipeline(), release.getResult());
+        uniteBoth(protocolOp.getPipeline(), result);
     } else if (auto forOp = dyn_cast<scf::ForOp>(op)) {
       loops.push_back(op);
       for (auto [init, arg, result, yielded] :
@@ -301,16 +307,11 @@ std::optional<StateAdvance> PipelineFlow::traceAdvance(Value state,
       return result;
     }
 
-    if (auto step = dyn_cast<StepOp>(def)) {
-      if (!advanceBy(1, def))
+    if (getResultState(def)) {
+      auto protocolOp = cast<PipelineProtocolOpInterface>(def);
+      if (!advanceBy(protocolOp.getSlotsAdvanced(), def))
         return std::nullopt;
-      value = step.getPipeline();
-      continue;
-    }
-    if (auto release = dyn_cast<ConsumerReleaseOp>(def)) {
-      if (!advanceBy(release.advances() ? 1 : 0, def))
-        return std::nullopt;
-      value = release.getPipeline();
+      value = protocolOp.getPipeline();
       continue;
     }
     unsigned index = cast<OpResult>(value).getResultNumber();
@@ -524,10 +525,9 @@ bool PipelineFlow::advances(OpOperand &use) {
   if (!isState(use.get()))
     return false;
   Operation *user = use.getOwner();
-  if (isa<StepOp>(user))
-    return true;
-  if (auto release = dyn_cast<ConsumerReleaseOp>(user))
-    return release.advances() && &use == &release.getPipelineMutable();
+  if (auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(user))
+    return protocolOp.getSlotsAdvanced() != 0 &&
+           use.get() == protocolOp.getPipeline();
   if (std::optional<unsigned> position = getCarriedPosition(use)) {
     if (std::optional<int64_t> slots = getAdvancePerIteration(user, *position))
       return *slots != 0;
@@ -570,23 +570,17 @@ Operation *PipelineFlow::findAdvanceWithin(Operation *op, Value pipeline) {
   return found;
 }
 
-unsigned PipelineFlow::getSides(Operation *op, Value pipeline) {
-  unsigned sides = kNoSide;
+PipelineSide PipelineFlow::getSides(Operation *op, Value pipeline) {
+  PipelineSide sides = PipelineSide::none;
   op->walk([&](Operation *inner) {
     if (inner == op)
       return;
-    if (auto acquire = dyn_cast<ProducerAcquireOp>(inner)) {
-      if (getPipeline(acquire.getPipeline()) == pipeline)
-        sides |= kProducerSide;
-    } else if (auto commit = dyn_cast<ProducerCommitOp>(inner)) {
-      if (getPipeline(commit.getPipeline()) == pipeline)
-        sides |= kProducerSide;
-    } else if (auto wait = dyn_cast<ConsumerWaitOp>(inner)) {
-      if (getPipeline(wait.getPipeline()) == pipeline)
-        sides |= kConsumerSide;
-    } else if (auto release = dyn_cast<ConsumerReleaseOp>(inner)) {
-      if (getPipeline(release.getPipeline()) == pipeline)
-        sides |= kConsumerSide;
+    if (auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(inner)) {
+      // A side works on a slot where it opens or closes it; barrier
+      // accessors and steps do not count.
+      if ((protocolOp.opensSlot() || protocolOp.closesSlot()) &&
+          getPipeline(protocolOp.getPipeline()) == pipeline)
+        sides |= protocolOp.getSide();
     } else if (auto call = dyn_cast<CallOpInterface>(inner)) {
       FunctionOpInterface callee = resolveCallee(call);
       if (!callee)
@@ -603,10 +597,10 @@ unsigned PipelineFlow::getSides(Operation *op, Value pipeline) {
         if (!sidesInProgress.insert(key).second)
           continue;
         Value calleeArgument = callee.getArgument(index);
-        unsigned calleeSide =
+        PipelineSide calleeSide =
             isState(calleeArgument)
                 ? getSides(callee, getPipeline(calleeArgument))
-                : kNoSide;
+                : PipelineSide::none;
         sidesInProgress.erase(key);
         calleeSides[key] = calleeSide;
         sides |= calleeSide;
@@ -1050,7 +1044,7 @@ void SlotArithmetic::addBranchFacts(Region *region, PathFacts &facts) {
 std::optional<LinearExpr>
 SlotArithmetic::traceAdvance(Value state, Operation *scope,
                              const PathFacts &facts, Value &base,
-                             unsigned &sides, Operation *&why) {
+                             PipelineSide &sides, Operation *&why) {
   LinearExpr total;
   Value value = state;
   auto fail = [&](Operation *op) -> std::optional<LinearExpr> {
@@ -1074,18 +1068,13 @@ SlotArithmetic::traceAdvance(Value state, Operation *scope,
       base = value;
       return total;
     }
-    if (auto step = dyn_cast<StepOp>(def)) {
-      sides |= kProducerSide;
-      if (!total.add(LinearExpr::ofConstant(1)))
+    if (getResultState(def)) {
+      auto protocolOp = cast<PipelineProtocolOpInterface>(def);
+      sides |= protocolOp.getSide();
+      if (!total.add(
+              LinearExpr::ofConstant(protocolOp.getSlotsAdvanced())))
         return fail(def);
-      value = step.getPipeline();
-      continue;
-    }
-    if (auto release = dyn_cast<ConsumerReleaseOp>(def)) {
-      sides |= kConsumerSide;
-      if (!total.add(LinearExpr::ofConstant(release.advances() ? 1 : 0)))
-        return fail(def);
-      value = release.getPipeline();
+      value = protocolOp.getPipeline();
       continue;
     }
     unsigned index = cast<OpResult>(value).getResultNumber();

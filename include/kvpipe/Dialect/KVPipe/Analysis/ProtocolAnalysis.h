@@ -1,7 +1,9 @@
 //===- ProtocolAnalysis.h - how pipeline states flow ------------*- C++ -*-===//
 //
-// The protocol checker (VerifyProtocol.cpp) reasons about pipeline states as
-// SSA values. This analysis answers the questions it asks about them:
+// The protocol checker (--kvpipe-verify-protocol) reasons about pipeline
+// states as SSA values. This analysis answers the questions it asks about
+// them, for it and for any other pass that needs them; it learns what each
+// op does with a state from PipelineProtocolOpInterface:
 //
 // - which pipeline a state belongs to: the states linked by `step`,
 //   `consumer_release`, loop iter_args, branch yields, block arguments and
@@ -19,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
-#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
+#ifndef KVPIPE_DIALECT_KVPIPE_ANALYSIS_PROTOCOLANALYSIS_H
+#define KVPIPE_DIALECT_KVPIPE_ANALYSIS_PROTOCOLANALYSIS_H
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
@@ -45,13 +47,6 @@ struct StateAdvance {
   int64_t slots = 0;
   /// The last advancing op of the chain (for notes), if any.
   mlir::Operation *lastAdvance = nullptr;
-};
-
-/// Which side of a pipeline ops work on, as a bit set.
-enum PipelineSide : unsigned {
-  kNoSide = 0,
-  kProducerSide = 1, ///< `producer_acquire` / `producer_commit`
-  kConsumerSide = 2, ///< `consumer_wait` / `consumer_release`
 };
 
 /// The flow of pipeline states under one root op. Built once, read-only
@@ -99,8 +94,9 @@ public:
   /// The ops under `op` (not `op` itself) that advance a state of
   /// `pipeline`: the first one found, or null.
   mlir::Operation *findAdvanceWithin(mlir::Operation *op, mlir::Value pipeline);
-  /// The sides of `pipeline` that ops under `op` work on (through calls too).
-  unsigned getSides(mlir::Operation *op, mlir::Value pipeline);
+  /// The sides of `pipeline` that ops under `op` work on (through calls too):
+  /// the sides of the ops that open or close its slots.
+  PipelineSide getSides(mlir::Operation *op, mlir::Value pipeline);
 
   /// The callee of `call`, when it is a function with a body under the root.
   mlir::FunctionOpInterface resolveCallee(mlir::CallOpInterface call);
@@ -143,7 +139,8 @@ private:
   llvm::DenseMap<mlir::Operation *,
                  llvm::SmallVector<std::optional<CallAdvance>>>
       returnAdvances;
-  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, unsigned> calleeSides;
+  llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, PipelineSide>
+      calleeSides;
   llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, bool> calleeAdvances;
   /// Callees being summarised, to cut recursion.
   llvm::DenseSet<mlir::Operation *> returnsInProgress;
@@ -203,13 +200,14 @@ public:
 
   /// The slots `state` is advanced by from the value it is traced back to
   /// (which is stored in `base`) through advancing ops in `scope`, on a path
-  /// where `facts` hold. `sides` collects the sides of the advancing ops
-  /// (PipelineSide). Nothing, with `why` set to the op it could not count
+  /// where `facts` hold. `sides` collects the sides of the advancing ops.
+  /// Nothing, with `why` set to the op it could not count
   /// through, when the count is not known.
   std::optional<LinearExpr> traceAdvance(mlir::Value state,
                                          mlir::Operation *scope,
                                          const PathFacts &facts,
-                                         mlir::Value &base, unsigned &sides,
+                                         mlir::Value &base,
+                                         PipelineSide &sides,
                                          mlir::Operation *&why);
 
   /// Whether `expr >= 0` holds given `facts`.
@@ -239,4 +237,4 @@ private:
 
 } // namespace kvpipe
 
-#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLANALYSIS_H
+#endif // KVPIPE_DIALECT_KVPIPE_ANALYSIS_PROTOCOLANALYSIS_H
