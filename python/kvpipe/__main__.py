@@ -173,6 +173,9 @@ def _main(argv: Optional[List[str]]) -> int:
     comp.add_argument("--for-check", action="store_true",
                       help="compile exactly the kernels `check` launches (its grid, the mask "
                            "and KV-cache cases), for a GPU machine without the compiler")
+    comp.add_argument("--random", type=int, metavar="N", default=0,
+                      help="with --for-check: the kernels of `check --random N --seed S`")
+    comp.add_argument("--seed", type=int, default=0, help="with --random: the seed")
     comp.add_argument("--masks", action="store_true",
                       help="also the serving masks' kernels: bottom-right alignment, sliding "
                            "windows, per-batch KV lengths (what check's mask and KV-cache "
@@ -227,7 +230,8 @@ def _main(argv: Optional[List[str]]) -> int:
         if args.for_check:
             from kvpipe import check
 
-            for config in check.kernel_configs():
+            cases = check.random_grid(args.random, args.seed) if args.random else None
+            for config in check.kernel_configs(cases, with_kvcache=not args.random):
                 k = compile_attention(**config, **_tuning(args.tune))
                 print(f"{k.name}: {k.describe()}")
             if args.backward:  # and the backward families check --backward launches
