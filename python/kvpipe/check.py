@@ -205,20 +205,36 @@ def _reference(case: Case, q: Any, k: Any, v: Any, scale: float, torch: Any):
     group = case.heads_q // case.heads_kv
     kf = kf.repeat_interleave(group, dim=1)
     vf = vf.repeat_interleave(group, dim=1)
-    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
     visible = reference_mask(case.seq_q, case.seq_kv, case.causal, case.alignment,
                              case.window, q.device, torch)
+    out, lse = _masked_attention(qf, kf, vf, scale, visible, torch)
+    if case.layout == "bshd":
+        out = out.transpose(1, 2)
+    return out, lse
+
+
+def _masked_attention(qf: Any, kf: Any, vf: Any, scale: float, visible: Any, torch: Any):
+    """(out, lse) of float32 (..., S, D) inputs with the keys ``visible``
+    (None: all) leaves each query; a row without any key gets zeros and an
+    lse of +inf (flash-attn's convention, which the kernels follow)."""
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
     if visible is not None:
         scores = scores.masked_fill(~visible, float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     out = torch.matmul(torch.softmax(scores, dim=-1), vf)
-    # A row without any key: zeros and an lse of +inf (flash-attn's).
     empty = torch.isneginf(lse)
-    out = out.masked_fill(empty[..., None], 0.0)
-    lse = lse.masked_fill(empty, float("inf"))
-    if case.layout == "bshd":
-        out = out.transpose(1, 2)
-    return out, lse
+    return out.masked_fill(empty[..., None], 0.0), lse.masked_fill(empty, float("inf"))
+
+
+def _lse_error(lse: Any, lse_ref: Any, torch: Any) -> float:
+    """The largest lse error over the rows that saw keys, or +inf where the
+    rows without keys (+inf) differ: those must match exactly."""
+    if not bool(torch.equal(torch.isinf(lse), torch.isinf(lse_ref))):
+        return float("inf")
+    finite_rows = torch.isfinite(lse_ref)
+    if not bool(finite_rows.any()):
+        return 0.0
+    return float((lse[finite_rows] - lse_ref[finite_rows]).abs().max())
 
 
 def reference_mask(seq_q: int, seq_kv: int, causal: bool, alignment: str,
@@ -270,13 +286,7 @@ def run_case(case: Case, seed: int, tuning: Optional[Dict[str, Any]] = None) -> 
     finite = bool(torch.isfinite(of).all())
     rel = float((of - ref).norm() / ref.norm().clamp_min(1e-30))
     max_abs = float((of - ref).abs().max())
-    # +inf (rows without keys) must match exactly; the rest within tolerance.
-    same_inf = bool(torch.equal(torch.isinf(lse), torch.isinf(lse_ref)))
-    finite_rows = torch.isfinite(lse_ref)
-    lse_err = (float((lse[finite_rows] - lse_ref[finite_rows]).abs().max())
-               if bool(finite_rows.any()) else 0.0)
-    if not same_inf:
-        lse_err = float("inf")
+    lse_err = _lse_error(lse, lse_ref, torch)
     ok = finite and rel < REL_TOLERANCE and lse_err < LSE_TOLERANCE
     row.update(ok=ok, rel=rel, max_abs=max_abs, lse_err=lse_err, finite=finite)
     return row
@@ -454,21 +464,12 @@ def run_kvcache() -> List[Dict[str, Any]]:
             qs = q[s].transpose(0, 1).float()                       # (H, Sq, D)
             ks = k_ref[s, :used].transpose(0, 1).float().repeat_interleave(hq // hkv, 0)
             vs = v_ref[s, :used].transpose(0, 1).float().repeat_interleave(hq // hkv, 0)
-            scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
             visible = reference_mask(sq, used, causal, "bottom_right", window, q.device, torch)
-            if visible is not None:
-                scores = scores.masked_fill(~visible, float("-inf"))
-            lse_ref = torch.logsumexp(scores, dim=-1)
-            ref = torch.matmul(torch.softmax(scores, dim=-1), vs)
-            empty = torch.isneginf(lse_ref)
-            ref = ref.masked_fill(empty[..., None], 0.0).transpose(0, 1)
-            lse_ref = lse_ref.masked_fill(empty, float("inf"))
+            ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+            ref = ref.transpose(0, 1)
             got = out[s].float()
             rel_worst = max(rel_worst, float((got - ref).norm() / ref.norm().clamp_min(1e-30)))
-            same_inf = bool(torch.equal(torch.isinf(lse[s]), torch.isinf(lse_ref)))
-            fin = torch.isfinite(lse_ref)
-            err = float((lse[s][fin] - lse_ref[fin]).abs().max()) if bool(fin.any()) else 0.0
-            lse_worst = max(lse_worst, err if same_inf else float("inf"))
+            lse_worst = max(lse_worst, _lse_error(lse[s], lse_ref, torch))
         ok = appended and rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE
         rows.append({"case": name + ("" if appended else " (append wrong)"), "ok": ok,
                      "rel": rel_worst, "max_abs": float("nan"), "lse_err": lse_worst})
