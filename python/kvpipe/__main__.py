@@ -263,6 +263,14 @@ def _main(argv: Optional[List[str]]) -> int:
                                  "cubin": k.cubin is not None,
                                  "shared_memory": k.abi["dynamic_shared_memory"]})
                     print(f"{k.name}: {k.describe()}")
+                    if args.backward:  # bench --backward times deterministic mode too
+                        k = compile_attention(d, dtype, causal, backward=True,
+                                              deterministic=True)
+                        rows.append({"kernel": k.name, "cached": k.cached,
+                                     "compile_s": None if k.cached else k.compile_seconds,
+                                     "cubin": k.cubin is not None,
+                                     "shared_memory": k.abi["dynamic_shared_memory"]})
+                        print(f"{k.name}: {k.describe()}")
         markdown = "| kernel | compile s | cubin |\n| --- | --- | --- |\n" + "".join(
             f"| {r['kernel']} | {'cached' if r['cached'] else r['compile_s']} | {r['cubin']} |\n"
             for r in rows)
@@ -278,7 +286,7 @@ def _main(argv: Optional[List[str]]) -> int:
                 parser.error("check --backward takes neither --tune nor --random")
             rows = check.run_backward()
             markdown = check.backward_to_markdown(rows)
-            integration = check.run_backward_integration()
+            integration = check.run_backward_integration() + check.run_deterministic()
             markdown += "\n" + check.to_markdown(integration)
             rows += integration
             print(markdown)

@@ -235,7 +235,8 @@ _SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "i64": cuda.I64Arg,
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
               return_lse: bool = False, layout: str = "bhsd", out: Any = None,
               mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
-              kv_lengths: Any = None, **tuning: int) -> Any:
+              kv_lengths: Any = None, deterministic: Optional[bool] = None,
+              **tuning: int) -> Any:
     """Scaled dot-product attention, forward, computed by a kvpipe kernel.
 
     With torch installed and real tensors, this goes through the custom
@@ -247,8 +248,13 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     has a ``grad_fn``: the forward saves O and the log-sum-exp, and the
     backward launches kvpipe's backward kernels (docs/backward.md). Tuning
     attributes apply to the forward kernel; ``out=`` is refused then (an
-    output written in place cannot be differentiated).
+    output written in place cannot be differentiated). ``deterministic``:
+    the backward's gradients are bit-identical run to run (dQ is summed in a
+    fixed order, at a cost: docs/backward.md); None follows
+    ``torch.are_deterministic_algorithms_enabled()`` at backward time.
     """
+    if deterministic is not None and not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
     if _needs_grad(q, k, v):
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v requires grad")
@@ -261,11 +267,13 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         if op is not None and not tuning:
             if scale is None:
                 scale = 1.0 / math.sqrt(tuple(q.shape)[-1])
-            o, lse = op(q, k, v, causal, float(scale), layout, "top_left", -1, -1, None)
+            o, lse = op(q, k, v, causal, float(scale), layout, "top_left", -1, -1, None,
+                        deterministic)
         else:
             from kvpipe.autograd import attention_with_grad
 
-            o, lse = attention_with_grad(q, k, v, causal, scale, layout, tuning)
+            o, lse = attention_with_grad(q, k, v, causal, scale, layout, tuning,
+                                         deterministic)
         return (o, lse) if return_lse else o
     op = _custom_op(q)
     if op is not None and (not isinstance(causal, bool) or layout not in LAYOUTS or
@@ -426,7 +434,7 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
 
 
-def _backward_kernels(config_args: Tuple[int, str, bool],
+def _backward_kernels(config_args: Tuple[int, str, bool, bool],
                       device_index: int) -> Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]:
     """The loaded backward family (role -> (kernel, ABI)), compiled or cached once."""
     key = (config_args, device_index)
@@ -436,8 +444,9 @@ def _backward_kernels(config_args: Tuple[int, str, bool],
     with _lock:
         found = _loaded_backward.get(key)
         if found is None:
-            head_dim, dtype, causal = config_args
-            compiled = kernels.compile_attention(head_dim, dtype, causal, backward=True)
+            head_dim, dtype, causal, deterministic = config_args
+            compiled = kernels.compile_attention(head_dim, dtype, causal, backward=True,
+                                                 deterministic=deterministic)
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             found = {}
             for role in ("preprocess", "main", "postprocess"):
@@ -462,7 +471,8 @@ def _kernel_ready(name: str, t: Any) -> Any:
 def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                        causal: bool = False, scale: Optional[float] = None,
                        layout: str = "bhsd", dq: Any = None, dk: Any = None,
-                       dv: Any = None) -> Tuple[Any, Any, Any]:
+                       dv: Any = None,
+                       deterministic: Optional[bool] = None) -> Tuple[Any, Any, Any]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v)`` for the
     output gradient ``do``, from the forward's ``o`` and ``lse`` (what
     ``attention(..., return_lse=True)`` returns), by kvpipe's backward kernels
@@ -472,7 +482,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     forward; ``o`` and ``do`` have q's shape, ``lse`` is fp32 ``(B, H_q,
     S_q)``. ``dq``, ``dk``, ``dv``: optional outputs of q's, k's and v's
     shapes, dtype and layout (written in place; any strides the forward
-    accepts).
+    accepts). ``deterministic``: bit-identical gradients run to run (the
+    dQ contributions of the K/V blocks are added in a fixed order); None
+    follows ``torch.are_deterministic_algorithms_enabled()``.
 
     Raises:
         ValueError / TypeError: an argument of the wrong shape, dtype, device
@@ -484,6 +496,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                          f"got q's {d} and v's {v_dim}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
+    if deterministic is not None and not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
     if scale is None:
         scale = 1.0 / math.sqrt(d)
     if (isinstance(scale, bool) or not isinstance(scale, (int, float))
@@ -513,15 +527,23 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
 
     o, do = _kernel_ready("o", o), _kernel_ready("do", do)
     lse = lse.contiguous()
+    if deterministic is None:
+        deterministic = torch.are_deterministic_algorithms_enabled()
 
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    family = _backward_kernels((d, kernels.dtype_name(q.dtype), causal), device_index)
+    family = _backward_kernels((d, kernels.dtype_name(q.dtype), causal, deterministic),
+                               device_index)
     block_m = family["main"][1]["block_m"]
     padded = (sq + block_m - 1) // block_m * block_m
     f32 = dict(dtype=torch.float32, device=q.device)
     delta = torch.empty((b, hq, padded), **f32)
     lse_log2 = torch.empty((b, hq, padded), **f32)
     dq_accum = torch.empty((b, hq, padded, d), **f32)
+    # One counter per 64-row Q block (deterministic mode; the preprocess
+    # zeroes them).
+    dq_semaphore = (torch.empty((b, hq, padded // block_m), dtype=torch.int32,
+                                device=q.device) if deterministic else None)
+    semaphore = {"dq_semaphore": dq_semaphore.data_ptr()} if deterministic else {}
     if dq is None:
         dq = torch.empty_like(q, memory_format=torch.contiguous_format)
     group = hq // hkv
@@ -550,7 +572,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             "delta": delta.data_ptr(), "lse_log2": lse_log2.data_ptr(),
             "dq_accum": dq_accum.data_ptr(), "o_stride_b": os_[0], "o_stride_h": os_[1],
             "o_stride_s": os_[2], "do_stride_b": dos[0], "do_stride_h": dos[1],
-            "do_stride_s": dos[2], "seq_q": sq, "heads_q": hq})
+            "do_stride_s": dos[2], "seq_q": sq, "heads_q": hq, **semaphore})
         kernel.launch(grid_q, (abi["threads"], 1, 1), args, stream=stream)
 
         kernel, abi = family["main"]
@@ -560,7 +582,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             "dv_map": ("dv", dv_out, kv_layout), "lse_log2": lse_log2.data_ptr(),
             "delta": delta.data_ptr(), "dq_accum": dq_accum.data_ptr(), "seq_q": sq,
             "seq_kv": skv, "heads_per_kv_head": group, "scale_log2": scale * _LOG2E,
-            "scale": float(scale), "heads_q": hq, "batch": b})
+            "scale": float(scale), "heads_q": hq, "batch": b, **semaphore})
         grid = ((skv + abi["block_n"] - 1) // abi["block_n"], hq, b)
         log("launch %s: grid %s, block (%d, 1, 1), %d B shared", abi["kernel"], grid,
             abi["threads"], abi["dynamic_shared_memory"])

@@ -19,11 +19,13 @@ from kvpipe.attention import attention_backward, attention_impl
 class AttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
-                layout: str, tuning: Tuple[Tuple[str, Any], ...]) -> Tuple[Any, Any]:
+                layout: str, tuning: Tuple[Tuple[str, Any], ...],
+                deterministic: Optional[bool]) -> Tuple[Any, Any]:
         o, lse = attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True,
                                 layout=layout, **dict(tuning))
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
+        ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -31,12 +33,14 @@ class AttentionFunction(torch.autograd.Function):
     def backward(ctx: Any, do: Any, _dlse: Any) -> Tuple[Any, ...]:
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=ctx.causal,
-                                        scale=ctx.scale, layout=ctx.layout)
-        return dq, dk, dv, None, None, None, None
+                                        scale=ctx.scale, layout=ctx.layout,
+                                        deterministic=ctx.deterministic)
+        return dq, dk, dv, None, None, None, None, None
 
 
 def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
-                        layout: str, tuning: Dict[str, Any]) -> Tuple[Any, Any]:
+                        layout: str, tuning: Dict[str, Any],
+                        deterministic: Optional[bool] = None) -> Tuple[Any, Any]:
     """(o, lse) with a grad_fn for o."""
     return AttentionFunction.apply(q, k, v, causal, scale, layout,
-                                   tuple(sorted(tuning.items())))
+                                   tuple(sorted(tuning.items())), deterministic)

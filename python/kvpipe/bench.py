@@ -175,6 +175,10 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                     o, lse = kvpipe.attention(q, k, v, causal=causal, return_lse=True)
                 fn = lambda: attention_backward(q, k, v, o, lse, do, causal=causal)  # noqa: E731
                 row["kvpipe"] = round(flops / _median_ms(fn) / 1e9, 1)
+                # Deterministic mode's cost, on the same inputs.
+                fn = lambda: attention_backward(q, k, v, o, lse, do, causal=causal,  # noqa: E731
+                                                deterministic=True)
+                row["deterministic"] = round(flops / _median_ms(fn) / 1e9, 1)
                 if peers:
                     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                           ("flash", SDPBackend.FLASH_ATTENTION)):
@@ -199,11 +203,11 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
 
 
 def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
-    lines = ["| D | N | B | causal | kvpipe bwd TFLOP/s | cuDNN | flash (FA2) | kvpipe/cuDNN "
-             "| kvpipe/flash |",
-             "|" + " --- |" * 9]
+    lines = ["| D | N | B | causal | kvpipe bwd TFLOP/s | deterministic | cuDNN | flash (FA2) "
+             "| kvpipe/cuDNN | kvpipe/flash |",
+             "|" + " --- |" * 10]
     for r in rows:
         lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
-                     f"{r['kvpipe']} | {r.get('cudnn')} | {r.get('flash')} | "
-                     f"{r.get('vs_cudnn')} | {r.get('vs_flash')} |")
+                     f"{r['kvpipe']} | {r.get('deterministic')} | {r.get('cudnn')} | "
+                     f"{r.get('flash')} | {r.get('vs_cudnn')} | {r.get('vs_flash')} |")
     return "\n".join(lines) + "\n"

@@ -561,7 +561,7 @@ def backward_grid() -> List[Case]:
 def backward_kernel_configs() -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of the backward families (and the
     forward kernels whose O and log-sum-exp they take) that ``run_backward``
-    launches."""
+    and ``run_backward_integration`` launch."""
     configs = []
     for case in backward_grid():
         for backward in (False, True):
@@ -569,7 +569,68 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
                           backward=backward)
             if config not in configs:
                 configs.append(config)
+    for case in deterministic_cases():
+        config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+                      backward=True, deterministic=True)
+        if config not in configs:
+            configs.append(config)
     return configs
+
+
+def deterministic_cases() -> List[Case]:
+    """Backward cases run in deterministic mode: several times each, the
+    gradients must be bit-identical (and right). Long enough that the grid
+    exceeds the resident CTAs (the ordered dQ additions wait on K/V blocks
+    launched earlier)."""
+    return [Case("bf16", 128, True, 2, 16, 16, 4096, 4096),
+            Case("bf16", 128, False, 1, 8, 2, 1000, 3000),
+            Case("f16", 64, True, 3, 4, 1, 777, 777, layout="bshd"),
+            Case("bf16", 64, False, 2, 6, 3, 129, 65)]
+
+
+def run_deterministic(repeats: int = 3) -> List[Dict[str, Any]]:
+    """Deterministic mode: ``repeats`` backward passes of each case on the
+    same inputs give bit-identical dQ, dK, dV, within the tolerance of torch's
+    float32 autograd."""
+    import torch
+
+    import kvpipe
+    from kvpipe.attention import attention_backward
+
+    rows = []
+    for i, case in enumerate(deterministic_cases()):
+        torch.manual_seed(777 + i)
+        q = _make(case, "q", case.heads_q, case.seq_q, torch)
+        k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
+        v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
+        do = torch.randn_like(q, memory_format=torch.contiguous_format)
+        name = f"backward deterministic x{repeats}: {case.name}"
+        try:
+            with torch.no_grad():
+                o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
+                                          layout=case.layout)
+            runs = []
+            for _ in range(repeats):
+                outs = [torch.full_like(t, float("nan"), memory_format=torch.contiguous_format)
+                        for t in (q, k, v)]
+                runs.append(attention_backward(q, k, v, o, lse, do, causal=case.causal,
+                                               layout=case.layout, dq=outs[0], dk=outs[1],
+                                               dv=outs[2], deterministic=True))
+            torch.cuda.synchronize()
+        except Exception as exc:
+            rows.append({"case": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        identical = all(torch.equal(a, b) for run in runs[1:] for a, b in zip(runs[0], run))
+        refs = _reference_grads(case, q, k, v, do, 1.0 / math.sqrt(case.head_dim), torch)
+        rel = max(float((g.float() - r).norm() / max(float(r.norm()), 1e-3 * math.sqrt(r.numel())))
+                  for g, r in zip(runs[0], refs))
+        finite = all(bool(torch.isfinite(g).all()) for g in runs[0])
+        rows.append({"case": name, "ok": identical and finite and rel < REL_TOLERANCE,
+                     "rel": rel, "bit_identical": identical, "max_abs": 0.0, "lse_err": 0.0})
+    for row in rows:
+        print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: "
+              f"{row.get('error', '')}{row.get('rel', '')}", flush=True)
+    return rows
 
 
 def _reference_grads(case: Case, q: Any, k: Any, v: Any, do: Any, scale: float, torch: Any):

@@ -66,7 +66,8 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
         causal: bottom-right aligned causal mask.
         window_size: ``(left, right)`` sliding window, -1 for unbounded.
         softcap, alibi_slopes: must be 0 and None.
-        deterministic: accepted (the forward pass is deterministic).
+        deterministic: the backward's gradients are bit-identical run to run
+            (the forward always is; docs/backward.md, "Deterministic mode").
         return_attn_probs: also return the log-sum-exp (and ``None`` for the
             attention probabilities, which flash-attn returns only with
             dropout).
@@ -79,9 +80,14 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
     window = _check_common(dropout_p, softcap, alibi_slopes, window_size, causal)
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    # With equal lengths both alignments are one mask: top-left is the one
+    # the backward supports.
+    shape_q, shape_k = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
+    same_length = len(shape_q) == 4 and len(shape_k) == 4 and shape_q[1] == shape_k[1]
     result = attention(q, k, v, causal=causal, scale=softmax_scale,
                        return_lse=return_attn_probs, layout="bshd",
-                       mask_alignment="bottom_right", window_size=window)
+                       mask_alignment="top_left" if same_length else "bottom_right",
+                       window_size=window, deterministic=deterministic)
     if return_attn_probs:
         out, lse = result
         return out, lse, None

@@ -71,12 +71,16 @@ class AttentionConfig:
     kv_lengths: bool = False
     #: The backward family (docs/backward.md) instead of the forward kernel.
     backward: bool = False
+    #: Backward only: dQ contributions added in a fixed order (bit-identical
+    #: gradients run to run).
+    deterministic: bool = False
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
              value_head_dim: Optional[int] = None, mask_alignment: str = "top_left",
              sliding_window: bool = False, kv_lengths: bool = False,
-             backward: bool = False, **tuning: int) -> "AttentionConfig":
+             backward: bool = False, deterministic: bool = False,
+             **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
@@ -113,6 +117,11 @@ class AttentionConfig:
             raise TypeError(f"kv_lengths must be a bool, got {kv_lengths!r}")
         if not isinstance(backward, bool):
             raise TypeError(f"backward must be a bool, got {backward!r}")
+        if not isinstance(deterministic, bool):
+            raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+        if deterministic and not backward:
+            raise ValueError("deterministic=True applies to the backward kernels only "
+                             "(backward=True): the forward is deterministic")
         if backward and tuning:
             raise ValueError(f"tuning attributes ({', '.join(sorted(tuning))}) are not "
                              "supported with backward=True: the backward kernels' tiles are "
@@ -124,7 +133,7 @@ class AttentionConfig:
                              "(docs/backward.md)")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
-                               kv_lengths, backward)
+                               kv_lengths, backward, deterministic)
 
     @property
     def v_head_dim(self) -> int:
@@ -144,6 +153,8 @@ class AttentionConfig:
             parts.append("window")
         if self.kv_lengths:
             parts.append("kvlengths")
+        if self.deterministic:
+            parts.append("deterministic")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -163,6 +174,8 @@ class AttentionConfig:
             attrs.append("kv_lengths = true")
         if self.backward:
             attrs.append("backward = true")
+        if self.deterministic:
+            attrs.append("deterministic = true")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
@@ -342,7 +355,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       use_cache: bool = True, wait_timeout: int = 0,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
-                      **tuning: int) -> CompiledKernel:
+                      deterministic: bool = False, **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
     main and postprocess kernels in one module, their ABIs in ``abis``).
@@ -363,6 +376,9 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             (``window_left``, ``window_right``; negative: unbounded).
         kv_lengths: the kernel takes a pointer to one int32 key count per
             batch (a padded KV cache).
+        backward: the backward family instead of the forward kernel.
+        deterministic: with ``backward``, bit-identical gradients run to run
+            (dQ contributions added in a fixed order; docs/backward.md).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -379,7 +395,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  **tuning)
+                                  deterministic, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

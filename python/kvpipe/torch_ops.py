@@ -20,8 +20,8 @@ from kvpipe.attention import attention_backward, attention_impl
 @torch.library.custom_op("kvpipe::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                  scale: float, layout: str, mask_alignment: str, window_left: int,
-                 window_right: int,
-                 kv_lengths: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+                 window_right: int, kv_lengths: Optional[torch.Tensor],
+                 deterministic: Optional[bool] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """(o, lse) = attention(q, k, v); see kvpipe.attention."""
     return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True, layout=layout,
                           mask_alignment=mask_alignment,
@@ -29,7 +29,8 @@ def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
 
 
 @attention_op.register_fake
-def _(q, k, v, causal, scale, layout, mask_alignment, window_left, window_right, kv_lengths):
+def _(q, k, v, causal, scale, layout, mask_alignment, window_left, window_right, kv_lengths,
+      deterministic=None):
     if layout == "bshd":
         b, s, h = q.shape[0], q.shape[1], q.shape[2]
     else:
@@ -42,23 +43,27 @@ def _(q, k, v, causal, scale, layout, mask_alignment, window_left, window_right,
 @torch.library.custom_op("kvpipe::attention_backward", mutates_args=())
 def attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                           lse: torch.Tensor, do: torch.Tensor, causal: bool, scale: float,
-                          layout: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          layout: str, deterministic: Optional[bool] = None
+                          ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) of attention(q, k, v) for the output gradient do."""
-    return attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, layout=layout)
+    return attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, layout=layout,
+                              deterministic=deterministic)
 
 
 @attention_backward_op.register_fake
-def _(q, k, v, o, lse, do, causal, scale, layout):
+def _(q, k, v, o, lse, do, causal, scale, layout, deterministic=None):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             torch.empty_like(k, memory_format=torch.contiguous_format),
             torch.empty_like(v, memory_format=torch.contiguous_format))
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale, layout, mask_alignment, window_left, window_right, kv_lengths = inputs
+    (q, k, v, causal, scale, layout, mask_alignment, window_left, window_right, kv_lengths,
+     deterministic) = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
+    ctx.deterministic = deterministic
     # kvpipe.attention refuses, before tracing gets here, the masks the
     # backward does not support (a window, per-batch lengths, bottom-right).
     ctx.masked = (window_left >= 0 or window_right >= 0 or kv_lengths is not None
@@ -70,8 +75,9 @@ def _backward(ctx, do, _dlse):
         raise NotImplementedError("kvpipe's backward supports the top-left causal mask or none")
     q, k, v, o, lse = ctx.saved_tensors
     dq, dk, dv = torch.ops.kvpipe.attention_backward(q, k, v, o, lse, do.contiguous(),
-                                                     ctx.causal, ctx.scale, ctx.layout)
-    return dq, dk, dv, None, None, None, None, None, None, None
+                                                     ctx.causal, ctx.scale, ctx.layout,
+                                                     ctx.deterministic)
+    return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)

@@ -225,6 +225,11 @@ def test_backward_bad_causal_and_scale():
         attention_backward(**_backward_args(), causal=1)
     with pytest.raises(ValueError, match="scale must be a positive finite number"):
         attention_backward(**_backward_args(), scale=-1.0)
+    with pytest.raises(TypeError, match="deterministic must be a bool or None"):
+        attention_backward(**_backward_args(), deterministic="yes")
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match="deterministic must be a bool or None"):
+        kvpipe.attention(q, k, v, deterministic=1)
 
 
 @pytest.mark.parametrize("kwargs", [

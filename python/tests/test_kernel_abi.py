@@ -111,9 +111,10 @@ def test_boxes_and_swizzles_come_from_the_abi(compiler, tmp_path, monkeypatch, h
 
 def test_the_documented_backward_tables_are_the_compilers(compiler, tmp_path, monkeypatch):
     # docs/kernel-abi.md's backward tables name every parameter of each
-    # kernel, in order ("| 0, 1 | `o`, `do` | ..." rows list several).
+    # kernel, in order ("| 0, 1 | `o`, `do` | ..." rows list several); the
+    # deterministic family has every optional parameter.
     monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
-    family = kvpipe.compile_attention(64, "bf16", True, backward=True)
+    family = kvpipe.compile_attention(64, "bf16", True, backward=True, deterministic=True)
     backward = DOC.read_text().split("## Backward kernels")[1]
     sections = re.split(r"^`<name>(\w*)`", backward, flags=re.M)
     documented = {}

@@ -180,7 +180,31 @@ def test_backward_family_compiles_with_three_abis(compiler, cache):
     assert monkeypatch_free.cached and monkeypatch_free.abis == k.abis
 
 
+def test_deterministic_backward_family_orders_dq(compiler, cache):
+    plain = kvpipe.compile_attention(64, "bf16", True, backward=True)
+    k = kvpipe.compile_attention(64, "bf16", True, backward=True, deterministic=True)
+    assert k.name == "kvpipe_attention_bwd_d64_bf16_causal_deterministic"
+    assert "deterministic = true" in k.config.declaration()
+    roles = {abi["role"]: abi for abi in k.abis}
+    plain_roles = {abi["role"]: abi for abi in plain.abis}
+    for role in ("preprocess", "main"):
+        # One more parameter, last, a pointer.
+        assert roles[role]["params"] == plain_roles[role]["params"] + ["dq_semaphore"]
+        assert roles[role]["param_kinds"]["dq_semaphore"] == "pointer"
+        assert roles[role]["deterministic"] is True
+        assert plain_roles[role]["deterministic"] is False
+    assert roles["postprocess"]["params"] == plain_roles["postprocess"]["params"]
+    # The turn is waited for with an acquire load and passed on with a
+    # release add, at GPU scope; the plain family has neither.
+    assert "ld.acquire.gpu" in k.ptx and "release.gpu" in k.ptx
+    assert "ld.acquire.gpu" not in plain.ptx
+
+
 @pytest.mark.parametrize("args,kwargs,error,match", [
+    ((64, "bf16", False), {"deterministic": True}, ValueError,
+     "deterministic=True applies to the backward kernels only"),
+    ((64, "bf16", False), {"backward": True, "deterministic": 1}, TypeError,
+     "deterministic must be a bool"),
     ((64, "bf16", False), {"backward": True, "pingpong": True}, ValueError,
      "tuning attributes \\(pingpong\\) are not supported with backward=True"),
     ((64, "bf16", False), {"backward": 1}, TypeError, "backward must be a bool"),

@@ -219,3 +219,11 @@ gpu.module @m {
   // expected-error @+1 {{'element_type' must be bf16 or f16, got 'f32'}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = f32, causal = false, backward = true}
 }
+
+// -----
+
+// `deterministic` orders the backward's dQ additions; the forward has none.
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  // expected-error @+1 {{'deterministic' applies to the backward pass only (the forward is deterministic): it needs 'backward' = true}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, deterministic = true}
+}

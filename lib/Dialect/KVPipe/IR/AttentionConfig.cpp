@@ -58,6 +58,11 @@ AttentionConfig::get(AttentionKernelOp op,
                        << c.elementType;
 
   c.backward = op.getBackward().value_or(false);
+  c.deterministic = op.getDeterministic().value_or(false);
+  if (c.deterministic && !c.backward)
+    return emitError() << "'deterministic' applies to the backward pass only "
+                          "(the forward is deterministic): it needs "
+                          "'backward' = true";
   if (c.backward) {
     if (c.headDim != 64 && c.headDim != 128)
       return emitError() << "'head_dim' must be 64 or 128 with 'backward', "

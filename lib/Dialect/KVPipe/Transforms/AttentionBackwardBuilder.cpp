@@ -113,6 +113,14 @@ private:
                        Value tileKeyRow);
   void storeGradient(Value acc, Value tile, Value map, Value barrierId,
                      Value keyRow);
+  /// Deterministic mode: the `elected` thread waits until the i32 counter at
+  /// `semaphore` reaches `turn` (acquire, GPU scope), then the warpgroup
+  /// meets at `barrierId`.
+  void buildOrderedTurnWait(Value semaphore, Value turn, Value elected,
+                            Value barrierId);
+  /// ... and after its additions, meets again and the `elected` thread
+  /// passes the turn on (counter + 1, release, GPU scope).
+  void buildOrderedTurnEnd(Value semaphore, Value elected, Value barrierId);
 
   const AttentionConfig &c;
   MLIRContext *ctx;
@@ -199,6 +207,8 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                              ptrType(), ptrType(), i64Type,   i64Type,
                              i64Type,   i64Type,   i64Type,   i64Type,
                              i32Type,   i32Type};
+  if (c.deterministic)
+    types.push_back(ptrType());
   std::string name = (family + "_preprocess").str();
   gpu::GPUFuncOp func = createKernel(
       name, types, 128,
@@ -288,6 +298,23 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                           element(b.getF32Type(), p(PreprocessParam::LseLog2),
                                   paddedOffset));
   });
+  if (c.deterministic) {
+    // The CTA's Q block starts with no dQ contribution added: its counter
+    // (one per 64-row block of the padded rows, rowBase / 64 + block) is 0.
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    auto first = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid, index(0)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(first.thenBlock());
+    Value block = arith::AddIOp::create(
+        b, arith::DivUIOp::create(b, rowBase, index(kBlockM)),
+        gpu::BlockIdOp::create(b, gpu::Dimension::x));
+    LLVM::StoreOp::create(b, i32(0),
+                          element(b.getI32Type(),
+                                  p(PreprocessParam::DQSemaphore),
+                                  toI64(block)));
+  }
   gpu::ReturnOp::create(b);
   return func;
 }
@@ -350,6 +377,8 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
       i32Type,                i32Type,                i32Type,
       f32Type,                f32Type,                i32Type,
       i32Type};
+  if (c.deterministic)
+    types.push_back(ptrType());
   gpu::GPUFuncOp func = createKernel(
       family, types, c.threads(),
       getAttentionBackwardABI(ctx, family, family, c,
@@ -527,6 +556,17 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   Value elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
   Value barrierId = toI32(
       arith::AddIOp::create(b, consumer, index(AttentionConfig::kEpilogueBarriers)));
+  // The order of this warpgroup's dQ contributions (deterministic mode): the
+  // K/V blocks that reach a Q block are 0 .. n (causal: those whose first key
+  // is at most the block's last query), so (K/V block, consumer) numbers
+  // them without gaps.
+  Value turn;
+  if (c.deterministic)
+    turn = toI32(arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
+                              index(c.consumerWarpgroups)),
+        consumer));
 
   // This warpgroup's 64 K and V rows, and its dS tile.
   Value tileRow = arith::MulIOp::create(b, consumer, index(64));
@@ -627,6 +667,18 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
         NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
     NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
     Value nextQ, nextDO;
+    // Deterministic mode: this warpgroup's turn to add into Q block i's dQ
+    // comes after every contribution of the K/V blocks before it and of
+    // the warpgroups before it in its own block.
+    Value semaphore;
+    if (c.deterministic) {
+      semaphore = element(
+          b.getI32Type(), param(BackwardParam::DQSemaphore),
+          toI64(arith::AddIOp::create(
+              b, arith::DivUIOp::create(b, rowBase, index(kBlockM)),
+              loop.getInductionVar())));
+      buildOrderedTurnWait(semaphore, turn, elected, barrierId);
+    }
     for (int64_t col = 0; col < c.qkBlocks(); ++col) {
       // One 64-column block of dQ at a time: 32 registers, not D/2.
       Value kBlock = buildTileView(
@@ -656,6 +708,8 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                 threadRow),
           arith::AddIOp::create(b, threadColumn, index(col * kW)), c.headDim);
     }
+    if (c.deterministic)
+      buildOrderedTurnEnd(semaphore, elected, barrierId);
     scf::YieldOp::create(b, ValueRange{nextQ, nextDO, dK, dV});
   }
 
@@ -694,6 +748,49 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                          b.getUnitAttr());
   }
   ConsumerReleaseOp::create(b, pipeKV, elected, nullptr);
+}
+
+void BackwardBuilder::buildOrderedTurnWait(Value semaphore, Value turn,
+                                           Value elected, Value barrierId) {
+  auto spin = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(spin.thenBlock());
+    auto loop = scf::WhileOp::create(b, TypeRange{}, ValueRange{});
+    b.createBlock(&loop.getBefore());
+    auto current = LLVM::LoadOp::create(
+        b, b.getI32Type(), semaphore, /*alignment=*/4, /*isVolatile=*/false,
+        /*isNonTemporal=*/false, /*isInvariant=*/false,
+        /*isInvariantGroup=*/false, LLVM::AtomicOrdering::acquire,
+        /*syncscope=*/"device");
+    scf::ConditionOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, current, turn),
+        ValueRange{});
+    Block *after = b.createBlock(&loop.getAfter());
+    b.setInsertionPointToStart(after);
+    scf::YieldOp::create(b, ValueRange{});
+  }
+  NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+}
+
+void BackwardBuilder::buildOrderedTurnEnd(Value semaphore, Value elected,
+                                          Value barrierId) {
+  // The barrier orders every thread's additions before the elected
+  // thread's release (PTX's causality order is transitive through it), as
+  // CUTLASS's semaphore does.
+  NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+  auto pass = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(pass.thenBlock());
+  // Written as PTX: NVPTX (LLVM 22) selects a plain relaxed `atom` for an
+  // `atomicrmw release syncscope("device")`, without the release.
+  LLVM::InlineAsmOp::create(
+      b, TypeRange{}, ValueRange{semaphore, i32(1)},
+      b.getStringAttr("red.release.gpu.global.add.s32 [$0], $1;"),
+      b.getStringAttr("l,r,~{memory}"), b.getUnitAttr(),
+      /*is_align_stack=*/nullptr,
+      LLVM::TailCallKindAttr::get(ctx, LLVM::tailcallkind::TailCallKind::None),
+      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }
 
 } // namespace
@@ -742,13 +839,19 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
       b.getNamedAttr("element_type", b.getStringAttr(element)),
       b.getNamedAttr("causal", b.getBoolAttr(c.causal)),
       b.getNamedAttr("backward", b.getBoolAttr(true)),
+      b.getNamedAttr("deterministic", b.getBoolAttr(c.deterministic)),
       b.getNamedAttr("block_m",
                      b.getI64IntegerAttr(AttentionConfig::kBackwardBlockM)),
   };
-  auto kinds = [&](ArrayRef<std::pair<StringRef, StringRef>> list) {
+  // The parameters in order; deterministic mode appends the dQ counters.
+  auto kinds = [&](ArrayRef<std::pair<StringRef, StringRef>> list,
+                   bool withSemaphore = false) {
     SmallVector<StringRef> names;
     SmallVector<NamedAttribute> kindEntries;
-    for (auto [paramName, kind] : list) {
+    SmallVector<std::pair<StringRef, StringRef>> all(list);
+    if (withSemaphore)
+      all.push_back({"dq_semaphore", "pointer"});
+    for (auto [paramName, kind] : all) {
       names.push_back(paramName);
       kindEntries.push_back(b.getNamedAttr(paramName, b.getStringAttr(kind)));
     }
@@ -775,7 +878,8 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
            {"do_stride_h", "i64"},
            {"do_stride_s", "i64"},
            {"seq_q", "i32"},
-           {"heads_q", "i32"}});
+           {"heads_q", "i32"}},
+          /*deterministic=*/c.deterministic);
     break;
   case AttentionBackwardRole::Main:
     entries.push_back(b.getNamedAttr("role", b.getStringAttr("main")));
@@ -802,7 +906,8 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
            {"scale_log2", "f32"},
            {"scale", "f32"},
            {"heads_q", "i32"},
-           {"batch", "i32"}});
+           {"batch", "i32"}},
+          /*deterministic=*/c.deterministic);
     entries.push_back(b.getNamedAttr("q_map", box(AttentionConfig::kBackwardBlockM)));
     entries.push_back(b.getNamedAttr("k_map", box(c.blockN)));
     entries.push_back(b.getNamedAttr("v_map", box(c.blockN)));

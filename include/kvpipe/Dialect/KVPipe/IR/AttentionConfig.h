@@ -58,6 +58,9 @@ struct AttentionConfig {
   bool masksLeft() const { return slidingWindow; }
   /// The backward family (docs/backward.md) instead of the forward kernel.
   bool backward;
+  /// Backward only: dQ contributions added in a fixed order, so that the
+  /// gradients are bit-identical run to run.
+  bool deterministic;
 
   /// Named barriers: 0 is the CTA barrier; consumer warpgroup c has
   /// kEpilogueBarriers + c for its epilogue and kScheduleBarriers + c for its

@@ -103,6 +103,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     kvpipe.attention_kernel @fa_bwd {head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
     ```
 
+    `deterministic` (with `backward` only; default false) makes the
+    gradients bit-identical run to run: the contributions to a Q block's dQ
+    are added in a fixed order (K/V block, then consumer warpgroup), each
+    waiting on a per-(batch, head, Q block) counter in global memory that
+    the previous contribution releases (FA3's deterministic mode). The
+    preprocess and main kernels take one more parameter, `dq_semaphore`
+    (one i32 per 64-row Q block, zeroed by the preprocess).
+
     The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
     documented in docs/kernel-abi.md.
   }];
@@ -120,7 +128,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,
                        OptionalAttr<BoolAttr>:$sliding_window,
                        OptionalAttr<BoolAttr>:$kv_lengths,
-                       OptionalAttr<BoolAttr>:$backward);
+                       OptionalAttr<BoolAttr>:$backward,
+                       OptionalAttr<BoolAttr>:$deterministic);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -81,6 +81,8 @@ enum class BackwardParam : unsigned {
   Scale,
   HeadsQ,
   Batch,
+  /// Only with `deterministic`.
+  DQSemaphore,
   Count
 };
 
@@ -100,6 +102,8 @@ enum class PreprocessParam : unsigned {
   DOStrideS,
   SeqQ,
   HeadsQ,
+  /// Only with `deterministic`.
+  DQSemaphore,
   Count
 };
 

@@ -1,0 +1,42 @@
+// RUN: kvpipe-opt %s --kvpipe-expand-attention | FileCheck %s
+// RUN: kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.ptx abi-file=%t.json" -o /dev/null
+// RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: FileCheck %s --check-prefix=ABI < %t.json
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=warning %}
+
+// Deterministic mode: each consumer warpgroup adds its dQ contribution to a
+// Q block only in its turn, (K/V block) * 2 + (consumer), waiting on the Q
+// block's counter with an acquire load and passing the turn on with a
+// release add, both at GPU scope; the preprocess zeroes the counters. The
+// family checks in strict protocol mode (inside --kvpipe-to-ptx) and
+// assembles without spills.
+
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  kvpipe.attention_kernel @fa_bwd {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, deterministic = true}
+}
+
+// CHECK-LABEL: gpu.func @fa_bwd_preprocess(
+// CHECK-SAME: %{{.*}}: !llvm.ptr<1>) kernel
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr<1>
+// CHECK-LABEL: gpu.func @fa_bwd(
+// CHECK-SAME: %[[SEM:.*]]: !llvm.ptr<1>) kernel
+// CHECK: %[[TURN0:.*]] = arith.muli %block_id_x{{[_0-9]*}}, %c2 : index
+// CHECK-NEXT: %[[TURN:.*]] = arith.addi %[[TURN0]], %{{.*}} : index
+// CHECK: scf.while
+// CHECK: llvm.load %{{.*}} atomic syncscope("device") acquire {{.*}} : !llvm.ptr<1> -> i32
+// CHECK: arith.cmpi ne
+// CHECK: nvvm.barrier
+// CHECK-COUNT-32: llvm.atomicrmw fadd
+// CHECK: nvvm.barrier
+// CHECK: llvm.inline_asm has_side_effects "red.release.gpu.global.add.s32 [$0], $1;", "l,r,~{memory}"
+// CHECK-NOT: llvm.atomicrmw add
+
+// PTX: ld.acquire.gpu.global.{{[bu]}}32
+// PTX: red.release.gpu.global.add.s32
+
+// ABI: "deterministic": true
+// ABI: "dq_semaphore"
+
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
