@@ -41,6 +41,10 @@ TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent")
 
 
+#: The largest pack_gqa (a consumer warpgroup's 64 rows hold at least one
+#: query position of every head of the group).
+MAX_PACK_GQA = 64
+
 #: Where the causal diagonal and sliding windows are anchored (the
 #: ``mask_alignment`` of kvpipe.attention_kernel): query i at key i
 #: (torch's ``is_causal``) or at key i + seq_kv - seq_q (flash-attn's).
@@ -71,12 +75,18 @@ class AttentionConfig:
     kv_lengths: bool = False
     #: The backward family (docs/backward.md) instead of the forward kernel.
     backward: bool = False
+    #: Split-KV (docs/serving.md, "Decode"): a runtime num_splits, partials
+    #: merged by the family's ``<name>_combine`` kernel.
+    split_kv: bool = False
+    #: Pack-GQA: the query heads per K/V head packed into a tile (0: off).
+    pack_gqa: int = 0
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
              value_head_dim: Optional[int] = None, mask_alignment: str = "top_left",
              sliding_window: bool = False, kv_lengths: bool = False,
-             backward: bool = False, **tuning: int) -> "AttentionConfig":
+             backward: bool = False, split_kv: bool = False, pack_gqa: int = 0,
+             **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
@@ -113,6 +123,17 @@ class AttentionConfig:
             raise TypeError(f"kv_lengths must be a bool, got {kv_lengths!r}")
         if not isinstance(backward, bool):
             raise TypeError(f"backward must be a bool, got {backward!r}")
+        if not isinstance(split_kv, bool):
+            raise TypeError(f"split_kv must be a bool, got {split_kv!r}")
+        if isinstance(pack_gqa, bool) or not isinstance(pack_gqa, int):
+            raise TypeError(f"pack_gqa must be an int (query heads per K/V head, 0: off), "
+                            f"got {pack_gqa!r}")
+        if not 0 <= pack_gqa <= MAX_PACK_GQA:
+            raise ValueError(f"pack_gqa must be in [0, {MAX_PACK_GQA}] (query heads per K/V "
+                             f"head packed into a tile; 0: off), got {pack_gqa}")
+        if backward and (split_kv or pack_gqa):
+            raise ValueError("split_kv and pack_gqa are forward (decode) attributes: not "
+                             "with backward=True")
         if backward and tuning:
             raise ValueError(f"tuning attributes ({', '.join(sorted(tuning))}) are not "
                              "supported with backward=True: the backward kernels' tiles are "
@@ -124,7 +145,7 @@ class AttentionConfig:
                              "(docs/backward.md)")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
-                               kv_lengths, backward)
+                               kv_lengths, backward, split_kv, pack_gqa)
 
     @property
     def v_head_dim(self) -> int:
@@ -144,6 +165,10 @@ class AttentionConfig:
             parts.append("window")
         if self.kv_lengths:
             parts.append("kvlengths")
+        if self.split_kv:
+            parts.append("split")
+        if self.pack_gqa:
+            parts.append(f"pack{self.pack_gqa}")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -163,6 +188,10 @@ class AttentionConfig:
             attrs.append("kv_lengths = true")
         if self.backward:
             attrs.append("backward = true")
+        if self.split_kv:
+            attrs.append("split_kv = true")
+        if self.pack_gqa:
+            attrs.append(f"pack_gqa = {self.pack_gqa} : i64")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
@@ -192,8 +221,8 @@ class CompiledKernel:
     abis: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def kernel_abi(self, role: str) -> Dict[str, Any]:
-        """The ABI of the backward kernel of ``role`` (preprocess, main,
-        postprocess)."""
+        """The ABI of the kernel of ``role`` of a family: preprocess, main,
+        postprocess (backward); main, combine (split-KV)."""
         for abi in self.abis:
             if abi.get("role") == role:
                 return abi
@@ -342,6 +371,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       use_cache: bool = True, wait_timeout: int = 0,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
+                      split_kv: bool = False, pack_gqa: int = 0,
                       **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
@@ -363,6 +393,11 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             (``window_left``, ``window_right``; negative: unbounded).
         kv_lengths: the kernel takes a pointer to one int32 key count per
             batch (a padded KV cache).
+        split_kv: the decode family: the K/V range split over a runtime
+            ``num_splits`` CTAs, and a ``<name>_combine`` kernel merging the
+            partials (its ABI in ``abis``, role ``combine``).
+        pack_gqa: pack this many query heads (those of one K/V head) into a
+            tile (1 to 64; 0: off); the launch's heads_per_kv_head must be it.
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -379,7 +414,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  **tuning)
+                                  split_kv, pack_gqa, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)
