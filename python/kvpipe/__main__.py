@@ -363,15 +363,16 @@ def _main(argv: Optional[List[str]]) -> int:
 def bench_decode_kernel_configs(multiprocessors: int = 132) -> List[dict]:
     """The kernels ``bench --decode`` launches on a GPU with
     ``multiprocessors`` SMs (default the H200's): flash_attn_with_kvcache's
-    choice for each point, with and without cache_seqlens, and unsplit."""
+    choice for each point, with and without cache_seqlens, unsplit, and with
+    the deeper K/V ring of its variant column."""
     from kvpipe.attention import decode_plan
-    from kvpipe.bench import DECODE_POINTS
+    from kvpipe.bench import DECODE_POINTS, DECODE_VARIANT_STAGES
 
     configs = []
     for b, n in DECODE_POINTS:
-        for splits in (0, 1):
+        for splits, variant in ((0, {}), (1, {}), (0, {"kv_stages": DECODE_VARIANT_STAGES})):
             num_splits, pack, tuning = decode_plan(b, 32, 8, 1, n, 128, 128, splits, None,
-                                                   multiprocessors, {})
+                                                   multiprocessors, variant)
             for lengths in (False, True):
                 config = dict(head_dim=128, dtype="bf16", causal=False, value_head_dim=None,
                               mask_alignment="top_left", sliding_window=False,

@@ -398,11 +398,14 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     attributes apply to the forward kernel; ``out=`` is refused then (an
     output written in place cannot be differentiated).
     """
+    _check_decode_args(num_splits, pack_gqa)
     decode = num_splits != 1 or pack_gqa is not False
     if _needs_grad(q, k, v):
-        if decode:
-            raise ValueError("num_splits and pack_gqa (decode kernels) cannot be used when q, "
-                             "k or v requires grad")
+        # Chosen (0, None) decode kernels fall back to the one the backward
+        # pairs with; asked for ones are refused.
+        if num_splits > 1 or pack_gqa is True:
+            raise ValueError("num_splits > 1 and pack_gqa=True (decode kernels) cannot be "
+                             "used when q, k or v requires grad")
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v requires grad")
         if (kv_lengths is not None or tuple(window_size) != (-1, -1)
@@ -426,7 +429,9 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
                            (scale is not None and (isinstance(scale, bool) or
                                                    not isinstance(scale, (int, float))))):
         op = None  # let attention_impl report the bad argument
-    if op is None or out is not None or tuning or decode:
+    # While torch.compile traces, the operator computes the unsplit,
+    # unpacked kernel: same results (its schema has no decode choices yet).
+    if op is None or out is not None or tuning:
         return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
                               layout=layout, out=out, mask_alignment=mask_alignment,
                               window_size=window_size, kv_lengths=kv_lengths,

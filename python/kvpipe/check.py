@@ -921,6 +921,7 @@ def run_decode(cases: Optional[List[DecodeCase]] = None) -> List[Dict[str, Any]]
     k_cache = torch.randn(b, cap, hkv, d, dtype=torch.bfloat16, device="cuda")
     v_cache = torch.randn_like(k_cache)
     seqlens = torch.tensor([8999, 4000], dtype=torch.int32, device="cuda")
+    api_rows = len(rows)
     try:
         want, want_lse = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
                                                  num_splits=1, return_softmax_lse=True)
@@ -937,9 +938,8 @@ def run_decode(cases: Optional[List[DecodeCase]] = None) -> List[Dict[str, Any]]
     except Exception as exc:
         rows.append({"case": "flash_attn_with_kvcache num_splits", "ok": False,
                      "error": f"{type(exc).__name__}: {exc}"[:300]})
-    for row in rows[-4:]:
-        print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: "
-              f"{row.get('error', '')}{row.get('rel', '')}", flush=True)
+    for row in rows[api_rows:]:
+        _print_row(row["case"], row)
     return rows
 
 

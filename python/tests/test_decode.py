@@ -247,3 +247,43 @@ def test_kvcache_configs_follow_flash_attn_with_kvcaches_choice():
     configs = check.kernel_configs([], with_kvcache=True)
     assert configs and all(c["kv_lengths"] for c in configs)
     assert any(c["pack_gqa"] for c in configs)
+
+
+# --- bench --decode and the command line ----------------------------------------
+
+def test_decode_bench_table_reports_tbps_ratios_and_the_plan():
+    from kvpipe import bench
+
+    rows = [{"B": 64, "S": 8192, "kvpipe": 3.9, "kvpipe_seqlens": 3.8, "kvpipe_nosplit": 3.9,
+             "kvpipe_stages3": 4.1, "cudnn": 4.4, "cudnn_gqa": "expanded", "flash": 2.6, "flash_gqa": "enable_gqa",
+             "vs_cudnn": 0.886, "vs_flash": 1.5, "speedup_cudnn": 3.5, "speedup_flash": 1.5,
+             "num_splits": 1, "pack_gqa": 4, "consumer_warpgroups": 1},
+            {"B": 1, "S": 131072, "kvpipe": 3.6, "kvpipe_seqlens": 3.5, "kvpipe_nosplit": 0.4,
+             "cudnn": None, "num_splits": 15, "pack_gqa": 4, "consumer_warpgroups": None}]
+    lines = bench.decode_to_markdown(rows).splitlines()
+    assert lines[0].count("|") - 1 == lines[1].count("---") == 11
+    assert lines[2].startswith("| 64 x 8k | 3.9 | 3.8 | 3.9 | 4.1 | 4.4 (expanded) |")
+    assert "| 0.886 |" in lines[2] and lines[2].endswith("| 1, 4, 1 |")
+    assert lines[3].startswith("| 1 x 128k |") and lines[3].endswith("| 15, 4, default |")
+
+
+def test_bench_points_are_the_issues_table():
+    from kvpipe import bench
+
+    assert bench.DECODE_POINTS == ((64, 8192), (8, 32768), (1, 131072))
+
+
+def test_compile_decode_kernel_lists():
+    from kvpipe.__main__ import bench_decode_kernel_configs, main
+
+    configs = bench_decode_kernel_configs()
+    # Each point: the chosen plan and the unsplit one, with and without lengths.
+    assert {(c["split_kv"], c["pack_gqa"], c["kv_lengths"]) for c in configs} == {
+        (False, 4, False), (False, 4, True), (True, 4, False), (True, 4, True)}
+    assert {c.get("kv_stages") for c in configs} == {None, 3}
+    assert all(c["consumer_warpgroups"] == 1 for c in configs)
+    api = check.decode_api_kernel_configs()
+    assert {c["split_kv"] for c in api} == {False, True}
+    # --decode goes with --for-check (argparse's usage error).
+    with pytest.raises(SystemExit):
+        main(["compile", "--decode"])
