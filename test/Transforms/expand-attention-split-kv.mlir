@@ -10,6 +10,9 @@
 // RUN: kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.ptx" -o /dev/null
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=warning %}
+// The decode example (packed and split) lowers and assembles without spills.
+// RUN: kvpipe-opt %kvpipe_src_root/examples/attention-decode.mlir --kvpipe-to-ptx="ptx-file=%t.example.ptx" -o /dev/null
+// RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t.example.ptx -o %t.example.cubin 2>&1 | FileCheck %s --check-prefix=EXAMPLE --implicit-check-not=warning %}
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @split {head_dim = 128 : i64, element_type = bf16, causal = false, split_kv = true, kv_lengths = true, consumer_warpgroups = 1 : i64}
@@ -130,3 +133,5 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 
 // No spills in any of the four kernels.
 // PTXAS-COUNT-4: 0 bytes spill stores, 0 bytes spill loads
+
+// EXAMPLE-COUNT-3: 0 bytes spill stores, 0 bytes spill loads
