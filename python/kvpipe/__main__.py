@@ -182,6 +182,10 @@ def _main(argv: Optional[List[str]]) -> int:
                            "cases launch)")
     comp.add_argument("--backward", action="store_true",
                       help="compile the backward kernels (docs/backward.md)")
+    comp.add_argument("--decode", action="store_true",
+                      help="with --for-check: the decode kernels (split-KV, pack-GQA) of "
+                           "`check --decode` and `bench --decode`, chosen for the H200's 132 "
+                           "SMs")
     for p in (comp,) + tuple(sub.add_parser(n, help=h) for n, h in (
             ("check", "verify the kernels against torch on the GPU"),
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
@@ -197,6 +201,9 @@ def _main(argv: Optional[List[str]]) -> int:
     sub.choices["check"].add_argument(
         "--backward", action="store_true",
         help="check dQ, dK, dV of the backward kernels against torch float32 autograd")
+    sub.choices["check"].add_argument(
+        "--decode", action="store_true",
+        help="check the decode kernels (split-KV, pack-GQA) on padded KV caches")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
                        choices=kernels.HEAD_DIMS, metavar="D",
@@ -210,6 +217,9 @@ def _main(argv: Optional[List[str]]) -> int:
     bench.add_argument("--backward", action="store_true",
                        help="benchmark the backward pass (2.5x the forward FLOPs) against "
                             "SDPA's cuDNN and flash backward")
+    bench.add_argument("--decode", action="store_true",
+                       help="decode TB/s of K+V read (Sq 1, Hq 32 / Hkv 8, D 128, bf16; "
+                            "64x8k, 8x32k, 1x128k) against SDPA's cuDNN and flash")
     cache = sub.add_parser("cache", help="list or clear the kernel cache")
     cache.add_argument("action", choices=["list", "clear"])
     args = parser.parse_args(argv)
@@ -227,6 +237,21 @@ def _main(argv: Optional[List[str]]) -> int:
         if args.masks:
             masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
                       for n in (False, True) if (a, w, n) != ("top_left", False, False)]
+        if args.decode and not args.for_check:
+            parser.error("compile --decode goes with --for-check")
+        if args.for_check and args.decode:
+            from kvpipe import check
+
+            # Each kernel once: the grid's, the API comparison's, the bench's.
+            configs = []
+            for config in (check.decode_kernel_configs() + check.decode_api_kernel_configs()
+                           + bench_decode_kernel_configs()):
+                if config not in configs:
+                    configs.append(config)
+            for config in configs:
+                k = compile_attention(**config, **_tuning(args.tune))
+                print(f"{k.name}: {k.describe()}")
+            return 0
         if args.for_check:
             from kvpipe import check
 
@@ -281,6 +306,14 @@ def _main(argv: Optional[List[str]]) -> int:
         from kvpipe import check
 
         tuning = _tuning(args.tune)
+        if args.decode:
+            if tuning or args.random or args.backward:
+                parser.error("check --decode takes neither --tune, --random nor --backward")
+            rows = check.run_decode()
+            markdown = check.to_markdown(rows)
+            print(markdown)
+            _write(args, "kvpipe check --decode", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         if args.backward:
             if tuning or args.random:
                 parser.error("check --backward takes neither --tune nor --random")
@@ -306,6 +339,14 @@ def _main(argv: Optional[List[str]]) -> int:
 
     variants = [_tuning(v.split(",")) for v in args.variant or []]
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
+    if args.decode:
+        if args.tune or args.variant or args.backward:
+            parser.error("bench --decode takes neither --tune, --variant nor --backward")
+        rows = bench_mod.run_decode()
+        markdown = bench_mod.decode_to_markdown(rows)
+        print(markdown)
+        _write(args, "kvpipe bench --decode", rows, markdown)
+        return 0
     if args.backward:
         if args.tune or args.variant:
             parser.error("bench --backward takes neither --tune nor --variant")
@@ -325,6 +366,29 @@ def _main(argv: Optional[List[str]]) -> int:
     print(markdown)
     _write(args, "kvpipe bench", rows, markdown)
     return 0
+
+
+def bench_decode_kernel_configs(multiprocessors: int = 132) -> List[dict]:
+    """The kernels ``bench --decode`` launches on a GPU with
+    ``multiprocessors`` SMs (default the H200's): flash_attn_with_kvcache's
+    choice for each point, with and without cache_seqlens, unsplit, and with
+    the deeper K/V ring of its variant column."""
+    from kvpipe.attention import decode_plan
+    from kvpipe.bench import DECODE_POINTS, DECODE_VARIANT_STAGES
+
+    configs = []
+    for b, n in DECODE_POINTS:
+        for splits, variant in ((0, {}), (1, {}), (0, {"kv_stages": DECODE_VARIANT_STAGES})):
+            num_splits, pack, tuning = decode_plan(b, 32, 8, 1, n, 128, 128, splits, None,
+                                                   multiprocessors, variant)
+            for lengths in (False, True):
+                config = dict(head_dim=128, dtype="bf16", causal=False, value_head_dim=None,
+                              mask_alignment="top_left", sliding_window=False,
+                              kv_lengths=lengths, split_kv=num_splits > 1, pack_gqa=pack,
+                              **tuning)
+                if config not in configs:
+                    configs.append(config)
+    return configs
 
 
 if __name__ == "__main__":

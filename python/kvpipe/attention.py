@@ -27,10 +27,12 @@ LAYOUTS = ("bhsd", "bshd")
 _LOG2E = 1.4426950408889634
 
 _loaded: Dict[Tuple[Any, ...], Tuple[cuda.Kernel, Dict[str, Any]]] = {}
+#: The combine kernel of a loaded split-KV family, under the main kernel's key.
+_loaded_combine: Dict[Tuple[Any, ...], Tuple[cuda.Kernel, Dict[str, Any]]] = {}
 _lock = threading.Lock()
 
 
-def _kernel_for(config_args: Tuple[int, str, bool, Optional[int], str, bool, bool],
+def _kernel_for(config_args: Tuple[Any, ...],
                 device_index: int,
                 tuning: Tuple[Tuple[str, int], ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
     """The loaded kernel for a configuration on a device, compiled or cached once."""
@@ -42,17 +44,22 @@ def _kernel_for(config_args: Tuple[int, str, bool, Optional[int], str, bool, boo
         found = _loaded.get(key)
         if found is None:
             (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
-             kv_lengths) = config_args
+             kv_lengths, *decode) = config_args
+            split_kv, pack_gqa = decode if decode else (False, 0)
             timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
             compiled = kernels.compile_attention(head_dim, dtype, causal,
                                                  value_head_dim=value_head_dim,
                                                  wait_timeout=timeout,
                                                  mask_alignment=mask_alignment,
                                                  sliding_window=sliding_window,
-                                                 kv_lengths=kv_lengths, **dict(tuning))
+                                                 kv_lengths=kv_lengths, split_kv=split_kv,
+                                                 pack_gqa=pack_gqa, **dict(tuning))
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
+            if split_kv:
+                combine_abi = compiled.kernel_abi("combine")
+                _loaded_combine[key] = (module.function(combine_abi["kernel"]), combine_abi)
             log("loaded %s on device %d (%s)", compiled.name, device_index,
                 "cubin" if compiled.cubin is not None else "PTX, JIT-compiled by the driver")
             found = (kernel, compiled.abi)
@@ -61,16 +68,31 @@ def _kernel_for(config_args: Tuple[int, str, bool, Optional[int], str, bool, boo
 
 
 def launch_grid(abi: Dict[str, Any], seq_q: int, heads_q: int, batch: int,
-                multiprocessors: int) -> Tuple[int, int, int]:
+                multiprocessors: int, num_splits: int = 1) -> Tuple[int, int, int]:
     """The grid of an attention kernel (docs/kernel-abi.md).
 
     One CTA per (Q block, head, batch) tile, or for a persistent kernel at
     most one CTA per SM (``multiprocessors``), each looping over its tiles.
+    A pack-GQA kernel's Q block is ``queries_per_tile`` query positions of
+    the ``pack_gqa`` heads of a K/V head (y: the K/V heads); a split-KV
+    kernel has ``num_splits`` CTAs per tile along x.
     """
-    q_blocks = (seq_q + abi["block_m"] - 1) // abi["block_m"]
+    rows = abi.get("queries_per_tile", abi["block_m"])
+    q_blocks = (seq_q + rows - 1) // rows
     if abi.get("persistent"):
         return (min(q_blocks * heads_q * batch, multiprocessors), 1, 1)
-    return (q_blocks, heads_q, batch)
+    heads = heads_q // abi["pack_gqa"] if abi.get("pack_gqa") else heads_q
+    if abi.get("split_kv"):
+        return (q_blocks * num_splits, heads, batch)
+    return (q_blocks, heads, batch)
+
+
+def combine_grid(abi: Dict[str, Any], seq_q: int, heads_q: int,
+                 batch: int) -> Tuple[int, int, int]:
+    """The grid of a split-KV family's combine kernel: one warp per output
+    row, ``rows_per_cta`` rows per CTA."""
+    rows = batch * heads_q * seq_q
+    return ((rows + abi["rows_per_cta"] - 1) // abi["rows_per_cta"], 1, 1)
 
 
 _sm_counts: Dict[int, int] = {}
@@ -174,13 +196,37 @@ def _tensor_map(name: str, t: Any, layout: str, spec: Dict[str, Any]) -> bytes:
         return cached
     order = (0, 2, 1, 3) if layout == "bshd" else None
     try:
-        encoded = tma.encode_from_tensor(t, box, swizzle, dims_order=order)
+        if len(box) == 5:  # a pack-GQA kernel's (B, H_kv, S, G, D) Q or O
+            encoded = _encode_packed(t, layout, box, swizzle)
+        else:
+            encoded = tma.encode_from_tensor(t, box, swizzle, dims_order=order)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     _maps[key] = encoded
     if len(_maps) > _MAX_CACHED_MAPS:
         _maps.popitem(last=False)
     return encoded
+
+
+def packed_map_geometry(shape: Tuple[int, ...], strides: Tuple[int, ...],
+                        group: int) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """Dims and element strides, outermost first, of a pack-GQA map: the
+    ``(B, H, S, D)`` view ``shape``/``strides`` of Q or O seen as
+    ``(B, H_kv, S, G, D)`` with head ``h = h_kv * G + g`` (TMA gathers the G
+    heads of a box from their own stride)."""
+    b, h, sq, d = shape
+    sb, sh, ss, sd = strides
+    if h % group:
+        raise ValueError(f"heads ({h}) must be a multiple of pack_gqa ({group})")
+    return (b, h // group, sq, group, d), (sb, sh * group, ss, sh, sd)
+
+
+def _encode_packed(t: Any, layout: str, box: Tuple[int, ...], swizzle: int) -> bytes:
+    """The 5-D map of a pack-GQA kernel's Q or O (docs/kernel-abi.md)."""
+    shape, strides = _bhsd_view("", t, layout)
+    dims, elems = packed_map_geometry(shape, strides, box[3])
+    return tma.encode_tiled(t.data_ptr(), t.dtype, dims,
+                            tma._byte_strides(dims, elems, t.element_size()), box, swizzle)
 
 
 #: The ABI versions whose parameters this runtime knows (docs/kernel-abi.md).
@@ -211,6 +257,10 @@ def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> list:
     if unknown:
         raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
                              "that this runtime does not provide")
+    if abi.get("pack_gqa") and values.get("heads_per_kv_head") != abi["pack_gqa"]:
+        raise ValueError(f"heads_per_kv_head ({values.get('heads_per_kv_head')}) must equal the "
+                         f"pack_gqa ({abi['pack_gqa']}) kernel {abi.get('kernel')} was "
+                         "compiled for")
     args = []
     for name in abi["params"]:
         kind, value = kinds[name], values[name]
@@ -227,15 +277,114 @@ _V2_PARAM_KINDS = {"q_map": "tensor_map", "k_map": "tensor_map", "v_map": "tenso
                    "o_map": "tensor_map", "lse": "pointer", "seq_q": "i32", "seq_kv": "i32",
                    "heads_per_kv_head": "i32", "scale_log2": "f32", "heads_q": "i32",
                    "batch": "i32", "window_left": "i32", "window_right": "i32",
-                   "kv_lengths": "pointer"}
+                   "kv_lengths": "pointer", "num_splits": "i32", "o_partial": "pointer",
+                   "lse_partial": "pointer"}
 _SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "i64": cuda.I64Arg,
                 "f32": cuda.F32Arg}
+
+
+#: K/V rows per pipeline slot of the default kernels, per (Q/K, V) head dim
+#: (docs/kernel-abi.md; the split heuristic counts K/V blocks with it).
+_DEFAULT_BLOCK_N = {(64, 64): 128, (96, 96): 112, (128, 128): 128, (192, 128): 128,
+                    (192, 192): 112, (256, 256): 80}
+#: The most splits of a K/V range (FA3's limit), and the fewest K/V blocks
+#: a split should read (fewer and the combine's traffic is not worth it).
+MAX_SPLITS = 128
+MIN_BLOCKS_PER_SPLIT = 4
+
+
+def num_splits_heuristic(tiles: int, multiprocessors: int, kv_blocks: int,
+                         max_splits: int = MAX_SPLITS,
+                         min_blocks_per_split: int = MIN_BLOCKS_PER_SPLIT) -> int:
+    """How many CTAs to split each tile's K/V range over (FA3's
+    ``num_splits_heuristic``, hopper/heuristics.h): none when the tiles
+    nearly fill the SMs (80 %); otherwise the fewest splits whose last wave
+    is at least 85 % as full as the best count's, each split keeping at
+    least ``min_blocks_per_split`` K/V blocks, skipping counts that leave
+    the blocks per split unchanged."""
+    if tiles >= 0.8 * multiprocessors:
+        return 1
+    limit = min(max_splits, multiprocessors, max(1, kv_blocks // min_blocks_per_split))
+    if limit <= 1:
+        return 1
+    efficiency = []
+    for splits in range(1, limit + 1):
+        waves = tiles * splits / multiprocessors
+        efficiency.append(waves / math.ceil(waves))
+    best = max(efficiency)
+    for splits in range(1, limit + 1):
+        if splits > 1 and (-(-kv_blocks // splits)) == (-(-kv_blocks // (splits - 1))):
+            continue
+        if efficiency[splits - 1] >= 0.85 * best:
+            return splits
+    return 1
+
+
+def should_pack_gqa(seq_q: int, group: int) -> bool:
+    """Whether packing the ``group`` query heads of a K/V head into a tile
+    fills the consumer warpgroups' 64 rows better (FA3's ``should_pack_gqa``:
+    packed when the unpacked rows are used less than 90 % as well): decode
+    and short chunks of queries."""
+    if group <= 1 or group > kernels.MAX_PACK_GQA:
+        return False
+    per_warpgroup = 64 // group
+    unpacked = seq_q / (-(-seq_q // 64) * 64)
+    packed = seq_q * group / (-(-seq_q // per_warpgroup) * 64)
+    return unpacked < 0.9 * packed
+
+
+def _check_decode_args(num_splits: Any, pack_gqa: Any) -> None:
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int):
+        raise TypeError(f"num_splits must be an int (0: choose, 1: no split), got "
+                        f"{num_splits!r}")
+    if not 0 <= num_splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits must be in [0, {MAX_SPLITS}] (0: choose, 1: no split), "
+                         f"got {num_splits}")
+    if pack_gqa is not None and not isinstance(pack_gqa, bool):
+        raise TypeError(f"pack_gqa must be a bool or None (choose), got {pack_gqa!r}")
+
+
+def decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int,
+                head_dim: int, value_head_dim: int, num_splits: int, pack_gqa: Optional[bool],
+                multiprocessors: int, tuning: Dict[str, Any]) -> Tuple[int, int, Dict[str, Any]]:
+    """The decode attributes of a launch: ``(num_splits, pack_gqa, tuning)``
+    (pack_gqa: the G of the kernel, 0 for none; ``tuning`` with one consumer
+    warpgroup where a packed or split tile's rows fit in 64). ``num_splits``
+    0 and ``pack_gqa`` None are chosen (``should_pack_gqa``,
+    ``num_splits_heuristic``); ``multiprocessors`` is only read then.
+
+    Raises:
+        ValueError: pack_gqa=True with more than 64 query heads per K/V head.
+    """
+    group = heads_q // heads_kv
+    if pack_gqa is None:
+        pack_gqa = should_pack_gqa(seq_q, group)
+    elif pack_gqa and group > kernels.MAX_PACK_GQA:
+        raise ValueError(f"pack_gqa=True needs at most {kernels.MAX_PACK_GQA} query heads per "
+                         f"K/V head, got {heads_q} // {heads_kv} = {group}")
+    pack = group if pack_gqa and group > 1 else 0
+    # One consumer warpgroup when its 64 rows hold a whole decode tile: a
+    # second would only multiply unused rows.
+    one_warpgroup = (seq_q * (pack or 1) <= 64 and "consumer_warpgroups" not in tuning
+                     and "pingpong" not in tuning)
+    if num_splits == 0:
+        warpgroups = tuning.get("consumer_warpgroups",
+                                1 if one_warpgroup else 3 if head_dim in (64, 96) else 2)
+        queries = (64 // pack if pack else 64) * warpgroups
+        tiles = -(-seq_q // queries) * (heads_kv if pack else heads_q) * batch
+        block_n = tuning.get("block_n", _DEFAULT_BLOCK_N.get((head_dim, value_head_dim), 128))
+        num_splits = num_splits_heuristic(tiles, multiprocessors, -(-seq_kv // block_n))
+    chosen = dict(tuning)
+    if one_warpgroup and (pack or num_splits > 1):
+        chosen["consumer_warpgroups"] = 1
+    return num_splits, pack, chosen
 
 
 def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
               return_lse: bool = False, layout: str = "bhsd", out: Any = None,
               mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
               kv_lengths: Any = None, deterministic: Optional[bool] = None,
+              num_splits: int = 1, pack_gqa: Optional[bool] = False,
               **tuning: int) -> Any:
     """Scaled dot-product attention, forward, computed by a kvpipe kernel.
 
@@ -255,7 +404,14 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     """
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
+    _check_decode_args(num_splits, pack_gqa)
+    decode = num_splits != 1 or pack_gqa is not False
     if _needs_grad(q, k, v):
+        # Chosen (0, None) decode kernels fall back to the one the backward
+        # pairs with; asked for ones are refused.
+        if num_splits > 1 or pack_gqa is True:
+            raise ValueError("num_splits > 1 and pack_gqa=True (decode kernels) cannot be "
+                             "used when q, k or v requires grad")
         if out is not None:
             raise ValueError("out= cannot be used when q, k or v requires grad")
         if (kv_lengths is not None or tuple(window_size) != (-1, -1)
@@ -281,10 +437,13 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
                            (scale is not None and (isinstance(scale, bool) or
                                                    not isinstance(scale, (int, float))))):
         op = None  # let attention_impl report the bad argument
+    # While torch.compile traces, the operator computes the unsplit,
+    # unpacked kernel: same results (its schema has no decode choices yet).
     if op is None or out is not None or tuning:
         return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
                               layout=layout, out=out, mask_alignment=mask_alignment,
-                              window_size=window_size, kv_lengths=kv_lengths, **tuning)
+                              window_size=window_size, kv_lengths=kv_lengths,
+                              num_splits=num_splits, pack_gqa=pack_gqa, **tuning)
     if scale is None:
         shape = tuple(q.shape)
         scale = 1.0 / math.sqrt(shape[-1]) if shape and shape[-1] > 0 else 1.0
@@ -322,7 +481,8 @@ def _custom_op(q: Any) -> Any:
 def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[float] = None,
                    return_lse: bool = False, layout: str = "bhsd", out: Any = None,
                    mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
-                   kv_lengths: Any = None, **tuning: int) -> Any:
+                   kv_lengths: Any = None, num_splits: int = 1,
+                   pack_gqa: Optional[bool] = False, **tuning: int) -> Any:
     """Launches the kernel (the operator's implementation).
 
     Args:
@@ -347,6 +507,13 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
             uses only its first ``kv_lengths[b]`` keys (a padded KV cache;
             flash-attn's ``cache_seqlens``); values are clamped to
             ``[0, S_kv]``.
+        num_splits: split each tile's K/V range over this many CTAs whose
+            fp32 partials a combine kernel merges (decode: few queries, long
+            caches; docs/serving.md); 1: no split; 0: chosen
+            (``num_splits_heuristic``: enough CTAs to fill the SMs).
+        pack_gqa: pack the query heads of each K/V head into one tile, so
+            that K/V is read once per group (True), not (False), or choose
+            (None: ``should_pack_gqa``, when ``S_q`` times the group is small).
         scale: the softmax scale (default ``1/sqrt(D)``).
         return_lse: also return the fp32 log-sum-exp ``(B, H_q, S_q)``.
         layout: ``"bhsd"`` or ``"bshd"``.
@@ -373,6 +540,7 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                          f"got {mask_alignment!r}")
     window_left, window_right = normalise_window(window_size, causal)
     sliding_window = window_left >= 0 or window_right >= 0
+    _check_decode_args(num_splits, pack_gqa)
     if kv_lengths is not None:
         _tensors.check_tensor("kv_lengths", kv_lengths, rank=1, dtype="i32", device="cuda",
                               stride_alignment_bytes=None)
@@ -409,10 +577,26 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
-    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
-                               dv if dv != d else None, mask_alignment, sliding_window,
-                               kv_lengths is not None), device_index,
-                              tuple(sorted(tuning.items())))
+    pack = 0
+    if num_splits != 1 or pack_gqa is not False:
+        num_splits, pack, tuning = decode_plan(
+            b, hq, hkv, sq, skv, d, dv, num_splits, pack_gqa,
+            _multiprocessors(device_index) if num_splits == 0 else 0, tuning)
+        if num_splits > 1:
+            return _attention_split(q, k, v, out, lse, layout, (
+                d, kernels.dtype_name(q.dtype), causal, dv if dv != d else None, mask_alignment,
+                sliding_window, kv_lengths is not None, True, pack), device_index, tuning, {
+                "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
+                "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
+                "window_left": window_left, "window_right": window_right,
+                "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0},
+                num_splits, return_lse)
+    config_args: Tuple[Any, ...] = (d, kernels.dtype_name(q.dtype), causal,
+                                    dv if dv != d else None, mask_alignment, sliding_window,
+                                    kv_lengths is not None)
+    if pack:
+        config_args += (False, pack)
+    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())))
     args = kernel_arguments(abi, {
         "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
         "o_map": ("out", out, layout), "lse": lse.data_ptr() if lse is not None else 0,
@@ -428,6 +612,50 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         kernel.launch(grid, (abi["threads"], 1, 1), args,
                       shared_mem=abi["dynamic_shared_memory"],
                       stream=torch.cuda.current_stream())
+    return (out, lse) if return_lse else out
+
+
+def _attention_split(q: Any, k: Any, v: Any, out: Any, lse: Any, layout: str,
+                     config_args: Tuple[Any, ...], device_index: int, tuning: Dict[str, Any],
+                     scalars: Dict[str, Any], num_splits: int, return_lse: bool) -> Any:
+    """Launches a split-KV family (docs/kernel-abi.md, "Split-KV"): the main
+    kernel writes each split's fp32 partial output and log-sum-exp to a
+    workspace, the combine kernel merges them into ``out`` and ``lse``.
+
+    The workspace is taken from torch's caching allocator per call: that is
+    cheap, stream-ordered (concurrent calls on other streams get their own)
+    and private to a CUDA graph being captured, which a buffer kept here
+    would not be.
+    """
+    import torch
+
+    key = (config_args, device_index, tuple(sorted(tuning.items())))
+    kernel, abi = _kernel_for(config_args, device_index, key[2])
+    combine, combine_abi = _loaded_combine[key]
+    b, hq, sq = scalars["batch"], scalars["heads_q"], scalars["seq_q"]
+    dv = tuple(out.shape)[-1]
+    o_partial = torch.empty((num_splits, b, hq, sq, dv), dtype=torch.float32, device=q.device)
+    lse_partial = torch.empty((num_splits, b, hq, sq), dtype=torch.float32, device=q.device)
+    args = kernel_arguments(abi, {
+        "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
+        **scalars, "num_splits": num_splits, "o_partial": o_partial.data_ptr(),
+        "lse_partial": lse_partial.data_ptr()})
+    grid = launch_grid(abi, sq, hq, b, 0, num_splits)
+    out_strides = _bhsd_view("out", out, layout)[1]
+    combine_args = kernel_arguments(combine_abi, {
+        "o_partial": o_partial.data_ptr(), "lse_partial": lse_partial.data_ptr(),
+        "o": out.data_ptr(), "lse": lse.data_ptr() if lse is not None else 0,
+        "o_stride_b": out_strides[0], "o_stride_h": out_strides[1],
+        "o_stride_s": out_strides[2], "seq_q": sq, "heads_q": hq, "batch": b,
+        "num_splits": num_splits})
+    log("launch %s: grid %s, %d splits, then %s", abi["kernel"], grid, num_splits,
+        combine_abi["kernel"])
+    with torch.cuda.device(device_index):
+        stream = torch.cuda.current_stream()
+        kernel.launch(grid, (abi["threads"], 1, 1), args,
+                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
+        combine.launch(combine_grid(combine_abi, sq, hq, b), (combine_abi["threads"], 1, 1),
+                       combine_args, stream=stream)
     return (out, lse) if return_lse else out
 
 

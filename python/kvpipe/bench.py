@@ -211,3 +211,112 @@ def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
                      f"{r['kvpipe']} | {r.get('deterministic')} | {r.get('cudnn')} | "
                      f"{r.get('flash')} | {r.get('vs_cudnn')} | {r.get('vs_flash')} |")
     return "\n".join(lines) + "\n"
+
+
+#: ``bench --decode``'s points: (batch, cache length), Sq 1, Hq 32 / Hkv 8,
+#: D 128, bf16 (issue 14's decode table).
+DECODE_POINTS = ((64, 8192), (8, 32768), (1, 131072))
+#: The K/V ring depth of bench --decode's variant column (default 2).
+DECODE_VARIANT_STAGES = 3
+
+
+def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 32,
+               heads_kv: int = 8, head_dim: int = 128, peers: bool = True) -> List[Dict[str, Any]]:
+    """Decode TB/s: the bytes of K and V each implementation reads
+    (``2 * B * S * H_kv * D * 2``) over the median time of one decode step
+    (one query per sequence against a full cache), for kvpipe's
+    ``flash_attn_with_kvcache`` (num_splits and pack-GQA chosen; also with
+    per-sequence ``cache_seqlens``, the serving path, and unsplit), cuDNN
+    and flash (FA2) through torch SDPA, in one process on the same inputs.
+    SDPA reads the K/V heads through ``enable_gqa`` where the backend takes
+    it, else K/V expanded to H_q heads beforehand (outside the timing): it
+    then reads ``H_q / H_kv`` times the bytes, which its TB/s counts (the
+    ``*_gqa`` entry says which); ``speedup_*`` is the time ratio."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import kvpipe
+    from kvpipe.attention import decode_plan, _multiprocessors
+    from kvpipe.flash_attn import flash_attn_with_kvcache
+
+    rows = []
+    group = heads_q // heads_kv
+    for b, n in points:
+        q = torch.randn(b, 1, heads_q, head_dim, dtype=torch.bfloat16, device="cuda")
+        k_cache = torch.randn(b, n, heads_kv, head_dim, dtype=torch.bfloat16, device="cuda")
+        v_cache = torch.randn_like(k_cache)
+        seqlens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+        read = 2 * b * n * heads_kv * head_dim * 2
+        splits, pack, tuning = decode_plan(b, heads_q, heads_kv, 1, n, head_dim, head_dim, 0,
+                                           None, _multiprocessors(torch.cuda.current_device()),
+                                           {})
+        row: Dict[str, Any] = {"B": b, "S": n, "Hq": heads_q, "Hkv": heads_kv, "D": head_dim,
+                               "num_splits": splits, "pack_gqa": pack,
+                               "consumer_warpgroups": tuning.get("consumer_warpgroups")}
+        times: Dict[str, float] = {}
+
+        def measure(name: str, fn: Callable[[], Any], nbytes: int = read) -> None:
+            times[name] = _median_ms(fn)
+            row[name] = round(nbytes / times[name] / 1e9, 2)
+
+        measure("kvpipe", lambda: flash_attn_with_kvcache(q, k_cache, v_cache))
+        measure("kvpipe_seqlens", lambda: flash_attn_with_kvcache(
+            q, k_cache, v_cache, cache_seqlens=seqlens))
+        measure("kvpipe_nosplit", lambda: flash_attn_with_kvcache(q, k_cache, v_cache,
+                                                                  num_splits=1))
+        # A deeper K/V ring (more bytes in flight per SM), same plan.
+        measure("kvpipe_stages3", lambda: kvpipe.attention(
+            q, k_cache, v_cache, layout="bshd", num_splits=0, pack_gqa=None,
+            kv_stages=DECODE_VARIANT_STAGES))
+        if peers:
+            # SDPA's (B, H, S, D), contiguous as its backends prefer.
+            qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k_cache, v_cache))
+            for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                  ("flash", SDPBackend.FLASH_ATTENTION)):
+                row[name] = None
+                try:
+                    with sdpa_kernel([backend]):
+                        measure(name, lambda: F.scaled_dot_product_attention(
+                            qt, kt, vt, enable_gqa=True))
+                    row[name + "_gqa"] = "enable_gqa"
+                    continue
+                except (RuntimeError, TypeError):
+                    pass
+                try:
+                    ke = kt.repeat_interleave(group, dim=1)
+                    ve = vt.repeat_interleave(group, dim=1)
+                    with sdpa_kernel([backend]):
+                        measure(name, lambda: F.scaled_dot_product_attention(qt, ke, ve),
+                                read * group)
+                    row[name + "_gqa"] = "expanded"
+                    del ke, ve
+                except RuntimeError as exc:
+                    print(f"{name} failed at B{b} S{n}: {exc}"[:300], flush=True)
+            for name in ("cudnn", "flash"):
+                if row.get(name):
+                    row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
+                    row["speedup_" + name] = round(times[name] / times["kvpipe"], 3)
+            del qt, kt, vt
+        row["ms"] = {name: round(ms, 4) for name, ms in times.items()}
+        print(row, flush=True)
+        rows.append(row)
+        del q, k_cache, v_cache
+    return rows
+
+
+def decode_to_markdown(rows: List[Dict[str, Any]]) -> str:
+    lines = ["| batch x cache | kvpipe TB/s | kvpipe, cache_seqlens | kvpipe, num_splits=1 | "
+             f"kvpipe, kv_stages={DECODE_VARIANT_STAGES} | "
+             "cuDNN TB/s (K/V) | FA2 TB/s (K/V) | kvpipe/cuDNN TB/s | kvpipe/FA2 TB/s | "
+             "speedup vs cuDNN, FA2 | splits, pack, warpgroups |",
+             "|" + " --- |" * 11]
+    for r in rows:
+        lines.append(f"| {r['B']} x {r['S'] // 1024}k | {r['kvpipe']} | {r['kvpipe_seqlens']} | "
+                     f"{r['kvpipe_nosplit']} | {r.get('kvpipe_stages3')} | "
+                     f"{r.get('cudnn')} ({r.get('cudnn_gqa')}) | "
+                     f"{r.get('flash')} ({r.get('flash_gqa')}) | {r.get('vs_cudnn')} | "
+                     f"{r.get('vs_flash')} | {r.get('speedup_cudnn')}, {r.get('speedup_flash')} | "
+                     f"{r['num_splits']}, {r['pack_gqa']}, "
+                     f"{r['consumer_warpgroups'] or 'default'} |")
+    return "\n".join(lines) + "\n"

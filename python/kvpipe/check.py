@@ -328,11 +328,16 @@ def run(cases: Optional[List[Case]] = None,
             row["case"] += " " + ",".join(f"{k}={v}" for k, v in sorted(tuning.items()))
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
-        status = "PASS" if row["ok"] else "FAIL"
-        detail = (f"rel {row['rel']:.2e} max_abs {row['max_abs']:.2e} lse {row['lse_err']:.2e}"
-                  if "rel" in row else row.get("error", ""))
-        print(f"{status} {case.name}: {detail}", flush=True)
+        _print_row(case.name, row)
     return rows
+
+
+def _print_row(name: str, row: Dict[str, Any]) -> None:
+    """One line per case as it finishes: PASS/FAIL, the errors or the exception."""
+    status = "PASS" if row["ok"] else "FAIL"
+    detail = (f"rel {row['rel']:.2e} max_abs {row['max_abs']:.2e} lse {row['lse_err']:.2e}"
+              if "rel" in row else row.get("error", ""))
+    print(f"{status} {name}: {detail}", flush=True)
 
 
 def to_markdown(rows: List[Dict[str, Any]]) -> str:
@@ -408,6 +413,20 @@ def run_torch_integration() -> List[Dict[str, Any]]:
     return rows
 
 
+#: run_kvcache's cases: (head_dim, dtype, batch, heads_q, heads_kv, seq_q,
+#: capacity, causal, window).
+KVCACHE_CASES = [
+    (128, "bf16", 4, 32, 8, 1, 3000, True, (-1, -1)),     # decode, GQA 4
+    (64, "f16", 3, 8, 8, 1, 1000, False, (-1, -1)),
+    (128, "bf16", 3, 8, 2, 37, 2000, True, (-1, -1)),     # chunked prefill
+    (128, "bf16", 2, 4, 4, 16, 1500, True, (255, -1)),    # sliding window
+    (64, "bf16", 5, 6, 1, 4, 700, False, (64, 3)),        # MQA, both sides
+]
+#: run_kvcache's CUDA-graph decode step: (batch, heads_q, heads_kv, head_dim,
+#: capacity), causal, one query.
+KVCACHE_GRAPH_CASE = (4, 16, 4, 128, 2048)
+
+
 def run_kvcache() -> List[Dict[str, Any]]:
     """``kvpipe.flash_attn.flash_attn_with_kvcache`` on padded KV caches with
     per-sequence lengths (a decode step, chunked prefill, new keys appended
@@ -418,13 +437,7 @@ def run_kvcache() -> List[Dict[str, Any]]:
 
     from kvpipe.flash_attn import flash_attn_with_kvcache
 
-    configs = [  # (head_dim, dtype, batch, heads_q, heads_kv, seq_q, capacity, causal, window)
-        (128, "bf16", 4, 32, 8, 1, 3000, True, (-1, -1)),     # decode, GQA 4
-        (64, "f16", 3, 8, 8, 1, 1000, False, (-1, -1)),
-        (128, "bf16", 3, 8, 2, 37, 2000, True, (-1, -1)),     # chunked prefill
-        (128, "bf16", 2, 4, 4, 16, 1500, True, (255, -1)),    # sliding window
-        (64, "bf16", 5, 6, 1, 4, 700, False, (64, 3)),        # MQA, both sides
-    ]
+    configs = KVCACHE_CASES
     rows: List[Dict[str, Any]] = []
     gen = torch.Generator(device="cpu").manual_seed(11)
     for i, (d, dtype_name, b, hq, hkv, sq, cap, causal, window) in enumerate(configs):
@@ -478,7 +491,7 @@ def run_kvcache() -> List[Dict[str, Any]]:
     # on new inputs and lengths.
     case = "kvcache decode step: CUDA graph replay vs eager (bit-exact)"
     try:
-        b, hq, hkv, d, cap = 4, 16, 4, 128, 2048
+        b, hq, hkv, d, cap = KVCACHE_GRAPH_CASE
         k_cache = torch.randn(b, cap, hkv, d, dtype=torch.bfloat16, device="cuda")
         v_cache = torch.randn_like(k_cache)
         q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device="cuda")
@@ -530,11 +543,13 @@ def kernel_configs(cases: Optional[List[Case]] = None,
                            value_head_dim=case.value_head_dim, mask_alignment=alignment,
                            sliding_window=window, kv_lengths=False))
     if with_kvcache:
-        for d, dtype, causal, window in ((128, "bf16", True, False), (64, "f16", False, False),
-                                         (128, "bf16", True, True), (64, "bf16", False, True)):
-            wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, value_head_dim=None,
-                               mask_alignment="bottom_right" if causal or window else "top_left",
-                               sliding_window=window, kv_lengths=True))
+        # flash_attn_with_kvcache chooses num_splits and pack-GQA (decode_plan,
+        # for the H200's SMs); its cases append keys, so every sequence has some.
+        b, hq, hkv, d, cap = KVCACHE_GRAPH_CASE
+        for d, dtype, b, hq, hkv, sq, cap, causal, window in KVCACHE_CASES + [
+                (d, "bf16", b, hq, hkv, 1, cap, True, (-1, -1))]:
+            case = DecodeCase(dtype, d, hq, hkv, sq, cap, (cap,) * b, causal, window, 0)
+            wanted.append(_decode_kernel_config(case, H200_MULTIPROCESSORS))
     unique = []
     for config in wanted:
         if config not in unique:
@@ -801,3 +816,205 @@ def run_backward_integration() -> List[Dict[str, Any]]:
         print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: "
               f"{row.get('error', '')}{row.get('rel', '')}", flush=True)
     return rows
+
+
+# ---------------------------------------------------------------------------
+# Decode: pack-GQA and split-KV (``check --decode``)
+# ---------------------------------------------------------------------------
+
+#: The SMs the decode heuristic assumes when kernels are compiled away from
+#: the GPU (``compile --for-check --decode``): the H200's.
+H200_MULTIPROCESSORS = 132
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeCase:
+    """A decode step (few queries against a padded KV cache with per-sequence
+    lengths), bshd layout, bottom-right aligned masks (flash-attn's)."""
+
+    dtype: str
+    head_dim: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    capacity: int
+    #: Keys per sequence (flash-attn's cache_seqlens); the batch is its length.
+    lengths: Tuple[int, ...]
+    causal: bool
+    window: Tuple[int, int]
+    #: flash-attn's num_splits: 0 chooses, 1 does not split.
+    num_splits: int
+
+    @property
+    def batch(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def name(self) -> str:
+        mask = "causal" if self.causal else "full"
+        if self.window != (-1, -1):
+            mask += f",window{self.window[0]}:{self.window[1]}"
+        lengths = "/".join(str(n) for n in self.lengths)
+        return (f"decode {self.dtype} d{self.head_dim} H{self.heads_q}/{self.heads_kv} "
+                f"q{self.seq_q} cache{self.capacity} lengths {lengths} {mask} "
+                f"splits {self.num_splits or 'chosen'}")
+
+
+def decode_grid() -> List[DecodeCase]:
+    """Sq 1, 4, 16; Hq/Hkv 32/8, 28/4 (a group of 7), 8/1 (MQA), 16/16 (no
+    group); num_splits 1, 3 and chosen; caches of 1 to 32k keys with a full,
+    a one-token, a partial and an empty sequence; no mask, bottom-right
+    causal, a causal window and a two-sided window, in rotation."""
+    heads = [(32, 8), (28, 4), (8, 1), (16, 16)]
+    masks = [(False, (-1, -1)), (True, (-1, -1)), (True, (255, -1)), (False, (64, 3))]
+    capacities = [1, 700, 5000, 32768]
+    cases = []
+    for i, (hq, hkv) in enumerate(heads):
+        for j, sq in enumerate((1, 4, 16)):
+            for k, splits in enumerate((1, 3, 0)):
+                causal, window = masks[(i + j + k) % len(masks)]
+                capacity = capacities[(i + 2 * j + k) % len(capacities)]
+                lengths = (capacity, 1, max(1, 2 * capacity // 3), 0)
+                dtype, head_dim = ("f16", 64) if (i + j + k) % 3 == 2 else ("bf16", 128)
+                cases.append(DecodeCase(dtype, head_dim, hq, hkv, sq, capacity, lengths,
+                                        causal, window, splits))
+    return cases
+
+
+def _decode_kernel_config(case: DecodeCase, multiprocessors: int) -> Dict[str, Any]:
+    """The compile_attention arguments of the kernel a decode case launches
+    (attention_impl's choice, through decode_plan)."""
+    from kvpipe.attention import decode_plan, normalise_window
+
+    left, right = normalise_window(case.window, case.causal)
+    window = left >= 0 or right >= 0
+    num_splits, pack, tuning = decode_plan(
+        case.batch, case.heads_q, case.heads_kv, case.seq_q, case.capacity, case.head_dim,
+        case.head_dim, case.num_splits, None, multiprocessors, {})
+    return dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+                value_head_dim=None,
+                mask_alignment="bottom_right" if case.causal or window else "top_left",
+                sliding_window=window, kv_lengths=True, split_kv=num_splits > 1,
+                pack_gqa=pack, **tuning)
+
+
+def decode_kernel_configs(multiprocessors: int = H200_MULTIPROCESSORS) -> List[Dict[str, Any]]:
+    """The kernels ``run_decode`` launches on a GPU with ``multiprocessors``
+    SMs (``compile --for-check --decode``), and those of
+    ``run_kvcache``'s flash_attn_with_kvcache calls, which choose theirs."""
+    wanted = [_decode_kernel_config(case, multiprocessors) for case in decode_grid()]
+    unique = []
+    for config in wanted:
+        if config not in unique:
+            unique.append(config)
+    return unique
+
+
+def run_decode_case(case: DecodeCase, seed: int) -> Dict[str, Any]:
+    import torch
+
+    import kvpipe
+
+    torch.manual_seed(seed)
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    b, d = case.batch, case.head_dim
+    q = torch.randn(b, case.seq_q, case.heads_q, d, dtype=dtype, device="cuda")
+    k_cache = torch.randn(b, case.capacity, case.heads_kv, d, dtype=dtype, device="cuda")
+    v_cache = torch.randn_like(k_cache)
+    lengths = torch.tensor(case.lengths, dtype=torch.int32, device="cuda")
+    out = torch.full(tuple(q.shape), float("nan"), dtype=dtype, device="cuda")
+    left, right = case.window
+    row: Dict[str, Any] = {"case": case.name}
+    try:
+        o, lse = kvpipe.attention(q, k_cache, v_cache, causal=case.causal, return_lse=True,
+                                  layout="bshd", out=out, mask_alignment="bottom_right",
+                                  window_size=(left, right), kv_lengths=lengths,
+                                  num_splits=case.num_splits, pack_gqa=None)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    scale = 1.0 / math.sqrt(d)
+    group = case.heads_q // case.heads_kv
+    rel_worst, abs_worst, lse_worst, finite = 0.0, 0.0, 0.0, True
+    for s, used in enumerate(case.lengths):
+        qs = q[s].transpose(0, 1).float()                                   # (H, Sq, D)
+        ks = k_cache[s, :used].transpose(0, 1).float().repeat_interleave(group, 0)
+        vs = v_cache[s, :used].transpose(0, 1).float().repeat_interleave(group, 0)
+        visible = reference_mask(case.seq_q, used, case.causal, "bottom_right", case.window,
+                                 q.device, torch)
+        ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+        got = o[s].transpose(0, 1).float()
+        finite &= bool(torch.isfinite(got).all())
+        # A sequence whose rows all see no key has a zero reference: the
+        # error is then absolute.
+        norm = float(ref.norm())
+        error = float((got - ref).norm()) / norm if norm > 0 else float((got - ref).abs().max())
+        rel_worst = max(rel_worst, error)
+        abs_worst = max(abs_worst, float((got - ref).abs().max()))
+        lse_worst = max(lse_worst, _lse_error(lse[s], lse_ref, torch))
+    ok = finite and rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE
+    row.update(ok=ok, rel=rel_worst, max_abs=abs_worst, lse_err=lse_worst, finite=finite)
+    return row
+
+
+def run_decode(cases: Optional[List[DecodeCase]] = None) -> List[Dict[str, Any]]:
+    """``check --decode``: the decode grid through ``kvpipe.attention`` with
+    ``num_splits`` and pack-GQA chosen as flash_attn_with_kvcache chooses
+    them (poisoned output, float32 per-sequence reference), then
+    ``flash_attn_with_kvcache`` itself for each split choice on a GQA decode
+    step."""
+    import torch
+
+    from kvpipe.flash_attn import flash_attn_with_kvcache
+
+    rows = []
+    for i, case in enumerate(cases if cases is not None else decode_grid()):
+        start = time.perf_counter()
+        row = run_decode_case(case, seed=4321 + i)
+        row["seconds"] = round(time.perf_counter() - start, 3)
+        rows.append(row)
+        _print_row(case.name, row)
+    # The API: every split choice must give the unsplit answer (to rounding).
+    torch.manual_seed(77)
+    b, hq, hkv, d, cap = 2, 32, 8, 128, 9000
+    q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device="cuda")
+    k_cache = torch.randn(b, cap, hkv, d, dtype=torch.bfloat16, device="cuda")
+    v_cache = torch.randn_like(k_cache)
+    seqlens = torch.tensor([8999, 4000], dtype=torch.int32, device="cuda")
+    api_rows = len(rows)
+    try:
+        want, want_lse = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
+                                                 num_splits=1, return_softmax_lse=True)
+        for splits in (0, 2, 7, 128):
+            got, got_lse = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=seqlens,
+                                                   num_splits=splits, return_softmax_lse=True)
+            torch.cuda.synchronize()
+            rel = float((got.float() - want.float()).norm() / want.float().norm())
+            lse_err = _lse_error(got_lse, want_lse, torch)
+            rows.append({"case": f"flash_attn_with_kvcache num_splits={splits} vs 1",
+                         "ok": rel < REL_TOLERANCE and lse_err < LSE_TOLERANCE, "rel": rel,
+                         "max_abs": float((got.float() - want.float()).abs().max()),
+                         "lse_err": lse_err})
+    except Exception as exc:
+        rows.append({"case": "flash_attn_with_kvcache num_splits", "ok": False,
+                     "error": f"{type(exc).__name__}: {exc}"[:300]})
+    for row in rows[api_rows:]:
+        _print_row(row["case"], row)
+    return rows
+
+
+def decode_api_kernel_configs(multiprocessors: int = H200_MULTIPROCESSORS) -> List[Dict[str, Any]]:
+    """The kernels of run_decode's flash_attn_with_kvcache comparison."""
+    from kvpipe.attention import decode_plan
+
+    configs = []
+    for splits in (1, 0, 2, 7, 128):
+        num_splits, pack, tuning = decode_plan(2, 32, 8, 1, 9000, 128, 128, splits, None,
+                                               multiprocessors, {})
+        config = dict(head_dim=128, dtype="bf16", causal=False, value_head_dim=None,
+                      mask_alignment="top_left", sliding_window=False, kv_lengths=True,
+                      split_kv=num_splits > 1, pack_gqa=pack, **tuning)
+        if config not in configs:
+            configs.append(config)
+    return configs

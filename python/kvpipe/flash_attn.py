@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from kvpipe import _tensors
-from kvpipe.attention import attention, normalise_window
+from kvpipe.attention import MAX_SPLITS, attention, normalise_window
 
 __all__ = ["flash_attn_func", "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
@@ -116,7 +116,12 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
             is appended. Sequence b attends to its first
             ``cache_seqlens[b] + seqlen_new`` keys.
         causal, window_size, softmax_scale: as in flash_attn_func.
-        num_splits: accepted (0: kvpipe chooses; kvpipe does not split yet).
+        num_splits: how many CTAs split each sequence's keys (flash-attn's
+            meaning): 0 chooses (enough CTAs to fill the SMs, a few K/V
+            blocks each; docs/serving.md), 1 does not split, n > 1 splits
+            in n (at most 128), partials merged by a combine kernel. The
+            query heads of a K/V head share a tile (pack-GQA) when the
+            queries are few (decode, short chunks).
         return_softmax_lse: also return the fp32 log-sum-exp.
         rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, block_table,
         softcap, alibi_slopes: not supported yet (NotImplementedError).
@@ -133,8 +138,11 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
             ("block_table", block_table, "paged KV caches")):
         if value is not None:
             raise _unsupported(name, why)
-    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 0:
-        raise ValueError(f"num_splits must be a non-negative int, got {num_splits!r}")
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int):
+        raise TypeError(f"num_splits must be an int (0: choose), got {num_splits!r}")
+    if not 0 <= num_splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits must be in [0, {MAX_SPLITS}] (0: choose, 1: no split), "
+                         f"got {num_splits}")
     if not isinstance(rotary_interleaved, bool):
         raise TypeError(f"rotary_interleaved must be a bool, got {rotary_interleaved!r}")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
@@ -201,12 +209,13 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
         keys, values = k_cache[:, :used], v_cache[:, :used]
         result = attention(q, keys, values, causal=causal, scale=softmax_scale,
                            return_lse=return_softmax_lse, layout="bshd",
-                           mask_alignment="bottom_right", window_size=window)
+                           mask_alignment="bottom_right", window_size=window,
+                           num_splits=num_splits, pack_gqa=None)
     else:
         result = attention(q, k_cache, v_cache, causal=causal, scale=softmax_scale,
                            return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,
-                           kv_lengths=lengths)
+                           kv_lengths=lengths, num_splits=num_splits, pack_gqa=None)
     return result
 
 

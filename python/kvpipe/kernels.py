@@ -41,6 +41,10 @@ TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent")
 
 
+#: The largest pack_gqa (a consumer warpgroup's 64 rows hold at least one
+#: query position of every head of the group).
+MAX_PACK_GQA = 64
+
 #: Where the causal diagonal and sliding windows are anchored (the
 #: ``mask_alignment`` of kvpipe.attention_kernel): query i at key i
 #: (torch's ``is_causal``) or at key i + seq_kv - seq_q (flash-attn's).
@@ -74,12 +78,18 @@ class AttentionConfig:
     #: Backward only: dQ contributions added in a fixed order (bit-identical
     #: gradients run to run).
     deterministic: bool = False
+    #: Split-KV (docs/serving.md, "Decode"): a runtime num_splits, partials
+    #: merged by the family's ``<name>_combine`` kernel.
+    split_kv: bool = False
+    #: Pack-GQA: the query heads per K/V head packed into a tile (0: off).
+    pack_gqa: int = 0
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
              value_head_dim: Optional[int] = None, mask_alignment: str = "top_left",
              sliding_window: bool = False, kv_lengths: bool = False,
              backward: bool = False, deterministic: bool = False,
+             split_kv: bool = False, pack_gqa: int = 0,
              **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
@@ -122,6 +132,17 @@ class AttentionConfig:
         if deterministic and not backward:
             raise ValueError("deterministic=True applies to the backward kernels only "
                              "(backward=True): the forward is deterministic")
+        if not isinstance(split_kv, bool):
+            raise TypeError(f"split_kv must be a bool, got {split_kv!r}")
+        if isinstance(pack_gqa, bool) or not isinstance(pack_gqa, int):
+            raise TypeError(f"pack_gqa must be an int (query heads per K/V head, 0: off), "
+                            f"got {pack_gqa!r}")
+        if not 0 <= pack_gqa <= MAX_PACK_GQA:
+            raise ValueError(f"pack_gqa must be in [0, {MAX_PACK_GQA}] (query heads per K/V "
+                             f"head packed into a tile; 0: off), got {pack_gqa}")
+        if backward and (split_kv or pack_gqa):
+            raise ValueError("split_kv and pack_gqa are forward (decode) attributes: not "
+                             "with backward=True")
         if backward and tuning:
             raise ValueError(f"tuning attributes ({', '.join(sorted(tuning))}) are not "
                              "supported with backward=True: the backward kernels' tiles are "
@@ -133,7 +154,7 @@ class AttentionConfig:
                              "(docs/backward.md)")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
-                               kv_lengths, backward, deterministic)
+                               kv_lengths, backward, deterministic, split_kv, pack_gqa)
 
     @property
     def v_head_dim(self) -> int:
@@ -155,6 +176,10 @@ class AttentionConfig:
             parts.append("kvlengths")
         if self.deterministic:
             parts.append("deterministic")
+        if self.split_kv:
+            parts.append("split")
+        if self.pack_gqa:
+            parts.append(f"pack{self.pack_gqa}")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -176,6 +201,10 @@ class AttentionConfig:
             attrs.append("backward = true")
         if self.deterministic:
             attrs.append("deterministic = true")
+        if self.split_kv:
+            attrs.append("split_kv = true")
+        if self.pack_gqa:
+            attrs.append(f"pack_gqa = {self.pack_gqa} : i64")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
@@ -205,8 +234,8 @@ class CompiledKernel:
     abis: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def kernel_abi(self, role: str) -> Dict[str, Any]:
-        """The ABI of the backward kernel of ``role`` (preprocess, main,
-        postprocess)."""
+        """The ABI of the kernel of ``role`` of a family: preprocess, main,
+        postprocess (backward); main, combine (split-KV)."""
         for abi in self.abis:
             if abi.get("role") == role:
                 return abi
@@ -355,7 +384,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       use_cache: bool = True, wait_timeout: int = 0,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
-                      deterministic: bool = False, **tuning: int) -> CompiledKernel:
+                      deterministic: bool = False, split_kv: bool = False,
+                      pack_gqa: int = 0, **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
     main and postprocess kernels in one module, their ABIs in ``abis``).
@@ -379,6 +409,11 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
         backward: the backward family instead of the forward kernel.
         deterministic: with ``backward``, bit-identical gradients run to run
             (dQ contributions added in a fixed order; docs/backward.md).
+        split_kv: the decode family: the K/V range split over a runtime
+            ``num_splits`` CTAs, and a ``<name>_combine`` kernel merging the
+            partials (its ABI in ``abis``, role ``combine``).
+        pack_gqa: pack this many query heads (those of one K/V head) into a
+            tile (1 to 64; 0: off); the launch's heads_per_kv_head must be it.
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -395,7 +430,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  deterministic, **tuning)
+                                  deterministic, split_kv, pack_gqa, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

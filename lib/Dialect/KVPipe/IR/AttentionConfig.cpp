@@ -82,7 +82,9 @@ AttentionConfig::get(AttentionKernelOp op,
         {"value_head_dim", op.getValueHeadDim().has_value()},
         {"mask_alignment", op.getMaskAlignment().has_value()},
         {"sliding_window", op.getSlidingWindow().has_value()},
-        {"kv_lengths", op.getKvLengths().has_value()}};
+        {"kv_lengths", op.getKvLengths().has_value()},
+        {"split_kv", op.getSplitKv().has_value()},
+        {"pack_gqa", op.getPackGqa().has_value()}};
     for (auto [name, present] : tuning)
       if (present)
         return emitError() << "'" << name
@@ -127,6 +129,18 @@ AttentionConfig::get(AttentionKernelOp op,
   if (c.kvLengths && c.persistent)
     return emitError() << "'kv_lengths' is not supported with 'persistent' "
                           "(each tile's length would be read by each role)";
+  c.splitKV = op.getSplitKv().value_or(false);
+  c.packGQA = op.getPackGqa().value_or(0);
+  if (op.getPackGqa() && (c.packGQA < 1 || c.packGQA > 64))
+    return emitError() << "'pack_gqa' (query heads per K/V head packed into "
+                          "a tile) must be in [1, 64] (a consumer warpgroup "
+                          "holds 64 rows), got "
+                       << c.packGQA;
+  // The persistent loop stages its output and walks its tiles as
+  // (Q block, head, batch) of one query head each.
+  if (c.persistent && (c.splitKV || c.packGQA))
+    return emitError() << "'" << (c.splitKV ? "split_kv" : "pack_gqa")
+                       << "' is not supported with 'persistent'";
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 

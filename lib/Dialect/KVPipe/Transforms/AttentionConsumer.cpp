@@ -69,12 +69,16 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   // consumer's trip count a value the protocol checker cannot prove equal to
   // the producer's (strict mode rejected these kernels).
   // The two rows of the fragments this thread holds.
-  firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
-  row0 = arith::AddIOp::create(
-      b, firstRow,
-      arith::AddIOp::create(b, arith::MulIOp::create(b, warp, index(16)),
-                            arith::DivUIOp::create(b, lane, index(4))));
-  row1 = arith::AddIOp::create(b, row0, index(8));
+  if (c.packGQA) {
+    setPackedRows();
+  } else {
+    firstRow = arith::AddIOp::create(b, qBlockRow, qRows);
+    row0 = arith::AddIOp::create(
+        b, firstRow,
+        arith::AddIOp::create(b, arith::MulIOp::create(b, warp, index(16)),
+                              arith::DivUIOp::create(b, lane, index(4))));
+    row1 = arith::AddIOp::create(b, row0, index(8));
+  }
   // The keys the masks leave to the rows, computed once per tile (the
   // top-left causal mask compares with the rows themselves).
   bool plainCausal = c.causal && !diagonal && !c.slidingWindow;
@@ -86,8 +90,8 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   if (c.masksLeft()) {
     firstKey0 = firstKeyOf(row0);
     firstKey1 = firstKeyOf(row1);
-    lastRowFirstKey =
-        firstKeyOf(arith::AddIOp::create(b, firstRow, index(63)));
+    lastRowFirstKey = firstKeyOf(
+        arith::AddIOp::create(b, firstRow, index(c.packedQueries() - 1)));
   }
   ConsumerWaitOp::create(b, stateQ, nullptr);
 
@@ -102,7 +106,11 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   // Every QK wgmma of this warpgroup has retired: its Q rows are free (for
   // the next tile's Q, or for staging this tile's output).
   Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
-  buildEpilogue(results[2], {results[3], results[4], results[5], results[6]});
+  if (c.splitKV)
+    buildPartialEpilogue(results[2],
+                         {results[3], results[4], results[5], results[6]});
+  else
+    buildEpilogue(results[2], {results[3], results[4], results[5], results[6]});
   return {nextQ, results[0], results[1]};
 }
 
@@ -192,16 +200,23 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   // past seq_q).
   Value barrierId =
       namedBarrier(AttentionConfig::kEpilogueBarriers, consumerIndex);
-  buildStagedStore(b, out.o,
-                   {sOw, barrierId, elected, param(AttentionParam::OMap),
-                    {batch, head, firstRow}, c.vSwizzleBytes()});
+  if (c.packGQA)
+    buildStagedStore(b, out.o,
+                     {sOw, barrierId, elected, param(AttentionParam::OMap),
+                      {batch, kvHead, firstRow, index(0)}, c.vSwizzleBytes(),
+                      c.packGQA});
+  else
+    buildStagedStore(b, out.o,
+                     {sOw, barrierId, elected, param(AttentionParam::OMap),
+                      {batch, head, firstRow}, c.vSwizzleBytes()});
   // A row that saw no key gets lse = +inf (flash-attn's convention, which a
   // backward pass relies on); only masks anchored elsewhere than top-left,
   // windows and per-batch lengths leave rows without keys when seq_kv > 0.
   buildLogSumExpStore(
       b, {param(AttentionParam::Lse), param(AttentionParam::ScaleLog2),
           state.m0, state.m1, out.sum0, out.sum1, row0, row1, lane, batch,
-          headsQ, head, seqQ,
+          headsQ, rowHead0 ? rowHead0 : head, seqQ,
           /*infiniteWithoutKeys=*/static_cast<bool>(diagonal) ||
-              c.slidingWindow || c.kvLengths});
+              c.slidingWindow || c.kvLengths,
+          rowHead1, rowUsed0, rowUsed1});
 }

@@ -109,7 +109,12 @@ kvpipe::generateAttentionKernels(OpBuilder &builder, Location loc,
         generateAttentionKernel(builder, loc, name, config, stage);
     if (failed(kernel))
       return failure();
-    return SmallVector<gpu::GPUFuncOp>{*kernel};
+    if (!config.splitKV)
+      return SmallVector<gpu::GPUFuncOp>{*kernel};
+    // The split family: the combine kernel after the main one (plain gpu,
+    // scf and llvm ops: no stage but the first applies to it).
+    return SmallVector<gpu::GPUFuncOp>{
+        *kernel, buildAttentionCombineKernel(builder, loc, name, config)};
   }
   // No schedule rewrite applies to the backward yet: `scheduled` is the
   // skeleton.

@@ -53,15 +53,21 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   auto typeOf = [&](AttentionParam p) -> Type {
     switch (p) {
     case AttentionParam::QMap:
+      if (c.packGQA)
+        return packedMapType(c.qkSwizzleBytes());
       return tensorMapType(c.blockM(), c.qkSwizzleBytes());
     case AttentionParam::KMap:
       return tensorMapType(c.blockN, c.qkSwizzleBytes());
     case AttentionParam::VMap:
       return tensorMapType(c.blockN, c.vSwizzleBytes());
     case AttentionParam::OMap:
+      if (c.packGQA)
+        return packedMapType(c.vSwizzleBytes());
       return tensorMapType(64, c.vSwizzleBytes());
     case AttentionParam::Lse:
     case AttentionParam::KVLengths:
+    case AttentionParam::OPartial:
+    case AttentionParam::LsePartial:
       return globalPointer;
     case AttentionParam::ScaleLog2:
       return b.getF32Type();
@@ -92,7 +98,7 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   seqQ = toIndex(param(AttentionParam::SeqQ));
   seqKV = toIndex(param(AttentionParam::SeqKV));
   headsQ = toIndex(param(AttentionParam::HeadsQ));
-  numQBlocks = arith::CeilDivUIOp::create(b, seqQ, index(c.blockM()));
+  numQBlocks = arith::CeilDivUIOp::create(b, seqQ, index(c.queriesPerTile()));
   // Signed from here on: d = seq_kv - seq_q may be negative (more queries
   // than keys), and so may the bounds derived from it. With per-batch
   // lengths, d is the tile's (setTile).
@@ -155,14 +161,29 @@ void KernelBuilder::buildTile() {
   // made the kernel persistent. The region is built first, its results
   // (what setTile computed) known after.
   Value batches = toIndex(param(AttentionParam::Batch));
-  auto building = TileOp::create(b, TypeRange{}, numQBlocks, headsQ, batches);
+  // With split_kv, x is (Q block, split), the split fastest; with pack_gqa,
+  // y is the K/V head.
+  Value tilesX = numQBlocks, tilesY = headsQ;
+  if (c.splitKV) {
+    numSplits = toIndex(param(AttentionParam::NumSplits));
+    tilesX = arith::MulIOp::create(b, numQBlocks, numSplits);
+  }
+  if (c.packGQA)
+    tilesY = arith::DivUIOp::create(b, headsQ, index(c.packGQA));
+  auto building = TileOp::create(b, TypeRange{}, tilesX, tilesY, batches);
   Block &coordinates = building.getBodyBlock();
   Value seqKVBefore = seqKV, diagonalBefore = diagonal;
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&coordinates);
-    setTile(coordinates.getArgument(0), coordinates.getArgument(1),
-            coordinates.getArgument(2));
+    Value x = coordinates.getArgument(0);
+    if (c.splitKV) {
+      splitIndex = arith::RemUIOp::create(b, x, numSplits);
+      x = arith::DivUIOp::create(b, x, numSplits);
+    }
+    setTile(x, coordinates.getArgument(1), coordinates.getArgument(2));
+    if (c.splitKV)
+      splitKVBlocks();
   }
   // seq_kv and d are the tile's with per-batch lengths; the first K/V block
   // exists with a left bound.
@@ -170,6 +191,8 @@ void KernelBuilder::buildTile() {
                                  &numKVBlocks};
   if (firstKVBlock)
     values.push_back(&firstKVBlock);
+  if (splitIndex)
+    values.push_back(&splitIndex);
   if (seqKV != seqKVBefore)
     values.push_back(&seqKV);
   if (diagonal != diagonalBefore)
@@ -181,8 +204,8 @@ void KernelBuilder::buildTile() {
     b.setInsertionPointToEnd(&coordinates);
     YieldOp::create(b, yielded);
   }
-  auto tile = TileOp::create(b, ValueRange(yielded).getTypes(), numQBlocks,
-                             headsQ, batches);
+  auto tile = TileOp::create(b, ValueRange(yielded).getTypes(), tilesX,
+                             tilesY, batches);
   tile.getBody().takeBody(building.getBody());
   building.erase();
   for (auto [value, result] : llvm::zip_equal(values, tile.getResults()))
@@ -195,11 +218,18 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
   if (c.causal)
     qBlock = arith::SubIOp::create(
         b, arith::SubIOp::create(b, numQBlocks, index(1)), qBlock);
-  head = headIndex;
   batch = batchIndex;
-  qBlockRow = arith::MulIOp::create(b, qBlock, index(c.blockM()));
-  kvHead = arith::DivUIOp::create(
-      b, head, toIndex(param(AttentionParam::HeadsPerKVHead)));
+  if (c.packGQA) {
+    // The tile's y is the K/V head; `head` is its group's first query head.
+    kvHead = headIndex;
+    head = arith::MulIOp::create(b, headIndex, index(c.packGQA));
+    qBlockRow = arith::MulIOp::create(b, qBlock, index(c.queriesPerTile()));
+  } else {
+    head = headIndex;
+    qBlockRow = arith::MulIOp::create(b, qBlock, index(c.blockM()));
+    kvHead = arith::DivUIOp::create(
+        b, head, toIndex(param(AttentionParam::HeadsPerKVHead)));
+  }
   if (c.kvLengths) {
     // Batch b uses the first kv_lengths[b] keys of its K/V (seq_kv is the
     // capacity the tensor maps describe): one load per tile, the same
@@ -220,7 +250,8 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
   // those up to the block holding key min(last row, seq_kv - 1); with other
   // masks, those holding a key some row of the block sees.
   Value kvEnd = seqKV;
-  Value rowsEnd = arith::AddIOp::create(b, qBlockRow, index(c.blockM()));
+  Value rowsEnd =
+      arith::AddIOp::create(b, qBlockRow, index(c.queriesPerTile()));
   if (c.causal && !diagonal && !c.slidingWindow)
     kvEnd = arith::MinUIOp::create(b, seqKV, rowsEnd);
   else if (c.masksRight())
@@ -283,7 +314,8 @@ KernelBuilder::forEachTile(ValueRange states,
 void KernelBuilder::buildProducer() {
   for (AttentionParam map : {AttentionParam::QMap, AttentionParam::KMap,
                              AttentionParam::VMap, AttentionParam::OMap})
-    TMAPrefetchOp::create(b, param(map));
+    if (param(map))
+      TMAPrefetchOp::create(b, param(map));
   forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
     return buildProducerTile(states[0], states[1], states[2]);
   });
@@ -295,7 +327,25 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
   ProducerAcquireOp::create(b, stateQ, nullptr);
   Value qBarrier = ProducerMBarOp::create(b, stateQ, nullptr);
   int64_t qkWidth = c.qkTileWidth();
-  for (int64_t col = 0; col < c.qkBlocks(); ++col) {
+  if (c.packGQA) {
+    // One box per consumer warpgroup and column block: its query positions
+    // times the group's heads, gathered by TMA into rows s * G + g.
+    for (int64_t w = 0; w < c.consumerWarpgroups; ++w)
+      for (int64_t col = 0; col < c.qkBlocks(); ++col) {
+        Value rows = slot(sQ,
+                          {b.getIndexAttr(col), b.getIndexAttr(w * 64),
+                           b.getIndexAttr(0)},
+                          {c.usedRows(), qkWidth});
+        Value position = arith::AddIOp::create(
+            b, qBlockRow, index(w * c.packedQueries()));
+        TMALoadOp::create(b, param(AttentionParam::QMap),
+                          ValueRange{batch, kvHead, position, index(0),
+                                     index(col * qkWidth)},
+                          buildPackedTileView(b, rows, c.packGQA), qBarrier,
+                          Value());
+      }
+  }
+  for (int64_t col = 0; col < c.qkBlocks() && !c.packGQA; ++col) {
     Value tile =
         slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
              {c.blockM(), qkWidth});
@@ -350,12 +400,21 @@ gpu::GPUFuncOp kvpipe::buildAttentionSkeleton(OpBuilder &builder, Location loc,
 SmallVector<AttentionParam>
 kvpipe::getAttentionParams(const AttentionConfig &config) {
   SmallVector<AttentionParam> params;
-  for (unsigned p = 0; p <= static_cast<unsigned>(AttentionParam::Batch); ++p)
-    params.push_back(static_cast<AttentionParam>(p));
+  for (unsigned p = 0; p <= static_cast<unsigned>(AttentionParam::Batch); ++p) {
+    auto param = static_cast<AttentionParam>(p);
+    // A split kernel writes the workspace; the combine kernel the output.
+    if (config.splitKV &&
+        (param == AttentionParam::OMap || param == AttentionParam::Lse))
+      continue;
+    params.push_back(param);
+  }
   if (config.slidingWindow)
     params.append({AttentionParam::WindowLeft, AttentionParam::WindowRight});
   if (config.kvLengths)
     params.push_back(AttentionParam::KVLengths);
+  if (config.splitKV)
+    params.append({AttentionParam::NumSplits, AttentionParam::OPartial,
+                   AttentionParam::LsePartial});
   return params;
 }
 
@@ -364,7 +423,8 @@ StringRef kvpipe::getAttentionParamName(AttentionParam param) {
       "q_map",       "k_map",       "v_map",      "o_map",
       "lse",         "seq_q",       "seq_kv",     "heads_per_kv_head",
       "scale_log2",  "heads_q",     "batch",      "window_left",
-      "window_right", "kv_lengths"};
+      "window_right", "kv_lengths",  "num_splits", "o_partial",
+      "lse_partial"};
   static_assert(std::size(names) ==
                 static_cast<size_t>(AttentionParam::Count));
   return names[static_cast<unsigned>(param)];
@@ -388,13 +448,15 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
   for (AttentionParam p : getAttentionParams(c)) {
     StringRef name = getAttentionParamName(p);
     StringRef kind = name.ends_with("_map")                            ? "tensor_map"
-                     : p == AttentionParam::Lse || p == AttentionParam::KVLengths ? "pointer"
+                     : p == AttentionParam::Lse || p == AttentionParam::KVLengths ||
+                             p == AttentionParam::OPartial ||
+                             p == AttentionParam::LsePartial ? "pointer"
                      : p == AttentionParam::ScaleLog2                  ? "f32"
                                                                        : "i32";
     params.push_back(name);
     kinds.push_back(b.getNamedAttr(name, b.getStringAttr(kind)));
   }
-  return b.getDictionaryAttr({
+  SmallVector<NamedAttribute> entries = {
       b.getNamedAttr("kernel", b.getStringAttr(name)),
       b.getNamedAttr("abi_version", b.getI64IntegerAttr(2)),
       b.getNamedAttr("head_dim", b.getI64IntegerAttr(c.headDim)),
@@ -422,9 +484,15 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
       b.getNamedAttr("params", b.getStrArrayAttr(params)),
       b.getNamedAttr("param_kinds", b.getDictionaryAttr(kinds)),
-      b.getNamedAttr("q_map", box(c.blockM(), c.qkSwizzleBytes())),
       b.getNamedAttr("k_map", box(c.blockN, c.qkSwizzleBytes())),
       b.getNamedAttr("v_map", box(c.blockN, c.vSwizzleBytes())),
-      b.getNamedAttr("o_map", box(64, c.vSwizzleBytes())),
-  });
+  };
+  if (!c.splitKV && !c.packGQA) {
+    entries.push_back(
+        b.getNamedAttr("q_map", box(c.blockM(), c.qkSwizzleBytes())));
+    entries.push_back(b.getNamedAttr("o_map", box(64, c.vSwizzleBytes())));
+    return b.getDictionaryAttr(entries);
+  }
+  appendDecodeABI(b, name, c, entries);
+  return b.getDictionaryAttr(entries);
 }

@@ -44,6 +44,11 @@ protected:
   ImplicitLocOpBuilder &b;
 };
 
+/// The ABI entries of a split-KV or pack-GQA kernel (AttentionDecode.cpp):
+/// its Q and O maps' boxes, `queries_per_tile`, and the family it belongs to.
+void appendDecodeABI(Builder &b, StringRef name, const AttentionConfig &c,
+                     SmallVectorImpl<NamedAttribute> &entries);
+
 class KernelBuilder : ScalarBuilder {
 public:
   KernelBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config)
@@ -59,6 +64,14 @@ private:
     return TensorMapType::get(
         ctx, {1, 1, rows, swizzleBytes / c.elementBytes()}, c.elementType,
         swizzleBytes);
+  }
+  /// The 5-D (B, H_kv, S, G, D) map of a packed Q or O (pack_gqa): its box
+  /// is a warpgroup's packedQueries() positions of all G heads.
+  TensorMapType packedMapType(int64_t swizzleBytes) const {
+    return TensorMapType::get(ctx,
+                              {1, 1, c.packedQueries(), c.packGQA,
+                               swizzleBytes / c.elementBytes()},
+                              c.elementType, swizzleBytes);
   }
   Attribute workgroup() const {
     return gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -79,6 +92,12 @@ private:
   /// Sets the tile's values (qBlockRow, head, batch, kvHead, and the K/V
   /// blocks the masks leave: numKVBlocks of them from firstKVBlock).
   void setTile(Value qBlock, Value headIndex, Value batchIndex);
+  /// With split_kv: narrows the tile's K/V blocks (firstKVBlock,
+  /// numKVBlocks) to those of split `splitIndex` (AttentionDecode.cpp).
+  void splitKVBlocks();
+  /// With pack_gqa: the thread's rows' query positions (row0, row1), query
+  /// heads and whether they are used (AttentionDecode.cpp).
+  void setPackedRows();
   /// The kvpipe.tile op whose region is setTile on the tile's coordinates;
   /// sets the tile's values to its results.
   void buildTile();
@@ -139,6 +158,9 @@ private:
   /// returns (k state, v state, O, m0, m1, l0, l1).
   SmallVector<Value> buildKVLoop(Value k, Value v, Value o, RowStats stats);
   void buildEpilogue(Value acc, const RowStats &stats);
+  /// With split_kv: the epilogue writes the normalised fp32 partial output
+  /// and the log-sum-exp to the workspace (AttentionDecode.cpp).
+  void buildPartialEpilogue(Value acc, const RowStats &stats);
 
   const AttentionConfig &c;
   MLIRContext *ctx;
@@ -159,8 +181,14 @@ private:
   Value sQ, sK, sV, pipeQ, pipeK, pipeV;
   // The current tile.
   Value batch, head, kvHead, qBlockRow, numKVBlocks;
-  /// Null when every tile starts at K/V block 0 (no left bound).
+  /// Null when every tile starts at K/V block 0 (no left bound) and the
+  /// K/V range is not split.
   Value firstKVBlock;
+  /// With split_kv: the tile's split, and the number of splits.
+  Value splitIndex, numSplits;
+  /// With pack_gqa: the query head of the thread's two rows, and whether
+  /// each is one of the warpgroup's usedRows() (i1).
+  Value rowHead0, rowHead1, rowUsed0, rowUsed1;
   // Consumer values: per thread, and (firstRow, row0, row1) per tile.
   Value consumerIndex, sQw, sOw, elected, qRows, lane, warp;
   Value firstRow, row0, row1;

@@ -240,6 +240,9 @@ NormalizedOutput kvpipe::buildNormalizedOutput(ImplicitLocOpBuilder &b,
         b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
   }
   Value o = FragmentRescaleOp::create(b, acc.getType(), acc, inv[0], inv[1]);
+  // fp32 partials (split_kv) stay as they are.
+  if (elementType.isF32())
+    return {o, sums[0], sums[1]};
   auto accType = cast<VectorType>(acc.getType());
   Value narrow = arith::TruncFOp::create(
       b, VectorType::get(accType.getShape(), elementType), o);
@@ -266,11 +269,15 @@ void kvpipe::buildStagedStore(ImplicitLocOpBuilder &b, Value o,
   b.setInsertionPointToStart(issue.thenBlock());
   auto rowsType = cast<MemRefType>(store.rows.getType());
   int64_t rows = rowsType.getDimSize(1), width = rowsType.getDimSize(2);
+  if (store.packedGroup)
+    rows = rows / store.packedGroup * store.packedGroup;
   for (int64_t col = 0; col < rowsType.getDimSize(0); ++col) {
     Value tile = buildTileView(
         b, store.rows,
         {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
         {rows, width});
+    if (store.packedGroup)
+      tile = buildPackedTileView(b, tile, store.packedGroup);
     SmallVector<Value> coordinates(store.coordinates);
     coordinates.push_back(indexConstant(b, col * width));
     TMAStoreOp::create(b, tile, store.tensorMap, coordinates);
@@ -295,16 +302,23 @@ void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,
   auto write = scf::IfOp::create(b, wanted, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(write.thenBlock());
-  Value rowBase = arith::MulIOp::create(
-      b,
-      arith::AddIOp::create(
-          b, arith::MulIOp::create(b, store.batch, store.heads), store.head),
-      store.seqQ);
+  auto rowBaseOf = [&](Value head) -> Value {
+    return arith::MulIOp::create(
+        b,
+        arith::AddIOp::create(
+            b, arith::MulIOp::create(b, store.batch, store.heads), head),
+        store.seqQ);
+  };
+  Value rowBase = rowBaseOf(store.head);
+  Value rowBases[2] = {rowBase, store.head1 ? rowBaseOf(store.head1) : rowBase};
+  Value used[2] = {store.used0, store.used1};
   Value maxes[2] = {store.max0, store.max1}, rows[2] = {store.row0, store.row1};
   Value sums[2] = {store.sum0, store.sum1};
   for (int half : {0, 1}) {
     Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
                                           rows[half], store.seqQ);
+    if (used[half])
+      inRange = arith::AndIOp::create(b, inRange, used[half]);
     auto ifRow = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard rowGuard(b);
     b.setInsertionPointToStart(ifRow.thenBlock());
@@ -321,7 +335,7 @@ void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,
                                       f32Constant(b, INFINITY));
     }
     Value offset = arith::IndexCastOp::create(
-        b, b.getI64Type(), arith::AddIOp::create(b, rowBase, rows[half]));
+        b, b.getI64Type(), arith::AddIOp::create(b, rowBases[half], rows[half]));
     Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), store.lse,
                                      ValueRange{offset});
     LLVM::StoreOp::create(b, value, addr);
@@ -381,5 +395,44 @@ void kvpipe::buildFragmentAtomicAdd(ImplicitLocOpBuilder &b, Value fragment,
         b, LLVM::AtomicBinOp::fadd,
         f32Element(b, first, arith::ConstantIntOp::create(b, delta, 64)),
         element, LLVM::AtomicOrdering::monotonic);
+  }
+}
+
+Value kvpipe::buildPackedTileView(ImplicitLocOpBuilder &b, Value rows,
+                                  int64_t group) {
+  auto type = cast<MemRefType>(rows.getType());
+  int64_t positions = type.getDimSize(0) / group;
+  return memref::ExpandShapeOp::create(
+      b, ArrayRef<int64_t>{positions, group, type.getDimSize(1)}, rows,
+      ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+}
+
+void kvpipe::buildFragmentGlobalStore(ImplicitLocOpBuilder &b, Value fragment,
+                                      Value base, Value rowOffset[2],
+                                      Value valid[2], Value threadColumn) {
+  int64_t n = cast<VectorType>(fragment.getType()).getNumElements();
+  auto pairType = VectorType::get({2}, b.getF32Type());
+  Value column = arith::IndexCastOp::create(b, b.getI64Type(), threadColumn);
+  for (int64_t half : {0, 1}) {
+    auto ifValid = scf::IfOp::create(b, valid[half], /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifValid.thenBlock());
+    // The thread's first element of the row, then constant offsets.
+    Value first = f32Element(b, base,
+                             arith::AddIOp::create(b, rowOffset[half], column));
+    for (int64_t i = 0; i < n; i += 2) {
+      if (AccumulatorLayout::rowHalf(i) != half)
+        continue;
+      // Elements i and i + 1 are adjacent columns of the same row.
+      Value pair = vector::FromElementsOp::create(
+          b, pairType,
+          ValueRange{vector::ExtractOp::create(b, fragment, i),
+                     vector::ExtractOp::create(b, fragment, i + 1)});
+      Value address = f32Element(
+          b, first,
+          arith::ConstantIntOp::create(b, AccumulatorLayout::columnOffset(i),
+                                       64));
+      LLVM::StoreOp::create(b, pair, address, /*alignment=*/8);
+    }
   }
 }

@@ -51,6 +51,22 @@ struct AttentionConfig {
   /// A runtime `kv_lengths` pointer gives each batch its own number of keys
   /// (a padded KV cache); seq_kv is the capacity.
   bool kvLengths;
+  /// Split-KV (decode): the K/V blocks of a tile are split over a runtime
+  /// `num_splits` CTAs writing fp32 partials that `<name>_combine` merges.
+  bool splitKV = false;
+  /// Pack-GQA: the query heads per K/V head packed into one tile (0: one
+  /// query head per tile). A warpgroup's 64 rows are packedQueries() query
+  /// positions times packGQA heads.
+  int64_t packGQA = 0;
+  /// Query positions per consumer warpgroup.
+  int64_t packedQueries() const { return packGQA ? 64 / packGQA : 64; }
+  /// Rows of a warpgroup that hold a (query, head) pair; the rest of the
+  /// 64 are unused.
+  int64_t usedRows() const { return packedQueries() * (packGQA ? packGQA : 1); }
+  /// Query positions per tile (blockM() without packing).
+  int64_t queriesPerTile() const {
+    return packedQueries() * consumerWarpgroups;
+  }
 
   /// Rows may be masked on the right of the diagonal (causal or a window).
   bool masksRight() const { return causal || slidingWindow; }

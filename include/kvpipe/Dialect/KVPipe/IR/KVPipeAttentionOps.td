@@ -89,6 +89,28 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     tiles, so that the next tile's Q load and first K/V blocks overlap the
     current tile's epilogue; the output is staged in a buffer of its own).
 
+    Decode and short queries against a long KV cache (docs/serving.md,
+    "Decode"): `split_kv = true` splits each tile's K/V blocks over
+    `num_splits` CTAs, a runtime i32 parameter (the tile space grows a split
+    coordinate: grid x is `ceil(seq_q / rows) * num_splits`). Each CTA writes
+    its normalised fp32 partial output and its log-sum-exp (-inf for a split
+    without keys) to two workspace buffers, `o_partial` and `lse_partial`,
+    instead of `o_map` and `lse`; the expansion adds a second kernel,
+    `@<name>_combine`, that merges the splits of each row with their
+    log-sum-exps into the output (element type) and the final log-sum-exp
+    (+inf for a row without keys). `pack_gqa = G` (1 to 64) packs the `G`
+    query heads of a K/V head into one tile: the tile is (packed Q block,
+    K/V head, batch), and the 64 rows of a consumer warpgroup are
+    `floor(64 / G)` query positions times `G` heads (row `s * G + g`), so
+    that each K/V block is read once per group instead of once per query
+    head; the Q and O tensor maps are 5-D `(B, H_kv, S, G, D)` whose boxes
+    TMA gathers (the launcher must pass `heads_per_kv_head = G`). Neither
+    with `persistent`; both together are the decode kernel:
+
+    ```mlir
+    kvpipe.attention_kernel @fa_decode {head_dim = 128 : i64, element_type = bf16, causal = false, split_kv = true, pack_gqa = 4 : i64, kv_lengths = true}
+    ```
+
     `backward` (default false) asks for the backward pass of the forward
     kernel with the same `head_dim`, `element_type` and `causal`: the
     expansion generates a family of three kernels, `@<name>_preprocess`
@@ -129,7 +151,9 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<BoolAttr>:$sliding_window,
                        OptionalAttr<BoolAttr>:$kv_lengths,
                        OptionalAttr<BoolAttr>:$backward,
-                       OptionalAttr<BoolAttr>:$deterministic);
+                       OptionalAttr<BoolAttr>:$deterministic,
+                       OptionalAttr<BoolAttr>:$split_kv,
+                       OptionalAttr<I64Attr>:$pack_gqa);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -49,6 +49,28 @@ enum class AttentionParam : unsigned {
   WindowRight,
   /// With `kv_lengths`.
   KVLengths,
+  /// With `split_kv` (which has no `o_map` and `lse`): the split count and
+  /// the workspace of the partial outputs and log-sum-exps.
+  NumSplits,
+  OPartial,
+  LsePartial,
+  Count
+};
+
+/// The parameters of a split-KV family's `<name>_combine` kernel, in order
+/// (docs/kernel-abi.md, "Split-KV").
+enum class CombineParam : unsigned {
+  OPartial,
+  LsePartial,
+  O,
+  Lse,
+  OStrideB,
+  OStrideH,
+  OStrideS,
+  SeqQ,
+  HeadsQ,
+  Batch,
+  NumSplits,
   Count
 };
 
@@ -162,6 +184,19 @@ mlir::FailureOr<llvm::SmallVector<mlir::gpu::GPUFuncOp>>
 generateAttentionKernels(mlir::OpBuilder &builder, mlir::Location loc,
                          llvm::StringRef name, const AttentionConfig &config,
                          AttentionStage stage = AttentionStage::Lowered);
+
+/// Stage 1 of a split-KV declaration's `<name>_combine` kernel (no
+/// kernel-structure ops), at the builder's insertion point.
+mlir::gpu::GPUFuncOp buildAttentionCombineKernel(mlir::OpBuilder &builder,
+                                                 mlir::Location loc,
+                                                 llvm::StringRef family,
+                                                 const AttentionConfig &config);
+
+/// The ABI of a split-KV family's `<family>_combine` kernel `name`.
+mlir::DictionaryAttr getAttentionCombineABI(mlir::MLIRContext *ctx,
+                                            llvm::StringRef name,
+                                            llvm::StringRef family,
+                                            const AttentionConfig &config);
 
 /// The ABI of one kernel of the backward family `family` (the
 /// declaration's name), as the `kvpipe.attention_abi` attribute it carries.

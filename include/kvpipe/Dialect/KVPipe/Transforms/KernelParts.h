@@ -164,6 +164,10 @@ struct StagedStore {
   llvm::SmallVector<mlir::Value> coordinates;
   /// The rows' (and the tensor map's) swizzle, in bytes.
   int64_t swizzle = 128;
+  /// With pack_gqa: the G of the 5-D (B, H_kv, S, G, D) map; the first
+  /// (64 / G) * G rows are stored as a (64 / G, G) box (`coordinates` then
+  /// end with the G coordinate, 0). 0: a 4-D map.
+  int64_t packedGroup = 0;
 };
 
 /// Writes the fragment `o` into `store.rows` (kvpipe.store_fragment), makes
@@ -188,6 +192,9 @@ struct LogSumExpStore {
   mlir::Value row0, row1, lane;
   mlir::Value batch, heads, head, seqQ;
   bool infiniteWithoutKeys = false;
+  /// With pack_gqa: the query head of row 1 (`head` is row 0's) and
+  /// whether each row is used (i1); null: one head, all rows used.
+  mlir::Value head1, used0, used1;
 };
 void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
                          const LogSumExpStore &store);
@@ -200,6 +207,21 @@ void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
 mlir::Value buildColumnVector(mlir::ImplicitLocOpBuilder &b,
                               mlir::Value values, mlir::Value firstColumn,
                               int64_t numElements);
+
+/// A [rows][W] tile seen as [rows / group][group][W] (rows s * group + g),
+/// the shared-memory side of a packed (pack_gqa) TMA box.
+mlir::Value buildPackedTileView(mlir::ImplicitLocOpBuilder &b, mlir::Value rows,
+                                int64_t group);
+
+/// Stores the f32 fragment `fragment` (accumulator layout, 64 x N) to global
+/// memory at `base` (`!llvm.ptr<1>` to fp32): the thread's row half h goes
+/// to the N elements from `rowOffset[h]` (i64, in elements) on, column
+/// `threadColumn + columnOffset(i)`, when `valid[h]` (i1). Two adjacent
+/// columns per 8-byte store.
+void buildFragmentGlobalStore(mlir::ImplicitLocOpBuilder &b,
+                              mlir::Value fragment, mlir::Value base,
+                              mlir::Value rowOffset[2], mlir::Value valid[2],
+                              mlir::Value threadColumn);
 
 /// Adds the f32 fragment `fragment` (accumulator layout) into the row-major
 /// fp32 matrix at `matrix` (`!llvm.ptr<1>`, `rowStride` elements per row):
