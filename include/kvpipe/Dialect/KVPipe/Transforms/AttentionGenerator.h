@@ -49,6 +49,9 @@ enum class AttentionParam : unsigned {
   WindowRight,
   /// With `kv_lengths`.
   KVLengths,
+  /// With `page_size`: the i32 page indices, `max_pages_per_seq` per batch.
+  BlockTable,
+  MaxPagesPerSeq,
   Count
 };
 
