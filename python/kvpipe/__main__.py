@@ -182,6 +182,9 @@ def _main(argv: Optional[List[str]]) -> int:
                            "cases launch)")
     comp.add_argument("--backward", action="store_true",
                       help="compile the backward kernels (docs/backward.md)")
+    comp.add_argument("--paged", action="store_true",
+                      help="with --for-check: only the paged-cache kernels that `check "
+                           "--paged` and `bench --paged` launch (page sizes 16-256)")
     for p in (comp,) + tuple(sub.add_parser(n, help=h) for n, h in (
             ("check", "verify the kernels against torch on the GPU"),
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
@@ -197,6 +200,10 @@ def _main(argv: Optional[List[str]]) -> int:
     sub.choices["check"].add_argument(
         "--backward", action="store_true",
         help="check dQ, dK, dV of the backward kernels against torch float32 autograd")
+    sub.choices["check"].add_argument(
+        "--paged", action="store_true",
+        help="check the paged K/V cache (block tables, every page size) against a "
+             "float32 reference")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
                        choices=kernels.HEAD_DIMS, metavar="D",
@@ -210,6 +217,9 @@ def _main(argv: Optional[List[str]]) -> int:
     bench.add_argument("--backward", action="store_true",
                        help="benchmark the backward pass (2.5x the forward FLOPs) against "
                             "SDPA's cuDNN and flash backward")
+    bench.add_argument("--paged", action="store_true",
+                       help="decode over a paged K/V cache (pages of 16, 64, 256) against "
+                            "the contiguous kv_lengths kernel, TB/s of K and V")
     cache = sub.add_parser("cache", help="list or clear the kernel cache")
     cache.add_argument("action", choices=["list", "clear"])
     args = parser.parse_args(argv)
@@ -227,6 +237,21 @@ def _main(argv: Optional[List[str]]) -> int:
         if args.masks:
             masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
                       for n in (False, True) if (a, w, n) != ("top_left", False, False)]
+        if args.for_check and args.paged:
+            from kvpipe import bench_paged, check_paged
+
+            if args.random or args.backward or args.tune:
+                parser.error("compile --for-check --paged takes neither --random, "
+                             "--backward nor --tune")
+            # What check --paged and bench --paged launch.
+            configs = check_paged.kernel_configs()
+            configs += [c for c in bench_paged.kernel_configs() if c not in configs]
+            for config in configs:
+                k = compile_attention(**config)
+                print(f"{k.name}: {k.describe()}")
+            return 0
+        if args.paged:
+            parser.error("compile --paged goes with --for-check")
         if args.for_check:
             from kvpipe import check
 
@@ -273,6 +298,16 @@ def _main(argv: Optional[List[str]]) -> int:
         from kvpipe import check
 
         tuning = _tuning(args.tune)
+        if args.paged:
+            from kvpipe import check_paged
+
+            if tuning or args.random or args.backward:
+                parser.error("check --paged takes neither --tune, --random nor --backward")
+            rows = check_paged.run()
+            markdown = check.to_markdown(rows)
+            print(markdown)
+            _write(args, "kvpipe check --paged", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         if args.backward:
             if tuning or args.random:
                 parser.error("check --backward takes neither --tune nor --random")
@@ -298,6 +333,17 @@ def _main(argv: Optional[List[str]]) -> int:
 
     variants = [_tuning(v.split(",")) for v in args.variant or []]
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
+    if args.paged:
+        from kvpipe import bench_paged
+
+        if args.tune or args.variant or args.backward or args.seq_len:
+            parser.error("bench --paged takes neither --tune, --variant, --backward nor "
+                         "--seq-len")
+        rows = bench_paged.run()
+        markdown = bench_paged.to_markdown(rows)
+        print(markdown)
+        _write(args, "kvpipe bench --paged", rows, markdown)
+        return 0
     if args.backward:
         if args.tune or args.variant:
             parser.error("bench --backward takes neither --tune nor --variant")

@@ -46,6 +46,10 @@ _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent")
 #: (torch's ``is_causal``) or at key i + seq_kv - seq_q (flash-attn's).
 MASK_ALIGNMENTS = ("top_left", "bottom_right")
 
+#: Rows per page of a paged K/V cache (the ``page_size`` of
+#: kvpipe.attention_kernel; flash-attn's ``page_block_size``).
+PAGE_SIZES = (16, 32, 64, 128, 256)
+
 
 class KernelNotAvailableError(RuntimeError):
     """Neither a compiler nor a cached kernel is available."""
@@ -71,12 +75,16 @@ class AttentionConfig:
     kv_lengths: bool = False
     #: The backward family (docs/backward.md) instead of the forward kernel.
     backward: bool = False
+    #: Rows per page of a paged K/V cache read through a block table (0:
+    #: contiguous K and V); needs kv_lengths.
+    page_size: int = 0
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
              value_head_dim: Optional[int] = None, mask_alignment: str = "top_left",
              sliding_window: bool = False, kv_lengths: bool = False,
-             backward: bool = False, **tuning: int) -> "AttentionConfig":
+             backward: bool = False, page_size: int = 0,
+             **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
@@ -122,9 +130,10 @@ class AttentionConfig:
             raise ValueError("backward=True supports head_dim 64 and 128 without "
                              "value_head_dim, mask_alignment, sliding_window or kv_lengths "
                              "(docs/backward.md)")
+        _check_page_size(page_size, kv_lengths, backward)
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
-                               kv_lengths, backward)
+                               kv_lengths, backward, page_size)
 
     @property
     def v_head_dim(self) -> int:
@@ -144,6 +153,8 @@ class AttentionConfig:
             parts.append("window")
         if self.kv_lengths:
             parts.append("kvlengths")
+        if self.page_size:
+            parts.append(f"page{self.page_size}")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -163,12 +174,27 @@ class AttentionConfig:
             attrs.append("kv_lengths = true")
         if self.backward:
             attrs.append("backward = true")
+        if self.page_size:
+            attrs.append(f"page_size = {self.page_size} : i64")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
                 "[#nvvm.target<chip = \"sm_90a\", features = \"+ptx86\">] {\n"
                 f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}\n"
                 "}\n")
+
+
+def _check_page_size(page_size: Any, kv_lengths: bool, backward: bool) -> None:
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise TypeError(f"page_size must be an int, got {page_size!r}")
+    if page_size == 0:
+        return
+    if page_size not in PAGE_SIZES:
+        raise ValueError(f"page_size must be one of {PAGE_SIZES} (or 0: no paging), "
+                         f"got {page_size}")
+    if not kv_lengths or backward:
+        raise ValueError("page_size needs kv_lengths=True (the lengths index the block "
+                         "table) and the forward kernel (not backward=True)")
 
 
 @dataclasses.dataclass
@@ -342,7 +368,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       use_cache: bool = True, wait_timeout: int = 0,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
-                      **tuning: int) -> CompiledKernel:
+                      page_size: int = 0, **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
     main and postprocess kernels in one module, their ABIs in ``abis``).
@@ -363,6 +389,9 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             (``window_left``, ``window_right``; negative: unbounded).
         kv_lengths: the kernel takes a pointer to one int32 key count per
             batch (a padded KV cache).
+        page_size: with ``kv_lengths``, K and V are a paged cache of pages
+            of this many rows (``PAGE_SIZES``), read through a runtime block
+            table (``block_table``, ``max_pages_per_seq``; docs/kernel-abi.md).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -379,7 +408,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  **tuning)
+                                  page_size, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)
