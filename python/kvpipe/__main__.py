@@ -186,6 +186,9 @@ def _main(argv: Optional[List[str]]) -> int:
                       help="with --for-check: the decode kernels (split-KV, pack-GQA) of "
                            "`check --decode` and `bench --decode`, chosen for the H200's 132 "
                            "SMs")
+    comp.add_argument("--paged", action="store_true",
+                      help="with --for-check: only the paged-cache kernels that `check "
+                           "--paged` and `bench --paged` launch (page sizes 16-256)")
     for p in (comp,) + tuple(sub.add_parser(n, help=h) for n, h in (
             ("check", "verify the kernels against torch on the GPU"),
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
@@ -204,6 +207,10 @@ def _main(argv: Optional[List[str]]) -> int:
     sub.choices["check"].add_argument(
         "--decode", action="store_true",
         help="check the decode kernels (split-KV, pack-GQA) on padded KV caches")
+    sub.choices["check"].add_argument(
+        "--paged", action="store_true",
+        help="check the paged K/V cache (block tables, every page size) against a "
+             "float32 reference")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
                        choices=kernels.HEAD_DIMS, metavar="D",
@@ -220,6 +227,9 @@ def _main(argv: Optional[List[str]]) -> int:
     bench.add_argument("--decode", action="store_true",
                        help="decode TB/s of K+V read (Sq 1, Hq 32 / Hkv 8, D 128, bf16; "
                             "64x8k, 8x32k, 1x128k) against SDPA's cuDNN and flash")
+    bench.add_argument("--paged", action="store_true",
+                       help="decode over a paged K/V cache (pages of 16, 64, 256) against "
+                            "the contiguous kv_lengths kernel, TB/s of K and V")
     cache = sub.add_parser("cache", help="list or clear the kernel cache")
     cache.add_argument("action", choices=["list", "clear"])
     args = parser.parse_args(argv)
@@ -252,6 +262,21 @@ def _main(argv: Optional[List[str]]) -> int:
                 k = compile_attention(**config, **_tuning(args.tune))
                 print(f"{k.name}: {k.describe()}")
             return 0
+        if args.for_check and args.paged:
+            from kvpipe import bench_paged, check_paged
+
+            if args.random or args.backward or args.tune:
+                parser.error("compile --for-check --paged takes neither --random, "
+                             "--backward nor --tune")
+            # What check --paged and bench --paged launch.
+            configs = check_paged.kernel_configs()
+            configs += [c for c in bench_paged.kernel_configs() if c not in configs]
+            for config in configs:
+                k = compile_attention(**config)
+                print(f"{k.name}: {k.describe()}")
+            return 0
+        if args.paged:
+            parser.error("compile --paged goes with --for-check")
         if args.for_check:
             from kvpipe import check
 
@@ -314,6 +339,16 @@ def _main(argv: Optional[List[str]]) -> int:
             print(markdown)
             _write(args, "kvpipe check --decode", rows, markdown)
             return 0 if all(r["ok"] for r in rows) else 1
+        if args.paged:
+            from kvpipe import check_paged
+
+            if tuning or args.random or args.backward:
+                parser.error("check --paged takes neither --tune, --random nor --backward")
+            rows = check_paged.run()
+            markdown = check.to_markdown(rows)
+            print(markdown)
+            _write(args, "kvpipe check --paged", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         if args.backward:
             if tuning or args.random:
                 parser.error("check --backward takes neither --tune nor --random")
@@ -346,6 +381,17 @@ def _main(argv: Optional[List[str]]) -> int:
         markdown = bench_mod.decode_to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --decode", rows, markdown)
+        return 0
+    if args.paged:
+        from kvpipe import bench_paged
+
+        if args.tune or args.variant or args.backward or args.seq_len:
+            parser.error("bench --paged takes neither --tune, --variant, --backward nor "
+                         "--seq-len")
+        rows = bench_paged.run()
+        markdown = bench_paged.to_markdown(rows)
+        print(markdown)
+        _write(args, "kvpipe bench --paged", rows, markdown)
         return 0
     if args.backward:
         if args.tune or args.variant:

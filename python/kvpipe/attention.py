@@ -44,8 +44,10 @@ def _kernel_for(config_args: Tuple[Any, ...],
         found = _loaded.get(key)
         if found is None:
             (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
-             kv_lengths, *decode) = config_args
-            split_kv, pack_gqa = decode if decode else (False, 0)
+             kv_lengths, *extra) = config_args
+            # Decode (split_kv, pack_gqa) and paging (page_size) follow, where
+            # given, in that order.
+            split_kv, pack_gqa, page_size = tuple(extra) + (False, 0, 0)[len(extra):]
             timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
             compiled = kernels.compile_attention(head_dim, dtype, causal,
                                                  value_head_dim=value_head_dim,
@@ -53,7 +55,8 @@ def _kernel_for(config_args: Tuple[Any, ...],
                                                  mask_alignment=mask_alignment,
                                                  sliding_window=sliding_window,
                                                  kv_lengths=kv_lengths, split_kv=split_kv,
-                                                 pack_gqa=pack_gqa, **dict(tuning))
+                                                 pack_gqa=pack_gqa, page_size=page_size,
+                                                 **dict(tuning))
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
@@ -553,28 +556,11 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     if (causal and not sliding_window and sq == 1 and mask_alignment == "bottom_right"
             and kv_lengths is None):
         causal = False  # one query at the end sees every key: the plain kernel
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
-            or not math.isfinite(scale) or scale <= 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
-    if out is not None:
-        _tensors.check_tensor("out", out, rank=4, device="cuda", last_dim_contiguous=True,
-                              stride_alignment_bytes=16)
-        if (tuple(out.shape) != out_shape or str(out.dtype) != str(q.dtype)
-                or str(out.device) != str(q.device)):
-            raise ValueError(f"out must have shape {out_shape} (q's with v's head dim), dtype "
-                             f"{q.dtype} and device {q.device}, got {tuple(out.shape)}, "
-                             f"{out.dtype}, {out.device}")
+    scale = check_scale_and_out(scale, d, out, out_shape, q)
 
     import torch
 
-    if out is None:
-        out = torch.empty(out_shape, dtype=q.dtype, device=q.device)
-    lse = (torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
-           if return_lse else None)
-
-    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
     pack = 0
@@ -657,6 +643,39 @@ def _attention_split(q: Any, k: Any, v: Any, out: Any, lse: Any, layout: str,
         combine.launch(combine_grid(combine_abi, sq, hq, b), (combine_abi["threads"], 1, 1),
                        combine_args, stream=stream)
     return (out, lse) if return_lse else out
+
+
+def check_scale_and_out(scale: Any, head_dim: int, out: Any, out_shape: Tuple[int, ...],
+                        q: Any) -> float:
+    """The softmax scale (default ``1/sqrt(head_dim)``), checked, and checks
+    ``out`` (when given) against the output's shape and q's dtype and device."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+            or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    if out is not None:
+        _tensors.check_tensor("out", out, rank=4, device="cuda", last_dim_contiguous=True,
+                              stride_alignment_bytes=16)
+        if (tuple(out.shape) != out_shape or str(out.dtype) != str(q.dtype)
+                or str(out.device) != str(q.device)):
+            raise ValueError(f"out must have shape {out_shape} (q's with v's head dim), dtype "
+                             f"{q.dtype} and device {q.device}, got {tuple(out.shape)}, "
+                             f"{out.dtype}, {out.device}")
+    return scale
+
+
+def forward_outputs(q: Any, out: Any, out_shape: Tuple[int, ...],
+                    lse_shape: Tuple[int, int, int], return_lse: bool) -> Tuple[Any, Any, int]:
+    """The forward's output (``out``, or a new tensor like q of ``out_shape``),
+    its fp32 log-sum-exp ``(B, H_q, S_q)`` or None, and q's device index."""
+    import torch
+
+    if out is None:
+        out = torch.empty(out_shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
+    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    return out, lse, device_index
 
 
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}

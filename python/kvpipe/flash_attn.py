@@ -13,7 +13,7 @@ unbounded), a query that sees no key gets zeros and a log-sum-exp of +inf,
 and the log-sum-exp is fp32 ``(batch, nheads, seqlen_q)``.
 
 What kvpipe does not compute yet raises ``NotImplementedError`` naming the
-argument (dropout, soft-capping, ALiBi, rotary embeddings, paged caches,
+argument (dropout, soft-capping, ALiBi, rotary embeddings,
 ``cache_batch_idx``, ``cache_leftpad``, variable-length batches); a wrong
 argument raises ``ValueError``/``TypeError`` naming it, before any launch.
 """
@@ -108,7 +108,17 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
     Args:
         q: ``(batch, seqlen_q, nheads, headdim)``.
         k_cache, v_cache: ``(batch, seqlen_cache, nheads_k, headdim)``, the
-            padded per-sequence cache.
+            padded per-sequence cache; or with ``block_table``
+            ``(num_blocks, page_block_size, nheads_k, headdim)``, a paged
+            cache (page_block_size 16, 32, 64, 128 or 256).
+        block_table: optional int32 ``(batch, max_num_blocks_per_seq)`` on
+            the cache's device: sequence b's key j is row
+            ``j % page_block_size`` of page ``block_table[b, j //
+            page_block_size]`` (kvpipe.paged). Page indices must be in
+            ``[0, num_blocks)``: not checked (it would need a host
+            synchronisation); the kernel reads a page outside the cache as
+            zeros, never out of bounds. Without ``cache_seqlens`` every
+            sequence has ``max_num_blocks_per_seq * page_block_size`` keys.
         k, v: optional ``(batch, seqlen_new, nheads_k, headdim)`` written into
             the cache at ``cache_seqlens`` (in place) before attending.
         cache_seqlens: None (every sequence fills the cache), an int, or an
@@ -123,8 +133,8 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
             query heads of a K/V head share a tile (pack-GQA) when the
             queries are few (decode, short chunks).
         return_softmax_lse: also return the fp32 log-sum-exp.
-        rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, block_table,
-        softcap, alibi_slopes: not supported yet (NotImplementedError).
+        rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, softcap,
+        alibi_slopes: not supported yet (NotImplementedError).
 
     Returns:
         ``out``, or ``(out, softmax_lse)``.
@@ -134,8 +144,7 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
             ("rotary_cos", rotary_cos, "apply rotary embeddings before the call"),
             ("rotary_sin", rotary_sin, "apply rotary embeddings before the call"),
             ("cache_batch_idx", cache_batch_idx, "index the cache before the call"),
-            ("cache_leftpad", cache_leftpad, "left-padded caches"),
-            ("block_table", block_table, "paged KV caches")):
+            ("cache_leftpad", cache_leftpad, "left-padded caches")):
         if value is not None:
             raise _unsupported(name, why)
     if isinstance(num_splits, bool) or not isinstance(num_splits, int):
@@ -145,6 +154,12 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
                          f"got {num_splits}")
     if not isinstance(rotary_interleaved, bool):
         raise TypeError(f"rotary_interleaved must be a bool, got {rotary_interleaved!r}")
+    if block_table is not None:
+        from kvpipe.paged import flash_attn_with_paged_kvcache
+
+        return flash_attn_with_paged_kvcache(q, k_cache, v_cache, k, v, cache_seqlens,
+                                             block_table, softmax_scale, causal, window,
+                                             return_softmax_lse)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True)
     batch, capacity = tuple(k_cache.shape)[:2]

@@ -50,6 +50,10 @@ MAX_PACK_GQA = 64
 #: (torch's ``is_causal``) or at key i + seq_kv - seq_q (flash-attn's).
 MASK_ALIGNMENTS = ("top_left", "bottom_right")
 
+#: Rows per page of a paged K/V cache (the ``page_size`` of
+#: kvpipe.attention_kernel; flash-attn's ``page_block_size``).
+PAGE_SIZES = (16, 32, 64, 128, 256)
+
 
 class KernelNotAvailableError(RuntimeError):
     """Neither a compiler nor a cached kernel is available."""
@@ -83,13 +87,16 @@ class AttentionConfig:
     split_kv: bool = False
     #: Pack-GQA: the query heads per K/V head packed into a tile (0: off).
     pack_gqa: int = 0
+    #: Rows per page of a paged K/V cache read through a block table (0:
+    #: contiguous K and V); needs kv_lengths.
+    page_size: int = 0
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
              value_head_dim: Optional[int] = None, mask_alignment: str = "top_left",
              sliding_window: bool = False, kv_lengths: bool = False,
              backward: bool = False, deterministic: bool = False,
-             split_kv: bool = False, pack_gqa: int = 0,
+             split_kv: bool = False, pack_gqa: int = 0, page_size: int = 0,
              **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
@@ -152,9 +159,11 @@ class AttentionConfig:
             raise ValueError("backward=True supports head_dim 64 and 128 without "
                              "value_head_dim, mask_alignment, sliding_window or kv_lengths "
                              "(docs/backward.md)")
+        _check_page_size(page_size, kv_lengths, backward)
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
-                               kv_lengths, backward, deterministic, split_kv, pack_gqa)
+                               kv_lengths, backward, deterministic, split_kv, pack_gqa,
+                               page_size)
 
     @property
     def v_head_dim(self) -> int:
@@ -180,6 +189,8 @@ class AttentionConfig:
             parts.append("split")
         if self.pack_gqa:
             parts.append(f"pack{self.pack_gqa}")
+        if self.page_size:
+            parts.append(f"page{self.page_size}")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -205,12 +216,27 @@ class AttentionConfig:
             attrs.append("split_kv = true")
         if self.pack_gqa:
             attrs.append(f"pack_gqa = {self.pack_gqa} : i64")
+        if self.page_size:
+            attrs.append(f"page_size = {self.page_size} : i64")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
                 "[#nvvm.target<chip = \"sm_90a\", features = \"+ptx86\">] {\n"
                 f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}\n"
                 "}\n")
+
+
+def _check_page_size(page_size: Any, kv_lengths: bool, backward: bool) -> None:
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise TypeError(f"page_size must be an int, got {page_size!r}")
+    if page_size == 0:
+        return
+    if page_size not in PAGE_SIZES:
+        raise ValueError(f"page_size must be one of {PAGE_SIZES} (or 0: no paging), "
+                         f"got {page_size}")
+    if not kv_lengths or backward:
+        raise ValueError("page_size needs kv_lengths=True (the lengths index the block "
+                         "table) and the forward kernel (not backward=True)")
 
 
 @dataclasses.dataclass
@@ -385,7 +411,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
                       deterministic: bool = False, split_kv: bool = False,
-                      pack_gqa: int = 0, **tuning: int) -> CompiledKernel:
+                      pack_gqa: int = 0, page_size: int = 0,
+                      **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
     main and postprocess kernels in one module, their ABIs in ``abis``).
@@ -414,6 +441,9 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             partials (its ABI in ``abis``, role ``combine``).
         pack_gqa: pack this many query heads (those of one K/V head) into a
             tile (1 to 64; 0: off); the launch's heads_per_kv_head must be it.
+        page_size: with ``kv_lengths``, K and V are a paged cache of pages
+            of this many rows (``PAGE_SIZES``), read through a runtime block
+            table (``block_table``, ``max_pages_per_seq``; docs/kernel-abi.md).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -430,7 +460,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  deterministic, split_kv, pack_gqa, **tuning)
+                                  deterministic, split_kv, pack_gqa, page_size, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

@@ -5,6 +5,8 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
+#include "llvm/ADT/bit.h"
+
 using namespace mlir;
 using namespace kvpipe;
 
@@ -31,6 +33,18 @@ constexpr HeadDimDefaults kHeadDims[] = {
     {192, 192, 2, 112},
     {256, 256, 2, 80},
 };
+
+/// The K/V block of a paged kernel whose head dim's default is
+/// `defaultBlockN` and whose pages hold `pageSize` rows: the largest block
+/// of at most the default made of whole pages, or, with pages larger than
+/// the default, the largest power of two dividing the page (head dims 96,
+/// 192 and 256, whose defaults 112 and 80 are no powers of two).
+int64_t defaultPagedBlockN(int64_t defaultBlockN, int64_t pageSize) {
+  if (pageSize <= defaultBlockN)
+    return defaultBlockN / pageSize * pageSize;
+  return static_cast<int64_t>(llvm::bit_floor(
+      static_cast<uint64_t>(defaultBlockN)));
+}
 } // namespace
 
 FailureOr<AttentionConfig>
@@ -84,7 +98,8 @@ AttentionConfig::get(AttentionKernelOp op,
         {"sliding_window", op.getSlidingWindow().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
         {"split_kv", op.getSplitKv().has_value()},
-        {"pack_gqa", op.getPackGqa().has_value()}};
+        {"pack_gqa", op.getPackGqa().has_value()},
+        {"page_size", op.getPageSize().has_value()}};
     for (auto [name, present] : tuning)
       if (present)
         return emitError() << "'" << name
@@ -106,7 +121,13 @@ AttentionConfig::get(AttentionKernelOp op,
   if (c.consumerWarpgroups < 1 || c.consumerWarpgroups > 3)
     return emitError() << "'consumer_warpgroups' must be 1, 2 or 3, got "
                        << c.consumerWarpgroups;
-  c.blockN = op.getBlockN().value_or(defaults->blockN);
+  c.pageSize = op.getPageSize().value_or(0);
+  if (op.getPageSize() && !llvm::is_contained({16, 32, 64, 128, 256}, c.pageSize))
+    return emitError() << "'page_size' must be 16, 32, 64, 128 or 256, got "
+                       << c.pageSize;
+  c.blockN = op.getBlockN().value_or(
+      c.pageSize ? defaultPagedBlockN(defaults->blockN, c.pageSize)
+                 : defaults->blockN);
   if (c.blockN < 32 || c.blockN > 256 || c.blockN % 16 != 0)
     return emitError() << "'block_n' must be a multiple of 16 in [32, 256] "
                           "(the wgmma N of S = Q K^T), got "
@@ -141,6 +162,18 @@ AttentionConfig::get(AttentionKernelOp op,
   if (c.persistent && (c.splitKV || c.packGQA))
     return emitError() << "'" << (c.splitKV ? "split_kv" : "pack_gqa")
                        << "' is not supported with 'persistent'";
+  if (c.pageSize) {
+    // The block table is indexed by the batch's length (one kv_lengths[b]
+    // per row of the table), and a slot of block_n keys must be whole pages
+    // or lie in one page.
+    if (!c.kvLengths)
+      return emitError() << "'page_size' needs 'kv_lengths' = true (the "
+                            "length of each batch's row of the block table)";
+    if (c.blockN % c.pageSize != 0 && c.pageSize % c.blockN != 0)
+      return emitError() << "'block_n' (" << c.blockN
+                         << ") must be a multiple of 'page_size' ("
+                         << c.pageSize << ") or divide it";
+  }
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 

@@ -30,6 +30,7 @@
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/PagedKV.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -57,9 +58,9 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
         return packedMapType(c.qkSwizzleBytes());
       return tensorMapType(c.blockM(), c.qkSwizzleBytes());
     case AttentionParam::KMap:
-      return tensorMapType(c.blockN, c.qkSwizzleBytes());
+      return tensorMapType(c.kvBoxRows(), c.qkSwizzleBytes());
     case AttentionParam::VMap:
-      return tensorMapType(c.blockN, c.vSwizzleBytes());
+      return tensorMapType(c.kvBoxRows(), c.vSwizzleBytes());
     case AttentionParam::OMap:
       if (c.packGQA)
         return packedMapType(c.vSwizzleBytes());
@@ -68,6 +69,7 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     case AttentionParam::KVLengths:
     case AttentionParam::OPartial:
     case AttentionParam::LsePartial:
+    case AttentionParam::BlockTable:
       return globalPointer;
     case AttentionParam::ScaleLog2:
       return b.getF32Type();
@@ -364,6 +366,14 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
     b.setInsertionPointToStart(loop.getBody());
     Value kvRow = arith::MulIOp::create(
         b, kvBlockAt(loop.getInductionVar()), index(c.blockN));
+    // The (B, S) coordinates of the slot's boxes: one box of the batch's
+    // rows, or with a paged cache one per page (or one in a page larger
+    // than the block), landing at row l * kvBoxRows() of the slot. K and V
+    // share the pages.
+    SmallVector<std::pair<Value, Value>> boxes = {{batch, kvRow}};
+    if (c.pageSize)
+      boxes = pagedBoxes(kvRow);
+    int64_t boxRows = c.kvBoxRows();
     SmallVector<Value> next;
     for (auto [ring, map, state, blocks, width] :
          {std::tuple{sK, param(AttentionParam::KMap), loop.getRegionIterArg(0),
@@ -374,13 +384,15 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
       Value slotIndex = IndexOp::create(b, state);
       Value barrier = ProducerMBarOp::create(b, state, nullptr);
       for (int64_t col = 0; col < blocks; ++col) {
-        Value tile = slot(ring,
-                          {slotIndex, b.getIndexAttr(col), b.getIndexAttr(0),
-                           b.getIndexAttr(0)},
-                          {c.blockN, width});
-        TMALoadOp::create(b, map,
-                          ValueRange{batch, kvHead, kvRow, index(col * width)},
-                          tile, barrier, Value());
+        for (auto [l, box] : llvm::enumerate(boxes)) {
+          Value tile = slot(ring,
+                            {slotIndex, b.getIndexAttr(col),
+                             b.getIndexAttr(l * boxRows), b.getIndexAttr(0)},
+                            {boxRows, width});
+          TMALoadOp::create(
+              b, map, ValueRange{box.first, kvHead, box.second, index(col * width)},
+              tile, barrier, Value());
+        }
       }
       ProducerCommitOp::create(b, state, nullptr);
       next.push_back(StepOp::create(b, state));
@@ -388,6 +400,25 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
     scf::YieldOp::create(b, next);
   }
   return {nextQ, loop.getResult(0), loop.getResult(1)};
+}
+
+SmallVector<std::pair<Value, Value>> KernelBuilder::pagedBoxes(Value kvRow) {
+  // block_n / kvBoxRows() boxes, each at its page: every offset is a
+  // multiple of 16 rows, whole swizzle atoms (8 rows of 128 bytes, or of 64
+  // bytes at head dim 96), so each box lands where a single box of the
+  // block would have put its rows, and the boxes together deliver the bytes
+  // the slot's commit expects.
+  PagedKVTable table{param(AttentionParam::BlockTable),
+                     param(AttentionParam::MaxPagesPerSeq), c.pageSize};
+  SmallVector<std::pair<Value, Value>> boxes;
+  for (int64_t l = 0; l < c.blockN / c.kvBoxRows(); ++l) {
+    Value row = l ? Value(arith::AddIOp::create(b, kvRow,
+                                                index(l * c.kvBoxRows())))
+                  : kvRow;
+    PagedKVAddress at = buildPagedKVAddress(b, table, batch, row, seqKV);
+    boxes.emplace_back(at.page, at.rowInPage);
+  }
+  return boxes;
 }
 
 gpu::GPUFuncOp kvpipe::buildAttentionSkeleton(OpBuilder &builder, Location loc,
@@ -415,6 +446,8 @@ kvpipe::getAttentionParams(const AttentionConfig &config) {
   if (config.splitKV)
     params.append({AttentionParam::NumSplits, AttentionParam::OPartial,
                    AttentionParam::LsePartial});
+  if (config.pageSize)
+    params.append({AttentionParam::BlockTable, AttentionParam::MaxPagesPerSeq});
   return params;
 }
 
@@ -424,7 +457,7 @@ StringRef kvpipe::getAttentionParamName(AttentionParam param) {
       "lse",         "seq_q",       "seq_kv",     "heads_per_kv_head",
       "scale_log2",  "heads_q",     "batch",      "window_left",
       "window_right", "kv_lengths",  "num_splits", "o_partial",
-      "lse_partial"};
+      "lse_partial",  "block_table", "max_pages_per_seq"};
   static_assert(std::size(names) ==
                 static_cast<size_t>(AttentionParam::Count));
   return names[static_cast<unsigned>(param)];
@@ -447,12 +480,14 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
   SmallVector<NamedAttribute> kinds;
   for (AttentionParam p : getAttentionParams(c)) {
     StringRef name = getAttentionParamName(p);
-    StringRef kind = name.ends_with("_map")                            ? "tensor_map"
-                     : p == AttentionParam::Lse || p == AttentionParam::KVLengths ||
-                             p == AttentionParam::OPartial ||
-                             p == AttentionParam::LsePartial ? "pointer"
-                     : p == AttentionParam::ScaleLog2                  ? "f32"
-                                                                       : "i32";
+    bool pointer = p == AttentionParam::Lse || p == AttentionParam::KVLengths ||
+                   p == AttentionParam::OPartial ||
+                   p == AttentionParam::LsePartial ||
+                   p == AttentionParam::BlockTable;
+    StringRef kind = name.ends_with("_map")           ? "tensor_map"
+                     : pointer                        ? "pointer"
+                     : p == AttentionParam::ScaleLog2 ? "f32"
+                                                      : "i32";
     params.push_back(name);
     kinds.push_back(b.getNamedAttr(name, b.getStringAttr(kind)));
   }
@@ -484,9 +519,14 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
       b.getNamedAttr("params", b.getStrArrayAttr(params)),
       b.getNamedAttr("param_kinds", b.getDictionaryAttr(kinds)),
-      b.getNamedAttr("k_map", box(c.blockN, c.qkSwizzleBytes())),
-      b.getNamedAttr("v_map", box(c.blockN, c.vSwizzleBytes())),
+      b.getNamedAttr("k_map", box(c.kvBoxRows(), c.qkSwizzleBytes())),
+      b.getNamedAttr("v_map", box(c.kvBoxRows(), c.vSwizzleBytes())),
   };
+  // Only paged kernels name their page size (the K/V maps then describe
+  // the whole cache, one page per B coordinate).
+  if (c.pageSize)
+    entries.push_back(
+        b.getNamedAttr("page_size", b.getI64IntegerAttr(c.pageSize)));
   if (!c.splitKV && !c.packGQA) {
     entries.push_back(
         b.getNamedAttr("q_map", box(c.blockM(), c.qkSwizzleBytes())));

@@ -110,6 +110,9 @@ private:
   /// One tile's Q and K/V loads; returns the advanced (q, k, v) states.
   SmallVector<Value> buildProducerTile(Value stateQ, Value stateK,
                                        Value stateV);
+  /// With a paged cache: the (page, row in page) coordinates of the boxes
+  /// filling a slot with the keys from logical row `kvRow` on.
+  SmallVector<std::pair<Value, Value>> pagedBoxes(Value kvRow);
   void buildConsumer();
   /// One tile's attention and epilogue; returns the advanced states.
   SmallVector<Value> buildConsumerTile(Value stateQ, Value stateK,

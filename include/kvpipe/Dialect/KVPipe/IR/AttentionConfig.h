@@ -16,6 +16,8 @@
 #include "mlir/IR/Types.h"
 #include "mlir/Support/LLVM.h"
 
+#include <algorithm>
+
 namespace kvpipe {
 
 class AttentionKernelOp;
@@ -67,6 +69,9 @@ struct AttentionConfig {
   int64_t queriesPerTile() const {
     return packedQueries() * consumerWarpgroups;
   }
+  /// Rows of a page of a paged K/V cache addressed through a runtime block
+  /// table (`block_table`, `max_pages_per_seq`); 0: K and V are contiguous.
+  int64_t pageSize = 0;
 
   /// Rows may be masked on the right of the diagonal (causal or a window).
   bool masksRight() const { return causal || slidingWindow; }
@@ -100,6 +105,11 @@ struct AttentionConfig {
     return dim % 64 == 0 ? 128 : 64;
   }
   int64_t elementBytes() const { return 2; }
+  /// Rows of one TMA box of K or V: a slot of block_n keys is filled by
+  /// block_n / kvBoxRows() boxes, each from its page, when paged.
+  int64_t kvBoxRows() const {
+    return pageSize ? std::min(pageSize, blockN) : blockN;
+  }
   /// Q and K tiles: rows of head_dim elements.
   int64_t qkSwizzleBytes() const { return swizzleBytesFor(headDim); }
   int64_t qkTileWidth() const { return qkSwizzleBytes() / elementBytes(); }

@@ -67,6 +67,24 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     padded KV cache, flash-attn's `cache_seqlens`); blocks past the length
     are never loaded. Not with `persistent`.
 
+    `page_size` (16, 32, 64, 128 or 256; with `kv_lengths`) makes K and V a
+    paged cache, as vLLM, SGLang and flash-attn's `block_table` address it:
+    their tensor maps describe the whole cache, `(num_pages, page_size,
+    heads_kv, head_dim)` seen as `(B, H, S, D)` with B the page and S the row
+    in the page, and two runtime parameters follow `kv_lengths`:
+    `block_table`, a pointer to i32 page indices, `max_pages_per_seq` per
+    batch (its row stride), and `max_pages_per_seq` itself. Key `j` of batch
+    `b` is row `j % page_size` of page `block_table[b * max_pages_per_seq +
+    j / page_size]`. The producer fills each slot of `block_n` keys with
+    `block_n / min(page_size, block_n)` TMA boxes of `min(page_size,
+    block_n)` rows, each from its page (one i32 load of the block table per
+    page; the logical page is clamped to the batch's last page, so the
+    producer never reads past the table's row). `block_n` must be a multiple
+    of `page_size` or divide it; by default it is the head dim's, lowered to
+    the largest block size that is (head dims 96, 192 and 256). Masks are in
+    logical key positions and work unchanged. A page index outside the cache
+    reads zeros (TMA's out-of-bounds fill).
+
     Required: `head_dim` (of Q and K: 64, 96, 128, 192 or 256),
     `element_type` (bf16 or f16), `causal`. Optional: `value_head_dim` (of V
     and the output; default `head_dim`, or 128 with `head_dim` = 192, as
@@ -153,7 +171,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<BoolAttr>:$backward,
                        OptionalAttr<BoolAttr>:$deterministic,
                        OptionalAttr<BoolAttr>:$split_kv,
-                       OptionalAttr<I64Attr>:$pack_gqa);
+                       OptionalAttr<I64Attr>:$pack_gqa,
+                       OptionalAttr<I64Attr>:$page_size);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }

@@ -54,6 +54,9 @@ enum class AttentionParam : unsigned {
   NumSplits,
   OPartial,
   LsePartial,
+  /// With `page_size`: the i32 page indices, `max_pages_per_seq` per batch.
+  BlockTable,
+  MaxPagesPerSeq,
   Count
 };
 

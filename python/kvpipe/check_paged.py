@@ -1,0 +1,280 @@
+"""``python -m kvpipe check --paged``: the paged K/V cache on the GPU.
+
+Every page size (16, 32, 64, 128, 256) with shuffled block tables (a
+``torch.randperm`` of the pages; entries past a sequence's last page hold a
+page index outside the cache, which the kernel must not need), decode
+(S_q 1, 4, 16) and chunked prefill (S_q 300 < S_kv), per-sequence lengths
+from 1 to ~20k keys including one-token sequences, GQA and MQA, sliding
+windows, both causal alignments, head dims 64 and 128 and the others'
+block sizes (96, 192/128, 256), and appends through
+``flash_attn_with_kvcache(k=, v=, block_table=)``. The reference gathers
+each sequence's pages and computes masked attention in float32
+(``check._masked_attention``); outputs of ``paged_attention`` are poisoned
+(NaN) before the launch, and the appends are compared with a reference
+scatter of the new keys. A paged decode step is also captured in a CUDA
+graph and replayed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
+                          reference_mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class PagedCase:
+    dtype: str
+    head_dim: int
+    causal: bool
+    page_size: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    #: Each sequence's key count (after the append, with ``append``).
+    lengths: Tuple[int, ...]
+    alignment: str = "bottom_right"
+    window: Tuple[int, int] = (-1, -1)
+    value_head_dim: Optional[int] = None
+    #: Tokens appended through flash_attn_with_kvcache(k=, v=) (0: call
+    #: paged_attention on the cache as it is).
+    append: int = 0
+    #: With ``append``: cache_seqlens as an int (all lengths equal) rather
+    #: than a tensor.
+    int_seqlens: bool = False
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.value_head_dim if self.value_head_dim is not None else self.head_dim
+
+    @property
+    def name(self) -> str:
+        dims = f"d{self.head_dim}" + (f"v{self.value_head_dim}" if self.value_head_dim else "")
+        extra = "" if self.alignment == "bottom_right" else f",{self.alignment}"
+        if self.window != (-1, -1):
+            extra += f",window{self.window[0]}:{self.window[1]}"
+        if self.append:
+            extra += f",append{self.append}" + ("(int)" if self.int_seqlens else "")
+        lengths = ",".join(map(str, self.lengths))
+        return (f"paged p{self.page_size} {self.dtype} {dims} "
+                f"{'causal' if self.causal else 'full'} H{self.heads_q}/{self.heads_kv} "
+                f"Sq{self.seq_q} len[{lengths}]{extra}")
+
+
+def paged_grid() -> List[PagedCase]:
+    cases: List[PagedCase] = []
+    for p in (16, 32, 64, 128, 256):
+        cases += [
+            # Decode, GQA, lengths from 1 to 20k (one-token sequences, page
+            # and block boundaries).
+            PagedCase("bf16", 128, True, p, 8, 2, 1, (1, p, p + 1, 129, 20000)),
+            # A few queries, MQA, no mask.
+            PagedCase("f16", 64, False, p, 4, 1, 4, (1, 4, 3 * p - 1, 4097)),
+            # S_q 16 with a causal window.
+            PagedCase("bf16", 128, True, p, 4, 4, 16, (16, 300, 20001), window=(256, 0)),
+            # Chunked prefill: 300 new queries at the end of longer sequences.
+            PagedCase("bf16", 64, True, p, 4, 2, 300, (300, 1000, 5003)),
+            # Top-left causal (rows past a short sequence's keys see them all).
+            PagedCase("bf16", 128, True, p, 2, 1, 16, (1, 16, 700), alignment="top_left"),
+            # A window on both sides, no causal.
+            PagedCase("f16", 128, False, p, 4, 2, 16, (5, 2000, 9000), window=(100, 50)),
+            # Appends through flash_attn_with_kvcache: decode, and a chunk.
+            PagedCase("bf16", 128, True, p, 8, 1, 1, (1, 2, p + 1, 12000), append=1),
+            PagedCase("bf16", 64, True, p, 4, 2, 4, (2000, 2000), append=4, int_seqlens=True),
+        ]
+    # The other head dims' block sizes under paging (112, 96 and 64 keys per
+    # slot, the 64-byte swizzle at 96).
+    for head_dim, value_head_dim, p in ((96, None, 16), (96, None, 32), (96, None, 256),
+                                        (192, 128, 16), (192, None, 64), (256, None, 32),
+                                        (256, None, 128)):
+        cases.append(PagedCase("bf16", head_dim, True, p, 4, 2, 4, (1, 333, 4100),
+                               value_head_dim=value_head_dim))
+    return cases
+
+
+def kernel_configs(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, Any]]:
+    """The ``compile_attention`` arguments of the kernels ``run`` launches
+    (``python -m kvpipe compile --for-check --paged``): paged_attention's
+    choice, no mask meaning the top-left kernel."""
+    from kvpipe.attention import normalise_window
+
+    configs: List[Dict[str, Any]] = []
+    for case in cases if cases is not None else paged_grid():
+        left, right = normalise_window(case.window, case.causal)
+        window = left >= 0 or right >= 0
+        alignment = case.alignment if case.causal or window else "top_left"
+        config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+                      value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                      sliding_window=window, kv_lengths=True, page_size=case.page_size)
+        if config not in configs:
+            configs.append(config)
+    return configs
+
+
+def _paged_inputs(case: PagedCase, torch: Any):
+    """A shuffled paged cache holding each sequence's keys, its block table
+    (entries past a sequence's last page poisoned with an index outside the
+    cache), and the lengths."""
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    p = case.page_size
+    pages_of = [max(1, math.ceil(n / p)) for n in case.lengths]
+    width = max(pages_of) + 1  # a spare column: rows longer than any sequence
+    num_pages = sum(pages_of) + 5  # and pages no sequence uses
+    order = torch.randperm(num_pages, device="cuda").to(torch.int32)
+    table = torch.full((len(case.lengths), width), num_pages + 1000, dtype=torch.int32,
+                       device="cuda")
+    start = 0
+    for b, count in enumerate(pages_of):
+        table[b, :count] = order[start:start + count]
+        start += count
+    k_cache = torch.randn(num_pages, p, case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
+    v_cache = torch.randn(num_pages, p, case.heads_kv, case.v_head_dim, dtype=dtype,
+                          device="cuda")
+    lengths = torch.tensor(case.lengths, dtype=torch.int32, device="cuda")
+    return k_cache, v_cache, table, lengths
+
+
+def _gather(cache: Any, table: Any, b: int, n: int, page_size: int) -> Any:
+    """Sequence b's first n keys, (H, n, D) in float32, from its pages."""
+    count = max(1, math.ceil(n / page_size))
+    pages = table[b, :count].long()
+    rows = cache[pages].reshape(count * page_size, cache.shape[2], cache.shape[3])[:n]
+    return rows.transpose(0, 1).float()
+
+
+def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
+    import torch
+
+    from kvpipe.flash_attn import flash_attn_with_kvcache
+    from kvpipe.paged import paged_attention
+
+    torch.manual_seed(seed)
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    b = len(case.lengths)
+    k_cache, v_cache, table, lengths = _paged_inputs(case, torch)
+    q = torch.randn(b, case.seq_q, case.heads_q, case.head_dim, dtype=dtype, device="cuda")
+    scale = 1.0 / math.sqrt(case.head_dim)
+    row: Dict[str, Any] = {"case": case.name}
+    appended_ok = True
+    try:
+        if case.append:
+            new = case.append
+            before = lengths - new
+            k_new = torch.randn(b, new, case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
+            v_new = torch.randn(b, new, case.heads_kv, case.v_head_dim, dtype=dtype,
+                                device="cuda")
+            k_ref, v_ref = k_cache.clone(), v_cache.clone()
+            for s in range(b):  # the reference scatter, one token at a time
+                for t in range(new):
+                    pos = case.lengths[s] - new + t
+                    page = int(table[s, pos // case.page_size])
+                    k_ref[page, pos % case.page_size] = k_new[s, t]
+                    v_ref[page, pos % case.page_size] = v_new[s, t]
+            seqlens = case.lengths[0] - new if case.int_seqlens else before
+            o, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new,
+                                             cache_seqlens=seqlens, block_table=table,
+                                             causal=case.causal, window_size=case.window,
+                                             return_softmax_lse=True)
+            torch.cuda.synchronize()
+            appended_ok = bool(torch.equal(k_cache, k_ref)) and bool(torch.equal(v_cache, v_ref))
+        else:
+            out = torch.full((b, case.seq_q, case.heads_q, case.v_head_dim), float("nan"),
+                             dtype=dtype, device="cuda")
+            o, lse = paged_attention(q, k_cache, v_cache, table, lengths, causal=case.causal,
+                                     return_lse=True, out=out, mask_alignment=case.alignment,
+                                     window_size=case.window)
+            torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    group = case.heads_q // case.heads_kv
+    rel_worst, abs_worst, lse_worst, finite = 0.0, 0.0, 0.0, True
+    for s, n in enumerate(case.lengths):
+        ks = _gather(k_cache, table, s, n, case.page_size).repeat_interleave(group, 0)
+        vs = _gather(v_cache, table, s, n, case.page_size).repeat_interleave(group, 0)
+        qs = q[s].transpose(0, 1).float()                         # (H, S_q, D)
+        visible = reference_mask(case.seq_q, n, case.causal, case.alignment, case.window,
+                                 q.device, torch)
+        ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+        got = o[s].transpose(0, 1).float()
+        finite &= bool(torch.isfinite(got).all())
+        rel_worst = max(rel_worst, float((got - ref).norm() / ref.norm().clamp_min(1e-30)))
+        abs_worst = max(abs_worst, float((got - ref).abs().max()))
+        lse_worst = max(lse_worst, _lse_error(lse[s], lse_ref, torch))
+    ok = appended_ok and finite and rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE
+    row.update(ok=ok, rel=rel_worst, max_abs=abs_worst, lse_err=lse_worst, finite=finite)
+    if not appended_ok:
+        row["case"] += " (append wrong)"
+    return row
+
+
+def run_graph_step() -> Dict[str, Any]:
+    """A paged decode step (append one token per sequence, attend) with
+    fixed shapes captured in a CUDA graph, replayed on new queries, tokens
+    and lengths: bit-identical to the same step run eagerly."""
+    import torch
+
+    from kvpipe.flash_attn import flash_attn_with_kvcache
+
+    case = "paged decode step (append + attend, page 16): CUDA graph replay vs eager (bit-exact)"
+    try:
+        torch.manual_seed(99)
+        b, hq, hkv, d, page, per_sequence = 4, 16, 4, 128, 16, 64
+        num_pages = b * per_sequence + 3
+        k_cache = torch.randn(num_pages, page, hkv, d, dtype=torch.bfloat16, device="cuda")
+        v_cache = torch.randn_like(k_cache)
+        table = torch.randperm(num_pages, device="cuda")[:b * per_sequence].to(
+            torch.int32).view(b, per_sequence)
+        q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device="cuda")
+        k_new = torch.randn(b, 1, hkv, d, dtype=torch.bfloat16, device="cuda")
+        v_new = torch.randn_like(k_new)
+        seqlens = torch.tensor([5, 1000, 0, 16], dtype=torch.int32, device="cuda")
+
+        def step():
+            return flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new,
+                                           cache_seqlens=seqlens, block_table=table,
+                                           causal=True)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()  # load the kernel outside capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = step()
+        q.copy_(torch.randn_like(q))
+        k_new.copy_(torch.randn_like(k_new))
+        v_new.copy_(torch.randn_like(v_new))
+        seqlens.copy_(torch.tensor([1023, 1, 17, 600], dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = step()  # appends the same tokens at the same places again
+        ok = bool(torch.equal(captured, want))
+        return {"case": case, "ok": ok,
+                "rel": float((captured.float() - want.float()).norm() / want.float().norm()),
+                "max_abs": float((captured.float() - want.float()).abs().max()),
+                "lse_err": 0.0}
+    except Exception as exc:  # reported in the table, fails the run
+        return {"case": case, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def run(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, Any]]:
+    rows = []
+    for i, case in enumerate(cases if cases is not None else paged_grid()):
+        start = time.perf_counter()
+        row = run_case(case, seed=777 + i)
+        row["seconds"] = round(time.perf_counter() - start, 3)
+        rows.append(row)
+        detail = (f"rel {row['rel']:.2e} max_abs {row['max_abs']:.2e} lse {row['lse_err']:.2e}"
+                  if "rel" in row else row.get("error", ""))
+        print(f"{'PASS' if row['ok'] else 'FAIL'} {case.name}: {detail}", flush=True)
+    if cases is None:
+        rows.append(run_graph_step())
+        print(f"{'PASS' if rows[-1]['ok'] else 'FAIL'} {rows[-1]['case']}: "
+              f"{rows[-1].get('error', rows[-1].get('rel'))}", flush=True)
+    return rows

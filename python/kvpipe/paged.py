@@ -1,0 +1,291 @@
+"""Attention over a paged K/V cache read through a block table, as vLLM,
+SGLang and flash-attn's ``flash_attn_with_kvcache(..., block_table=...)``
+address it.
+
+The cache is ``k_cache``/``v_cache`` of shape ``(num_pages, page_size,
+heads_kv, head_dim)``; ``block_table`` is an int32 ``(batch, n)`` tensor of
+page indices: key j of sequence b is row ``j % page_size`` of page
+``block_table[b, j // page_size]``. Each sequence has its own length
+(``kv_lengths``, flash-attn's ``cache_seqlens``), at most ``n * page_size``.
+
+The kernel is the forward kernel with ``page_size`` (docs/kernel-abi.md): its
+K/V tensor maps describe the whole cache (a page per B coordinate) and its
+producer loads each page's index from the block table. Page indices must lie
+in ``[0, num_pages)``; that is not checked on the host (it would need a
+synchronisation): the kernel reads a page outside the cache as zeros (TMA's
+out-of-bounds fill), so a bad index never faults but gives that sequence
+keys and values of zero. Lengths beyond ``n * page_size`` are clamped to it
+by the kernel (checked on the host where they are host values). Rows of a
+sequence's last page past its length are read and masked: they must hold
+finite values (a freshly zeroed or previously used cache does), as in the
+contiguous ``kv_lengths`` kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from kvpipe import _tensors, kernels
+
+__all__ = ["paged_attention", "append_to_paged_cache", "check_paged_cache"]
+
+
+def check_paged_cache(k_cache: Any, v_cache: Any, block_table: Any,
+                      batch: int) -> Tuple[int, int, int]:
+    """Checks a paged cache and its block table for ``batch`` sequences;
+    returns ``(num_pages, page_size, pages_per_sequence)``.
+
+    Raises:
+        TypeError: a non-tensor, or ``block_table`` not int32.
+        ValueError: wrong ranks, shapes, devices or page size; the message
+            names the argument.
+    """
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True,
+                              stride_alignment_bytes=16)
+    num_pages, page_size, heads_kv, head_dim = tuple(k_cache.shape)
+    if tuple(v_cache.shape)[:3] != (num_pages, page_size, heads_kv):
+        raise ValueError(f"v_cache must have k_cache's pages, page size and heads "
+                         f"{(num_pages, page_size, heads_kv)}, got {tuple(v_cache.shape)}")
+    if str(v_cache.dtype) != str(k_cache.dtype) or str(v_cache.device) != str(k_cache.device):
+        raise ValueError(f"v_cache must have k_cache's dtype and device ({k_cache.dtype} on "
+                         f"{k_cache.device}), got {v_cache.dtype} on {v_cache.device}")
+    if page_size not in kernels.PAGE_SIZES:
+        raise ValueError(f"k_cache's page size (its dim 1, (num_pages, page_size, heads, "
+                         f"head_dim)) must be one of {kernels.PAGE_SIZES}, got {page_size}")
+    if num_pages < 1:
+        raise ValueError("k_cache must have at least one page")
+    _tensors.check_tensor("block_table", block_table, rank=2, dtype="i32", device="cuda",
+                          last_dim_contiguous=False, stride_alignment_bytes=None)
+    rows, pages_per_sequence = tuple(block_table.shape)
+    if rows != batch:
+        raise ValueError(f"block_table must have shape (batch, max_num_blocks_per_seq) with "
+                         f"batch = {batch}, got {tuple(block_table.shape)}")
+    if pages_per_sequence < 1:
+        raise ValueError("block_table must have at least one page per sequence, got shape "
+                         f"{tuple(block_table.shape)}")
+    if str(block_table.device) != str(k_cache.device):
+        raise ValueError(f"block_table must be on k_cache's device {k_cache.device}, got "
+                         f"{block_table.device}")
+    if pages_per_sequence * page_size > 2**31 - 1:
+        raise ValueError(f"block_table's rows address {pages_per_sequence} pages of "
+                         f"{page_size} keys, more than 2**31 - 1 keys per sequence")
+    return num_pages, page_size, pages_per_sequence
+
+
+def kernel_values(abi: Dict[str, Any], q: Any, k_cache: Any, v_cache: Any, out: Any,
+                  lse_address: int, block_table: Any, kv_lengths: Any, scale: float,
+                  window: Tuple[int, int], layout: str) -> Dict[str, Any]:
+    """The paged kernel's arguments by name (``attention.kernel_arguments``
+    orders them as the ABI says): the K/V maps on the whole cache, seen as
+    (B, H, S, D) = (page, head, row in page, dim), and the block table with
+    its row stride, which must be its row length (contiguous rows)."""
+    shape = tuple(q.shape)
+    b, sq, hq = (shape[0], shape[1], shape[2]) if layout == "bshd" else (
+        shape[0], shape[2], shape[1])
+    page_size, heads_kv = tuple(k_cache.shape)[1], tuple(k_cache.shape)[2]
+    pages_per_sequence = tuple(block_table.shape)[1]
+    return {
+        "q_map": ("q", q, layout), "k_map": ("k_cache", k_cache, "bshd"),
+        "v_map": ("v_cache", v_cache, "bshd"), "o_map": ("out", out, layout),
+        "lse": lse_address, "seq_q": sq, "seq_kv": pages_per_sequence * page_size,
+        "heads_per_kv_head": hq // heads_kv, "scale_log2": scale * 1.4426950408889634,
+        "heads_q": hq, "batch": b, "window_left": window[0], "window_right": window[1],
+        "kv_lengths": kv_lengths.data_ptr(), "block_table": block_table.data_ptr(),
+        "max_pages_per_seq": pages_per_sequence}
+
+
+def _check_query(q: Any, k_cache: Any, v_cache: Any, layout: str) -> Tuple[int, ...]:
+    """(batch, heads_q, seq_q, head_dim, value_head_dim) of q against the cache."""
+    from kvpipe.attention import LAYOUTS
+
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True,
+                          stride_alignment_bytes=16)
+    shape = tuple(q.shape)
+    b, sq, hq, d = shape if layout == "bshd" else (shape[0], shape[2], shape[1], shape[3])
+    kernels.dtype_name(q.dtype)
+    if str(q.dtype) != str(k_cache.dtype):
+        raise TypeError(f"q, k_cache and v_cache must have the same dtype, got {q.dtype} and "
+                        f"{k_cache.dtype}")
+    if str(q.device) != str(k_cache.device):
+        raise ValueError(f"q, k_cache and v_cache must be on the same device, got {q.device} "
+                         f"and {k_cache.device}")
+    heads_kv, kd, vd = tuple(k_cache.shape)[2], tuple(k_cache.shape)[3], tuple(v_cache.shape)[3]
+    if kd != d:
+        raise ValueError(f"k_cache's head dim must equal q's ({d}), got {kd}")
+    if (d, vd) not in kernels.HEAD_DIM_PAIRS:
+        raise ValueError(f"q's and v_cache's head dims ({d}, {vd}) must be one of "
+                         f"{kernels.HEAD_DIM_PAIRS}")
+    if hq % heads_kv != 0:
+        raise ValueError(f"q's heads ({hq}) must be a multiple of k_cache's heads ({heads_kv}) "
+                         "(grouped-query attention)")
+    if sq < 1:
+        raise ValueError(f"q's sequence length must be at least 1, got {sq}")
+    if hq > 65535 or b > 65535:
+        raise ValueError(f"q's heads ({hq}) and batch ({b}) must each be at most 65535")
+    return b, hq, sq, d, vd
+
+
+def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_lengths: Any,
+                    causal: bool = False, scale: Optional[float] = None,
+                    return_lse: bool = False, layout: str = "bshd", out: Any = None,
+                    mask_alignment: str = "bottom_right",
+                    window_size: Tuple[int, int] = (-1, -1), **tuning: int) -> Any:
+    """Attention of ``q`` over a paged K/V cache.
+
+    Args:
+        q: ``(B, S_q, H_q, D)`` (``layout="bshd"``, flash-attn's) or
+            ``(B, H_q, S_q, D)`` (``"bhsd"``).
+        k_cache, v_cache: ``(num_pages, page_size, H_kv, D)`` (V's head dim
+            may be 128 with D 192), page_size in ``kernels.PAGE_SIZES``.
+        block_table: int32 ``(B, n)`` page indices, in ``[0, num_pages)``.
+        kv_lengths: int32 ``(B,)`` on the device: sequence b's key count
+            (clamped by the kernel to ``[0, n * page_size]``).
+        causal, mask_alignment, window_size, scale, return_lse, out: as in
+            ``kvpipe.attention`` (the alignment defaults to flash-attn's
+            bottom-right here: the queries are the last of each sequence).
+        **tuning: tuning attributes of the kernel.
+
+    Returns:
+        ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
+    """
+    from kvpipe.attention import (_kernel_for, _multiprocessors, check_scale_and_out,
+                                  forward_outputs, kernel_arguments, launch_grid,
+                                  normalise_window)
+
+    _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True,
+                          stride_alignment_bytes=16)
+    _, page_size, pages_per_sequence = check_paged_cache(k_cache, v_cache, block_table,
+                                                         tuple(q.shape)[0])
+    b, hq, sq, d, vd = _check_query(q, k_cache, v_cache, layout)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if mask_alignment not in kernels.MASK_ALIGNMENTS:
+        raise ValueError(f"mask_alignment must be one of {kernels.MASK_ALIGNMENTS}, "
+                         f"got {mask_alignment!r}")
+    window = normalise_window(window_size, causal)
+    sliding_window = window[0] >= 0 or window[1] >= 0
+    _tensors.check_tensor("kv_lengths", kv_lengths, rank=1, dtype="i32", device="cuda",
+                          stride_alignment_bytes=None)
+    if tuple(kv_lengths.shape) != (b,) or str(kv_lengths.device) != str(q.device):
+        raise ValueError(f"kv_lengths must have shape ({b},) (one length per sequence) on "
+                         f"{q.device}, got {tuple(kv_lengths.shape)} on {kv_lengths.device}")
+    out_shape = tuple(q.shape[:-1]) + (vd,)
+    scale = check_scale_and_out(scale, d, out, out_shape, q)
+
+    import torch
+
+    # The kernel reads the table with rows of max_pages_per_seq entries and
+    # the lengths densely.
+    if tuple(block_table.stride()) != (pages_per_sequence, 1):
+        block_table = block_table.contiguous()
+    if tuple(kv_lengths.stride()) != (1,):
+        kv_lengths = kv_lengths.contiguous()
+    out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
+    if not causal and not sliding_window:
+        mask_alignment = "top_left"  # no mask: one kernel for both alignments
+    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
+                               vd if vd != d else None, mask_alignment, sliding_window,
+                               True, False, 0, page_size), device_index,
+                              tuple(sorted(tuning.items())))
+    args = kernel_arguments(abi, kernel_values(
+        abi, q, k_cache, v_cache, out, lse.data_ptr() if lse is not None else 0,
+        block_table, kv_lengths, scale, window, layout))
+    grid = launch_grid(abi, sq, hq, b, _multiprocessors(device_index)
+                       if abi.get("persistent") else 0)
+    with torch.cuda.device(device_index):
+        kernel.launch(grid, (abi["threads"], 1, 1), args,
+                      shared_mem=abi["dynamic_shared_memory"],
+                      stream=torch.cuda.current_stream())
+    return (out, lse) if return_lse else out
+
+
+def append_to_paged_cache(k_cache: Any, v_cache: Any, block_table: Any, cache_seqlens: Any,
+                          k: Any, v: Any) -> None:
+    """Writes ``k``/``v`` ``(B, S_new, H_kv, D)`` into the paged cache after
+    each sequence's first ``cache_seqlens[b]`` keys (an int32 ``(B,)``
+    tensor), in place, by torch ops on the device (no synchronisation):
+    token t of sequence b goes to row ``(len_b + t) % page_size`` of page
+    ``block_table[b, (len_b + t) // page_size]``. The caller makes sure
+    ``len_b + S_new <= n * page_size``: a position past the table's row
+    fails torch's device-side index check."""
+    import torch
+
+    page_size = k_cache.shape[1]
+    seqlen_new = k.shape[1]
+    positions = (cache_seqlens.to(torch.long)[:, None] +
+                 torch.arange(seqlen_new, device=k_cache.device)[None, :])
+    pages = block_table.to(torch.long).gather(1, torch.div(positions, page_size,
+                                                           rounding_mode="floor"))
+    rows = positions % page_size
+    k_cache[pages, rows] = k
+    v_cache[pages, rows] = v
+
+
+def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
+                                  cache_seqlens: Any, block_table: Any,
+                                  softmax_scale: Optional[float], causal: bool,
+                                  window: Tuple[int, int], return_softmax_lse: bool) -> Any:
+    """``flash_attn_with_kvcache`` with a ``block_table`` (kvpipe.flash_attn
+    calls it once the arguments every cache shares are checked)."""
+    _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True)
+    batch = tuple(q.shape)[0]
+    _, page_size, pages_per_sequence = check_paged_cache(k_cache, v_cache, block_table, batch)
+    capacity = pages_per_sequence * page_size
+    if (k is None) != (v is None):
+        raise ValueError("k and v must be given together (new keys and values to append)")
+    seqlen_new = 0
+    if k is not None:
+        heads_kv = tuple(k_cache.shape)[2]
+        for name, t, cache in (("k", k, k_cache), ("v", v, v_cache)):
+            _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True,
+                                  stride_alignment_bytes=None)
+            shape = tuple(t.shape)
+            want = (batch, tuple(k.shape)[1], heads_kv, tuple(cache.shape)[3])
+            if shape != want or str(t.dtype) != str(cache.dtype):
+                raise ValueError(f"{name} must be (batch, seqlen_new, nheads_k, headdim) = "
+                                 f"{want} of {cache.dtype}, got {shape} of {t.dtype}")
+        seqlen_new = tuple(k.shape)[1]
+        if cache_seqlens is None:
+            raise ValueError("cache_seqlens is required with k and v (where to append them)")
+    longest = None  # the longest sequence after the append, where known on the host
+    if cache_seqlens is None:
+        longest = capacity  # flash-attn: every sequence fills its row of the table
+    elif isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
+        if cache_seqlens < 0:
+            raise ValueError(f"cache_seqlens must be non-negative, got {cache_seqlens}")
+        longest = cache_seqlens + seqlen_new
+    else:
+        try:
+            _tensors.check_tensor("cache_seqlens", cache_seqlens, rank=1, dtype="i32",
+                                  device="cuda", last_dim_contiguous=False,
+                                  stride_alignment_bytes=None)
+        except TypeError as exc:
+            raise TypeError(f"cache_seqlens must be None, an int or an int32 tensor: {exc}") \
+                from None
+        if (tuple(cache_seqlens.shape) != (batch,)
+                or str(cache_seqlens.device) != str(k_cache.device)):
+            raise ValueError(f"cache_seqlens must be an int32 tensor of shape ({batch},) on "
+                             f"{k_cache.device}, got {tuple(cache_seqlens.shape)} on "
+                             f"{cache_seqlens.device}")
+    if longest is not None and longest > capacity:
+        raise ValueError(f"block_table's rows hold {pages_per_sequence} pages of {page_size} "
+                         f"keys ({capacity}), fewer than cache_seqlens + seqlen_new = {longest}")
+
+    import torch
+
+    if cache_seqlens is None:
+        lengths = torch.full((batch,), capacity, dtype=torch.int32, device=k_cache.device)
+    elif isinstance(cache_seqlens, int):
+        before = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=k_cache.device)
+        lengths = before + seqlen_new if seqlen_new else before
+        cache_seqlens = before
+    else:
+        lengths = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
+    if k is not None:
+        append_to_paged_cache(k_cache, v_cache, block_table, cache_seqlens, k, v)
+    return paged_attention(q, k_cache, v_cache, block_table, lengths, causal=causal,
+                           scale=softmax_scale, return_lse=return_softmax_lse, layout="bshd",
+                           mask_alignment="bottom_right", window_size=window)
