@@ -63,6 +63,13 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'deterministic' applies to the backward pass only "
                           "(the forward is deterministic): it needs "
                           "'backward' = true";
+  if (!op.getScoreMod().empty())
+    c.scoreMod = &op.getScoreMod();
+  if (!op.getMaskMod().empty())
+    c.maskMod = &op.getMaskMod();
+  if (std::optional<ArrayAttr> aux = op.getAuxTypes())
+    for (Attribute type : *aux)
+      c.auxTypes.push_back(cast<TypeAttr>(type).getValue());
   if (c.backward) {
     if (c.headDim != 64 && c.headDim != 128)
       return emitError() << "'head_dim' must be 64 or 128 with 'backward', "
