@@ -77,7 +77,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     scf.if %[[KEPT]] -> (vector<64xf32>) {
 //  CHECK-NEXT:       scf.yield
 //  CHECK-NEXT:     } else {
-//       CHECK:       arith.cmpi ult, %{{.*}}, %c256 : index
+// The region's index arithmetic is done in i32 per element.
+//       CHECK:       arith.cmpi ult, %{{.*}}, %c256_i32 : i32
 //       CHECK:       %[[KEEP:.*]] = vector.from_elements %{{.*}} : vector<64xi1>
 //       CHECK:       arith.select %[[KEEP]], %{{.*}}, %{{.*}} : vector<64xi1>, vector<64xf32>
 

@@ -108,8 +108,13 @@ AttentionConfig::get(AttentionKernelOp op,
     c.slidingWindow = c.kvLengths = false;
     return c;
   }
-  c.consumerWarpgroups =
-      op.getConsumerWarpgroups().value_or(defaults->consumerWarpgroups);
+  // A modifier's per-element work needs registers that a third consumer
+  // warpgroup (160 each) does not leave: two by default then (240 each;
+  // with three, the mask_mods of the check spilled at head dim 64).
+  bool hasModifiers = !op.getScoreMod().empty() || !op.getMaskMod().empty();
+  c.consumerWarpgroups = op.getConsumerWarpgroups().value_or(
+      hasModifiers ? std::min<int64_t>(defaults->consumerWarpgroups, 2)
+                   : defaults->consumerWarpgroups);
   if (c.consumerWarpgroups < 1 || c.consumerWarpgroups > 3)
     return emitError() << "'consumer_warpgroups' must be 1, 2 or 3, got "
                        << c.consumerWarpgroups;

@@ -23,20 +23,51 @@ static unsigned firstIndexArgument(Region &region) {
   return region.getNumArguments() == 5 ? 1 : 0;
 }
 
+/// `v` (an integer) as `type`: sign-extended, truncated or as it is.
+static Value castInteger(ImplicitLocOpBuilder &b, Value v, Type type,
+                         bool isUnsigned) {
+  unsigned from = v.getType().getIntOrFloatBitWidth();
+  unsigned to = type.getIntOrFloatBitWidth();
+  if (from == to)
+    return v;
+  if (from > to)
+    return arith::TruncIOp::create(b, type, v);
+  if (isUnsigned)
+    return arith::ExtUIOp::create(b, type, v);
+  return arith::ExtSIOp::create(b, type, v);
+}
+
 /// Clones `region`'s block with its arguments bound to `args`, an aux read
 /// becoming an invariant global load of its tensor; returns the yielded
-/// value.
+/// value. The region's `index` values become i32 (`args`' indices are
+/// i32): 64-bit index arithmetic per score element costs registers the
+/// softmax does not have (ALiBi spilled at head dim 128), and indices and
+/// flat offsets into the auxiliary tensors fit in 31 bits.
 static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
                           ValueRange args, const ModifierIndices &at) {
   Block &block = region.front();
   IRMapping map;
   map.map(block.getArguments(), args);
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  Type i32 = b.getI32Type();
+  auto narrow = [&](Type type) { return type.isIndex() ? i32 : type; };
   for (Operation &op : block.without_terminator()) {
+    if (auto constant = dyn_cast<arith::ConstantIndexOp>(op)) {
+      map.map(constant.getResult(),
+              arith::ConstantIntOp::create(b, constant.value(), 32));
+      continue;
+    }
+    if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
+      map.map(op.getResult(0),
+              castInteger(b, map.lookup(op.getOperand(0)),
+                          narrow(op.getResult(0).getType()),
+                          isa<arith::IndexCastUIOp>(op)));
+      continue;
+    }
     if (auto load = dyn_cast<AuxLoadOp>(op)) {
       Type type = at.auxTypes[load.getAux()];
-      Value offset = arith::IndexCastOp::create(b, b.getI64Type(),
-                                                map.lookup(load.getIndex()));
+      Value offset = arith::ExtSIOp::create(b, b.getI64Type(),
+                                            map.lookup(load.getIndex()));
       Value address = LLVM::GEPOp::create(b, ptrType, type, at.aux[load.getAux()],
                                           ValueRange{offset});
       // The tensors are read-only for the kernel's lifetime: ld.global.nc.
@@ -61,7 +92,9 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
       map.map(tanh.getResult(), approx.getRes());
       continue;
     }
-    b.clone(op, map);
+    Operation *clone = b.clone(op, map);
+    for (OpResult result : clone->getResults())
+      result.setType(narrow(result.getType()));
   }
   return map.lookup(cast<YieldOp>(block.getTerminator()).getValues().front());
 }
@@ -73,21 +106,23 @@ forEachElement(ImplicitLocOpBuilder &b, Region &region,
                const ModifierIndices &at,
                function_ref<Value(int64_t, Value, Value)> body) {
   bool reads = !region.front().getOps<AuxLoadOp>().empty();
-  Value rows[2] = {at.row0, at.row1};
+  auto toI32 = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  };
+  auto i32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
+  Value rows[2] = {toI32(at.row0), toI32(at.row1)};
+  Value firstColumn = toI32(at.firstColumn);
   Value lastKey;
   if (reads) {
-    Value lastRow = arith::SubIOp::create(b, at.seqQ,
-                                          arith::ConstantIndexOp::create(b, 1));
+    Value lastRow = arith::SubIOp::create(b, toI32(at.seqQ), i32(1));
     for (Value &row : rows)
       row = arith::MinSIOp::create(b, row, lastRow);
-    lastKey = arith::SubIOp::create(b, at.seqKV,
-                                    arith::ConstantIndexOp::create(b, 1));
+    lastKey = arith::SubIOp::create(b, toI32(at.seqKV), i32(1));
   }
   SmallVector<Value> results;
   for (int64_t i = 0; i < at.numElements; ++i) {
     Value key = arith::AddIOp::create(
-        b, at.firstColumn,
-        arith::ConstantIndexOp::create(b, AccumulatorLayout::columnOffset(i)));
+        b, firstColumn, i32(AccumulatorLayout::columnOffset(i)));
     if (reads)
       key = arith::MinSIOp::create(b, key, lastKey);
     results.push_back(body(i, rows[AccumulatorLayout::rowHalf(i)], key));
@@ -101,7 +136,12 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
       b, region, at, [&](int64_t i, Value row, Value key) {
         Value scaled = arith::MulFOp::create(
             b, vector::ExtractOp::create(b, s, i), scale);
-        return inlineRegion(b, region, {scaled, at.batch, at.head, row, key},
+        return inlineRegion(b, region,
+                            {scaled, arith::IndexCastOp::create(
+                                         b, b.getI32Type(), at.batch),
+                             arith::IndexCastOp::create(b, b.getI32Type(),
+                                                        at.head),
+                             row, key},
                             at);
       });
   return vector::FromElementsOp::create(b, s.getType(), scores);
@@ -111,7 +151,11 @@ Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
                            const ModifierIndices &at) {
   SmallVector<Value> kept = forEachElement(
       b, region, at, [&](int64_t, Value row, Value key) {
-        return inlineRegion(b, region, {at.batch, at.head, row, key}, at);
+        return inlineRegion(
+            b, region,
+            {arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
+             arith::IndexCastOp::create(b, b.getI32Type(), at.head), row, key},
+            at);
       });
   Value keep = vector::FromElementsOp::create(
       b, VectorType::get({at.numElements}, b.getI1Type()), kept);
