@@ -83,6 +83,11 @@ class AttentionConfig:
     split_kv: bool = False
     #: Pack-GQA: the query heads per K/V head packed into a tile (0: off).
     pack_gqa: int = 0
+    #: The traced score_mod/mask_mod regions (kvpipe.modifiers: the text
+    #: following the declaration's attributes; "" for none) and the element
+    #: types of the auxiliary tensors they read.
+    modifiers: str = ""
+    aux_types: tuple = ()
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
@@ -90,6 +95,7 @@ class AttentionConfig:
              sliding_window: bool = False, kv_lengths: bool = False,
              backward: bool = False, deterministic: bool = False,
              split_kv: bool = False, pack_gqa: int = 0,
+             modifiers: str = "", aux_types: tuple = (),
              **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
@@ -152,9 +158,22 @@ class AttentionConfig:
             raise ValueError("backward=True supports head_dim 64 and 128 without "
                              "value_head_dim, mask_alignment, sliding_window or kv_lengths "
                              "(docs/backward.md)")
+        if not isinstance(modifiers, str):
+            raise TypeError(f"modifiers must be the traced regions' text, got {modifiers!r}")
+        aux_types = tuple(aux_types)
+        if any(t not in ("f32", "i32") for t in aux_types):
+            raise ValueError(f"aux_types must be 'f32' or 'i32' each, got {aux_types!r}")
+        if aux_types and not modifiers:
+            raise ValueError("aux_types need modifiers (score_mod/mask_mod regions) to read them")
+        if modifiers and (split_kv or pack_gqa):
+            raise ValueError("score_mod and mask_mod cannot be combined with split_kv or "
+                             "pack_gqa yet")
+        if backward and modifiers:
+            raise ValueError("score_mod and mask_mod are forward-only: not with backward=True")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
-                               kv_lengths, backward, deterministic, split_kv, pack_gqa)
+                               kv_lengths, backward, deterministic, split_kv, pack_gqa,
+                               modifiers, aux_types)
 
     @property
     def v_head_dim(self) -> int:
@@ -180,6 +199,10 @@ class AttentionConfig:
             parts.append("split")
         if self.pack_gqa:
             parts.append(f"pack{self.pack_gqa}")
+        if self.modifiers:
+            # Kernels with modifiers differ by their regions: a digest of them.
+            digest = hashlib.sha256((self.modifiers + repr(self.aux_types)).encode())
+            parts.append("mods" + digest.hexdigest()[:10])
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -207,9 +230,13 @@ class AttentionConfig:
             attrs.append(f"pack_gqa = {self.pack_gqa} : i64")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
+        if self.aux_types:
+            attrs.append(f"aux_types = [{', '.join(self.aux_types)}]")
+        regions = f"\n  {self.modifiers}" if self.modifiers else ""
         return ("gpu.module @kvpipe_kernels "
                 "[#nvvm.target<chip = \"sm_90a\", features = \"+ptx86\">] {\n"
-                f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}\n"
+                f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}"
+                f"{regions}\n"
                 "}\n")
 
 
@@ -385,7 +412,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
                       deterministic: bool = False, split_kv: bool = False,
-                      pack_gqa: int = 0, **tuning: int) -> CompiledKernel:
+                      pack_gqa: int = 0, modifiers: str = "", aux_types: tuple = (),
+                      **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
     main and postprocess kernels in one module, their ABIs in ``abis``).
@@ -414,6 +442,9 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             partials (its ABI in ``abis``, role ``combine``).
         pack_gqa: pack this many query heads (those of one K/V head) into a
             tile (1 to 64; 0: off); the launch's heads_per_kv_head must be it.
+        modifiers, aux_types: score_mod/mask_mod regions and the element
+            types of the tensors they read, as ``kvpipe.modifiers.trace``
+            makes them (``TracedModifiers.ir`` and ``.aux_types``).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -430,7 +461,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  deterministic, split_kv, pack_gqa, **tuning)
+                                  deterministic, split_kv, pack_gqa,
+                                  modifiers, aux_types, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)
