@@ -29,9 +29,11 @@ The library below builds the common modifiers (each returns a callback):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import struct
+import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["Value", "TracedModifiers", "TraceError", "trace", "soft_cap", "alibi",
@@ -386,12 +388,39 @@ _SCORE_ARGS = (("score", _F32), ("b", _INDEX), ("h", _INDEX), ("q_idx", _INDEX),
                ("kv_idx", _INDEX))
 
 
+def _mentions_value(items: Any) -> bool:
+    return any(isinstance(i, Value) or (isinstance(i, (tuple, list)) and _mentions_value(i))
+               for i in items)
+
+
+def _torch_mode() -> Any:
+    """With torch loaded, a TorchFunctionMode sending the torch calls that
+    involve traced values here: ``tensor[h]`` on a plain tensor does not
+    consult its index's ``__torch_function__`` (FlexAttention intercepts
+    indexing with a mode too, TransformGetItemToIndex). Without torch, no
+    mode: fakes index through :func:`load`."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return contextlib.nullcontext()
+    from torch.overrides import TorchFunctionMode
+
+    class _TraceMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _mentions_value(args) or _mentions_value(kwargs.values()):
+                return Value.__torch_function__(func, types, args, kwargs)
+            return func(*args, **kwargs)
+
+    return _TraceMode()
+
+
 def _trace_region(kind: str, fn: Callable[..., Any], aux: _AuxTensors) -> str:
     recorder = _Recorder(aux)
     args = _SCORE_ARGS if kind == "score_mod" else _SCORE_ARGS[1:]
     values = [Value(recorder, f"%{name}", type_) for name, type_ in args]
     try:
-        result = fn(*values)
+        with _torch_mode():
+            result = fn(*values)
     except TraceError:
         raise
     except TypeError as exc:

@@ -270,3 +270,30 @@ def test_library_masks_shape_in_the_abi(mask, shape, compiler, tmp_path, monkeyp
                                  aux_types=traced.aux_types)
     assert k.abi["mask_mod_shape"] == shape
     assert k.abi["consumer_warpgroups"] == 2
+
+
+def test_torch_calls_reach_the_tracer_through_a_mode(monkeypatch):
+    """With torch loaded, tensor[h] and torch.tanh(value) go through a
+    TorchFunctionMode into the tracer (a stand-in torch module here)."""
+    import sys
+    import types
+
+    overrides = types.SimpleNamespace(TorchFunctionMode=object)
+    fake_torch = types.SimpleNamespace(overrides=overrides)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setitem(sys.modules, "torch.overrides", overrides)
+    mode = m._torch_mode()
+    assert type(mode).__name__ == "_TraceMode"
+    # The mode routes a call that mentions a traced value to the tracer.
+    recorder = m._Recorder(m._AuxTensors())
+    x = m.Value(recorder, "%x", "f32")
+    tanh = types.SimpleNamespace(__name__="tanh")
+    result = mode.__torch_function__(tanh, (), (x,))
+    assert isinstance(result, m.Value) and "math.tanh %x : f32" in recorder.lines[-1]
+    getitem = types.SimpleNamespace(__name__="__getitem__")
+    idx = m.Value(recorder, "%h", "index")
+    slopes = Tensor((4,), dtype="float32")
+    loaded = mode.__torch_function__(getitem, (), (slopes, idx))
+    assert "kvpipe.aux_load 0[%h] : f32" in recorder.lines[-1] and loaded.type == "f32"
+    # Other calls run as they are.
+    assert mode.__torch_function__(lambda a, b: a + b, (), (1, 2)) == 3
