@@ -364,6 +364,11 @@ def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
     kernel.abi["ptx_seconds"] = round(ptx_seconds, 3)
     log("compiled %s with %s in %s s (PTX in %s s)", kernel.name, compiler,
         kernel.compile_seconds, kernel.abi["ptx_seconds"])
+    if kernel.abi.get("mask_mod_shape") not in (None, "proven"):
+        # docs/modifiers.md: what the compiler could not prove is masked
+        # element by element in every block it visits.
+        log("%s: mask_mod shape %s; not proven: %s", kernel.name, kernel.abi["mask_mod_shape"],
+            ", ".join(kernel.abi.get("mask_mod_unproven", [])))
     return kernel
 
 
