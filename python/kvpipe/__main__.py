@@ -180,6 +180,9 @@ def _main(argv: Optional[List[str]]) -> int:
                       help="also the serving masks' kernels: bottom-right alignment, sliding "
                            "windows, per-batch KV lengths (what check's mask and KV-cache "
                            "cases launch)")
+    comp.add_argument("--mods", action="store_true",
+                      help="with --for-check: also the kernels of `check --mods` and "
+                           "`bench --mods` (score/mask modifiers)")
     comp.add_argument("--backward", action="store_true",
                       help="compile the backward kernels (docs/backward.md)")
     comp.add_argument("--decode", action="store_true",
@@ -202,6 +205,9 @@ def _main(argv: Optional[List[str]]) -> int:
     sub.choices["check"].add_argument("--seed", type=int, default=0,
                                       help="seed of the random configurations")
     sub.choices["check"].add_argument(
+        "--mods", action="store_true",
+        help="check the score/mask modifiers (kvpipe.modifiers) instead of the grid")
+    sub.choices["check"].add_argument(
         "--backward", action="store_true",
         help="check dQ, dK, dV of the backward kernels against torch float32 autograd")
     sub.choices["check"].add_argument(
@@ -221,6 +227,9 @@ def _main(argv: Optional[List[str]]) -> int:
     bench.add_argument("--variant", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
+    bench.add_argument("--mods", action="store_true",
+                       help="modifiers (soft-cap + window, ALiBi) against kvpipe plain and "
+                            "FlexAttention, D 128 (default N 8k)")
     bench.add_argument("--backward", action="store_true",
                        help="benchmark the backward pass (2.5x the forward FLOPs) against "
                             "SDPA's cuDNN and flash backward")
@@ -288,7 +297,17 @@ def _main(argv: Optional[List[str]]) -> int:
                 for config in check.backward_kernel_configs():
                     k = compile_attention(**config)
                     print(f"{k.name}: {k.describe()}")
+            if args.mods:  # and the modifiers' kernels of check --mods, bench --mods
+                from kvpipe import bench_modifiers, check_modifiers
+
+                for config in (check_modifiers.mods_kernel_configs()
+                               + bench_modifiers.bench_kernel_configs()):
+                    k = compile_attention(**config)
+                    print(f"{k.name}: {k.describe()}")
             return 0
+        if args.mods:
+            parser.error("compile --mods goes with --for-check (the kernels of check --mods "
+                         "and bench --mods)")
         if args.backward:
             if args.tune or args.masks:
                 parser.error("compile --backward takes neither --tune nor --masks")
@@ -349,6 +368,16 @@ def _main(argv: Optional[List[str]]) -> int:
             print(markdown)
             _write(args, "kvpipe check --paged", rows, markdown)
             return 0 if all(r["ok"] for r in rows) else 1
+        if args.mods:
+            if tuning or args.random or args.backward:
+                parser.error("check --mods takes neither --tune, --random nor --backward")
+            from kvpipe import check_modifiers
+
+            rows = check_modifiers.run_mods()
+            markdown = check.to_markdown(rows)
+            print(markdown)
+            _write(args, "kvpipe check --mods", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         if args.backward:
             if tuning or args.random:
                 parser.error("check --backward takes neither --tune nor --random")
@@ -392,6 +421,16 @@ def _main(argv: Optional[List[str]]) -> int:
         markdown = bench_paged.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --paged", rows, markdown)
+        return 0
+    if args.mods:
+        if args.tune or args.variant or args.backward:
+            parser.error("bench --mods takes neither --tune, --variant nor --backward")
+        from kvpipe import bench_modifiers
+
+        rows = bench_modifiers.run(args.seq_len or [8192])
+        markdown = bench_modifiers.to_markdown(rows)
+        print(markdown)
+        _write(args, "kvpipe bench --mods", rows, markdown)
         return 0
     if args.backward:
         if args.tune or args.variant:

@@ -34,9 +34,12 @@ _lock = threading.Lock()
 
 def _kernel_for(config_args: Tuple[Any, ...],
                 device_index: int,
-                tuning: Tuple[Tuple[str, int], ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
-    """The loaded kernel for a configuration on a device, compiled or cached once."""
-    key = (config_args, device_index, tuning)
+                tuning: Tuple[Tuple[str, int], ...],
+                modifiers: Tuple[str, Tuple[str, ...]] = ("", ())
+                ) -> Tuple[cuda.Kernel, Dict[str, Any]]:
+    """The loaded kernel for a configuration on a device, compiled or cached
+    once; ``modifiers``: the traced regions and aux types (kvpipe.modifiers)."""
+    key = (config_args, device_index, tuning, modifiers)
     found = _loaded.get(key)
     if found is not None:
         return found
@@ -56,13 +59,16 @@ def _kernel_for(config_args: Tuple[Any, ...],
                                                  sliding_window=sliding_window,
                                                  kv_lengths=kv_lengths, split_kv=split_kv,
                                                  pack_gqa=pack_gqa, page_size=page_size,
-                                                 **dict(tuning))
+                                                 modifiers=modifiers[0],
+                                                 aux_types=modifiers[1], **dict(tuning))
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
             if split_kv:
                 combine_abi = compiled.kernel_abi("combine")
-                _loaded_combine[key] = (module.function(combine_abi["kernel"]), combine_abi)
+                # Under the key without modifiers: split kernels have none.
+                _loaded_combine[key[:3]] = (module.function(combine_abi["kernel"]),
+                                            combine_abi)
             log("loaded %s on device %d (%s)", compiled.name, device_index,
                 "cubin" if compiled.cubin is not None else "PTX, JIT-compiled by the driver")
             found = (kernel, compiled.abi)
@@ -388,8 +394,14 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
               mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
               kv_lengths: Any = None, deterministic: Optional[bool] = None,
               num_splits: int = 1, pack_gqa: Optional[bool] = False,
+              score_mod: Any = None, mask_mod: Any = None,
               **tuning: int) -> Any:
     """Scaled dot-product attention, forward, computed by a kvpipe kernel.
+
+    ``score_mod`` and ``mask_mod``: FlexAttention's callbacks
+    (``score_mod(score, b, h, q_idx, kv_idx)``, ``mask_mod(b, h, q_idx,
+    kv_idx)``), traced into the kernel (kvpipe.modifiers, docs/modifiers.md);
+    forward only, launched directly.
 
     With torch installed and real tensors, this goes through the custom
     operator ``torch.ops.kvpipe.attention`` (so that ``torch.compile`` traces
@@ -409,6 +421,17 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
     _check_decode_args(num_splits, pack_gqa)
     decode = num_splits != 1 or pack_gqa is not False
+    if score_mod is not None or mask_mod is not None:
+        if num_splits not in (0, 1) or pack_gqa is True:
+            raise ValueError("score_mod and mask_mod cannot be combined with num_splits > 1 or "
+                             "pack_gqa=True yet (the decode kernels have no modifiers)")
+        if _needs_grad(q, k, v):
+            raise ValueError("score_mod and mask_mod have no backward yet: they cannot be "
+                             "used when q, k or v requires grad")
+        return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
+                              layout=layout, out=out, mask_alignment=mask_alignment,
+                              window_size=window_size, kv_lengths=kv_lengths,
+                              score_mod=score_mod, mask_mod=mask_mod, **tuning)
     if _needs_grad(q, k, v):
         # Chosen (0, None) decode kernels fall back to the one the backward
         # pairs with; asked for ones are refused.
@@ -485,7 +508,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                    return_lse: bool = False, layout: str = "bhsd", out: Any = None,
                    mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
                    kv_lengths: Any = None, num_splits: int = 1,
-                   pack_gqa: Optional[bool] = False, **tuning: int) -> Any:
+                   pack_gqa: Optional[bool] = False, score_mod: Any = None,
+                   mask_mod: Any = None, **tuning: int) -> Any:
     """Launches the kernel (the operator's implementation).
 
     Args:
@@ -517,6 +541,10 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         pack_gqa: pack the query heads of each K/V head into one tile, so
             that K/V is read once per group (True), not (False), or choose
             (None: ``should_pack_gqa``, when ``S_q`` times the group is small).
+        score_mod, mask_mod: FlexAttention-style callbacks traced into the
+            kernel (kvpipe.modifiers): the score_mod receives the scaled
+            score; the masks combine with causal and window_size; tensors
+            they index must be on q's device.
         scale: the softmax scale (default ``1/sqrt(D)``).
         return_lse: also return the fp32 log-sum-exp ``(B, H_q, S_q)``.
         layout: ``"bhsd"`` or ``"bshd"``.
@@ -558,8 +586,15 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         causal = False  # one query at the end sees every key: the plain kernel
     scale = check_scale_and_out(scale, d, out, out_shape, q)
 
+    from kvpipe import modifiers as _modifiers
+
+    traced = _modifiers.trace(score_mod, mask_mod)
+    if traced is not None and (num_splits != 1 or pack_gqa is not False):
+        raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
+                         "pack_gqa yet (the decode kernels have no modifiers)")
     import torch
 
+    aux_values = _aux_arguments(traced, q) if traced is not None else {}
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
@@ -569,9 +604,10 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
             b, hq, hkv, sq, skv, d, dv, num_splits, pack_gqa,
             _multiprocessors(device_index) if num_splits == 0 else 0, tuning)
         if num_splits > 1:
-            return _attention_split(q, k, v, out, lse, layout, (
+            return attention_split(q, out, lse, layout, (
                 d, kernels.dtype_name(q.dtype), causal, dv if dv != d else None, mask_alignment,
                 sliding_window, kv_lengths is not None, True, pack), device_index, tuning, {
+                "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
                 "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
                 "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
                 "window_left": window_left, "window_right": window_right,
@@ -582,14 +618,16 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                                     kv_lengths is not None)
     if pack:
         config_args += (False, pack)
-    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())))
+    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
+                              *([(traced.ir, traced.aux_types)] if traced else []))
     args = kernel_arguments(abi, {
         "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
         "o_map": ("out", out, layout), "lse": lse.data_ptr() if lse is not None else 0,
         "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
         "window_left": window_left, "window_right": window_right,
-        "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0})
+        "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
+        **{name: t.data_ptr() for name, t in aux_values.items()}})
     grid = launch_grid(abi, sq, hq, b,
                        _multiprocessors(device_index) if abi.get("persistent") else 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",
@@ -601,12 +639,15 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     return (out, lse) if return_lse else out
 
 
-def _attention_split(q: Any, k: Any, v: Any, out: Any, lse: Any, layout: str,
-                     config_args: Tuple[Any, ...], device_index: int, tuning: Dict[str, Any],
-                     scalars: Dict[str, Any], num_splits: int, return_lse: bool) -> Any:
+def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[Any, ...],
+                    device_index: int, tuning: Dict[str, Any], values: Dict[str, Any],
+                    num_splits: int, return_lse: bool) -> Any:
     """Launches a split-KV family (docs/kernel-abi.md, "Split-KV"): the main
     kernel writes each split's fp32 partial output and log-sum-exp to a
     workspace, the combine kernel merges them into ``out`` and ``lse``.
+    ``values``: the main kernel's arguments by name but the workspace's (its
+    maps as ``kernel_arguments`` takes them, and its scalars); ``config_args``
+    as ``_kernel_for`` takes them.
 
     The workspace is taken from torch's caching allocator per call: that is
     cheap, stream-ordered (concurrent calls on other streams get their own)
@@ -618,13 +659,12 @@ def _attention_split(q: Any, k: Any, v: Any, out: Any, lse: Any, layout: str,
     key = (config_args, device_index, tuple(sorted(tuning.items())))
     kernel, abi = _kernel_for(config_args, device_index, key[2])
     combine, combine_abi = _loaded_combine[key]
-    b, hq, sq = scalars["batch"], scalars["heads_q"], scalars["seq_q"]
+    b, hq, sq = values["batch"], values["heads_q"], values["seq_q"]
     dv = tuple(out.shape)[-1]
     o_partial = torch.empty((num_splits, b, hq, sq, dv), dtype=torch.float32, device=q.device)
     lse_partial = torch.empty((num_splits, b, hq, sq), dtype=torch.float32, device=q.device)
     args = kernel_arguments(abi, {
-        "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
-        **scalars, "num_splits": num_splits, "o_partial": o_partial.data_ptr(),
+        **values, "num_splits": num_splits, "o_partial": o_partial.data_ptr(),
         "lse_partial": lse_partial.data_ptr()})
     grid = launch_grid(abi, sq, hq, b, 0, num_splits)
     out_strides = _bhsd_view("out", out, layout)[1]
@@ -676,6 +716,24 @@ def forward_outputs(q: Any, out: Any, out_shape: Tuple[int, ...],
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     return out, lse, device_index
+
+
+def _aux_arguments(traced: Any, q: Any) -> Dict[str, Any]:
+    """The auxiliary tensors of traced modifiers as the kernel reads them
+    (``aux<i>``: contiguous float32 or int32 on q's device), by name."""
+    import torch
+
+    values = {}
+    for i, (t, element) in enumerate(zip(traced.aux_tensors, traced.aux_types)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"a modifier indexes a {type(t).__name__}: only torch tensors "
+                            "can be read by the kernel")
+        if str(t.device) != str(q.device):
+            raise ValueError(f"a tensor a modifier indexes (shape {tuple(t.shape)}) must be on "
+                             f"q's device {q.device}, got {t.device}")
+        want = torch.float32 if element == "f32" else torch.int32
+        values[f"aux{i}"] = t.detach().to(want).contiguous()
+    return values
 
 
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}

@@ -29,9 +29,22 @@ def kernel_configs(page_sizes: Sequence[int] = PAGE_SIZES,
     """The ``compile_attention`` arguments of the kernels ``run`` launches:
     the contiguous kv_lengths kernel and the paged one per page size
     (``python -m kvpipe compile --for-check --paged`` compiles them too)."""
+    from kvpipe.attention import decode_plan
+    from kvpipe.check import H200_MULTIPROCESSORS
+
     base = dict(head_dim=head_dim, dtype="bf16", causal=True, value_head_dim=None,
                 mask_alignment="bottom_right", sliding_window=False, kv_lengths=True)
-    return [base] + [dict(base, page_size=page) for page in page_sizes]
+    configs = [base] + [dict(base, page_size=page) for page in page_sizes]
+    # And with the decode plan (split-KV, pack-GQA) each shape gets on the
+    # H200, contiguous and paged.
+    for batch, keys in SHAPES:
+        splits, pack, tuning = decode_plan(batch, 32, 8, 1, keys, head_dim, head_dim, 0, None,
+                                           H200_MULTIPROCESSORS, {})
+        plan = dict(base, split_kv=splits > 1, pack_gqa=pack, **tuning)
+        for config in [plan] + [dict(plan, page_size=page) for page in page_sizes]:
+            if config not in configs:
+                configs.append(config)
+    return configs
 
 
 def _fa2_kvcache() -> Optional[Any]:
@@ -67,6 +80,11 @@ def run(shapes: Sequence[Tuple[int, int]] = SHAPES,
         contiguous = tbps(_median_ms(lambda: kvpipe.attention(
             q, k, v, causal=True, layout="bshd", mask_alignment="bottom_right",
             kv_lengths=lengths)))
+        # The decode kernels (split-KV, pack-GQA), as flash_attn_with_kvcache
+        # chooses them.
+        contiguous_plan = tbps(_median_ms(lambda: kvpipe.attention(
+            q, k, v, causal=True, layout="bshd", mask_alignment="bottom_right",
+            kv_lengths=lengths, num_splits=0, pack_gqa=None)))
         for page in page_sizes:
             per_sequence = keys // page
             num_pages = batch * per_sequence
@@ -84,6 +102,11 @@ def run(shapes: Sequence[Tuple[int, int]] = SHAPES,
             row["paged"] = tbps(_median_ms(lambda: paged_attention(
                 q, k_cache, v_cache, table, lengths, causal=True)))
             row["paged/contiguous"] = round(row["paged"] / contiguous, 3)
+            row["contiguous_plan"] = contiguous_plan
+            row["paged_plan"] = tbps(_median_ms(lambda: paged_attention(
+                q, k_cache, v_cache, table, lengths, causal=True, num_splits=0,
+                pack_gqa=None)))
+            row["paged/contiguous_plan"] = round(row["paged_plan"] / contiguous_plan, 3)
             if fa2 is not None:
                 try:
                     row["fa2_paged"] = tbps(_median_ms(lambda: fa2(
@@ -105,6 +128,9 @@ _COLUMNS = (
     ("D", lambda r: r["D"]), ("page", lambda r: r["page"]),
     ("contiguous TB/s", lambda r: r["contiguous"]), ("paged TB/s", lambda r: r["paged"]),
     ("paged/contiguous", lambda r: r["paged/contiguous"]),
+    ("contiguous TB/s, decode plan", lambda r: r["contiguous_plan"]),
+    ("paged TB/s, decode plan", lambda r: r["paged_plan"]),
+    ("paged/contiguous, decode plan", lambda r: r["paged/contiguous_plan"]),
     ("FA2 paged TB/s", lambda r: r.get("fa2_paged")))
 
 

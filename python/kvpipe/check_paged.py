@@ -46,6 +46,9 @@ class PagedCase:
     #: With ``append``: cache_seqlens as an int (all lengths equal) rather
     #: than a tensor.
     int_seqlens: bool = False
+    #: paged_attention's num_splits (with pack_gqa chosen unless 1); an
+    #: append goes through flash_attn_with_kvcache, which chooses both.
+    num_splits: int = 1
 
     @property
     def v_head_dim(self) -> int:
@@ -59,6 +62,8 @@ class PagedCase:
             extra += f",window{self.window[0]}:{self.window[1]}"
         if self.append:
             extra += f",append{self.append}" + ("(int)" if self.int_seqlens else "")
+        if self.num_splits != 1:
+            extra += f",splits{self.num_splits or 'chosen'}"
         lengths = ",".join(map(str, self.lengths))
         return (f"paged p{self.page_size} {self.dtype} {dims} "
                 f"{'causal' if self.causal else 'full'} H{self.heads_q}/{self.heads_kv} "
@@ -86,6 +91,13 @@ def paged_grid() -> List[PagedCase]:
             PagedCase("bf16", 128, True, p, 8, 1, 1, (1, 2, p + 1, 12000), append=1),
             PagedCase("bf16", 64, True, p, 4, 2, 4, (2000, 2000), append=4, int_seqlens=True),
         ]
+    # Decode kernels on pages: split-KV and pack-GQA, chosen and forced.
+    for p, splits in ((16, 0), (64, 3), (256, 0), (32, 5)):
+        cases += [
+            PagedCase("bf16", 128, True, p, 32, 8, 1, (1, 700, 20000), num_splits=splits),
+            PagedCase("bf16", 128, True, p, 28, 4, 4, (3, 5000), num_splits=splits,
+                      window=(300, 0)),
+        ]
     # The other head dims' block sizes under paging (112, 96 and 64 keys per
     # slot, the 64-byte swizzle at 96).
     for head_dim, value_head_dim, p in ((96, None, 16), (96, None, 32), (96, None, 256),
@@ -100,7 +112,8 @@ def kernel_configs(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, An
     """The ``compile_attention`` arguments of the kernels ``run`` launches
     (``python -m kvpipe compile --for-check --paged``): paged_attention's
     choice, no mask meaning the top-left kernel."""
-    from kvpipe.attention import normalise_window
+    from kvpipe.attention import decode_plan, normalise_window
+    from kvpipe.check import H200_MULTIPROCESSORS
 
     configs: List[Dict[str, Any]] = []
     for case in cases if cases is not None else paged_grid():
@@ -110,6 +123,16 @@ def kernel_configs(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, An
         config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                       value_head_dim=case.value_head_dim, mask_alignment=alignment,
                       sliding_window=window, kv_lengths=True, page_size=case.page_size)
+        # The decode plan (split-KV, pack-GQA) paged_attention makes on the
+        # H200's SMs: flash_attn_with_kvcache (the appends) chooses both.
+        splits = 0 if case.append else case.num_splits
+        if splits != 1:
+            width = max(max(1, math.ceil(n / case.page_size)) for n in case.lengths) + 1
+            splits, pack, tuning = decode_plan(
+                len(case.lengths), case.heads_q, case.heads_kv, case.seq_q,
+                width * case.page_size, case.head_dim, case.v_head_dim, splits, None,
+                H200_MULTIPROCESSORS, {})
+            config.update(split_kv=splits > 1, pack_gqa=pack, **tuning)
         if config not in configs:
             configs.append(config)
     return configs
@@ -186,7 +209,8 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
                              dtype=dtype, device="cuda")
             o, lse = paged_attention(q, k_cache, v_cache, table, lengths, causal=case.causal,
                                      return_lse=True, out=out, mask_alignment=case.alignment,
-                                     window_size=case.window)
+                                     window_size=case.window, num_splits=case.num_splits,
+                                     pack_gqa=False if case.num_splits == 1 else None)
             torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])

@@ -13,8 +13,9 @@ unbounded), a query that sees no key gets zeros and a log-sum-exp of +inf,
 and the log-sum-exp is fp32 ``(batch, nheads, seqlen_q)``.
 
 What kvpipe does not compute yet raises ``NotImplementedError`` naming the
-argument (dropout, soft-capping, ALiBi, rotary embeddings,
-``cache_batch_idx``, ``cache_leftpad``, variable-length batches); a wrong
+argument (dropout, rotary embeddings, ``cache_batch_idx``, ``cache_leftpad``,
+variable-length batches, soft-capping and ALiBi with a paged cache); ``softcap``
+and ``alibi_slopes`` are score modifiers (kvpipe.modifiers), forward only; a wrong
 argument raises ``ValueError``/``TypeError`` naming it, before any launch.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from kvpipe import _tensors
+from kvpipe import _tensors, modifiers
 from kvpipe.attention import MAX_SPLITS, attention, normalise_window
 
 __all__ = ["flash_attn_func", "flash_attn_with_kvcache", "flash_attn_varlen_func"]
@@ -42,11 +43,42 @@ def _check_common(dropout_p: float, softcap: float, alibi_slopes: Any,
         raise _unsupported("dropout_p != 0", "kvpipe computes attention without dropout")
     if isinstance(softcap, bool) or not isinstance(softcap, (int, float)):
         raise TypeError(f"softcap must be a number, got {softcap!r}")
-    if softcap != 0.0:
-        raise _unsupported("softcap", "score modifiers are not implemented")
-    if alibi_slopes is not None:
-        raise _unsupported("alibi_slopes", "score modifiers are not implemented")
+    if softcap < 0 or softcap != softcap or softcap == float("inf"):
+        raise ValueError(f"softcap must be 0 (off) or a positive finite number, got {softcap!r}")
     return normalise_window(window_size, causal)
+
+
+def _score_mod(softcap: float, alibi_slopes: Any, q: Any, seq_kv: Any) -> Any:
+    """flash-attn's soft-cap and ALiBi as a kvpipe score_mod (kvpipe.modifiers),
+    or None: ``softcap * tanh(s / softcap)`` of the scaled score ``s``, then
+    ``- slope * |i + seqlen_k - seqlen_q - j|`` (flash-attn's order and
+    formula; with ``causal`` flash-attn adds ``slope * (j - (i + seqlen_k -
+    seqlen_q))``'s row-constant shift, the same softmax). ``seq_kv``: an int,
+    or an int32 tensor ``(batch,)`` of per-sequence key counts."""
+    mods = []
+    if softcap:
+        mods.append(modifiers.soft_cap(softcap))
+    if alibi_slopes is not None:
+        batch, seq_q, heads = tuple(q.shape)[:3]
+        _tensors.check_tensor("alibi_slopes", alibi_slopes, rank=(1, 2), dtype="f32",
+                              device="cuda", last_dim_contiguous=False,
+                              stride_alignment_bytes=None)
+        shape = tuple(alibi_slopes.shape)
+        if shape not in ((heads,), (batch, heads)):
+            raise ValueError(f"alibi_slopes must have shape ({heads},) or ({batch}, {heads}) "
+                             f"(nheads or batch x nheads), got {shape}")
+        # The diagonal's shift is read at run time: one kernel for all lengths.
+        import torch
+
+        if isinstance(seq_kv, int):
+            shift = torch.tensor([seq_kv - seq_q], dtype=torch.int32, device=q.device)
+            mods.append(modifiers.alibi(alibi_slopes, shift))
+        else:
+            shift = torch.tensor([-seq_q], dtype=torch.int32, device=q.device)
+            mods.append(modifiers.alibi(alibi_slopes, shift, kv_lengths=seq_kv))
+    if not mods:
+        return None
+    return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
 
 
 def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
@@ -65,7 +97,9 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
         softmax_scale: default ``1 / sqrt(headdim)``.
         causal: bottom-right aligned causal mask.
         window_size: ``(left, right)`` sliding window, -1 for unbounded.
-        softcap, alibi_slopes: must be 0 and None.
+        softcap: > 0: ``softcap * tanh(s / softcap)`` of the scaled scores.
+        alibi_slopes: fp32 ``(nheads,)`` or ``(batch, nheads)``: the scores
+            get ``- slope * |i + seqlen_k - seqlen_q - j|``.
         deterministic: the backward's gradients are bit-identical run to run
             (the forward always is; docs/backward.md, "Deterministic mode").
         return_attn_probs: also return the log-sum-exp (and ``None`` for the
@@ -84,10 +118,13 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
     # the backward supports.
     shape_q, shape_k = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
     same_length = len(shape_q) == 4 and len(shape_k) == 4 and shape_q[1] == shape_k[1]
+    score_mod = _score_mod(softcap, alibi_slopes, q, tuple(k.shape)[1]
+                           if alibi_slopes is not None else 0)
     result = attention(q, k, v, causal=causal, scale=softmax_scale,
                        return_lse=return_attn_probs, layout="bshd",
                        mask_alignment="top_left" if same_length else "bottom_right",
-                       window_size=window, deterministic=deterministic)
+                       window_size=window, deterministic=deterministic,
+                       score_mod=score_mod)
     if return_attn_probs:
         out, lse = result
         return out, lse, None
@@ -133,8 +170,11 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
             query heads of a K/V head share a tile (pack-GQA) when the
             queries are few (decode, short chunks).
         return_softmax_lse: also return the fp32 log-sum-exp.
-        rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, softcap,
-        alibi_slopes: not supported yet (NotImplementedError).
+        softcap, alibi_slopes: as in flash_attn_func (seqlen_k: each
+            sequence's key count); not with ``block_table`` yet
+            (NotImplementedError).
+        rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad: not
+            supported yet (NotImplementedError).
 
     Returns:
         ``out``, or ``(out, softmax_lse)``.
@@ -157,9 +197,14 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
     if block_table is not None:
         from kvpipe.paged import flash_attn_with_paged_kvcache
 
+        if softcap or alibi_slopes is not None:
+            raise _unsupported("softcap" if softcap else "alibi_slopes",
+                               "score modifiers are not combined with a paged cache "
+                               "(block_table) yet")
+
         return flash_attn_with_paged_kvcache(q, k_cache, v_cache, k, v, cache_seqlens,
                                              block_table, softmax_scale, causal, window,
-                                             return_softmax_lse)
+                                             return_softmax_lse, num_splits)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True)
     batch, capacity = tuple(k_cache.shape)[:2]
@@ -220,17 +265,20 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
             k_cache[rows, positions] = k
             v_cache[rows, positions] = v
 
+    score_mod = _score_mod(softcap, alibi_slopes, q, used if lengths is None else lengths)
     if lengths is None:
         keys, values = k_cache[:, :used], v_cache[:, :used]
         result = attention(q, keys, values, causal=causal, scale=softmax_scale,
                            return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,
-                           num_splits=num_splits, pack_gqa=None)
+                           num_splits=num_splits, pack_gqa=None,
+                           score_mod=score_mod)
     else:
         result = attention(q, k_cache, v_cache, causal=causal, scale=softmax_scale,
                            return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,
-                           kv_lengths=lengths, num_splits=num_splits, pack_gqa=None)
+                           kv_lengths=lengths, num_splits=num_splits, pack_gqa=None,
+                           score_mod=score_mod)
     return result
 
 

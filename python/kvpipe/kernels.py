@@ -90,6 +90,11 @@ class AttentionConfig:
     #: Rows per page of a paged K/V cache read through a block table (0:
     #: contiguous K and V); needs kv_lengths.
     page_size: int = 0
+    #: The traced score_mod/mask_mod regions (kvpipe.modifiers: the text
+    #: following the declaration's attributes; "" for none) and the element
+    #: types of the auxiliary tensors they read.
+    modifiers: str = ""
+    aux_types: tuple = ()
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
@@ -97,6 +102,7 @@ class AttentionConfig:
              sliding_window: bool = False, kv_lengths: bool = False,
              backward: bool = False, deterministic: bool = False,
              split_kv: bool = False, pack_gqa: int = 0, page_size: int = 0,
+             modifiers: str = "", aux_types: tuple = (),
              **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
@@ -160,10 +166,22 @@ class AttentionConfig:
                              "value_head_dim, mask_alignment, sliding_window or kv_lengths "
                              "(docs/backward.md)")
         _check_page_size(page_size, kv_lengths, backward)
+        if not isinstance(modifiers, str):
+            raise TypeError(f"modifiers must be the traced regions' text, got {modifiers!r}")
+        aux_types = tuple(aux_types)
+        if any(t not in ("f32", "i32") for t in aux_types):
+            raise ValueError(f"aux_types must be 'f32' or 'i32' each, got {aux_types!r}")
+        if aux_types and not modifiers:
+            raise ValueError("aux_types need modifiers (score_mod/mask_mod regions) to read them")
+        if modifiers and (split_kv or pack_gqa):
+            raise ValueError("score_mod and mask_mod cannot be combined with split_kv or "
+                             "pack_gqa yet")
+        if backward and modifiers:
+            raise ValueError("score_mod and mask_mod are forward-only: not with backward=True")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
                                kv_lengths, backward, deterministic, split_kv, pack_gqa,
-                               page_size)
+                               page_size, modifiers, aux_types)
 
     @property
     def v_head_dim(self) -> int:
@@ -191,6 +209,10 @@ class AttentionConfig:
             parts.append(f"pack{self.pack_gqa}")
         if self.page_size:
             parts.append(f"page{self.page_size}")
+        if self.modifiers:
+            # Kernels with modifiers differ by their regions: a digest of them.
+            digest = hashlib.sha256((self.modifiers + repr(self.aux_types)).encode())
+            parts.append("mods" + digest.hexdigest()[:10])
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -220,9 +242,13 @@ class AttentionConfig:
             attrs.append(f"page_size = {self.page_size} : i64")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
+        if self.aux_types:
+            attrs.append(f"aux_types = [{', '.join(self.aux_types)}]")
+        regions = f"\n  {self.modifiers}" if self.modifiers else ""
         return ("gpu.module @kvpipe_kernels "
                 "[#nvvm.target<chip = \"sm_90a\", features = \"+ptx86\">] {\n"
-                f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}\n"
+                f"  kvpipe.attention_kernel @{self.kernel_name} {{{', '.join(attrs)}}}"
+                f"{regions}\n"
                 "}\n")
 
 
@@ -363,6 +389,11 @@ def _compile(config: AttentionConfig, compiler: _compiler.Compiler,
     kernel.abi["ptx_seconds"] = round(ptx_seconds, 3)
     log("compiled %s with %s in %s s (PTX in %s s)", kernel.name, compiler,
         kernel.compile_seconds, kernel.abi["ptx_seconds"])
+    if kernel.abi.get("mask_mod_shape") not in (None, "proven"):
+        # docs/modifiers.md: what the compiler could not prove is masked
+        # element by element in every block it visits.
+        log("%s: mask_mod shape %s; not proven: %s", kernel.name, kernel.abi["mask_mod_shape"],
+            ", ".join(kernel.abi.get("mask_mod_unproven", [])))
     return kernel
 
 
@@ -411,7 +442,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
                       deterministic: bool = False, split_kv: bool = False,
-                      pack_gqa: int = 0, page_size: int = 0,
+                      pack_gqa: int = 0, page_size: int = 0, modifiers: str = "",
+                      aux_types: tuple = (),
                       **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
@@ -444,6 +476,9 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
         page_size: with ``kv_lengths``, K and V are a paged cache of pages
             of this many rows (``PAGE_SIZES``), read through a runtime block
             table (``block_table``, ``max_pages_per_seq``; docs/kernel-abi.md).
+        modifiers, aux_types: score_mod/mask_mod regions and the element
+            types of the tensors they read, as ``kvpipe.modifiers.trace``
+            makes them (``TracedModifiers.ir`` and ``.aux_types``).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -460,7 +495,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  deterministic, split_kv, pack_gqa, page_size, **tuning)
+                                  deterministic, split_kv, pack_gqa, page_size,
+                                  modifiers, aux_types, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

@@ -73,7 +73,7 @@ def check_paged_cache(k_cache: Any, v_cache: Any, block_table: Any,
     return num_pages, page_size, pages_per_sequence
 
 
-def kernel_values(abi: Dict[str, Any], q: Any, k_cache: Any, v_cache: Any, out: Any,
+def kernel_values(q: Any, k_cache: Any, v_cache: Any, out: Any,
                   lse_address: int, block_table: Any, kv_lengths: Any, scale: float,
                   window: Tuple[int, int], layout: str) -> Dict[str, Any]:
     """The paged kernel's arguments by name (``attention.kernel_arguments``
@@ -132,7 +132,8 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
                     causal: bool = False, scale: Optional[float] = None,
                     return_lse: bool = False, layout: str = "bshd", out: Any = None,
                     mask_alignment: str = "bottom_right",
-                    window_size: Tuple[int, int] = (-1, -1), **tuning: int) -> Any:
+                    window_size: Tuple[int, int] = (-1, -1), num_splits: int = 1,
+                    pack_gqa: Optional[bool] = False, **tuning: int) -> Any:
     """Attention of ``q`` over a paged K/V cache.
 
     Args:
@@ -146,12 +147,16 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
         causal, mask_alignment, window_size, scale, return_lse, out: as in
             ``kvpipe.attention`` (the alignment defaults to flash-attn's
             bottom-right here: the queries are the last of each sequence).
+        num_splits, pack_gqa: the decode kernels, as in ``kvpipe.attention``
+            (split-KV over ``num_splits`` CTAs, 0: chosen; the query heads
+            of a K/V head packed into a tile, None: chosen), on the pages.
         **tuning: tuning attributes of the kernel.
 
     Returns:
         ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
     """
-    from kvpipe.attention import (_kernel_for, _multiprocessors, check_scale_and_out,
+    from kvpipe.attention import (_check_decode_args, _kernel_for, _multiprocessors,
+                                  attention_split, check_scale_and_out, decode_plan,
                                   forward_outputs, kernel_arguments, launch_grid,
                                   normalise_window)
 
@@ -174,6 +179,7 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
                          f"{q.device}, got {tuple(kv_lengths.shape)} on {kv_lengths.device}")
     out_shape = tuple(q.shape[:-1]) + (vd,)
     scale = check_scale_and_out(scale, d, out, out_shape, q)
+    _check_decode_args(num_splits, pack_gqa)
 
     import torch
 
@@ -186,13 +192,21 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
-    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
-                               vd if vd != d else None, mask_alignment, sliding_window,
-                               True, False, 0, page_size), device_index,
-                              tuple(sorted(tuning.items())))
-    args = kernel_arguments(abi, kernel_values(
-        abi, q, k_cache, v_cache, out, lse.data_ptr() if lse is not None else 0,
-        block_table, kv_lengths, scale, window, layout))
+    pack = 0
+    if num_splits != 1 or pack_gqa is not False:
+        num_splits, pack, tuning = decode_plan(
+            b, hq, tuple(k_cache.shape)[2], sq, pages_per_sequence * page_size, d, vd,
+            num_splits, pack_gqa, _multiprocessors(device_index) if num_splits == 0 else 0,
+            tuning)
+    config_args = (d, kernels.dtype_name(q.dtype), causal, vd if vd != d else None,
+                   mask_alignment, sliding_window, True, num_splits > 1, pack, page_size)
+    values = kernel_values(q, k_cache, v_cache, out, lse.data_ptr() if lse is not None
+                           else 0, block_table, kv_lengths, scale, window, layout)
+    if num_splits > 1:
+        return attention_split(q, out, lse, layout, config_args, device_index, tuning, values,
+                               num_splits, return_lse)
+    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())))
+    args = kernel_arguments(abi, values)
     grid = launch_grid(abi, sq, hq, b, _multiprocessors(device_index)
                        if abi.get("persistent") else 0)
     with torch.cuda.device(device_index):
@@ -227,7 +241,8 @@ def append_to_paged_cache(k_cache: Any, v_cache: Any, block_table: Any, cache_se
 def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
                                   cache_seqlens: Any, block_table: Any,
                                   softmax_scale: Optional[float], causal: bool,
-                                  window: Tuple[int, int], return_softmax_lse: bool) -> Any:
+                                  window: Tuple[int, int], return_softmax_lse: bool,
+                                  num_splits: int = 0) -> Any:
     """``flash_attn_with_kvcache`` with a ``block_table`` (kvpipe.flash_attn
     calls it once the arguments every cache shares are checked)."""
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True)
@@ -288,4 +303,5 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
         append_to_paged_cache(k_cache, v_cache, block_table, cache_seqlens, k, v)
     return paged_attention(q, k_cache, v_cache, block_table, lengths, causal=causal,
                            scale=softmax_scale, return_lse=return_softmax_lse, layout="bshd",
-                           mask_alignment="bottom_right", window_size=window)
+                           mask_alignment="bottom_right", window_size=window,
+                           num_splits=num_splits, pack_gqa=None)

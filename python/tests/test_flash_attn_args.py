@@ -42,8 +42,13 @@ def test_signatures_match_flash_attn(function, expected):
 
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"dropout_p": 0.1}, NotImplementedError, "dropout_p"),
-    ({"softcap": 30.0}, NotImplementedError, "softcap"),
-    ({"alibi_slopes": FakeTensor((4,), dtype="float32")}, NotImplementedError, "alibi_slopes"),
+    ({"softcap": -1.0}, ValueError, "softcap must be 0"),
+    ({"softcap": "30"}, TypeError, "softcap must be a number"),
+    ({"alibi_slopes": FakeTensor((3,), dtype="float32")}, ValueError,
+     r"alibi_slopes must have shape \(4,\) or \(2, 4\)"),
+    ({"alibi_slopes": FakeTensor((4,), dtype="bfloat16")}, TypeError, "alibi_slopes"),
+    ({"alibi_slopes": FakeTensor((4,), dtype="float32", device="cpu")}, ValueError,
+     "alibi_slopes"),
     ({"window_size": 128}, TypeError, "window_size must be a pair of ints"),
     ({"window_size": (1.5, 0)}, TypeError, "window_size"),
     ({"causal": 1}, TypeError, "causal must be a bool"),
@@ -77,7 +82,7 @@ def test_kvcache_unsupported_arguments_are_named(name):
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"k": bshd(s=1, h=2)}, ValueError, "k and v must be given together"),
     ({"num_splits": -1}, ValueError, "num_splits"),
-    ({"softcap": 5.0}, NotImplementedError, "softcap"),
+    ({"softcap": float("nan")}, ValueError, "softcap must be 0"),
 ])
 def test_kvcache_argument_errors(kwargs, error, match):
     k_cache, v_cache = cache()

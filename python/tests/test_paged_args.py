@@ -148,7 +148,7 @@ def test_paged_kernel_arguments(compiler, tmp_path, monkeypatch, page, d, block_
     out = q(b=3, s=4, h=8, d=d, ptr=0x400000)
     block_table = table(b=3, n=7, ptr=0x500000)
     lengths = FakeTensor((3,), dtype="int32", ptr=0x600000)
-    values = paged.kernel_values(abi, query, k_cache, v_cache, out, 0, block_table, lengths,
+    values = paged.kernel_values(query, k_cache, v_cache, out, 0, block_table, lengths,
                                  0.125, (-1, 0), "bshd")
     args = attention.kernel_arguments(abi, values)
     by_name = dict(zip(abi["params"], args))
@@ -201,7 +201,15 @@ def test_bench_paged_compiles_its_kernels_with_the_check():
 
     bench = bench_paged.kernel_configs()
     assert {c.get("page_size", 0) for c in bench} == {0, *bench_paged.PAGE_SIZES}
-    # The paged ones are among the check's (the contiguous one is the
-    # kv_lengths kernel of `compile --for-check`).
+    # The plain paged ones are among the check's (the contiguous one is the
+    # kv_lengths kernel of `compile --for-check`); the decode-plan ones pack
+    # the 32/8 heads, and split 8 x 32k over the H200's SMs.
     check = check_paged.kernel_configs()
-    assert all(c in check for c in bench if c.get("page_size"))
+    plain = [c for c in bench if c.get("page_size") and not c.get("pack_gqa")]
+    assert plain and all(c in check for c in plain)
+    plans = [c for c in bench if c.get("pack_gqa")]
+    assert {c["pack_gqa"] for c in plans} == {4}
+    assert any(c["split_kv"] for c in plans) and not all(c["split_kv"] for c in plans)
+    assert {c.get("page_size", 0) for c in plans} == {0, *bench_paged.PAGE_SIZES}
+    # The check runs paged decode kernels too, split and packed.
+    assert any(c.get("split_kv") and c.get("page_size") for c in check)

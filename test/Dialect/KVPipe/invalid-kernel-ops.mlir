@@ -249,6 +249,6 @@ func.func @tile_results(%a: index) {
 // -----
 
 func.func @yield_parent(%a: index) {
-  // expected-error @+1 {{expects parent op to be one of 'kvpipe.for_each_tile, kvpipe.tile'}}
+  // expected-error @+1 {{expects parent op to be one of 'kvpipe.for_each_tile, kvpipe.tile, kvpipe.attention_kernel'}}
   kvpipe.yield %a : index
 }

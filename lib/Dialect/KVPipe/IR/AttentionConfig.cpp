@@ -77,6 +77,13 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'deterministic' applies to the backward pass only "
                           "(the forward is deterministic): it needs "
                           "'backward' = true";
+  if (!op.getScoreMod().empty())
+    c.scoreMod = &op.getScoreMod();
+  if (!op.getMaskMod().empty())
+    c.maskMod = &op.getMaskMod();
+  if (std::optional<ArrayAttr> aux = op.getAuxTypes())
+    for (Attribute type : *aux)
+      c.auxTypes.push_back(cast<TypeAttr>(type).getValue());
   if (c.backward) {
     if (c.headDim != 64 && c.headDim != 128)
       return emitError() << "'head_dim' must be 64 or 128 with 'backward', "
@@ -116,8 +123,13 @@ AttentionConfig::get(AttentionKernelOp op,
     c.slidingWindow = c.kvLengths = false;
     return c;
   }
-  c.consumerWarpgroups =
-      op.getConsumerWarpgroups().value_or(defaults->consumerWarpgroups);
+  // A modifier's per-element work needs registers that a third consumer
+  // warpgroup (160 each) does not leave: two by default then (240 each;
+  // with three, the mask_mods of the check spilled at head dim 64).
+  bool hasModifiers = !op.getScoreMod().empty() || !op.getMaskMod().empty();
+  c.consumerWarpgroups = op.getConsumerWarpgroups().value_or(
+      hasModifiers ? std::min<int64_t>(defaults->consumerWarpgroups, 2)
+                   : defaults->consumerWarpgroups);
   if (c.consumerWarpgroups < 1 || c.consumerWarpgroups > 3)
     return emitError() << "'consumer_warpgroups' must be 1, 2 or 3, got "
                        << c.consumerWarpgroups;

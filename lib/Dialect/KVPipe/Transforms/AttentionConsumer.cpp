@@ -182,7 +182,10 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
 KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
                                               const RowStats &stats) {
   Value scaleLog2 = param(AttentionParam::ScaleLog2);
-  s = mask(s, kvBlock);
+  if (c.scoreMod || c.maskMod)
+    s = modifiedScores(s, kvBlock, scaleLog2);
+  else
+    s = mask(s, kvBlock);
 
   OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
       b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType);
@@ -190,6 +193,47 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
           step.alpha0,
           step.alpha1,
           step.p};
+}
+
+Value KernelBuilder::softmaxScaleLog2() {
+  return c.scoreMod ? f32(M_LOG2E) : param(AttentionParam::ScaleLog2);
+}
+
+Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
+  Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
+  ModifierIndices at{
+      c.blockN / 2, batch, head, row0, row1,
+      arith::AddIOp::create(
+          b, kvRow,
+          arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
+                                index(2))),
+      seqQ, seqKV, auxParams, c.auxTypes};
+  if (c.scoreMod) {
+    // FlexAttention's score_mod sees the scaled score; the softmax then
+    // exponentiates in base 2 what is already scaled.
+    Value scale = arith::MulFOp::create(b, scaleLog2, f32(1.0 / M_LOG2E));
+    s = buildScoreMod(b, *c.scoreMod, s, scale, at);
+    scaleLog2 = softmaxScaleLog2();
+  }
+  // The built-in masks after the score_mod, so that a masked score is -inf
+  // whatever the region makes of it.
+  s = mask(s, kvBlock);
+  if (!c.maskMod)
+    return s;
+  // Per element only where the shape does not prove every key of the block
+  // kept for the warpgroup's 64 rows (a uniform branch).
+  Value lastRow = arith::AddIOp::create(b, firstRow, index(63));
+  Value lastKey = arith::AddIOp::create(b, kvRow, index(c.blockN - 1));
+  Value allKept =
+      maskShape->buildAllKept(b, firstRow, lastRow, kvRow, lastKey);
+  auto ifMask = scf::IfOp::create(b, TypeRange{s.getType()}, allKept,
+                                  /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifMask.thenBlock());
+  scf::YieldOp::create(b, s);
+  b.setInsertionPointToStart(ifMask.elseBlock());
+  scf::YieldOp::create(b, buildMaskMod(b, *c.maskMod, s, at));
+  return ifMask.getResult(0);
 }
 
 void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
@@ -213,10 +257,10 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   // backward pass relies on); only masks anchored elsewhere than top-left,
   // windows and per-batch lengths leave rows without keys when seq_kv > 0.
   buildLogSumExpStore(
-      b, {param(AttentionParam::Lse), param(AttentionParam::ScaleLog2),
+      b, {param(AttentionParam::Lse), softmaxScaleLog2(),
           state.m0, state.m1, out.sum0, out.sum1, row0, row1, lane, batch,
           headsQ, rowHead0 ? rowHead0 : head, seqQ,
           /*infiniteWithoutKeys=*/static_cast<bool>(diagonal) ||
-              c.slidingWindow || c.kvLengths,
+              c.slidingWindow || c.kvLengths || c.maskMod,
           rowHead1, rowUsed0, rowUsed1});
 }

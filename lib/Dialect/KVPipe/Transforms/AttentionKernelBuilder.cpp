@@ -79,6 +79,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   };
   SmallVector<AttentionParam> kernelParams = getAttentionParams(c);
   SmallVector<Type> paramTypes = llvm::map_to_vector(kernelParams, typeOf);
+  // The modifiers' auxiliary tensors, after the others (docs/modifiers.md).
+  paramTypes.append(c.auxTypes.size(), globalPointer);
   auto func =
       gpu::GPUFuncOp::create(b, name, b.getFunctionType(paramTypes, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -94,8 +96,12 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   params.assign(static_cast<unsigned>(AttentionParam::Count), Value());
-  for (auto [p, arg] : llvm::zip_equal(kernelParams, entry.getArguments()))
+  for (auto [p, arg] : llvm::zip(kernelParams, entry.getArguments()))
     params[static_cast<unsigned>(p)] = arg;
+  for (BlockArgument arg : entry.getArguments().drop_front(kernelParams.size()))
+    auxParams.push_back(arg);
+  if (c.maskMod)
+    maskShape.emplace(*c.maskMod);
 
   seqQ = toIndex(param(AttentionParam::SeqQ));
   seqKV = toIndex(param(AttentionParam::SeqKV));
@@ -259,7 +265,10 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
   else if (c.masksRight())
     kvEnd = arith::AddIOp::create(
         b, lastKeyOf(arith::SubIOp::create(b, rowsEnd, index(1))), index(1));
-  if (!c.masksLeft()) {
+  Value firstKey = c.masksLeft() ? firstKeyOf(qBlockRow) : Value();
+  if (maskShape)
+    narrowToMaskMod(firstKey, kvEnd);
+  if (!firstKey) {
     numKVBlocks = arith::CeilDivUIOp::create(b, kvEnd, index(c.blockN));
     return;
   }
@@ -267,13 +276,30 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
   // ceildiv of a span that cannot be negative (the first row's first key is
   // at most one past the last row's last key), which is what lets the
   // protocol checker prove it non-negative.
-  firstKVBlock =
-      arith::DivUIOp::create(b, firstKeyOf(qBlockRow), index(c.blockN));
+  firstKVBlock = arith::DivUIOp::create(b, firstKey, index(c.blockN));
   numKVBlocks = arith::CeilDivUIOp::create(
       b,
       arith::SubIOp::create(
           b, kvEnd, arith::MulIOp::create(b, firstKVBlock, index(c.blockN))),
       index(c.blockN));
+}
+
+void KernelBuilder::narrowToMaskMod(Value &firstKey, Value &kvEnd) {
+  // The keys some row of the Q block keeps, as far as the mask's shape
+  // bounds them: the blocks outside are never loaded.
+  Value lastRow = arith::SubIOp::create(
+      b, arith::AddIOp::create(b, qBlockRow, index(c.blockM())), index(1));
+  auto [lo, hi] = maskShape->buildKeyRange(b, qBlockRow, lastRow);
+  if (hi)
+    kvEnd = arith::MaxSIOp::create(
+        b, arith::MinSIOp::create(b, kvEnd, arith::AddIOp::create(b, hi, index(1))),
+        index(0));
+  if (!lo)
+    return;
+  lo = arith::MaxSIOp::create(b, lo, index(0));
+  if (firstKey)
+    lo = arith::MaxSIOp::create(b, lo, firstKey);
+  firstKey = arith::MinSIOp::create(b, lo, kvEnd);
 }
 
 Value KernelBuilder::lastKeyOf(Value row) {
@@ -491,6 +517,15 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
     params.push_back(name);
     kinds.push_back(b.getNamedAttr(name, b.getStringAttr(kind)));
   }
+  // The modifiers' auxiliary tensors (docs/modifiers.md).
+  SmallVector<std::string> auxNames;
+  for (size_t i = 0; i < c.auxTypes.size(); ++i)
+    auxNames.push_back("aux" + std::to_string(i));
+  for (const std::string &name : auxNames) {
+    params.push_back(name);
+    kinds.push_back(b.getNamedAttr(name, b.getStringAttr("pointer")));
+  }
+  SmallVector<NamedAttribute> modifiers = getModifierABI(b, c);
   SmallVector<NamedAttribute> entries = {
       b.getNamedAttr("kernel", b.getStringAttr(name)),
       b.getNamedAttr("abi_version", b.getI64IntegerAttr(2)),
@@ -531,8 +566,41 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
     entries.push_back(
         b.getNamedAttr("q_map", box(c.blockM(), c.qkSwizzleBytes())));
     entries.push_back(b.getNamedAttr("o_map", box(64, c.vSwizzleBytes())));
+    entries.append(modifiers);
     return b.getDictionaryAttr(entries);
   }
   appendDecodeABI(b, name, c, entries);
   return b.getDictionaryAttr(entries);
+}
+
+SmallVector<NamedAttribute> kvpipe::getModifierABI(Builder &b,
+                                                   const AttentionConfig &c) {
+  // Only kernels with modifiers report them: the others' ABI is unchanged.
+  SmallVector<NamedAttribute> entries;
+  if (!c.scoreMod && !c.maskMod)
+    return entries;
+  entries.push_back(b.getNamedAttr("score_mod", b.getBoolAttr(c.scoreMod)));
+  entries.push_back(b.getNamedAttr("mask_mod", b.getBoolAttr(c.maskMod)));
+  SmallVector<StringRef> aux;
+  for (Type type : c.auxTypes)
+    aux.push_back(type.isF32() ? "f32" : "i32");
+  entries.push_back(b.getNamedAttr("aux_types", b.getStrArrayAttr(aux)));
+  if (c.maskMod) {
+    // What block skipping the compiler derived from the mask_mod, and the
+    // ops it could not reason about (docs/modifiers.md).
+    MaskModShape shape(*c.maskMod);
+    SmallVector<std::string> unproven;
+    for (Operation *op : shape.unproven()) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << op->getName() << " at " << op->getLoc();
+      unproven.push_back(text);
+    }
+    entries.push_back(
+        b.getNamedAttr("mask_mod_shape", b.getStringAttr(shape.summary())));
+    entries.push_back(b.getNamedAttr(
+        "mask_mod_unproven",
+        b.getStrArrayAttr(SmallVector<StringRef>(unproven.begin(), unproven.end()))));
+  }
+  return entries;
 }

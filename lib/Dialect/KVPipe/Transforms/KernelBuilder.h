@@ -10,6 +10,8 @@
 #ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_KERNELBUILDER_H
 #define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_KERNELBUILDER_H
 
+#include "Modifiers.h"
+
 #include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
@@ -156,6 +158,17 @@ private:
   /// [0, seq_kv]), with masksLeft().
   Value firstKeyOf(Value row);
   Value mask(Value s, Value kvBlock);
+  /// The modifier regions (Modifiers.h) on block `kvBlock`'s scores `s`:
+  /// the score_mod on the scaled scores (then the softmax's scale is
+  /// log2(e), returned in `scaleLog2`) and the built-in masks, then the
+  /// mask_mod on the blocks the mask's shape does not prove fully kept.
+  Value modifiedScores(Value s, Value kvBlock, Value &scaleLog2);
+  /// The scale of exp2 in the softmax and the log-sum-exp: scale * log2(e),
+  /// or log2(e) when a score_mod already scaled the scores.
+  Value softmaxScaleLog2();
+  /// Narrows [firstKey, kvEnd) (firstKey null: 0) to the keys the
+  /// mask_mod's shape leaves to some row of the tile.
+  void narrowToMaskMod(Value &firstKey, Value &kvEnd);
   Softmax softmax(Value s, Value kvBlock, const RowStats &stats);
   /// The K/V loop from the states `k` and `v`, in the skeleton's order;
   /// returns (k state, v state, O, m0, m1, l0, l1).
@@ -176,6 +189,10 @@ private:
   // Kernel-wide values.
   /// Indexed by AttentionParam; null for parameters this kernel lacks.
   SmallVector<Value> params;
+  /// The `aux<i>` pointers of the modifiers' auxiliary tensors.
+  SmallVector<Value> auxParams;
+  /// What the compiler proves of the mask_mod (with one).
+  std::optional<MaskModShape> maskShape;
   /// seq_kv is per tile with `kv_lengths` (the batch's own).
   Value seqQ, seqKV, headsQ, numQBlocks;
   /// The mask's diagonal offset d (query i is aligned with key i + d; null

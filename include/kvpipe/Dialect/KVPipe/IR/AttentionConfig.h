@@ -13,6 +13,7 @@
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Region.h"
 #include "mlir/IR/Types.h"
 #include "mlir/Support/LLVM.h"
 
@@ -82,6 +83,12 @@ struct AttentionConfig {
   /// Backward only: dQ contributions added in a fixed order, so that the
   /// gradients are bit-identical run to run.
   bool deterministic;
+  /// The declaration's modifier regions (docs/modifiers.md; null: none),
+  /// valid while the declaration lives, and the element types of its
+  /// auxiliary tensors (one `aux<i>` pointer parameter each).
+  mlir::Region *scoreMod = nullptr;
+  mlir::Region *maskMod = nullptr;
+  llvm::SmallVector<mlir::Type> auxTypes;
 
   /// Named barriers: 0 is the CTA barrier; consumer warpgroup c has
   /// kEpilogueBarriers + c for its epilogue and kScheduleBarriers + c for its

@@ -6,6 +6,7 @@
 include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def KVPipe_MaskAlignment : I32EnumAttr<"MaskAlignment",
     "where the causal diagonal and the sliding window are anchored", [
@@ -28,7 +29,8 @@ def KVPipe_MaskAlignmentAttr
   }];
 }
 
-def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
+def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
+    [Symbol, IsolatedFromAbove]> {
   let summary = "declaration of a FlashAttention kernel (forward or backward) to generate";
   let description = [{
     Declares, inside a `gpu.module`, a FlashAttention forward kernel that
@@ -151,6 +153,37 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
     preprocess and main kernels take one more parameter, `dq_semaphore`
     (one i32 per 64-row Q block, zeroed by the preprocess).
 
+    Modifiers (docs/modifiers.md; FlexAttention's `score_mod` and
+    `mask_mod`, forward kernels only): an optional `score_mod` region
+    computes each score from the scaled score `s = scale * q . k` (the score
+    FlexAttention's `score_mod` receives) and the batch, head, query and key
+    indices of the element, and yields the new score; an optional `mask_mod`
+    region computes from the indices whether the key is kept (`i1`, true:
+    kept), on top of the built-in masks (causal, windows, sequence tails).
+    Both are one block of `arith` and `math` ops ending in `kvpipe.yield`,
+    evaluated per score element; the head index is the query head. They may
+    read auxiliary tensors with `kvpipe.aux_load`: `aux_types` lists their
+    element types (f32 or i32), and each adds a runtime parameter
+    `aux<i>`, a pointer to the tensor (flat, read at the index the region
+    computes). The score_mod is applied before any mask, so a masked score
+    is -inf whatever the region yields.
+
+    ```mlir
+    kvpipe.attention_kernel @softcap_window {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32]}
+    score_mod {
+    ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+      %slope = kvpipe.aux_load 0[%h] : f32
+      ...
+      kvpipe.yield %t : f32
+    } mask_mod {
+    ^bb0(%b: index, %h: index, %q: index, %kv: index):
+      %d = arith.subi %q, %kv : index
+      %c = arith.constant 256 : index
+      %keep = arith.cmpi ult, %d, %c : index
+      kvpipe.yield %keep : i1
+    }
+    ```
+
     The kernel ABI (parameters, grid, block, shared memory, tensor maps) is
     documented in docs/kernel-abi.md.
   }];
@@ -172,8 +205,34 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel", [Symbol]> {
                        OptionalAttr<BoolAttr>:$deterministic,
                        OptionalAttr<BoolAttr>:$split_kv,
                        OptionalAttr<I64Attr>:$pack_gqa,
-                       OptionalAttr<I64Attr>:$page_size);
-  let assemblyFormat = "$sym_name attr-dict";
+                       OptionalAttr<I64Attr>:$page_size,
+                       OptionalAttr<TypeArrayAttr>:$aux_types);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod);
+  let assemblyFormat = [{
+    $sym_name attr-dict (`score_mod` $score_mod^)? (`mask_mod` $mask_mod^)?
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def KVPipe_AuxLoadOp : KVPipe_Op<"aux_load", [MemoryEffects<[MemRead]>]> {
+  let summary = "reads an auxiliary tensor of an attention kernel's modifier";
+  let description = [{
+    In a `score_mod` or `mask_mod` region of `kvpipe.attention_kernel`:
+    element `index` of the kernel's auxiliary tensor number `aux` (a flat
+    array of the element type `aux_types[aux]` of the declaration, passed as
+    the runtime parameter `aux<aux>`). The region computes the flat index
+    (row-major strides of the tensor as the caller laid it out). Reading
+    outside the tensor is undefined, as an out-of-bounds load is.
+
+    ```mlir
+    %slope = kvpipe.aux_load 0[%h] : f32
+    ```
+  }];
+  let arguments = (ins I64Attr:$aux, Index:$index);
+  let results = (outs AnyTypeOf<[F32, I32]>:$result);
+  let assemblyFormat = "$aux `[` $index `]` attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

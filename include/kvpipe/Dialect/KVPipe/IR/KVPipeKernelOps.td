@@ -173,12 +173,15 @@ def KVPipe_ForEachTileOp : KVPipe_Op<"for_each_tile",
 }
 
 def KVPipe_YieldOp : KVPipe_Op<"yield",
-    [Pure, ReturnLike, Terminator, ParentOneOf<["ForEachTileOp", "TileOp"]>]> {
+    [Pure, ReturnLike, Terminator,
+     ParentOneOf<["ForEachTileOp", "TileOp", "AttentionKernelOp"]>]> {
   let summary = "the values a tile hands to the next";
   let description = [{
     Ends a `kvpipe.for_each_tile` region: its operands are the region's
     arguments for the next tile (the op's results after the last); or a
-    `kvpipe.tile` region: its operands are the tile's values.
+    `kvpipe.tile` region: its operands are the tile's values; or a modifier
+    region of `kvpipe.attention_kernel`: the new score (`score_mod`) or
+    whether the key is kept (`mask_mod`).
 
     ```mlir
     kvpipe.yield %q2, %k2, %v2 : !pq, !p, !p

@@ -209,6 +209,13 @@ mlir::DictionaryAttr getAttentionBackwardABI(mlir::MLIRContext *ctx,
                                              const AttentionConfig &config,
                                              AttentionBackwardRole role);
 
+/// The ABI entries of a forward kernel's modifiers (docs/modifiers.md):
+/// none without modifiers; else whether it has a score_mod and a mask_mod,
+/// its auxiliary tensors' element types, and what the compiler proved of the
+/// mask_mod's shape.
+llvm::SmallVector<mlir::NamedAttribute>
+getModifierABI(mlir::Builder &b, const AttentionConfig &config);
+
 /// The kernel's ABI as an attribute (docs/kernel-abi.md); the generated
 /// function carries it as `kvpipe.attention_abi`.
 mlir::DictionaryAttr getAttentionABI(mlir::MLIRContext *ctx,

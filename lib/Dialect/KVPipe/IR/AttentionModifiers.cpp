@@ -1,0 +1,111 @@
+//===- AttentionModifiers.cpp - score_mod / mask_mod regions ---------------===//
+//
+// The verifiers of the modifier regions of kvpipe.attention_kernel and of
+// kvpipe.aux_load (docs/modifiers.md). A region is evaluated per score
+// element inside the generated softmax, so it must be a function of its
+// block arguments and of the auxiliary tensors alone: arith and math ops,
+// aux reads, and the yield.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+using namespace kvpipe;
+
+/// Checks one modifier region: its block arguments (`argTypes`), its ops and
+/// its yield (one value of `yieldType`).
+static LogicalResult verifyModifierRegion(AttentionKernelOp op, Region &region,
+                                          StringRef name,
+                                          ArrayRef<Type> argTypes,
+                                          StringRef argsMeaning,
+                                          Type yieldType) {
+  if (region.empty())
+    return success();
+  Block &block = region.front();
+  if (block.getNumArguments() != argTypes.size())
+    return op.emitOpError() << "'" << name << "' region must have "
+                            << argTypes.size() << " block arguments ("
+                            << argsMeaning << "), got "
+                            << block.getNumArguments();
+  for (auto [i, arg, type] : llvm::enumerate(block.getArguments(), argTypes))
+    if (arg.getType() != type)
+      return op.emitOpError()
+             << "'" << name << "' region's block argument #" << i
+             << " must be " << type << " (" << argsMeaning << "), got "
+             << arg.getType();
+  for (Operation &inner : block.without_terminator()) {
+    Dialect *dialect = inner.getDialect();
+    bool upstream = dialect && isa<arith::ArithDialect, math::MathDialect>(dialect);
+    if (isa<AuxLoadOp>(inner) ||
+        (upstream && inner.getNumRegions() == 0 && isMemoryEffectFree(&inner)))
+      continue;
+    return inner.emitOpError()
+           << "is not allowed in the '" << name
+           << "' region of kvpipe.attention_kernel: only side-effect free "
+              "arith and math ops and kvpipe.aux_load";
+  }
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return block.getTerminator()->emitOpError()
+           << "must be kvpipe.yield to end the '" << name << "' region";
+  if (yield.getValues().size() != 1 ||
+      yield.getValues().front().getType() != yieldType)
+    return yield.emitOpError() << "must yield one " << yieldType << " in the '"
+                               << name << "' region, got "
+                               << yield.getValues().size() << " values";
+  return success();
+}
+
+LogicalResult AttentionKernelOp::verifyRegions() {
+  Builder b(getContext());
+  Type index = b.getIndexType();
+  bool hasModifiers = !getScoreMod().empty() || !getMaskMod().empty();
+  if (hasModifiers && getBackward().value_or(false))
+    return emitOpError() << "'score_mod' and 'mask_mod' are not supported "
+                            "with 'backward' (forward kernels only)";
+  if (hasModifiers && (getSplitKv().value_or(false) || getPackGqa()))
+    return emitOpError() << "'score_mod' and 'mask_mod' are not supported "
+                            "with 'split_kv' or 'pack_gqa' yet";
+  if (std::optional<ArrayAttr> aux = getAuxTypes()) {
+    for (auto [i, attr] : llvm::enumerate(*aux)) {
+      Type type = cast<TypeAttr>(attr).getValue();
+      if (!type.isF32() && !type.isInteger(32))
+        return emitOpError() << "'aux_types' element #" << i
+                             << " must be f32 or i32, got " << type;
+    }
+    if (!hasModifiers && !aux->empty())
+      return emitOpError() << "'aux_types' needs a 'score_mod' or 'mask_mod' "
+                              "region to read the tensors";
+  }
+  if (failed(verifyModifierRegion(
+          *this, getScoreMod(), "score_mod",
+          {b.getF32Type(), index, index, index, index},
+          "f32 scaled score, index batch, head, query, key", b.getF32Type())))
+    return failure();
+  return verifyModifierRegion(*this, getMaskMod(), "mask_mod",
+                              {index, index, index, index},
+                              "index batch, head, query, key", b.getI1Type());
+}
+
+LogicalResult AuxLoadOp::verify() {
+  auto kernel = (*this)->getParentOfType<AttentionKernelOp>();
+  if (!kernel)
+    return emitOpError() << "must be in a 'score_mod' or 'mask_mod' region of "
+                            "kvpipe.attention_kernel";
+  std::optional<ArrayAttr> aux = kernel.getAuxTypes();
+  int64_t count = aux ? aux->size() : 0;
+  if (getAux() < 0 || getAux() >= count)
+    return emitOpError() << "reads auxiliary tensor #" << getAux()
+                         << " but the kernel declares " << count
+                         << " in 'aux_types'";
+  Type declared = cast<TypeAttr>((*aux)[getAux()]).getValue();
+  if (declared != getType())
+    return emitOpError() << "result type " << getType()
+                         << " must be the element type of auxiliary tensor #"
+                         << getAux() << " (" << declared << ")";
+  return success();
+}

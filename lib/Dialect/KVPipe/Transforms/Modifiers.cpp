@@ -1,0 +1,414 @@
+//===- Modifiers.cpp - score_mod / mask_mod in the generated softmax ------===//
+
+#include "Modifiers.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace kvpipe;
+
+/// The block arguments of the regions: score_mod's are (score, b, h, q, kv),
+/// mask_mod's (b, h, q, kv).
+static unsigned firstIndexArgument(Region &region) {
+  return region.getNumArguments() == 5 ? 1 : 0;
+}
+
+/// `v` (an integer) as `type`: sign-extended, truncated or as it is.
+static Value castInteger(ImplicitLocOpBuilder &b, Value v, Type type,
+                         bool isUnsigned) {
+  unsigned from = v.getType().getIntOrFloatBitWidth();
+  unsigned to = type.getIntOrFloatBitWidth();
+  if (from == to)
+    return v;
+  if (from > to)
+    return arith::TruncIOp::create(b, type, v);
+  if (isUnsigned)
+    return arith::ExtUIOp::create(b, type, v);
+  return arith::ExtSIOp::create(b, type, v);
+}
+
+/// Clones `region`'s block with its arguments bound to `args`, an aux read
+/// becoming an invariant global load of its tensor; returns the yielded
+/// value. The region's `index` values become i32 (`args`' indices are
+/// i32): 64-bit index arithmetic per score element costs registers the
+/// softmax does not have (ALiBi spilled at head dim 128), and indices and
+/// flat offsets into the auxiliary tensors fit in 31 bits.
+static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
+                          ValueRange args, const ModifierIndices &at) {
+  Block &block = region.front();
+  IRMapping map;
+  map.map(block.getArguments(), args);
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  Type i32 = b.getI32Type();
+  auto narrow = [&](Type type) { return type.isIndex() ? i32 : type; };
+  for (Operation &op : block.without_terminator()) {
+    if (auto constant = dyn_cast<arith::ConstantIndexOp>(op)) {
+      map.map(constant.getResult(),
+              arith::ConstantIntOp::create(b, constant.value(), 32));
+      continue;
+    }
+    if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
+      map.map(op.getResult(0),
+              castInteger(b, map.lookup(op.getOperand(0)),
+                          narrow(op.getResult(0).getType()),
+                          isa<arith::IndexCastUIOp>(op)));
+      continue;
+    }
+    if (auto load = dyn_cast<AuxLoadOp>(op)) {
+      Type type = at.auxTypes[load.getAux()];
+      Value offset = arith::ExtSIOp::create(b, b.getI64Type(),
+                                            map.lookup(load.getIndex()));
+      Value address = LLVM::GEPOp::create(b, ptrType, type, at.aux[load.getAux()],
+                                          ValueRange{offset});
+      // The tensors are read-only for the kernel's lifetime: ld.global.nc.
+      map.map(load.getResult(),
+              LLVM::LoadOp::create(b, type, address, /*alignment=*/4,
+                                   /*isVolatile=*/false, /*isNonTemporal=*/false,
+                                   /*isInvariant=*/true));
+      continue;
+    }
+    if (auto tanh = dyn_cast<math::TanhOp>(op);
+        tanh && tanh.getType().isF32() &&
+        arith::bitEnumContainsAll(tanh.getFastmath(),
+                                  arith::FastMathFlags::afn)) {
+      // An approximate tanh is allowed: the SFU's tanh.approx.f32 (one
+      // instruction, max relative error 2^-10.99) instead of libdevice's
+      // tanhf, as FA3's soft-cap.
+      auto approx = LLVM::InlineAsmOp::create(
+          b, b.getF32Type(), ValueRange{map.lookup(tanh.getOperand())},
+          "tanh.approx.f32 $0, $1;", "=f,f", /*has_side_effects=*/false,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+      map.map(tanh.getResult(), approx.getRes());
+      continue;
+    }
+    Operation *clone = b.clone(op, map);
+    for (OpResult result : clone->getResults())
+      result.setType(narrow(result.getType()));
+  }
+  return map.lookup(cast<YieldOp>(block.getTerminator()).getValues().front());
+}
+
+/// Calls `body` with the (query, key) indices of each element of the
+/// fragment, clamped in range when the region reads auxiliary tensors.
+static SmallVector<Value>
+forEachElement(ImplicitLocOpBuilder &b, Region &region,
+               const ModifierIndices &at,
+               function_ref<Value(int64_t, Value, Value)> body) {
+  bool reads = !region.front().getOps<AuxLoadOp>().empty();
+  auto toI32 = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  };
+  auto i32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
+  Value rows[2] = {toI32(at.row0), toI32(at.row1)};
+  Value firstColumn = toI32(at.firstColumn);
+  Value lastKey;
+  if (reads) {
+    Value lastRow = arith::SubIOp::create(b, toI32(at.seqQ), i32(1));
+    for (Value &row : rows)
+      row = arith::MinSIOp::create(b, row, lastRow);
+    lastKey = arith::SubIOp::create(b, toI32(at.seqKV), i32(1));
+  }
+  SmallVector<Value> results;
+  for (int64_t i = 0; i < at.numElements; ++i) {
+    Value key = arith::AddIOp::create(
+        b, firstColumn, i32(AccumulatorLayout::columnOffset(i)));
+    if (reads)
+      key = arith::MinSIOp::create(b, key, lastKey);
+    results.push_back(body(i, rows[AccumulatorLayout::rowHalf(i)], key));
+  }
+  return results;
+}
+
+Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
+                            Value scale, const ModifierIndices &at) {
+  SmallVector<Value> scores = forEachElement(
+      b, region, at, [&](int64_t i, Value row, Value key) {
+        Value scaled = arith::MulFOp::create(
+            b, vector::ExtractOp::create(b, s, i), scale);
+        return inlineRegion(b, region,
+                            {scaled, arith::IndexCastOp::create(
+                                         b, b.getI32Type(), at.batch),
+                             arith::IndexCastOp::create(b, b.getI32Type(),
+                                                        at.head),
+                             row, key},
+                            at);
+      });
+  return vector::FromElementsOp::create(b, s.getType(), scores);
+}
+
+Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
+                           const ModifierIndices &at) {
+  SmallVector<Value> kept = forEachElement(
+      b, region, at, [&](int64_t, Value row, Value key) {
+        return inlineRegion(
+            b, region,
+            {arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
+             arith::IndexCastOp::create(b, b.getI32Type(), at.head), row, key},
+            at);
+      });
+  Value keep = vector::FromElementsOp::create(
+      b, VectorType::get({at.numElements}, b.getI1Type()), kept);
+  Value negInf = arith::ConstantFloatOp::create(
+      b, b.getF32Type(), APFloat(static_cast<float>(-INFINITY)));
+  return arith::SelectOp::create(
+      b, keep, s, vector::BroadcastOp::create(b, s.getType(), negInf));
+}
+
+//===----------------------------------------------------------------------===//
+// MaskModShape
+//===----------------------------------------------------------------------===//
+
+MaskModShape::MaskModShape(Region &region) : block(&region.front()) {
+  root = formula(cast<YieldOp>(block->getTerminator()).getValues().front());
+}
+
+StringRef MaskModShape::summary() const {
+  if (nodes[root].kind == Kind::Unknown)
+    return "unknown";
+  return unknownOps.empty() ? "proven" : "partial";
+}
+
+unsigned MaskModShape::add(Node node) {
+  nodes.push_back(std::move(node));
+  return nodes.size() - 1;
+}
+
+std::optional<MaskModShape::Linear> MaskModShape::linear(Value v) const {
+  unsigned first = firstIndexArgument(*block->getParent());
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (arg.getOwner() != block)
+      return std::nullopt;
+    if (arg.getArgNumber() == first + 2)
+      return Linear{1, 0, 0};
+    if (arg.getArgNumber() == first + 3)
+      return Linear{0, 1, 0};
+    return std::nullopt; // batch or head
+  }
+  APInt constant;
+  if (matchPattern(v, m_ConstantInt(&constant)))
+    return Linear{0, 0, constant.getSExtValue()};
+  Operation *op = v.getDefiningOp();
+  if (!op || op->getNumOperands() != 2)
+    return std::nullopt;
+  std::optional<Linear> lhs = linear(op->getOperand(0));
+  std::optional<Linear> rhs = linear(op->getOperand(1));
+  if (!lhs || !rhs)
+    return std::nullopt;
+  if (isa<arith::AddIOp>(op))
+    return Linear{lhs->q + rhs->q, lhs->kv + rhs->kv,
+                  lhs->constant + rhs->constant};
+  if (isa<arith::SubIOp>(op))
+    return Linear{lhs->q - rhs->q, lhs->kv - rhs->kv,
+                  lhs->constant - rhs->constant};
+  if (isa<arith::MulIOp>(op)) {
+    // One side must be a constant.
+    if (lhs->q == 0 && lhs->kv == 0)
+      std::swap(lhs, rhs);
+    if (rhs->q != 0 || rhs->kv != 0)
+      return std::nullopt;
+    int64_t k = rhs->constant;
+    return Linear{lhs->q * k, lhs->kv * k, lhs->constant * k};
+  }
+  return std::nullopt;
+}
+
+unsigned MaskModShape::formula(Value v) {
+  auto unknown = [&]() {
+    if (Operation *op = v.getDefiningOp())
+      unknownOps.push_back(op);
+    return add({Kind::Unknown, {}, {}});
+  };
+  APInt constant;
+  if (matchPattern(v, m_ConstantInt(&constant)))
+    return add({constant.isZero() ? Kind::False : Kind::True, {}, {}});
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return unknown();
+  if (isa<arith::AndIOp, arith::OrIOp>(op)) {
+    unsigned lhs = formula(op->getOperand(0)), rhs = formula(op->getOperand(1));
+    return add({isa<arith::AndIOp>(op) ? Kind::And : Kind::Or, {}, {lhs, rhs}});
+  }
+  if (isa<arith::XOrIOp>(op)) {
+    for (int side : {0, 1})
+      if (matchPattern(op->getOperand(side), m_One()))
+        return add({Kind::Not, {}, {formula(op->getOperand(1 - side))}});
+    return unknown();
+  }
+  auto cmp = dyn_cast<arith::CmpIOp>(op);
+  if (!cmp)
+    return unknown();
+  std::optional<Linear> a = linear(cmp.getLhs()), c = linear(cmp.getRhs());
+  if (!a || !c)
+    return unknown();
+  auto diff = [](Linear x, Linear y, int64_t plus) {
+    return Linear{x.q - y.q, x.kv - y.kv, x.constant - y.constant + plus};
+  };
+  using P = arith::CmpIPredicate;
+  P pred = cmp.getPredicate();
+  // Indices are non-negative: a comparison of forms with non-negative
+  // coefficients and constants is the same signed or unsigned.
+  auto nonNegative = [](Linear x) {
+    return x.q >= 0 && x.kv >= 0 && x.constant >= 0;
+  };
+  if (nonNegative(*a) && nonNegative(*c)) {
+    switch (pred) {
+    case P::ult: pred = P::slt; break;
+    case P::ule: pred = P::sle; break;
+    case P::ugt: pred = P::sgt; break;
+    case P::uge: pred = P::sge; break;
+    default: break;
+    }
+  }
+  // a <u C with a constant C >= 0 (the window idiom `q - kv <u w`):
+  // 0 <= a < C.
+  auto unsignedBelow = [&](Linear x, Linear bound, int64_t plus) {
+    Linear zero;
+    return add({Kind::And,
+                {},
+                {atom(diff(zero, x, 0)), atom(diff(x, bound, plus))}});
+  };
+  bool cConstant = c->q == 0 && c->kv == 0 && c->constant >= 0;
+  bool aConstant = a->q == 0 && a->kv == 0 && a->constant >= 0;
+  switch (pred) {
+  case P::sle: return atom(diff(*a, *c, 0));
+  case P::slt: return atom(diff(*a, *c, 1));
+  case P::sge: return atom(diff(*c, *a, 0));
+  case P::sgt: return atom(diff(*c, *a, 1));
+  case P::eq:
+    return add({Kind::And, {}, {atom(diff(*a, *c, 0)), atom(diff(*c, *a, 0))}});
+  case P::ne:
+    return add({Kind::Or, {}, {atom(diff(*a, *c, 1)), atom(diff(*c, *a, 1))}});
+  case P::ult:
+    if (cConstant)
+      return unsignedBelow(*a, *c, 1);
+    return unknown();
+  case P::ule:
+    if (cConstant)
+      return unsignedBelow(*a, *c, 0);
+    return unknown();
+  case P::ugt:
+    if (aConstant)
+      return unsignedBelow(*c, *a, 1);
+    return unknown();
+  case P::uge:
+    if (aConstant)
+      return unsignedBelow(*c, *a, 0);
+    return unknown();
+  }
+  return unknown();
+}
+
+namespace {
+/// Signed index arithmetic on possibly-absent values for the runtime bounds.
+struct IndexMath {
+  ImplicitLocOpBuilder &b;
+  Value constant(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value affine(int64_t k, Value x, Value acc) {
+    if (k == 0)
+      return acc;
+    Value term = k == 1 ? x : arith::MulIOp::create(b, x, constant(k));
+    return arith::AddIOp::create(b, acc, term);
+  }
+  Value boolean(bool v) { return arith::ConstantIntOp::create(b, v, 1); }
+};
+} // namespace
+
+std::pair<Value, Value>
+MaskModShape::buildKeptMasked(ImplicitLocOpBuilder &b, unsigned index,
+                              Value q0, Value q1, Value k0, Value k1) const {
+  IndexMath m{b};
+  const Node &node = nodes[index];
+  switch (node.kind) {
+  case Kind::True:
+    return {m.boolean(true), m.boolean(false)};
+  case Kind::False:
+    return {m.boolean(false), m.boolean(true)};
+  case Kind::Unknown:
+    return {m.boolean(false), m.boolean(false)};
+  case Kind::Atom: {
+    // form <= 0 everywhere: its maximum over the box is <= 0; nowhere: its
+    // minimum is > 0.
+    const Linear &f = node.form;
+    Value max = m.affine(f.q, f.q > 0 ? q1 : q0,
+                         m.affine(f.kv, f.kv > 0 ? k1 : k0, m.constant(f.constant)));
+    Value min = m.affine(f.q, f.q > 0 ? q0 : q1,
+                         m.affine(f.kv, f.kv > 0 ? k0 : k1, m.constant(f.constant)));
+    return {arith::CmpIOp::create(b, arith::CmpIPredicate::sle, max, m.constant(0)),
+            arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, min, m.constant(0))};
+  }
+  case Kind::Not: {
+    auto [kept, masked] = buildKeptMasked(b, node.ops[0], q0, q1, k0, k1);
+    return {masked, kept};
+  }
+  case Kind::And:
+  case Kind::Or: {
+    auto [kept0, masked0] = buildKeptMasked(b, node.ops[0], q0, q1, k0, k1);
+    auto [kept1, masked1] = buildKeptMasked(b, node.ops[1], q0, q1, k0, k1);
+    if (node.kind == Kind::And)
+      return {arith::AndIOp::create(b, kept0, kept1),
+              arith::OrIOp::create(b, masked0, masked1)};
+    return {arith::OrIOp::create(b, kept0, kept1),
+            arith::AndIOp::create(b, masked0, masked1)};
+  }
+  }
+  llvm_unreachable("covered switch");
+}
+
+Value MaskModShape::buildAllKept(ImplicitLocOpBuilder &b, Value q0, Value q1,
+                                 Value k0, Value k1) const {
+  return buildKeptMasked(b, root, q0, q1, k0, k1).first;
+}
+
+std::pair<Value, Value> MaskModShape::buildRange(ImplicitLocOpBuilder &b,
+                                                 unsigned index, Value q0,
+                                                 Value q1) const {
+  IndexMath m{b};
+  const Node &node = nodes[index];
+  switch (node.kind) {
+  case Kind::Atom: {
+    // a q + kv + k <= 0: kv <= -(a q + k), at most -k - a * (the q making
+    // a q smallest); a q - kv + k <= 0: kv >= a q + k, at least k + a * (the
+    // q making a q smallest).
+    const Linear &f = node.form;
+    Value smallestQ = f.q > 0 ? q0 : q1;
+    if (f.kv == 1)
+      return {Value(), m.affine(-f.q, smallestQ, m.constant(-f.constant))};
+    if (f.kv == -1)
+      return {m.affine(f.q, smallestQ, m.constant(f.constant)), Value()};
+    return {Value(), Value()};
+  }
+  case Kind::And:
+  case Kind::Or: {
+    auto [lo0, hi0] = buildRange(b, node.ops[0], q0, q1);
+    auto [lo1, hi1] = buildRange(b, node.ops[1], q0, q1);
+    if (node.kind == Kind::And) {
+      // Both hold: the tighter bound of either.
+      Value lo = !lo0 ? lo1 : !lo1 ? lo0 : arith::MaxSIOp::create(b, lo0, lo1);
+      Value hi = !hi0 ? hi1 : !hi1 ? hi0 : arith::MinSIOp::create(b, hi0, hi1);
+      return {lo, hi};
+    }
+    // Either holds: bounded only where both are.
+    Value lo = lo0 && lo1 ? arith::MinSIOp::create(b, lo0, lo1) : Value();
+    Value hi = hi0 && hi1 ? arith::MaxSIOp::create(b, hi0, hi1) : Value();
+    return {lo, hi};
+  }
+  default:
+    return {Value(), Value()};
+  }
+}
+
+std::pair<Value, Value>
+MaskModShape::buildKeyRange(ImplicitLocOpBuilder &b, Value q0, Value q1) const {
+  return buildRange(b, root, q0, q1);
+}

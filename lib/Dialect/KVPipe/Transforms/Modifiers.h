@@ -1,0 +1,105 @@
+//===- Modifiers.h - score_mod / mask_mod in the generated softmax -*- C++ -*-===//
+//
+// The modifier regions of kvpipe.attention_kernel (docs/modifiers.md) in the
+// forward kernel: inlined per element of a wgmma score fragment (each
+// thread knows the query row and key column of each element, from
+// AccumulatorLayout.h), and the mask_mod's shape as far as the compiler can
+// prove it (MaskModShape), which classifies (Q rows, K/V block) tiles as
+// fully kept, fully masked or partial and bounds the keys a Q block needs.
+// Private to the Transforms library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_MODIFIERS_H
+#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_MODIFIERS_H
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Region.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+
+namespace kvpipe {
+
+/// The indices of a thread's elements of a 64 x 2*numElements score
+/// fragment, which the modifier regions take as block arguments.
+struct ModifierIndices {
+  int64_t numElements;
+  mlir::Value batch, head;
+  /// The thread's two query rows and the key of its first column (index).
+  mlir::Value row0, row1, firstColumn;
+  /// Rows and keys at or past these are out of range: a region that reads
+  /// auxiliary tensors sees indices clamped below them (their scores are
+  /// masked or never stored anyway).
+  mlir::Value seqQ, seqKV;
+  /// The `aux<i>` pointer parameters and their element types.
+  llvm::ArrayRef<mlir::Value> aux;
+  llvm::ArrayRef<mlir::Type> auxTypes;
+};
+
+/// The score_mod `region` applied to every element of `s` (raw q.k scores)
+/// multiplied by `scale`: the fragment of modified scaled scores.
+mlir::Value buildScoreMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
+                          mlir::Value s, mlir::Value scale,
+                          const ModifierIndices &at);
+
+/// `s` with the elements for which the mask_mod `region` yields false set
+/// to -inf.
+mlir::Value buildMaskMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
+                         mlir::Value s, const ModifierIndices &at);
+
+/// What the compiler proves of a mask_mod region: its yield as a boolean
+/// formula of comparisons `a*q + c*kv + k <= 0` (integer a, c, k) combined
+/// by and/or/not; anything else (the batch or head index, auxiliary reads,
+/// other ops) is an unknown leaf, which is never fully kept or fully masked.
+class MaskModShape {
+public:
+  explicit MaskModShape(mlir::Region &region);
+
+  /// Runtime i1: every key of [k0, k1] is kept for every query of [q0, q1]
+  /// (index values). False when unknown.
+  mlir::Value buildAllKept(mlir::ImplicitLocOpBuilder &b, mlir::Value q0,
+                           mlir::Value q1, mlir::Value k0, mlir::Value k1) const;
+  /// The keys some query of [q0, q1] may keep: [lo, hi] as index values
+  /// (inclusive), each null when the shape does not bound it.
+  std::pair<mlir::Value, mlir::Value>
+  buildKeyRange(mlir::ImplicitLocOpBuilder &b, mlir::Value q0,
+                mlir::Value q1) const;
+  /// The ops whose results the analysis could not express (empty: the whole
+  /// region is proven).
+  llvm::ArrayRef<mlir::Operation *> unproven() const { return unknownOps; }
+  /// A one-word summary for the ABI report: "proven", "partial" (some
+  /// parts unknown) or "unknown" (the yield itself).
+  llvm::StringRef summary() const;
+
+private:
+  struct Linear {
+    int64_t q = 0, kv = 0, constant = 0;
+  };
+  enum class Kind { Atom, And, Or, Not, True, False, Unknown };
+  struct Node {
+    Kind kind;
+    Linear form;                     // Atom: form <= 0
+    llvm::SmallVector<unsigned> ops; // And, Or, Not
+  };
+  std::optional<Linear> linear(mlir::Value v) const;
+  unsigned formula(mlir::Value v);
+  unsigned add(Node node);
+  unsigned atom(Linear form) { return add({Kind::Atom, form, {}}); }
+  std::pair<mlir::Value, mlir::Value>
+  buildKeptMasked(mlir::ImplicitLocOpBuilder &b, unsigned node, mlir::Value q0,
+                  mlir::Value q1, mlir::Value k0, mlir::Value k1) const;
+  std::pair<mlir::Value, mlir::Value>
+  buildRange(mlir::ImplicitLocOpBuilder &b, unsigned node, mlir::Value q0,
+             mlir::Value q1) const;
+
+  mlir::Block *block;
+  llvm::SmallVector<Node> nodes;
+  unsigned root;
+  llvm::SmallVector<mlir::Operation *> unknownOps;
+};
+
+} // namespace kvpipe
+
+#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_MODIFIERS_H

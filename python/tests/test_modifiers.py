@@ -1,0 +1,299 @@
+"""kvpipe.modifiers: the tracer's IR, the library, the argument errors, and
+the kernels with modifiers the compiler makes (CPU only: tensor-like fakes
+stand in for torch tensors)."""
+
+import pytest
+
+import kvpipe
+from kvpipe import modifiers as m
+from fakes import FakeTensor
+
+
+class Tensor(FakeTensor):
+    """A fake tensor indexed as torch's __torch_function__ lets the tracer."""
+
+    def __getitem__(self, index):
+        return m.load(self, index)
+
+
+def region_lines(ir):
+    return [line.strip() for line in ir.splitlines()]
+
+
+def test_score_mod_arguments_and_yield():
+    traced = m.trace(lambda score, b, h, q_idx, kv_idx: score * 2.0)
+    assert region_lines(traced.ir) == [
+        "score_mod {",
+        "^bb0(%score: f32, %b: index, %h: index, %q_idx: index, %kv_idx: index):",
+        "%0 = arith.constant 2.000000000e+00 : f32",
+        "%1 = arith.mulf %score, %0 : f32",
+        "kvpipe.yield %1 : f32",
+        "}"]
+    assert traced.aux_types == () and traced.has_score_mod and not traced.has_mask_mod
+
+
+def test_mask_mod_comparisons_and_boolean_ops():
+    traced = m.trace(mask_mod=lambda b, h, q, kv: ~((kv > q) | (kv == 3)) & (q - kv < 100))
+    lines = region_lines(traced.ir)
+    assert lines[1] == "^bb0(%b: index, %h: index, %q_idx: index, %kv_idx: index):"
+    assert "%0 = arith.cmpi sgt, %kv_idx, %q_idx : index" in lines
+    assert "%2 = arith.cmpi eq, %kv_idx, %1 : index" in lines
+    assert "%3 = arith.ori %0, %2 : i1" in lines
+    assert "%5 = arith.xori %3, %4 : i1" in lines and "%4 = arith.constant true : i1" in lines
+    assert lines[-2].startswith("kvpipe.yield %") and lines[-2].endswith(": i1")
+
+
+def test_indices_mixed_with_scores_become_f32():
+    traced = m.trace(lambda s, b, h, q, kv: s - abs(q - kv) / 4)
+    lines = region_lines(traced.ir)
+    assert "%2 = arith.subi %1, %0 : index" in lines and "%1 = arith.constant 0 : index" in lines
+    assert "%3 = arith.maxsi %0, %2 : index" in lines
+    assert "%4 = arith.index_cast %3 : index to i32" in lines
+    assert "%5 = arith.sitofp %4 : i32 to f32" in lines
+    assert any("arith.divf %5" in line for line in lines)
+
+
+def test_where_tanh_exp_and_methods():
+    traced = m.trace(lambda s, b, h, q, kv: m.where(q >= kv, s.tanh(), s.exp() * 0.5))
+    lines = "\n".join(region_lines(traced.ir))
+    assert "math.tanh %score : f32" in lines and "math.exp %score : f32" in lines
+    assert "arith.select %0," in lines
+
+
+def test_aux_tensor_reads_are_flat_and_numbered_once():
+    slopes = Tensor((8,), dtype="float32")
+    table = Tensor((8, 33), dtype="float32")
+    traced = m.trace(lambda s, b, h, q, kv: s + slopes[h] + table[h, kv - q + 16] + slopes[h],
+                     lambda b, h, q, kv: table[h][q] > 0.0)
+    assert traced.aux_types == ("f32", "f32")
+    assert traced.aux_tensors[0] is slopes and traced.aux_tensors[1] is table
+    lines = region_lines(traced.ir)
+    assert lines.count("%0 = kvpipe.aux_load 0[%h] : f32") == 1
+    # table[h, x] is element h * 33 + x.
+    assert "%5 = arith.constant 33 : index" in lines
+    assert "%6 = arith.muli %h, %5 : index" in lines
+    assert "%7 = arith.addi %4, %6 : index" in lines
+    assert "%8 = kvpipe.aux_load 1[%7] : f32" in lines
+
+
+def test_integer_tensors_are_read_as_i32_and_used_as_indices():
+    docs = Tensor((100,), dtype="int32")
+    traced = m.trace(mask_mod=m.document(docs))
+    assert traced.aux_types == ("i32",)
+    lines = region_lines(traced.ir)
+    assert "%0 = kvpipe.aux_load 0[%q_idx] : i32" in lines
+    assert "%1 = arith.index_cast %0 : i32 to index" in lines
+    assert "%4 = arith.cmpi eq, %1, %3 : index" in lines
+
+
+def test_library_soft_cap_multiplies_by_the_reciprocal():
+    lines = region_lines(m.trace(m.soft_cap(30.0)).ir)
+    assert lines[2:7] == ["%0 = arith.constant 3.333333333e-02 : f32",
+                          "%1 = arith.mulf %score, %0 : f32",
+                          "%2 = math.tanh %1 fastmath<afn> : f32",
+                          "%3 = arith.constant 3.000000000e+01 : f32",
+                          "%4 = arith.mulf %2, %3 : f32"]
+
+
+def test_library_soft_cap_exact_tanh():
+    assert "math.tanh %1 : f32" in m.trace(m.soft_cap(30.0, approximate=False)).ir
+
+
+def test_library_alibi_shift_constant_or_tensor():
+    slopes = Tensor((4,), dtype="float32")
+    assert "arith.addi" not in m.trace(m.alibi(slopes)).ir
+    assert "arith.constant 5 : index" in m.trace(m.alibi(slopes, 5)).ir
+    shift = Tensor((1,), dtype="int32")
+    traced = m.trace(m.alibi(Tensor((2, 4), dtype="float32"), shift,
+                             kv_lengths=Tensor((2,), dtype="int32")))
+    assert traced.aux_types == ("f32", "i32", "i32")
+    lines = region_lines(traced.ir)
+    # slopes[b, h]: b * 4 + h.
+    assert "%1 = arith.muli %b, %0 : index" in lines
+    assert any("kvpipe.aux_load 1[" in line for line in lines)
+    assert any("kvpipe.aux_load 2[%b] : i32" in line for line in lines)
+
+
+def test_library_masks():
+    window = region_lines(m.trace(mask_mod=m.sliding_window(256, 0)).ir)
+    assert "%0 = arith.subi %kv_idx, %q_idx : index" in window
+    assert "%1 = arith.constant -256 : index" in window
+    assert "%2 = arith.cmpi sge, %0, %1 : index" in window
+    causal = region_lines(m.trace(mask_mod=m.causal()).ir)
+    assert causal[2:4] == ["%0 = arith.cmpi sle, %kv_idx, %q_idx : index",
+                           "kvpipe.yield %0 : i1"]
+    prefix = m.trace(mask_mod=m.prefix_lm(10)).ir
+    assert "arith.ori" in prefix and "arith.constant 10 : index" in prefix
+    both = m.trace(mask_mod=m.and_masks(m.causal(), m.sliding_window(8)))
+    assert "arith.andi" in both.ir
+
+
+def test_relative_bias_clamps_the_distance():
+    traced = m.trace(m.relative_bias(Tensor((4, 9), dtype="float32"), 4))
+    lines = region_lines(traced.ir)
+    assert "%2 = arith.maxsi %0, %1 : index" in lines
+    assert "%4 = arith.minsi %2, %3 : index" in lines
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: m.trace(score_mod=3), TypeError, "score_mod must be a callable"),
+    (lambda: m.trace(mask_mod="causal"), TypeError, "mask_mod must be a callable"),
+    (lambda: m.trace(mask_mod=lambda b, h, q, kv: q), m.TraceError,
+     "mask_mod must return a boolean"),
+    (lambda: m.trace(lambda s, b, h, q, kv: "x"), m.TraceError, "score_mod must return"),
+    (lambda: m.trace(mask_mod=lambda b, h, q, kv: q > kv and kv > 0), m.TraceError,
+     "use &, |, ~ and torch.where"),
+    (lambda: m.trace(lambda s, b, h, q, kv: s if q > kv else 0.0), m.TraceError,
+     "no truth value"),
+    (lambda: m.trace(lambda s, b, h, q, kv: Tensor((4,), dtype="float32")[s]), m.TraceError,
+     "indexed by a f32 value"),
+    (lambda: m.trace(lambda s, b, h, q, kv: Tensor((4,), dtype="float32")[h, q]),
+     m.TraceError, "indexed with 2 indices"),
+    (lambda: m.trace(lambda s, b, h, q, kv: s + Tensor((4,), dtype="complex64")[h]),
+     m.TraceError, "only float and integer"),
+    (lambda: m.trace(mask_mod=lambda b, h, q, kv: ~q), m.TraceError, "~ applies to booleans"),
+    (lambda: m.soft_cap(0.0), ValueError, "cap must be a positive"),
+    (lambda: m.sliding_window(-1), ValueError, "left must be a non-negative int"),
+    (lambda: m.prefix_lm(1.5), ValueError, "prefix must be a non-negative int"),
+    (lambda: m.relative_bias(Tensor((4, 8), dtype="float32"), 4), ValueError,
+     r"table must be \(heads, 9\)"),
+    (lambda: m.alibi(Tensor((4,), dtype="float32"), Tensor((2, 2), dtype="int32")),
+     ValueError, "shift must be an int or a"),
+])
+def test_argument_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_none_traces_to_none():
+    assert m.trace() is None
+
+
+def test_modifiers_reach_the_declaration_and_the_cache_key():
+    traced = m.trace(m.soft_cap(30.0), m.sliding_window(128))
+    config = kvpipe.kernels.AttentionConfig.make(128, "bf16", False, modifiers=traced.ir,
+                                                 aux_types=traced.aux_types)
+    text = config.declaration()
+    assert "score_mod {" in text and "mask_mod {" in text
+    assert "_mods" in config.kernel_name
+    other = m.trace(m.soft_cap(20.0), m.sliding_window(128))
+    assert kvpipe.kernels.AttentionConfig.make(
+        128, "bf16", False, modifiers=other.ir).kernel_name != config.kernel_name
+    plain = kvpipe.kernels.AttentionConfig.make(128, "bf16", False)
+    assert "aux_types" not in plain.declaration() and "_mods" not in plain.kernel_name
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"aux_types": ("f32",)}, ValueError, "aux_types need modifiers"),
+    ({"modifiers": "score_mod {}", "aux_types": ("f16",)}, ValueError, "'f32' or 'i32'"),
+    ({"modifiers": "score_mod {}", "backward": True}, ValueError, "forward-only"),
+])
+def test_configuration_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        kvpipe.kernels.AttentionConfig.make(128, "bf16", False, **kwargs)
+
+
+def test_kernels_with_modifiers_compile_and_report_them(compiler, tmp_path, monkeypatch):
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    slopes = Tensor((16,), dtype="float32")
+    traced = m.trace(m.compose_scores(m.soft_cap(30.0), m.alibi(slopes)),
+                     m.sliding_window(256))
+    k = kvpipe.compile_attention(128, "bf16", False, modifiers=traced.ir,
+                                 aux_types=traced.aux_types)
+    assert k.abi["params"][-1] == "aux0" and k.abi["param_kinds"]["aux0"] == "pointer"
+    assert k.abi["score_mod"] is True and k.abi["mask_mod"] is True
+    assert k.abi["aux_types"] == ["f32"]
+    assert k.abi["mask_mod_shape"] == "proven" and k.abi["mask_mod_unproven"] == []
+    assert "tanh" in k.ptx or "ex2" in k.ptx
+    docs = m.trace(None, m.document(Tensor((64,), dtype="int32")))
+    k = kvpipe.compile_attention(64, "bf16", True, modifiers=docs.ir, aux_types=docs.aux_types)
+    assert k.abi["mask_mod_shape"] == "unknown"
+    assert any("arith.cmpi" in op for op in k.abi["mask_mod_unproven"])
+
+
+def test_kernel_arguments_pass_the_aux_pointers():
+    from kvpipe.attention import KernelABIError, kernel_arguments
+
+    abi = {"abi_version": 2, "kernel": "k", "params": ["seq_q", "aux0", "aux1"],
+           "param_kinds": {"seq_q": "i32", "aux0": "pointer", "aux1": "pointer"}}
+    args = kernel_arguments(abi, {"seq_q": 7, "aux0": 0x1000, "aux1": 0x2000})
+    assert [type(a).__name__ for a in args] == ["I32Arg", "PtrArg", "PtrArg"]
+    with pytest.raises(KernelABIError, match="aux1"):
+        kernel_arguments(abi, {"seq_q": 7, "aux0": 0x1000})
+
+
+def test_attention_refuses_modifiers_with_grad():
+    q = FakeTensor((1, 2, 16, 64))
+    q.requires_grad = True
+    with pytest.raises(ValueError, match="no backward yet"):
+        kvpipe.attention(q, q, q, score_mod=m.soft_cap(10.0))
+
+
+def test_attention_names_a_bad_modifier_before_launch():
+    q = FakeTensor((1, 2, 16, 64))
+    with pytest.raises(TypeError, match="score_mod must be a callable"):
+        kvpipe.attention(q, q, q, score_mod=1.0)
+
+
+def test_check_and_bench_kernels_trace_without_torch():
+    from kvpipe import bench_modifiers, check_modifiers
+
+    configs = check_modifiers.mods_kernel_configs()
+    # Every modifier of the grid, at both head dims, with and without the
+    # built-in masks; the regions do not depend on the lengths.
+    mods = {c["modifiers"] for c in configs}
+    # + flash_attn's softcap, alibi and two softcap + alibi.
+    assert len(mods) == len(check_modifiers.MODS) + 4
+    assert {c["head_dim"] for c in configs} == {64, 128}
+    assert len(configs) == len({kvpipe.kernels.AttentionConfig.make(**c).kernel_name
+                                for c in configs})
+    bench = bench_modifiers.bench_kernel_configs()
+    assert sum(1 for c in bench if c.get("modifiers")) == 3
+
+
+def test_compile_mods_needs_for_check(capsys):
+    from kvpipe.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["compile", "--mods"])
+    assert "compile --mods goes with --for-check" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mask,shape", [
+    (m.causal(), "proven"), (m.sliding_window(100, 5), "proven"), (m.prefix_lm(64), "proven"),
+    (m.and_masks(m.causal(), m.document(Tensor((8,), dtype="int32"))), "partial"),
+])
+def test_library_masks_shape_in_the_abi(mask, shape, compiler, tmp_path, monkeypatch):
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    traced = m.trace(None, mask)
+    k = kvpipe.compile_attention(64, "bf16", False, modifiers=traced.ir,
+                                 aux_types=traced.aux_types)
+    assert k.abi["mask_mod_shape"] == shape
+    assert k.abi["consumer_warpgroups"] == 2
+
+
+def test_torch_calls_reach_the_tracer_through_a_mode(monkeypatch):
+    """With torch loaded, tensor[h] and torch.tanh(value) go through a
+    TorchFunctionMode into the tracer (a stand-in torch module here)."""
+    import sys
+    import types
+
+    overrides = types.SimpleNamespace(TorchFunctionMode=object)
+    fake_torch = types.SimpleNamespace(overrides=overrides)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setitem(sys.modules, "torch.overrides", overrides)
+    mode = m._torch_mode()
+    assert type(mode).__name__ == "_TraceMode"
+    # The mode routes a call that mentions a traced value to the tracer.
+    recorder = m._Recorder(m._AuxTensors())
+    x = m.Value(recorder, "%x", "f32")
+    tanh = types.SimpleNamespace(__name__="tanh")
+    result = mode.__torch_function__(tanh, (), (x,))
+    assert isinstance(result, m.Value) and "math.tanh %x : f32" in recorder.lines[-1]
+    getitem = types.SimpleNamespace(__name__="__getitem__")
+    idx = m.Value(recorder, "%h", "index")
+    slopes = Tensor((4,), dtype="float32")
+    loaded = mode.__torch_function__(getitem, (), (slopes, idx))
+    assert "kvpipe.aux_load 0[%h] : f32" in recorder.lines[-1] and loaded.type == "f32"
+    # Other calls run as they are.
+    assert mode.__torch_function__(lambda a, b: a + b, (), (1, 2)) == 3

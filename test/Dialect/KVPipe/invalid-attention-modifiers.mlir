@@ -1,0 +1,156 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics
+
+// The modifier regions of kvpipe.attention_kernel: one rule per case.
+
+gpu.module @kernels {
+  // expected-error @+1 {{'score_mod' region must have 5 block arguments (f32 scaled score, index batch, head, query, key), got 1}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false}
+  score_mod {
+  ^bb0(%s: f32):
+    kvpipe.yield %s : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'score_mod' region's block argument #2 must be 'index' (f32 scaled score, index batch, head, query, key), got 'i32'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: i32, %q: index, %kv: index):
+    kvpipe.yield %s : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'mask_mod' region must have 4 block arguments (index batch, head, query, key), got 5}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false}
+  mask_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %t = arith.constant true
+    kvpipe.yield %t : i1
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false}
+  mask_mod {
+  ^bb0(%b: index, %h: index, %q: index, %kv: index):
+    // expected-error @+1 {{must yield one 'i1' in the 'mask_mod' region, got 1 values}}
+    kvpipe.yield %q : index
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    // expected-error @+1 {{must yield one 'f32' in the 'score_mod' region, got 2 values}}
+    kvpipe.yield %s, %s : f32, f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    // A region is evaluated per score element: no side effects.
+    // expected-error @+1 {{'gpu.printf' op is not allowed in the 'score_mod' region of kvpipe.attention_kernel: only side-effect free arith and math ops and kvpipe.aux_load}}
+    gpu.printf "%f", %s : f32
+    kvpipe.yield %s : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    // Not arith or math, even without side effects.
+    // expected-error @+1 {{'gpu.thread_id' op is not allowed in the 'score_mod' region of kvpipe.attention_kernel}}
+    %t = gpu.thread_id x
+    kvpipe.yield %s : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'score_mod' and 'mask_mod' are not supported with 'backward' (forward kernels only)}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, backward = true}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    kvpipe.yield %s : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'score_mod' and 'mask_mod' are not supported with 'split_kv' or 'pack_gqa' yet}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, split_kv = true}
+  mask_mod {
+  ^bb0(%b: index, %h: index, %q: index, %kv: index):
+    %t = arith.constant true
+    kvpipe.yield %t : i1
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'aux_types' element #1 must be f32 or i32, got 'f16'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32, f16]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    kvpipe.yield %s : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'aux_types' needs a 'score_mod' or 'mask_mod' region to read the tensors}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32]}
+}
+
+// -----
+
+gpu.module @kernels {
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    // expected-error @+1 {{reads auxiliary tensor #1 but the kernel declares 1 in 'aux_types'}}
+    %x = kvpipe.aux_load 1[%h] : f32
+    kvpipe.yield %x : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [i32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    // expected-error @+1 {{result type 'f32' must be the element type of auxiliary tensor #0 ('i32')}}
+    %x = kvpipe.aux_load 0[%h] : f32
+    kvpipe.yield %x : f32
+  }
+}
+
+// -----
+
+func.func @outside(%i: index) -> f32 {
+  // expected-error @+1 {{must be in a 'score_mod' or 'mask_mod' region of kvpipe.attention_kernel}}
+  %x = kvpipe.aux_load 0[%i] : f32
+  return %x : f32
+}
