@@ -386,6 +386,12 @@ def decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int
     chosen = dict(tuning)
     if one_warpgroup and (pack or num_splits > 1):
         chosen["consumer_warpgroups"] = 1
+        # Decode only streams K and V: a third slot per ring hides more of
+        # the load latency, which one warpgroup's shared memory has room for
+        # up to head dim 128 (measured on the H200, docs/serving.md: 3.40 ->
+        # 3.57 TB/s at 1 x 128k, within 2.5 % elsewhere).
+        if head_dim <= 128 and value_head_dim <= 128 and "kv_stages" not in tuning:
+            chosen["kv_stages"] = 3
     return num_splits, pack, chosen
 
 

@@ -51,7 +51,14 @@ def test_pack_gqa_for_few_queries_only():
 def test_decode_plan_of_the_bench_points(batch, cache, splits):
     num_splits, pack, tuning = attention.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0,
                                                      None, 132, {})
-    assert (num_splits, pack, tuning) == (splits, 4, {"consumer_warpgroups": 1})
+    assert (num_splits, pack, tuning) == (splits, 4, {"consumer_warpgroups": 1,
+                                                      "kv_stages": 3})
+    # Three K/V slots only where one warpgroup leaves the shared memory.
+    assert "kv_stages" not in attention.decode_plan(batch, 32, 8, 1, cache, 256, 256, 0, None,
+                                                    132, {})[2]
+    # An explicit stage count wins.
+    assert attention.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0, None, 132,
+                                 {"kv_stages": 2})[2]["kv_stages"] == 2
 
 
 def test_decode_plan_keeps_explicit_choices():
@@ -240,7 +247,8 @@ def test_decode_configs_follow_the_plan():
     config = check._decode_kernel_config(case, 132)
     assert config == dict(head_dim=128, dtype="bf16", causal=True, value_head_dim=None,
                           mask_alignment="bottom_right", sliding_window=False,
-                          kv_lengths=True, split_kv=True, pack_gqa=4, consumer_warpgroups=1)
+                          kv_lengths=True, split_kv=True, pack_gqa=4, consumer_warpgroups=1,
+                          kv_stages=3)
 
 
 def test_kvcache_configs_follow_flash_attn_with_kvcaches_choice():
@@ -255,7 +263,7 @@ def test_decode_bench_table_reports_tbps_ratios_and_the_plan():
     from kvpipe import bench
 
     rows = [{"B": 64, "S": 8192, "kvpipe": 3.9, "kvpipe_seqlens": 3.8, "kvpipe_nosplit": 3.9,
-             "kvpipe_stages3": 4.1, "cudnn": 4.4, "cudnn_gqa": "expanded", "flash": 2.6, "flash_gqa": "enable_gqa",
+             "kvpipe_stages_variant": 4.1, "cudnn": 4.4, "cudnn_gqa": "expanded", "flash": 2.6, "flash_gqa": "enable_gqa",
              "vs_cudnn": 0.886, "vs_flash": 1.5, "speedup_cudnn": 3.5, "speedup_flash": 1.5,
              "num_splits": 1, "pack_gqa": 4, "consumer_warpgroups": 1},
             {"B": 1, "S": 131072, "kvpipe": 3.6, "kvpipe_seqlens": 3.5, "kvpipe_nosplit": 0.4,
@@ -280,7 +288,7 @@ def test_compile_decode_kernel_lists():
     # Each point: the chosen plan and the unsplit one, with and without lengths.
     assert {(c["split_kv"], c["pack_gqa"], c["kv_lengths"]) for c in configs} == {
         (False, 4, False), (False, 4, True), (True, 4, False), (True, 4, True)}
-    assert {c.get("kv_stages") for c in configs} == {None, 3}
+    assert {c.get("kv_stages") for c in configs} == {2, 3}
     assert all(c["consumer_warpgroups"] == 1 for c in configs)
     api = check.decode_api_kernel_configs()
     assert {c["split_kv"] for c in api} == {False, True}
