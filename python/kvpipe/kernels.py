@@ -90,6 +90,9 @@ class AttentionConfig:
     #: Rows per page of a paged K/V cache read through a block table (0:
     #: contiguous K and V); needs kv_lengths.
     page_size: int = 0
+    #: Sequences packed without padding, with cu_seqlens (flash-attn's
+    #: flash_attn_varlen_func).
+    varlen: bool = False
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
@@ -97,6 +100,7 @@ class AttentionConfig:
              sliding_window: bool = False, kv_lengths: bool = False,
              backward: bool = False, deterministic: bool = False,
              split_kv: bool = False, pack_gqa: int = 0, page_size: int = 0,
+             varlen: bool = False,
              **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
@@ -160,10 +164,11 @@ class AttentionConfig:
                              "value_head_dim, mask_alignment, sliding_window or kv_lengths "
                              "(docs/backward.md)")
         _check_page_size(page_size, kv_lengths, backward)
+        _check_varlen(varlen, backward, kv_lengths, tuning)
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
                                kv_lengths, backward, deterministic, split_kv, pack_gqa,
-                               page_size)
+                               page_size, varlen)
 
     @property
     def v_head_dim(self) -> int:
@@ -191,6 +196,8 @@ class AttentionConfig:
             parts.append(f"pack{self.pack_gqa}")
         if self.page_size:
             parts.append(f"page{self.page_size}")
+        if self.varlen:
+            parts.append("varlen")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -218,6 +225,8 @@ class AttentionConfig:
             attrs.append(f"pack_gqa = {self.pack_gqa} : i64")
         if self.page_size:
             attrs.append(f"page_size = {self.page_size} : i64")
+        if self.varlen:
+            attrs.append("varlen = true")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         return ("gpu.module @kvpipe_kernels "
@@ -237,6 +246,24 @@ def _check_page_size(page_size: Any, kv_lengths: bool, backward: bool) -> None:
     if not kv_lengths or backward:
         raise ValueError("page_size needs kv_lengths=True (the lengths index the block "
                          "table) and the forward kernel (not backward=True)")
+
+
+def _check_varlen(varlen: Any, backward: bool, kv_lengths: bool,
+                  tuning: Dict[str, Any]) -> None:
+    """The combinations the compiler refuses with ``varlen`` (its verifier's
+    rules), refused before compiling."""
+    if not isinstance(varlen, bool):
+        raise TypeError(f"varlen must be a bool, got {varlen!r}")
+    if not varlen:
+        return
+    if backward:
+        raise ValueError("varlen=True is not supported with backward=True (the backward "
+                         "kernels take padded batches)")
+    if kv_lengths:
+        raise ValueError("varlen=True is not supported with kv_lengths=True (the sequences' "
+                         "key counts come from cu_seqlens_k)")
+    if tuning.get("persistent"):
+        raise ValueError("varlen=True is not supported with persistent=True")
 
 
 @dataclasses.dataclass
@@ -411,7 +438,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       mask_alignment: str = "top_left", sliding_window: bool = False,
                       kv_lengths: bool = False, backward: bool = False,
                       deterministic: bool = False, split_kv: bool = False,
-                      pack_gqa: int = 0, page_size: int = 0,
+                      pack_gqa: int = 0, page_size: int = 0, varlen: bool = False,
                       **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
@@ -444,6 +471,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
         page_size: with ``kv_lengths``, K and V are a paged cache of pages
             of this many rows (``PAGE_SIZES``), read through a runtime block
             table (``block_table``, ``max_pages_per_seq``; docs/kernel-abi.md).
+        varlen: the kernel takes sequences packed without padding and their
+            ``cu_seqlens_q`` / ``cu_seqlens_k`` offsets (docs/kernel-abi.md).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -460,7 +489,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     """
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
-                                  deterministic, split_kv, pack_gqa, page_size, **tuning)
+                                  deterministic, split_kv, pack_gqa, page_size,
+                                  varlen=varlen, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)
