@@ -99,15 +99,15 @@ HEADS = [(4, 4), (8, 2), (6, 1)]
 
 def varlen_grid() -> List[VarlenCase]:
     cases = []
-    i = 0
     for head_dim in (64, 128):
-        for _, lengths_q, lengths_k in BATCHES:
-            for causal, alignment, window in MASKS:
-                hq, hkv = HEADS[i % len(HEADS)]
-                dtype = ("bf16", "f16")[(i // len(HEADS)) % 2]
+        for b, (_, lengths_q, lengths_k) in enumerate(BATCHES):
+            for m, (causal, alignment, window) in enumerate(MASKS):
+                # Heads and dtype vary with the batch and the mask, so that
+                # every mask meets MHA, GQA and MQA, and both dtypes.
+                hq, hkv = HEADS[(b + m) % len(HEADS)]
+                dtype = ("bf16", "f16")[(b + m + head_dim // 64) % 2]
                 cases.append(VarlenCase(dtype, head_dim, hq, hkv, lengths_q, lengths_k,
                                         causal, alignment, window))
-                i += 1
     # The other head dims' tiles (and the 64-byte swizzle at 96): one mixed
     # batch each, causal bottom-right and a window.
     _, mixed_q, mixed_k = BATCHES[0]

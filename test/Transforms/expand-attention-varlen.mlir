@@ -25,7 +25,6 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-SAME:   params = [{{.*}}"batch", "cu_seqlens_q", "cu_seqlens_k", "o", "total_q"]
 //  CHECK-SAME:   varlen = true
 //       CHECK:   %[[BATCH:.*]] = gpu.block_id  z
-//       CHECK:   %[[NEXT:.*]] = arith.addi %[[BATCH]], %c1 : index
 //       CHECK:   %[[TOTAL:.*]] = arith.index_cast %[[TOTAL32]] : i32 to index
 //       CHECK:   %[[B64:.*]] = arith.index_cast %[[BATCH]] : index to i64
 //       CHECK:   %[[QADDR:.*]] = llvm.getelementptr %[[CUQ]][%[[B64]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
@@ -33,6 +32,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   %[[QSTART0:.*]] = arith.index_cast %[[QSTART32]] : i32 to index
 //       CHECK:   %[[QSTART1:.*]] = arith.maxsi %[[QSTART0]], %c0 : index
 //       CHECK:   %[[QSTART:.*]] = arith.minsi %[[QSTART1]], %[[TOTAL]] : index
+//       CHECK:   %[[NEXT:.*]] = arith.addi %[[BATCH]], %c1 : index
 //       CHECK:   %[[N64:.*]] = arith.index_cast %[[NEXT]] : index to i64
 //       CHECK:   %[[QENDADDR:.*]] = llvm.getelementptr %[[CUQ]][%[[N64]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
 //       CHECK:   %[[QEND32:.*]] = llvm.load %[[QENDADDR]] : !llvm.ptr<1> -> i32

@@ -25,35 +25,38 @@ using namespace mlir;
 using namespace kvpipe;
 using namespace kvpipe::detail;
 
+Value KernelBuilder::loadOffset(AttentionParam offsets, Value sequence) {
+  // The same address in every thread.
+  Value address = LLVM::GEPOp::create(
+      b, LLVM::LLVMPointerType::get(ctx, 1), b.getI32Type(), param(offsets),
+      ValueRange{arith::IndexCastOp::create(b, b.getI64Type(), sequence)});
+  return toIndex(LLVM::LoadOp::create(b, b.getI32Type(), address));
+}
+
 void KernelBuilder::setSequence() {
-  // One load of each offset per tile, the same address in every thread.
-  auto offsetOf = [&](AttentionParam offsets, Value sequence) -> Value {
-    Value address = LLVM::GEPOp::create(
-        b, LLVM::LLVMPointerType::get(ctx, 1), b.getI32Type(), param(offsets),
-        ValueRange{arith::IndexCastOp::create(b, b.getI64Type(), sequence)});
-    return toIndex(LLVM::LoadOp::create(b, b.getI32Type(), address));
-  };
-  Value next = arith::AddIOp::create(b, batch, index(1));
-  // Clamped so that no offsets, however wrong, send a store outside the
-  // packed output: the query rows are [start, end) with 0 <= start <= end
-  // <= total_q. (K/V loads need no clamp: TMA fills rows outside the tensor
-  // with zeros.)
+  // One load of each offset per tile. Clamped so that no offsets, however
+  // wrong, send a store outside the packed output: the query rows are
+  // [start, end) with 0 <= start <= end <= total_q. (K/V loads need no
+  // clamp: TMA fills rows outside the tensor with zeros.)
   Value totalQ = toIndex(param(AttentionParam::TotalQ));
   auto clamp = [&](Value v, Value low, Value high) -> Value {
     return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, low), high);
   };
-  seqStartQ = clamp(offsetOf(AttentionParam::CuSeqlensQ, batch), index(0),
+  seqStartQ = clamp(loadOffset(AttentionParam::CuSeqlensQ, batch), index(0),
                     totalQ);
-  Value endQ =
-      clamp(offsetOf(AttentionParam::CuSeqlensQ, next), seqStartQ, totalQ);
+  Value endQ = clamp(loadOffset(AttentionParam::CuSeqlensQ,
+                                arith::AddIOp::create(b, batch, index(1))),
+                     seqStartQ, totalQ);
   seqQ = arith::SubIOp::create(b, endQ, seqStartQ);
-  seqStartKV =
-      arith::MaxSIOp::create(b, offsetOf(AttentionParam::CuSeqlensK, batch),
-                             index(0));
+  seqStartKV = arith::MaxSIOp::create(
+      b, loadOffset(AttentionParam::CuSeqlensK, batch), index(0));
   seqKV = arith::MaxSIOp::create(
       b,
-      arith::SubIOp::create(b, offsetOf(AttentionParam::CuSeqlensK, next),
-                            seqStartKV),
+      arith::SubIOp::create(
+          b,
+          loadOffset(AttentionParam::CuSeqlensK,
+                     arith::AddIOp::create(b, batch, index(1))),
+          seqStartKV),
       index(0));
   if (c.maskAlignment == MaskAlignment::BottomRight)
     diagonal = arith::SubIOp::create(b, seqKV, seqQ);
