@@ -914,7 +914,8 @@ def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k:
     tensors' dtype, shape and device, and the maxima's types.
 
     Returns:
-        ``(batch, total_q, total_k, heads_q, heads_kv, head_dim, value_head_dim)``.
+        ``(batch, total_q, total_k, heads_q, heads_kv, head_dim, value_head_dim,
+        max_seqlen_q, max_seqlen_k)``, the maxima as ints.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         _tensors.check_tensor(name, t, rank=3, device="cuda", last_dim_contiguous=True,
@@ -960,12 +961,15 @@ def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k:
     if batch > 65535:
         raise ValueError(f"the batch (cu_seqlens_q's length - 1 = {batch}) must be at most "
                          "65535 (a grid dimension)")
+    maxima = []
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if isinstance(value, bool) or not isinstance(value, int):
+        # Any integer (numpy's too), not a bool or a float.
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
             raise TypeError(f"{name} must be an int, got {value!r}")
-        if value < 0:
+        if value.__index__() < 0:
             raise ValueError(f"{name} must be non-negative, got {value}")
-    return batch, total_q, total_k, hq, hkv, d, dv
+        maxima.append(value.__index__())
+    return (batch, total_q, total_k, hq, hkv, d, dv, *maxima)
 
 
 def validate_cu_seqlens(cu_seqlens_q: Any, cu_seqlens_k: Any, total_q: int, total_k: int,
@@ -1036,7 +1040,7 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     Raises:
         ValueError / TypeError: a bad argument, named.
     """
-    batch, total_q, total_k, hq, hkv, d, dv = check_varlen_inputs(
+    batch, total_q, total_k, hq, hkv, d, dv, max_seqlen_q, max_seqlen_k = check_varlen_inputs(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
                                                              window_size)

@@ -164,7 +164,8 @@ class AttentionConfig:
                              "value_head_dim, mask_alignment, sliding_window or kv_lengths "
                              "(docs/backward.md)")
         _check_page_size(page_size, kv_lengths, backward)
-        _check_varlen(varlen, backward, kv_lengths, tuning)
+        _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,
+                                                          pack_gqa=pack_gqa))
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
                                kv_lengths, backward, deterministic, split_kv, pack_gqa,
@@ -249,9 +250,10 @@ def _check_page_size(page_size: Any, kv_lengths: bool, backward: bool) -> None:
 
 
 def _check_varlen(varlen: Any, backward: bool, kv_lengths: bool,
-                  tuning: Dict[str, Any]) -> None:
+                  attributes: Dict[str, Any]) -> None:
     """The combinations the compiler refuses with ``varlen`` (its verifier's
-    rules), refused before compiling."""
+    rules), refused before compiling; ``attributes``: the tuning and the
+    decode attributes."""
     if not isinstance(varlen, bool):
         raise TypeError(f"varlen must be a bool, got {varlen!r}")
     if not varlen:
@@ -262,8 +264,9 @@ def _check_varlen(varlen: Any, backward: bool, kv_lengths: bool,
     if kv_lengths:
         raise ValueError("varlen=True is not supported with kv_lengths=True (the sequences' "
                          "key counts come from cu_seqlens_k)")
-    if tuning.get("persistent"):
-        raise ValueError("varlen=True is not supported with persistent=True")
+    for name in ("persistent", "split_kv", "pack_gqa"):
+        if attributes.get(name):
+            raise ValueError(f"varlen=True is not supported with {name}")
 
 
 @dataclasses.dataclass

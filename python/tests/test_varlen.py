@@ -142,6 +142,8 @@ def test_the_kernel_configuration_says_varlen():
     ({"kv_lengths": True}, "not supported with kv_lengths"),
     ({"backward": True}, "not supported with backward"),
     ({"persistent": True}, "not supported with persistent"),
+    ({"split_kv": True}, "not supported with split_kv"),
+    ({"pack_gqa": 4}, "not supported with pack_gqa"),
 ])
 def test_the_combinations_the_compiler_refuses_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -241,3 +243,16 @@ def test_cli_varlen_flags(capsys):
     with pytest.raises(SystemExit):
         main(["compile", "--varlen"])
     assert "--for-check" in capsys.readouterr().err
+
+
+def test_integer_maxima_of_other_types_are_accepted():
+    class NumpyLikeInt:  # numpy.int64 and torch's SymInt have __index__
+        def __init__(self, value):
+            self.value = value
+
+        def __index__(self):
+            return self.value
+
+    with pytest.raises((ImportError, AttributeError, TypeError)) as info:
+        flash_attn.flash_attn_varlen_func(*packed(), NumpyLikeInt(200), NumpyLikeInt(400))
+    assert "must" not in str(info.value)
