@@ -129,3 +129,17 @@ gpu.module @m {
   // expected-error @+1 {{'varlen' is not supported with 'backward'}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, varlen = true, backward = true}
 }
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'varlen' is not supported with 'split_kv' (their tiles address padded batches)}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, varlen = true, split_kv = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'varlen' is not supported with 'pack_gqa' (their tiles address padded batches)}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, varlen = true, pack_gqa = 4 : i64}
+}
