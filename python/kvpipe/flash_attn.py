@@ -268,6 +268,12 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         ``out`` ``(total_q, nheads, headdim)``, or ``(out, softmax_lse, None)``
         with ``softmax_lse`` fp32 ``(nheads, total_q)``.
     """
+    # Refused here whatever _check_common accepts: the varlen kernels take
+    # no score modifiers, and ignoring one would be a wrong answer.
+    if alibi_slopes is not None:
+        raise _unsupported("alibi_slopes", "not with variable-length batches")
+    if not isinstance(softcap, bool) and isinstance(softcap, (int, float)) and softcap != 0.0:
+        raise _unsupported("softcap", "not with variable-length batches")
     window = _check_common(dropout_p, softcap, alibi_slopes, window_size, causal)
     if block_table is not None:
         raise _unsupported("block_table", "paged KV caches")
