@@ -192,6 +192,9 @@ def _main(argv: Optional[List[str]]) -> int:
     comp.add_argument("--paged", action="store_true",
                       help="with --for-check: only the paged-cache kernels that `check "
                            "--paged` and `bench --paged` launch (page sizes 16-256)")
+    comp.add_argument("--varlen", action="store_true",
+                      help="with --for-check: the varlen kernels `check --varlen` and "
+                           "`bench --varlen` launch (packed sequences, cu_seqlens)")
     for p in (comp,) + tuple(sub.add_parser(n, help=h) for n, h in (
             ("check", "verify the kernels against torch on the GPU"),
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
@@ -217,6 +220,10 @@ def _main(argv: Optional[List[str]]) -> int:
         "--paged", action="store_true",
         help="check the paged K/V cache (block tables, every page size) against a "
              "float32 reference")
+    sub.choices["check"].add_argument(
+        "--varlen", action="store_true",
+        help="check the varlen kernels (packed sequences of lengths 0 to 20k, cu_seqlens) "
+             "against a per-sequence torch float32 reference")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
                        choices=kernels.HEAD_DIMS, metavar="D",
@@ -239,6 +246,9 @@ def _main(argv: Optional[List[str]]) -> int:
     bench.add_argument("--paged", action="store_true",
                        help="decode over a paged K/V cache (pages of 16, 64, 256) against "
                             "the contiguous kv_lengths kernel, TB/s of K and V")
+    bench.add_argument("--varlen", action="store_true",
+                       help="the varlen kernel against the dense one on the same sequence "
+                            "lengths (8 x 2k, 4 x 8k, an uneven batch; D 128)")
     cache = sub.add_parser("cache", help="list or clear the kernel cache")
     cache.add_argument("action", choices=["list", "clear"])
     args = parser.parse_args(argv)
@@ -256,6 +266,16 @@ def _main(argv: Optional[List[str]]) -> int:
         if args.masks:
             masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
                       for n in (False, True) if (a, w, n) != ("top_left", False, False)]
+        if args.varlen:
+            if not args.for_check or args.random or args.backward:
+                parser.error("compile --varlen goes with --for-check (and neither --random "
+                             "nor --backward)")
+            from kvpipe import check_varlen
+
+            for config in check_varlen.kernel_configs():
+                k = compile_attention(**config, **_tuning(args.tune))
+                print(f"{k.name}: {k.describe()}")
+            return 0
         if args.decode and not args.for_check:
             parser.error("compile --decode goes with --for-check")
         if args.for_check and args.decode:
@@ -350,6 +370,16 @@ def _main(argv: Optional[List[str]]) -> int:
         from kvpipe import check
 
         tuning = _tuning(args.tune)
+        if args.varlen:
+            if tuning or args.random or args.backward:
+                parser.error("check --varlen takes neither --tune, --random nor --backward")
+            from kvpipe import check_varlen
+
+            rows = check_varlen.run()
+            markdown = check.to_markdown(rows)
+            print(markdown)
+            _write(args, "kvpipe check --varlen", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         if args.decode:
             if tuning or args.random or args.backward:
                 parser.error("check --decode takes neither --tune, --random nor --backward")
@@ -403,6 +433,17 @@ def _main(argv: Optional[List[str]]) -> int:
 
     variants = [_tuning(v.split(",")) for v in args.variant or []]
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
+    if args.varlen:
+        if args.tune or args.variant or args.backward or args.seq_len:
+            parser.error("bench --varlen takes neither --tune, --variant, --backward nor "
+                         "--seq-len")
+        from kvpipe import bench_varlen
+
+        rows = bench_varlen.run(causals)
+        markdown = bench_varlen.to_markdown(rows)
+        print(markdown)
+        _write(args, "kvpipe bench --varlen", rows, markdown)
+        return 0
     if args.decode:
         if args.tune or args.variant or args.backward:
             parser.error("bench --decode takes neither --tune, --variant nor --backward")

@@ -35,11 +35,12 @@ _lock = threading.Lock()
 def _kernel_for(config_args: Tuple[Any, ...],
                 device_index: int,
                 tuning: Tuple[Tuple[str, int], ...],
-                modifiers: Tuple[str, Tuple[str, ...]] = ("", ())
-                ) -> Tuple[cuda.Kernel, Dict[str, Any]]:
+                modifiers: Tuple[str, Tuple[str, ...]] = ("", ()),
+                varlen: bool = False) -> Tuple[cuda.Kernel, Dict[str, Any]]:
     """The loaded kernel for a configuration on a device, compiled or cached
-    once; ``modifiers``: the traced regions and aux types (kvpipe.modifiers)."""
-    key = (config_args, device_index, tuning, modifiers)
+    once; ``modifiers``: the traced regions and aux types (kvpipe.modifiers);
+    ``varlen``: the kernel of packed variable-length batches."""
+    key = (config_args, device_index, tuning, modifiers, varlen)
     found = _loaded.get(key)
     if found is not None:
         return found
@@ -60,7 +61,8 @@ def _kernel_for(config_args: Tuple[Any, ...],
                                                  kv_lengths=kv_lengths, split_kv=split_kv,
                                                  pack_gqa=pack_gqa, page_size=page_size,
                                                  modifiers=modifiers[0],
-                                                 aux_types=modifiers[1], **dict(tuning))
+                                                 aux_types=modifiers[1], varlen=varlen,
+                                                 **dict(tuning))
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
@@ -185,6 +187,19 @@ def normalise_window(window_size: Any, causal: bool) -> Tuple[int, int]:
     return left, right
 
 
+def _check_masks(causal: Any, mask_alignment: Any,
+                 window_size: Any) -> Tuple[int, int, bool]:
+    """Checks ``causal``, ``mask_alignment`` and ``window_size``; returns the
+    window's bounds (``normalise_window``) and whether there is one."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    if mask_alignment not in kernels.MASK_ALIGNMENTS:
+        raise ValueError(f"mask_alignment must be one of {kernels.MASK_ALIGNMENTS}, "
+                         f"got {mask_alignment!r}")
+    window_left, window_right = normalise_window(window_size, causal)
+    return window_left, window_right, window_left >= 0 or window_right >= 0
+
+
 _maps: "OrderedDict[Tuple[Any, ...], bytes]" = OrderedDict()
 _MAX_CACHED_MAPS = 256
 
@@ -287,7 +302,8 @@ _V2_PARAM_KINDS = {"q_map": "tensor_map", "k_map": "tensor_map", "v_map": "tenso
                    "heads_per_kv_head": "i32", "scale_log2": "f32", "heads_q": "i32",
                    "batch": "i32", "window_left": "i32", "window_right": "i32",
                    "kv_lengths": "pointer", "num_splits": "i32", "o_partial": "pointer",
-                   "lse_partial": "pointer"}
+                   "lse_partial": "pointer", "cu_seqlens_q": "pointer",
+                   "cu_seqlens_k": "pointer", "o": "pointer", "total_q": "i32"}
 _SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "i64": cuda.I64Arg,
                 "f32": cuda.F32Arg}
 
@@ -386,12 +402,6 @@ def decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int
     chosen = dict(tuning)
     if one_warpgroup and (pack or num_splits > 1):
         chosen["consumer_warpgroups"] = 1
-        # Decode only streams K and V: a third slot per ring hides more of
-        # the load latency, which one warpgroup's shared memory has room for
-        # up to head dim 128 (measured on the H200, docs/serving.md: 3.40 ->
-        # 3.57 TB/s at 1 x 128k, within 2.5 % elsewhere).
-        if head_dim <= 128 and value_head_dim <= 128 and "kv_stages" not in tuning:
-            chosen["kv_stages"] = 3
     return num_splits, pack, chosen
 
 
@@ -570,13 +580,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     """
     (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, dv) = _check_inputs(q, k, v, layout)
     out_shape = tuple(q.shape[:-1]) + (dv,)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
-    if mask_alignment not in kernels.MASK_ALIGNMENTS:
-        raise ValueError(f"mask_alignment must be one of {kernels.MASK_ALIGNMENTS}, "
-                         f"got {mask_alignment!r}")
-    window_left, window_right = normalise_window(window_size, causal)
-    sliding_window = window_left >= 0 or window_right >= 0
+    window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
+                                                             window_size)
     _check_decode_args(num_splits, pack_gqa)
     if kv_lengths is not None:
         _tensors.check_tensor("kv_lengths", kv_lengths, rank=1, dtype="i32", device="cuda",
@@ -921,3 +926,260 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
         out_t.copy_(total)
         summed.append(out_t)
     return dq, summed[0], summed[1]
+
+
+def _is_contiguous(t: Any) -> bool:
+    """Row-major strides (what the kernel's pointer arithmetic assumes)."""
+    expected, step = [], 1
+    for extent in reversed(tuple(t.shape)):
+        expected.insert(0, step)
+        step *= extent
+    return all(a == b for a, b, n in zip(tuple(t.stride()), expected, tuple(t.shape)) if n > 1)
+
+
+class _PackedView:
+    """A packed ``(total, H, D)`` tensor seen as ``(1, total, H, D)`` (the
+    kernel's maps are 4-D; flash-attn's varlen tensors are 3-D), with
+    everything else the tensor's."""
+
+    def __init__(self, t: Any):
+        self._t = t
+        total, heads, dim = tuple(t.shape)
+        s0, s1, s2 = tuple(t.stride())
+        self.shape = (1, total, heads, dim)
+        self._strides = (max(total, 1) * s0, s0, s1, s2)
+        self.dtype, self.device = t.dtype, t.device
+
+    def stride(self) -> Tuple[int, ...]:
+        return self._strides
+
+    def data_ptr(self) -> int:
+        return self._t.data_ptr()
+
+    def element_size(self) -> int:
+        return self._t.element_size()
+
+
+#: Set to 1 to have attention_varlen check cu_seqlens on the device (one
+#: synchronisation per call); flash_attn_varlen_func honours it too.
+CHECK_CU_SEQLENS_ENV = "KVPIPE_CHECK_CU_SEQLENS"
+
+
+def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                        max_seqlen_q: Any, max_seqlen_k: Any) -> Tuple[int, ...]:
+    """Checks what can be checked without reading device memory: the packed
+    tensors' ranks, dtypes, devices, strides and head counts, the cu_seqlens
+    tensors' dtype, shape and device, and the maxima's types.
+
+    Returns:
+        ``(batch, total_q, total_k, heads_q, heads_kv, head_dim, value_head_dim,
+        max_seqlen_q, max_seqlen_k)``, the maxima as ints.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _tensors.check_tensor(name, t, rank=3, device="cuda", last_dim_contiguous=True,
+                              stride_alignment_bytes=16)
+    if len({str(t.dtype) for t in (q, k, v)}) != 1:
+        raise TypeError(f"q, k and v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    kernels.dtype_name(q.dtype)  # raises TypeError for other dtypes
+    if len({str(t.device) for t in (q, k, v)}) != 1:
+        raise ValueError(f"q, k and v must be on the same device, got {q.device}, "
+                         f"{k.device}, {v.device}")
+    total_q, hq, d = tuple(q.shape)
+    total_k, hkv, dk = tuple(k.shape)
+    if d not in kernels.HEAD_DIMS:
+        raise ValueError(f"q's head dim must be one of {kernels.HEAD_DIMS}, got {d}")
+    if dk != d:
+        raise ValueError(f"k's head dim must equal q's ({d}), got {dk}")
+    if tuple(v.shape)[:2] != (total_k, hkv):
+        raise ValueError(f"v must have k's rows and heads ({total_k}, {hkv}), got "
+                         f"{tuple(v.shape)}")
+    dv = tuple(v.shape)[2]
+    if (d, dv) not in kernels.HEAD_DIM_PAIRS:
+        supported = ", ".join(str(x) for dq, x in kernels.HEAD_DIM_PAIRS if dq == d)
+        raise ValueError(f"v's head dim must be one of ({supported}) with q's head dim {d}, "
+                         f"got {dv}")
+    if hkv < 1 or hq % hkv != 0:
+        raise ValueError(f"q's heads ({hq}) must be a multiple of k and v's heads "
+                         f"({hkv}) (grouped-query attention)")
+    if hq > 65535:
+        raise ValueError(f"q's heads ({hq}) must be at most 65535 (a grid dimension)")
+    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        _tensors.check_tensor(name, t, rank=1, dtype="i32", device="cuda",
+                              last_dim_contiguous=False, stride_alignment_bytes=None)
+        if str(t.device) != str(q.device):
+            raise ValueError(f"{name} must be on q's device {q.device}, got {t.device}")
+    entries = tuple(cu_seqlens_q.shape)[0]
+    if entries < 2:
+        raise ValueError(f"cu_seqlens_q must have shape (batch + 1,) with batch >= 1, got "
+                         f"{tuple(cu_seqlens_q.shape)}")
+    if tuple(cu_seqlens_k.shape) != (entries,):
+        raise ValueError(f"cu_seqlens_k must have cu_seqlens_q's shape ({entries},) (batch + "
+                         f"1 offsets), got {tuple(cu_seqlens_k.shape)}")
+    batch = entries - 1
+    if batch > 65535:
+        raise ValueError(f"the batch (cu_seqlens_q's length - 1 = {batch}) must be at most "
+                         "65535 (a grid dimension)")
+    maxima = []
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        # Any integer (numpy's too), not a bool or a float.
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        if value.__index__() < 0:
+            raise ValueError(f"{name} must be non-negative, got {value}")
+        maxima.append(value.__index__())
+    return (batch, total_q, total_k, hq, hkv, d, dv, *maxima)
+
+
+def validate_cu_seqlens(cu_seqlens_q: Any, cu_seqlens_k: Any, total_q: int, total_k: int,
+                     max_seqlen_q: int, max_seqlen_k: int) -> None:
+    """Checks the offsets' values: each starts at 0, never decreases, ends at
+    its tensor's rows, and no sequence is longer than its maximum. Reads the
+    device (one synchronisation): only when asked.
+
+    Raises:
+        ValueError: naming the argument and the first bad sequence.
+    """
+    import torch
+
+    for name, offsets, total, longest, maximum in (
+            ("cu_seqlens_q", cu_seqlens_q, total_q, "max_seqlen_q", max_seqlen_q),
+            ("cu_seqlens_k", cu_seqlens_k, total_k, "max_seqlen_k", max_seqlen_k)):
+        values = offsets.to(torch.int64).tolist()
+        if values[0] != 0 or values[-1] != total:
+            raise ValueError(f"{name} must start at 0 and end at the packed rows ({total}), "
+                             f"got {values[0]} ... {values[-1]}")
+        lengths = [b - a for a, b in zip(values, values[1:])]
+        for i, n in enumerate(lengths):
+            if n < 0:
+                raise ValueError(f"{name} must not decrease: sequence {i} has length {n}")
+            if n > maximum:
+                raise ValueError(f"{longest} ({maximum}) is smaller than sequence {i}'s "
+                                 f"length {n} ({name})")
+
+
+def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                     max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
+                     scale: Optional[float] = None, return_lse: bool = False,
+                     mask_alignment: str = "top_left",
+                     window_size: Tuple[int, int] = (-1, -1),
+                     check_cu_seqlens: Optional[bool] = None, out: Any = None,
+                     lse_out: Any = None, **tuning: int) -> Any:
+    """Attention over a batch of sequences packed without padding (the
+    ``varlen`` kernel; flash-attn's ``flash_attn_varlen_func`` layout).
+
+    Args:
+        q: ``(total_q, H_q, D)``; sequence b is rows
+            ``[cu_seqlens_q[b], cu_seqlens_q[b+1])``. bfloat16 or float16 on
+            a CUDA device; strides as for :func:`attention_impl`.
+        k, v: ``(total_k, H_kv, D)`` (v: ``D_v``), sequence b at rows
+            ``[cu_seqlens_k[b], cu_seqlens_k[b+1])``.
+        cu_seqlens_q, cu_seqlens_k: int32 ``(batch + 1,)`` on q's device.
+        max_seqlen_q, max_seqlen_k: the longest sequences. The grid covers
+            ``max_seqlen_q`` query rows per sequence: rows of a longer
+            sequence are not computed (not checked unless asked: that needs
+            a device read); keys are each sequence's own.
+        causal, mask_alignment, window_size, scale: as for
+            :func:`attention_impl`, per sequence (its own lengths anchor the
+            bottom-right diagonal).
+        return_lse: also return the fp32 log-sum-exp ``(H_q, total_q)``.
+        check_cu_seqlens: read cu_seqlens back and check them (one
+            synchronisation); default: the ``KVPIPE_CHECK_CU_SEQLENS``
+            environment variable.
+        out: an optional output, ``(total_q, H_q, D_v)`` contiguous, q's
+            dtype and device.
+        lse_out: an optional fp32 ``(H_q, total_q)`` contiguous log-sum-exp
+            output (with ``return_lse``).
+
+    Returns:
+        ``out`` ``(total_q, H_q, D_v)`` contiguous, or ``(out, lse)``. Only
+        the sequences' rows are written: rows after ``cu_seqlens_q[-1]``
+        are left as they were.
+
+    Raises:
+        ValueError / TypeError: a bad argument, named.
+    """
+    batch, total_q, total_k, hq, hkv, d, dv, max_seqlen_q, max_seqlen_k = check_varlen_inputs(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
+                                                             window_size)
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+            or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    for name, t, shape, dtype in (("out", out, (total_q, hq, dv), str(q.dtype)),
+                                  ("lse_out", lse_out, (hq, total_q), "torch.float32")):
+        if t is None:
+            continue
+        # The output's rows are written with 16-byte stores.
+        _tensors.check_tensor(name, t, rank=len(shape), device="cuda",
+                              last_dim_contiguous=True,
+                              stride_alignment_bytes=16 if name == "out" else None)
+        if (tuple(t.shape) != shape or str(t.dtype) != dtype or str(t.device) != str(q.device)
+                or not _is_contiguous(t)):
+            raise ValueError(f"{name} must be a contiguous {dtype} tensor of shape {shape} on "
+                             f"{q.device}, got {t.dtype} {tuple(t.shape)} strides "
+                             f"{tuple(t.stride())} on {t.device}")
+    if lse_out is not None and not return_lse:
+        raise ValueError("lse_out needs return_lse=True")
+    if check_cu_seqlens is None:
+        check_cu_seqlens = os.environ.get(CHECK_CU_SEQLENS_ENV, "0") not in ("", "0")
+
+    import torch
+
+    if check_cu_seqlens:
+        validate_cu_seqlens(cu_seqlens_q, cu_seqlens_k, total_q, total_k, max_seqlen_q,
+                            max_seqlen_k)
+    # No sequence is longer than the packed tensor: a larger maximum only
+    # grows the grid.
+    max_seqlen_q, max_seqlen_k = min(max_seqlen_q, total_q), min(max_seqlen_k, total_k)
+    if out is None:
+        out = torch.empty((total_q, hq, dv), dtype=q.dtype, device=q.device)
+    lse = lse_out
+    if return_lse and lse is None:
+        lse = torch.empty((hq, total_q), dtype=torch.float32, device=q.device)
+    if max_seqlen_q == 0:
+        return (out, lse) if return_lse else out
+    if total_k == 0:  # no keys in any sequence: zeros and an lse of +inf
+        out.zero_()
+        if lse is not None:
+            lse.fill_(math.inf)
+        return (out, lse) if return_lse else out
+    cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
+    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    if not causal and not sliding_window:
+        mask_alignment = "top_left"  # no mask: one kernel for both alignments
+    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
+                               dv if dv != d else None, mask_alignment, sliding_window, False),
+                              device_index, tuple(sorted(tuning.items())), varlen=True)
+    args = varlen_kernel_arguments(abi, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                                   max_seqlen_q, max_seqlen_k, scale, (window_left, window_right))
+    grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
+    log("launch %s: grid %s, block (%d, 1, 1), %d B shared, varlen B=%d H=%d/%d "
+        "total=%d/%d max=%d/%d", abi["kernel"], grid, abi["threads"],
+        abi["dynamic_shared_memory"], batch, hq, hkv, total_q, total_k, max_seqlen_q,
+        max_seqlen_k)
+    with torch.cuda.device(device_index):
+        kernel.launch(grid, (abi["threads"], 1, 1), args,
+                      shared_mem=abi["dynamic_shared_memory"],
+                      stream=torch.cuda.current_stream())
+    return (out, lse) if return_lse else out
+
+
+def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: Any, lse: Any,
+                            cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
+                            max_seqlen_k: int, scale: float,
+                            window: Tuple[int, int]) -> list:
+    """The launch arguments of a ``varlen`` kernel: the packed tensors'
+    maps as ``(1, total, H, D)``, the maxima as seq_q / seq_kv, the offsets,
+    the output's address and rows (docs/kernel-abi.md)."""
+    hq, hkv = tuple(q.shape)[1], tuple(k.shape)[1]
+    return kernel_arguments(abi, {
+        "q_map": ("q", _PackedView(q), "bshd"), "k_map": ("k", _PackedView(k), "bshd"),
+        "v_map": ("v", _PackedView(v), "bshd"), "o_map": ("out", _PackedView(out), "bshd"),
+        "lse": lse.data_ptr() if lse is not None else 0,
+        "seq_q": max_seqlen_q, "seq_kv": max_seqlen_k, "heads_per_kv_head": hq // hkv,
+        "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": tuple(cu_seqlens_q.shape)[0] - 1,
+        "window_left": window[0], "window_right": window[1],
+        "cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
+        "o": out.data_ptr(), "total_q": tuple(q.shape)[0]})

@@ -216,9 +216,9 @@ def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
 #: ``bench --decode``'s points: (batch, cache length), Sq 1, Hq 32 / Hkv 8,
 #: D 128, bf16 (issue 14's decode table).
 DECODE_POINTS = ((64, 8192), (8, 32768), (1, 131072))
-#: The K/V ring depth of bench --decode's variant column (the decode plan's
-#: is 3 up to head dim 128: docs/serving.md).
-DECODE_VARIANT_STAGES = 2
+#: The K/V ring depth of bench --decode's variant column (the plan's is 2;
+#: docs/serving.md has two runs of both).
+DECODE_VARIANT_STAGES = 3
 
 
 def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 32,

@@ -5,16 +5,17 @@ An inference engine switches by changing its import::
     from kvpipe.flash_attn import flash_attn_func, flash_attn_with_kvcache
 
 The functions take flash-attn's arguments, names, defaults and layouts
-(``(batch, seqlen, nheads, headdim)``) and keep its semantics: ``causal`` is
+(``(batch, seqlen, nheads, headdim)``; ``flash_attn_varlen_func``'s packed
+``(total, nheads, headdim)`` with ``cu_seqlens``) and keep its semantics: ``causal`` is
 aligned bottom-right (query i of ``seqlen_q`` sees keys up to
 ``i + seqlen_k - seqlen_q``), ``window_size=(left, right)`` keeps the keys in
 ``[i + seqlen_k - seqlen_q - left, i + seqlen_k - seqlen_q + right]`` (-1:
 unbounded), a query that sees no key gets zeros and a log-sum-exp of +inf,
-and the log-sum-exp is fp32 ``(batch, nheads, seqlen_q)``.
+and the log-sum-exp is fp32 ``(batch, nheads, seqlen_q)`` (varlen: ``(nheads, total_q)``).
 
 What kvpipe does not compute yet raises ``NotImplementedError`` naming the
 argument (dropout, rotary embeddings, ``cache_batch_idx``, ``cache_leftpad``,
-variable-length batches, soft-capping and ALiBi with a paged cache); ``softcap``
+soft-capping and ALiBi with a paged cache or variable-length batches); ``softcap``
 and ``alibi_slopes`` are score modifiers (kvpipe.modifiers), forward only; a wrong
 argument raises ``ValueError``/``TypeError`` naming it, before any launch.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from kvpipe import _tensors, modifiers
-from kvpipe.attention import MAX_SPLITS, attention, normalise_window
+from kvpipe.attention import MAX_SPLITS, attention, attention_varlen, normalise_window
 
 __all__ = ["flash_attn_func", "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
@@ -282,11 +283,57 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
     return result
 
 
-def flash_attn_varlen_func(*args: Any, **kwargs: Any) -> Any:
-    """flash-attn's ``flash_attn_varlen_func``: not supported yet.
+def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                           max_seqlen_q: int, max_seqlen_k: int, dropout_p: float = 0.0,
+                           softmax_scale: Optional[float] = None, causal: bool = False,
+                           window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                           alibi_slopes: Any = None, deterministic: bool = False,
+                           return_attn_probs: bool = False, block_table: Any = None) -> Any:
+    """flash-attn's ``flash_attn_varlen_func``: a batch of sequences packed
+    without padding.
 
-    Raises:
-        NotImplementedError: always (variable-length batches packed with
-            ``cu_seqlens`` need the varlen kernel family).
+    Args:
+        q: ``(total_q, nheads, headdim)``, sequence b at rows
+            ``[cu_seqlens_q[b], cu_seqlens_q[b+1])``; bfloat16 or float16 on
+            a CUDA device.
+        k, v: ``(total_k, nheads_k, headdim)``; ``nheads_k`` divides
+            ``nheads`` (MQA/GQA).
+        cu_seqlens_q, cu_seqlens_k: int32 ``(batch + 1,)`` prefix offsets on
+            q's device.
+        max_seqlen_q, max_seqlen_k: the longest sequences. Their values
+            against cu_seqlens are not checked (that needs a device read)
+            unless ``KVPIPE_CHECK_CU_SEQLENS=1``: query rows of a sequence
+            longer than ``max_seqlen_q`` are not computed.
+        causal: bottom-right aligned per sequence (query i of a sequence of
+            ``n_q`` queries and ``n_k`` keys sees keys up to ``i + n_k - n_q``).
+        window_size: ``(left, right)``, anchored the same way; -1 unbounded.
+        softmax_scale: default ``1 / sqrt(headdim)``.
+        dropout_p, softcap, alibi_slopes, block_table: must be 0 / None.
+        deterministic: accepted (the forward pass is deterministic).
+        return_attn_probs: also return the log-sum-exp (and ``None``).
+
+    Returns:
+        ``out`` ``(total_q, nheads, headdim)``, or ``(out, softmax_lse, None)``
+        with ``softmax_lse`` fp32 ``(nheads, total_q)``.
     """
-    raise _unsupported("flash_attn_varlen_func", "variable-length batches (cu_seqlens)")
+    # Refused here whatever _check_common accepts: the varlen kernels take
+    # no score modifiers, and ignoring one would be a wrong answer.
+    if alibi_slopes is not None:
+        raise _unsupported("alibi_slopes", "not with variable-length batches")
+    if not isinstance(softcap, bool) and isinstance(softcap, (int, float)) and softcap != 0.0:
+        raise _unsupported("softcap", "not with variable-length batches")
+    window = _check_common(dropout_p, softcap, alibi_slopes, window_size, causal)
+    if block_table is not None:
+        raise _unsupported("block_table", "paged KV caches")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    if not isinstance(return_attn_probs, bool):
+        raise TypeError(f"return_attn_probs must be a bool, got {return_attn_probs!r}")
+    result = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              causal=causal, scale=softmax_scale,
+                              return_lse=return_attn_probs, mask_alignment="bottom_right",
+                              window_size=window)
+    if return_attn_probs:
+        out, lse = result
+        return out, lse, None
+    return result

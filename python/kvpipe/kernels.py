@@ -95,6 +95,9 @@ class AttentionConfig:
     #: types of the auxiliary tensors they read.
     modifiers: str = ""
     aux_types: tuple = ()
+    #: Sequences packed without padding, with cu_seqlens (flash-attn's
+    #: flash_attn_varlen_func).
+    varlen: bool = False
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
@@ -102,7 +105,7 @@ class AttentionConfig:
              sliding_window: bool = False, kv_lengths: bool = False,
              backward: bool = False, deterministic: bool = False,
              split_kv: bool = False, pack_gqa: int = 0, page_size: int = 0,
-             modifiers: str = "", aux_types: tuple = (),
+             modifiers: str = "", aux_types: tuple = (), varlen: bool = False,
              **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
@@ -178,10 +181,14 @@ class AttentionConfig:
                              "pack_gqa yet")
         if backward and modifiers:
             raise ValueError("score_mod and mask_mod are forward-only: not with backward=True")
+        if modifiers and varlen:
+            raise ValueError("score_mod and mask_mod cannot be combined with varlen yet")
+        _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,
+                                                          pack_gqa=pack_gqa))
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
                                kv_lengths, backward, deterministic, split_kv, pack_gqa,
-                               page_size, modifiers, aux_types)
+                               page_size, modifiers, aux_types, varlen)
 
     @property
     def v_head_dim(self) -> int:
@@ -213,6 +220,8 @@ class AttentionConfig:
             # Kernels with modifiers differ by their regions: a digest of them.
             digest = hashlib.sha256((self.modifiers + repr(self.aux_types)).encode())
             parts.append("mods" + digest.hexdigest()[:10])
+        if self.varlen:
+            parts.append("varlen")
         parts += [f"{name}{int(value)}" for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
@@ -240,6 +249,8 @@ class AttentionConfig:
             attrs.append(f"pack_gqa = {self.pack_gqa} : i64")
         if self.page_size:
             attrs.append(f"page_size = {self.page_size} : i64")
+        if self.varlen:
+            attrs.append("varlen = true")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         if self.aux_types:
@@ -263,6 +274,26 @@ def _check_page_size(page_size: Any, kv_lengths: bool, backward: bool) -> None:
     if not kv_lengths or backward:
         raise ValueError("page_size needs kv_lengths=True (the lengths index the block "
                          "table) and the forward kernel (not backward=True)")
+
+
+def _check_varlen(varlen: Any, backward: bool, kv_lengths: bool,
+                  attributes: Dict[str, Any]) -> None:
+    """The combinations the compiler refuses with ``varlen`` (its verifier's
+    rules), refused before compiling; ``attributes``: the tuning and the
+    decode attributes."""
+    if not isinstance(varlen, bool):
+        raise TypeError(f"varlen must be a bool, got {varlen!r}")
+    if not varlen:
+        return
+    if backward:
+        raise ValueError("varlen=True is not supported with backward=True (the backward "
+                         "kernels take padded batches)")
+    if kv_lengths:
+        raise ValueError("varlen=True is not supported with kv_lengths=True (the sequences' "
+                         "key counts come from cu_seqlens_k)")
+    for name in ("persistent", "split_kv", "pack_gqa"):
+        if attributes.get(name):
+            raise ValueError(f"varlen=True is not supported with {name}")
 
 
 @dataclasses.dataclass
@@ -443,7 +474,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       kv_lengths: bool = False, backward: bool = False,
                       deterministic: bool = False, split_kv: bool = False,
                       pack_gqa: int = 0, page_size: int = 0, modifiers: str = "",
-                      aux_types: tuple = (),
+                      aux_types: tuple = (), varlen: bool = False,
                       **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
@@ -479,6 +510,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
         modifiers, aux_types: score_mod/mask_mod regions and the element
             types of the tensors they read, as ``kvpipe.modifiers.trace``
             makes them (``TracedModifiers.ir`` and ``.aux_types``).
+        varlen: the kernel takes sequences packed without padding and their
+            ``cu_seqlens_q`` / ``cu_seqlens_k`` offsets (docs/kernel-abi.md).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -496,7 +529,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
                                   deterministic, split_kv, pack_gqa, page_size,
-                                  modifiers, aux_types, **tuning)
+                                  modifiers, aux_types, varlen=varlen, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

@@ -51,14 +51,10 @@ def test_pack_gqa_for_few_queries_only():
 def test_decode_plan_of_the_bench_points(batch, cache, splits):
     num_splits, pack, tuning = attention.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0,
                                                      None, 132, {})
-    assert (num_splits, pack, tuning) == (splits, 4, {"consumer_warpgroups": 1,
-                                                      "kv_stages": 3})
-    # Three K/V slots only where one warpgroup leaves the shared memory.
-    assert "kv_stages" not in attention.decode_plan(batch, 32, 8, 1, cache, 256, 256, 0, None,
-                                                    132, {})[2]
-    # An explicit stage count wins.
+    assert (num_splits, pack, tuning) == (splits, 4, {"consumer_warpgroups": 1})
+    # An explicit stage count is kept.
     assert attention.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0, None, 132,
-                                 {"kv_stages": 2})[2]["kv_stages"] == 2
+                                 {"kv_stages": 3})[2]["kv_stages"] == 3
 
 
 def test_decode_plan_keeps_explicit_choices():
@@ -247,8 +243,7 @@ def test_decode_configs_follow_the_plan():
     config = check._decode_kernel_config(case, 132)
     assert config == dict(head_dim=128, dtype="bf16", causal=True, value_head_dim=None,
                           mask_alignment="bottom_right", sliding_window=False,
-                          kv_lengths=True, split_kv=True, pack_gqa=4, consumer_warpgroups=1,
-                          kv_stages=3)
+                          kv_lengths=True, split_kv=True, pack_gqa=4, consumer_warpgroups=1)
 
 
 def test_kvcache_configs_follow_flash_attn_with_kvcaches_choice():
@@ -288,7 +283,7 @@ def test_compile_decode_kernel_lists():
     # Each point: the chosen plan and the unsplit one, with and without lengths.
     assert {(c["split_kv"], c["pack_gqa"], c["kv_lengths"]) for c in configs} == {
         (False, 4, False), (False, 4, True), (True, 4, False), (True, 4, True)}
-    assert {c.get("kv_stages") for c in configs} == {2, 3}
+    assert {c.get("kv_stages") for c in configs} == {None, 3}
     assert all(c["consumer_warpgroups"] == 1 for c in configs)
     api = check.decode_api_kernel_configs()
     assert {c["split_kv"] for c in api} == {False, True}

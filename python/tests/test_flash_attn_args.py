@@ -106,11 +106,6 @@ def test_kvcache_shapes():
                                            v=bshd(s=1, h=3), cache_seqlens=5)
 
 
-def test_varlen_is_not_supported_yet():
-    with pytest.raises(NotImplementedError, match="cu_seqlens"):
-        flash_attn.flash_attn_varlen_func()
-
-
 @pytest.mark.parametrize("window,causal,expected", [
     ((-1, -1), False, (-1, -1)),
     ((5, 3), False, (5, 3)),

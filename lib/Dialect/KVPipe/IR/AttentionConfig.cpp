@@ -106,7 +106,8 @@ AttentionConfig::get(AttentionKernelOp op,
         {"kv_lengths", op.getKvLengths().has_value()},
         {"split_kv", op.getSplitKv().has_value()},
         {"pack_gqa", op.getPackGqa().has_value()},
-        {"page_size", op.getPageSize().has_value()}};
+        {"page_size", op.getPageSize().has_value()},
+        {"varlen", op.getVarlen().has_value()}};
     for (auto [name, present] : tuning)
       if (present)
         return emitError() << "'" << name
@@ -120,7 +121,7 @@ AttentionConfig::get(AttentionKernelOp op,
     c.consumerRegisters = 240;
     c.overlapSoftmax = c.pingpong = c.persistent = false;
     c.maskAlignment = MaskAlignment::TopLeft;
-    c.slidingWindow = c.kvLengths = false;
+    c.slidingWindow = c.kvLengths = c.varlen = false;
     return c;
   }
   // A modifier's per-element work needs registers that a third consumer
@@ -186,6 +187,23 @@ AttentionConfig::get(AttentionKernelOp op,
                          << ") must be a multiple of 'page_size' ("
                          << c.pageSize << ") or divide it";
   }
+  c.varlen = op.getVarlen().value_or(false);
+  // The predicated epilogue stores from the staged Q rows, which a
+  // persistent CTA reloads; the tile's offsets would be read by each role.
+  if (c.varlen && c.persistent)
+    return emitError() << "'varlen' is not supported with 'persistent' (the "
+                          "predicated epilogue stages the output in the Q "
+                          "rows, which a persistent CTA reloads)";
+  // Per-sequence key counts already come from cu_seqlens_k.
+  if (c.varlen && c.kvLengths)
+    return emitError() << "'varlen' is not supported with 'kv_lengths' (the "
+                          "sequences' key counts come from cu_seqlens_k)";
+  // The decode families' tiles pack query heads or split the keys of one
+  // sequence of a padded batch.
+  if (c.varlen && (c.splitKV || c.packGQA))
+    return emitError() << "'varlen' is not supported with '"
+                       << (c.splitKV ? "split_kv" : "pack_gqa")
+                       << "' (their tiles address padded batches)";
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 

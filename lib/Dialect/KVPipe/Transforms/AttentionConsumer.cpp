@@ -237,6 +237,8 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
 }
 
 void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
+  if (c.varlen)
+    return buildVarlenEpilogue(acc, state);
   NormalizedOutput out = buildNormalizedOutput(
       b, acc, {state.m0, state.m1, state.l0, state.l1}, c.elementType);
   // Stage O in this warpgroup's staging rows (sOw: its Q rows, see

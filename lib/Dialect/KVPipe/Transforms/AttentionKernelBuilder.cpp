@@ -70,6 +70,9 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     case AttentionParam::OPartial:
     case AttentionParam::LsePartial:
     case AttentionParam::BlockTable:
+    case AttentionParam::CuSeqlensQ:
+    case AttentionParam::CuSeqlensK:
+    case AttentionParam::Out:
       return globalPointer;
     case AttentionParam::ScaleLog2:
       return b.getF32Type();
@@ -110,7 +113,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   // Signed from here on: d = seq_kv - seq_q may be negative (more queries
   // than keys), and so may the bounds derived from it. With per-batch
   // lengths, d is the tile's (setTile).
-  if (c.maskAlignment == MaskAlignment::BottomRight && !c.kvLengths)
+  if (c.maskAlignment == MaskAlignment::BottomRight && !c.kvLengths &&
+      !c.varlen)
     diagonal = arith::SubIOp::create(b, seqKV, seqQ);
   if (c.slidingWindow) {
     windowLeft = toIndex(param(AttentionParam::WindowLeft));
@@ -180,7 +184,7 @@ void KernelBuilder::buildTile() {
     tilesY = arith::DivUIOp::create(b, headsQ, index(c.packGQA));
   auto building = TileOp::create(b, TypeRange{}, tilesX, tilesY, batches);
   Block &coordinates = building.getBodyBlock();
-  Value seqKVBefore = seqKV, diagonalBefore = diagonal;
+  Value seqQBefore = seqQ, seqKVBefore = seqKV, diagonalBefore = diagonal;
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&coordinates);
@@ -205,6 +209,10 @@ void KernelBuilder::buildTile() {
     values.push_back(&seqKV);
   if (diagonal != diagonalBefore)
     values.push_back(&diagonal);
+  if (seqQ != seqQBefore)
+    values.push_back(&seqQ);
+  if (seqStartQ)
+    values.append({&seqStartQ, &seqStartKV});
   SmallVector<Value> yielded =
       llvm::map_to_vector(values, [](Value *v) { return *v; });
   {
@@ -254,6 +262,8 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
     if (c.maskAlignment == MaskAlignment::BottomRight)
       diagonal = arith::SubIOp::create(b, seqKV, seqQ);
   }
+  if (c.varlen)
+    setSequence();
   // The K/V blocks this Q block needs: all of them, or with the causal mask
   // those up to the block holding key min(last row, seq_kv - 1); with other
   // masks, those holding a key some row of the block sees.
@@ -270,6 +280,7 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
     narrowToMaskMod(firstKey, kvEnd);
   if (!firstKey) {
     numKVBlocks = arith::CeilDivUIOp::create(b, kvEnd, index(c.blockN));
+    skipBlockPastSequence();
     return;
   }
   // From the block holding the first row's first key. The count is a
@@ -282,6 +293,7 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
       arith::SubIOp::create(
           b, kvEnd, arith::MulIOp::create(b, firstKVBlock, index(c.blockN))),
       index(c.blockN));
+  skipBlockPastSequence();
 }
 
 void KernelBuilder::narrowToMaskMod(Value &firstKey, Value &kvEnd) {
@@ -378,7 +390,8 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
         slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
              {c.blockM(), qkWidth});
     TMALoadOp::create(b, param(AttentionParam::QMap),
-                      ValueRange{batch, head, qBlockRow, index(col * qkWidth)},
+                      ValueRange{mapBatch(), head, mapRow(seqStartQ, qBlockRow),
+                                 index(col * qkWidth)},
                       tile, qBarrier, Value());
   }
   ProducerCommitOp::create(b, stateQ, nullptr);
@@ -396,7 +409,8 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
     // rows, or with a paged cache one per page (or one in a page larger
     // than the block), landing at row l * kvBoxRows() of the slot. K and V
     // share the pages.
-    SmallVector<std::pair<Value, Value>> boxes = {{batch, kvRow}};
+    SmallVector<std::pair<Value, Value>> boxes = {
+        {mapBatch(), mapRow(seqStartKV, kvRow)}};
     if (c.pageSize)
       boxes = pagedBoxes(kvRow);
     int64_t boxRows = c.kvBoxRows();
@@ -474,6 +488,9 @@ kvpipe::getAttentionParams(const AttentionConfig &config) {
                    AttentionParam::LsePartial});
   if (config.pageSize)
     params.append({AttentionParam::BlockTable, AttentionParam::MaxPagesPerSeq});
+  if (config.varlen)
+    params.append({AttentionParam::CuSeqlensQ, AttentionParam::CuSeqlensK,
+                   AttentionParam::Out, AttentionParam::TotalQ});
   return params;
 }
 
@@ -483,10 +500,17 @@ StringRef kvpipe::getAttentionParamName(AttentionParam param) {
       "lse",         "seq_q",       "seq_kv",     "heads_per_kv_head",
       "scale_log2",  "heads_q",     "batch",      "window_left",
       "window_right", "kv_lengths",  "num_splits", "o_partial",
-      "lse_partial",  "block_table", "max_pages_per_seq"};
+      "lse_partial",  "block_table", "max_pages_per_seq", "cu_seqlens_q",
+      "cu_seqlens_k", "o",           "total_q"};
   static_assert(std::size(names) ==
                 static_cast<size_t>(AttentionParam::Count));
   return names[static_cast<unsigned>(param)];
+}
+
+/// The pointer parameters `varlen` adds.
+static bool isVarlenPointer(AttentionParam p) {
+  return p == AttentionParam::CuSeqlensQ || p == AttentionParam::CuSeqlensK ||
+         p == AttentionParam::Out;
 }
 
 DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
@@ -509,7 +533,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
     bool pointer = p == AttentionParam::Lse || p == AttentionParam::KVLengths ||
                    p == AttentionParam::OPartial ||
                    p == AttentionParam::LsePartial ||
-                   p == AttentionParam::BlockTable;
+                   p == AttentionParam::BlockTable || isVarlenPointer(p);
     StringRef kind = name.ends_with("_map")           ? "tensor_map"
                      : pointer                        ? "pointer"
                      : p == AttentionParam::ScaleLog2 ? "f32"
@@ -549,6 +573,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                      b.getStringAttr(stringifyMaskAlignment(c.maskAlignment))),
       b.getNamedAttr("sliding_window", b.getBoolAttr(c.slidingWindow)),
       b.getNamedAttr("kv_lengths", b.getBoolAttr(c.kvLengths)),
+      b.getNamedAttr("varlen", b.getBoolAttr(c.varlen)),
       b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())),
       b.getNamedAttr("dynamic_shared_memory",
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),

@@ -177,6 +177,24 @@ private:
   /// With split_kv: the epilogue writes the normalised fp32 partial output
   /// and the log-sum-exp to the workspace (AttentionDecode.cpp).
   void buildPartialEpilogue(Value acc, const RowStats &stats);
+  /// With `varlen`: reads the tile's sequence from cu_seqlens (its first
+  /// query and key rows in the packed tensors, and its lengths as seqQ and
+  /// seqKV).
+  void setSequence();
+  /// With `varlen`: cu_seqlens entry `sequence` of `offsets` (one load).
+  Value loadOffset(AttentionParam offsets, Value sequence);
+  /// With `varlen`: no K/V blocks for a Q block past its sequence's end.
+  void skipBlockPastSequence();
+  /// With `varlen`: the epilogue's predicated stores of O, and the
+  /// log-sum-exp at (head, packed row).
+  void buildVarlenEpilogue(Value acc, const RowStats &stats);
+  /// The batch coordinate of the tensor maps (0 for the packed tensors of
+  /// `varlen`) and the row of the map at the tile's row `row` of the
+  /// sequence starting at `start` (null: not packed).
+  Value mapBatch() { return c.varlen ? index(0) : batch; }
+  Value mapRow(Value start, Value row) {
+    return start ? arith::AddIOp::create(b, start, row) : row;
+  }
 
   const AttentionConfig &c;
   MLIRContext *ctx;
@@ -193,7 +211,8 @@ private:
   SmallVector<Value> auxParams;
   /// What the compiler proves of the mask_mod (with one).
   std::optional<MaskModShape> maskShape;
-  /// seq_kv is per tile with `kv_lengths` (the batch's own).
+  /// seq_kv is per tile with `kv_lengths` (the batch's own); both are per
+  /// tile with `varlen` (the sequence's lengths).
   Value seqQ, seqKV, headsQ, numQBlocks;
   /// The mask's diagonal offset d (query i is aligned with key i + d; null
   /// when top-left, d = 0) and the window's bounds (negative: unbounded).
@@ -209,6 +228,9 @@ private:
   /// With pack_gqa: the query head of the thread's two rows, and whether
   /// each is one of the warpgroup's usedRows() (i1).
   Value rowHead0, rowHead1, rowUsed0, rowUsed1;
+  /// With `varlen`: the tile's sequence's first query and key rows in the
+  /// packed tensors (null otherwise).
+  Value seqStartQ, seqStartKV;
   // Consumer values: per thread, and (firstRow, row0, row1) per tile.
   Value consumerIndex, sQw, sOw, elected, qRows, lane, warp;
   Value firstRow, row0, row1;

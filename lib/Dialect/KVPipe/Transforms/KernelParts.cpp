@@ -288,6 +288,66 @@ void kvpipe::buildStagedStore(ImplicitLocOpBuilder &b, Value o,
                                        b.getUnitAttr());
 }
 
+void kvpipe::buildPredicatedStore(ImplicitLocOpBuilder &b, Value o,
+                                  const PredicatedStore &store) {
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  auto i64 = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  };
+  // The fragment's writes must be complete in all 128 threads before any
+  // thread reads another's (generic proxy on both sides: no fence).
+  StoreFragmentOp::create(b, o, store.rows, store.swizzle);
+  NVVM::BarrierOp::create(b, Type(), store.barrierId,
+                          arith::ConstantIntOp::create(b, 128, 32), nullptr,
+                          Value());
+  auto rowsType = cast<MemRefType>(store.rows.getType());
+  int64_t rows = rowsType.getDimSize(1), width = rowsType.getDimSize(2);
+  int64_t elementBytes = rowsType.getElementTypeBitWidth() / 8;
+  int64_t chunkElements = 16 / elementBytes;
+  int64_t chunksPerBlockRow = width / chunkElements;
+  int64_t chunksPerRow = rowsType.getDimSize(0) * chunksPerBlockRow;
+  int64_t chunks = rows * chunksPerRow;
+  assert(chunks % 128 == 0 && "the warpgroup's threads share the chunks");
+  auto chunkType = VectorType::get({chunkElements}, rowsType.getElementType());
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  // The swizzle XORs the 16-byte chunk index with bits 7.. of the row's
+  // byte offset in its block (SwizzledTile.h, kvpipe.store_fragment).
+  int64_t swizzleMask = store.swizzle / 16 - 1;
+  for (int64_t i = 0; i < chunks / 128; ++i) {
+    Value chunk = arith::AddIOp::create(b, store.thread, index(128 * i));
+    Value row = arith::DivUIOp::create(b, chunk, index(chunksPerRow));
+    Value column = arith::RemUIOp::create(b, chunk, index(chunksPerRow));
+    Value block = arith::DivUIOp::create(b, column, index(chunksPerBlockRow));
+    Value chunkInBlock =
+        arith::RemUIOp::create(b, column, index(chunksPerBlockRow));
+    Value pattern = arith::AndIOp::create(
+        b,
+        arith::ShRUIOp::create(
+            b, arith::MulIOp::create(b, row, index(store.swizzle)), index(7)),
+        index(swizzleMask));
+    Value swizzled = arith::MulIOp::create(
+        b, arith::XOrIOp::create(b, chunkInBlock, pattern),
+        index(chunkElements));
+    Value value =
+        vector::LoadOp::create(b, chunkType, store.rows,
+                               ValueRange{block, row, swizzled},
+                               /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Value inside = arith::CmpIOp::create(b, arith::CmpIPredicate::slt, row,
+                                         store.rowCount);
+    auto ifRow = scf::IfOp::create(b, inside, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifRow.thenBlock());
+    Value offset = arith::AddIOp::create(
+        b, store.firstRowOffset,
+        arith::AddIOp::create(
+            b, arith::MulIOp::create(b, i64(row), store.rowStride),
+            i64(arith::MulIOp::create(b, column, index(chunkElements)))));
+    Value address = LLVM::GEPOp::create(b, ptrType, rowsType.getElementType(),
+                                        store.output, ValueRange{offset});
+    LLVM::StoreOp::create(b, value, address, /*alignment=*/16);
+  }
+}
+
 void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,
                                  const LogSumExpStore &store) {
   auto index = [&](int64_t v) { return indexConstant(b, v); };
@@ -303,20 +363,23 @@ void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(write.thenBlock());
   auto rowBaseOf = [&](Value head) -> Value {
-    return arith::MulIOp::create(
+    Value base = arith::MulIOp::create(
         b,
         arith::AddIOp::create(
             b, arith::MulIOp::create(b, store.batch, store.heads), head),
         store.seqQ);
+    return store.rowStart ? arith::AddIOp::create(b, base, store.rowStart)
+                          : base;
   };
   Value rowBase = rowBaseOf(store.head);
   Value rowBases[2] = {rowBase, store.head1 ? rowBaseOf(store.head1) : rowBase};
   Value used[2] = {store.used0, store.used1};
+  Value rowCount = store.rowCount ? store.rowCount : store.seqQ;
   Value maxes[2] = {store.max0, store.max1}, rows[2] = {store.row0, store.row1};
   Value sums[2] = {store.sum0, store.sum1};
   for (int half : {0, 1}) {
     Value inRange = arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                          rows[half], store.seqQ);
+                                          rows[half], rowCount);
     if (used[half])
       inRange = arith::AndIOp::create(b, inRange, used[half]);
     auto ifRow = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);

@@ -73,6 +73,10 @@ struct AttentionConfig {
   /// Rows of a page of a paged K/V cache addressed through a runtime block
   /// table (`block_table`, `max_pages_per_seq`); 0: K and V are contiguous.
   int64_t pageSize = 0;
+  /// Sequences packed without padding: runtime `cu_seqlens_q` /
+  /// `cu_seqlens_k` offsets per batch; seq_q and seq_kv are the maxima; the
+  /// output is stored with predicated stores, never past a sequence's end.
+  bool varlen = false;
 
   /// Rows may be masked on the right of the diagonal (causal or a window).
   bool masksRight() const { return causal || slidingWindow; }

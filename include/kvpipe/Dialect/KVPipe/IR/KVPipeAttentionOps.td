@@ -87,6 +87,24 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     logical key positions and work unchanged. A page index outside the cache
     reads zeros (TMA's out-of-bounds fill).
 
+    `varlen = true` computes a batch of sequences packed without padding
+    (flash-attn's `flash_attn_varlen_func`): it adds the runtime parameters
+    `cu_seqlens_q` and `cu_seqlens_k` (pointers to `batch + 1` i32 prefix
+    offsets: sequence `b` has the query rows `[cu_seqlens_q[b],
+    cu_seqlens_q[b+1])` and the key rows `[cu_seqlens_k[b],
+    cu_seqlens_k[b+1])`), `o` (a pointer to the packed output, `(total_q,
+    heads_q, value_head_dim)` contiguous) and `total_q` (its rows). `seq_q`
+    and `seq_kv` are the longest sequences (the grid); the Q, K and V maps
+    describe the packed tensors as `(1, heads, total, head_dim)`. Each tile
+    reads its sequence's offsets and lengths (one load each), loads at
+    offset + row, masks the keys past its sequence's length, does no K/V
+    work for a Q block past its sequence's end, and anchors the masks at the
+    sequence's own lengths. The output is written with 16-byte stores
+    predicated on the row being inside the sequence (a TMA store of the
+    tile would write into the next sequence's rows); the log-sum-exp goes to
+    `lse[head * total_q + row]` (flash-attn's `(nheads, total_q)`). Not with
+    `persistent` or `kv_lengths`.
+
     Required: `head_dim` (of Q and K: 64, 96, 128, 192 or 256),
     `element_type` (bf16 or f16), `causal`. Optional: `value_head_dim` (of V
     and the output; default `head_dim`, or 128 with `head_dim` = 192, as
@@ -206,7 +224,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$split_kv,
                        OptionalAttr<I64Attr>:$pack_gqa,
                        OptionalAttr<I64Attr>:$page_size,
-                       OptionalAttr<TypeArrayAttr>:$aux_types);
+                       OptionalAttr<TypeArrayAttr>:$aux_types,
+                       OptionalAttr<BoolAttr>:$varlen);
   let regions = (region MaxSizedRegion<1>:$score_mod,
                         MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{

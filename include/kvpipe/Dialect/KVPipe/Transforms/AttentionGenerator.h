@@ -57,6 +57,12 @@ enum class AttentionParam : unsigned {
   /// With `page_size`: the i32 page indices, `max_pages_per_seq` per batch.
   BlockTable,
   MaxPagesPerSeq,
+  /// With `varlen`: the sequences' prefix offsets, the packed output's
+  /// address and its rows.
+  CuSeqlensQ,
+  CuSeqlensK,
+  Out,
+  TotalQ,
   Count
 };
 

@@ -180,6 +180,35 @@ struct StagedStore {
 void buildStagedStore(mlir::ImplicitLocOpBuilder &b, mlir::Value o,
                       const StagedStore &store);
 
+/// A warpgroup's output tile stored through shared memory with 16-byte
+/// global stores, only for the rows below a count: the epilogue of packed
+/// sequences (`varlen`), where a TMA store of the tile would write into the
+/// next sequence's rows.
+struct PredicatedStore {
+  /// The warpgroup's [D/W][64][W] staging rows (swizzled tiles).
+  mlir::Value rows;
+  /// The i32 id of a named barrier of the warpgroup's 128 threads.
+  mlir::Value barrierId;
+  /// The thread's index in the warpgroup (0..127).
+  mlir::Value thread;
+  /// The output in global memory (`!llvm.ptr<1>`), the element offset of
+  /// the tile's first row (i64) and the elements between rows (i64).
+  mlir::Value output, firstRowOffset, rowStride;
+  /// Rows of the tile at or past it are not written (index, signed: may be
+  /// negative or above 64).
+  mlir::Value rowCount;
+  /// The rows' swizzle, in bytes.
+  int64_t swizzle = 128;
+};
+
+/// Writes the fragment `o` into `store.rows` (kvpipe.store_fragment), waits
+/// for the warpgroup's 128 threads, then each thread copies 16-byte chunks
+/// of the rows (consecutive threads, consecutive chunks of a row, undoing
+/// the swizzle) to the output, each store predicated on its row being below
+/// `store.rowCount`.
+void buildPredicatedStore(mlir::ImplicitLocOpBuilder &b, mlir::Value o,
+                          const PredicatedStore &store);
+
 /// Writes `lse[(batch * heads + head) * seqQ + row]` = ln 2 (m c + log2 l)
 /// (natural log of the row's sum of exp(S scale)) for the thread's two
 /// rows below seqQ, from lane 0 of each quad; nothing when `lse` is null.
@@ -195,6 +224,9 @@ struct LogSumExpStore {
   /// With pack_gqa: the query head of row 1 (`head` is row 0's) and
   /// whether each row is used (i1); null: one head, all rows used.
   mlir::Value head1, used0, used1;
+  /// Packed sequences (`varlen`): `rowStart` is added to the row's index
+  /// and only rows below `rowCount` are written (null: 0 and seqQ).
+  mlir::Value rowStart = nullptr, rowCount = nullptr;
 };
 void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
                          const LogSumExpStore &store);

@@ -1,0 +1,116 @@
+//===- AttentionVarlen.cpp - packed variable-length sequences -------------===//
+//
+// `varlen = true` (flash-attn's flash_attn_varlen_func): the batch's
+// sequences are packed one after another in Q, K, V and O without padding,
+// sequence b at the rows [cu_seqlens_q[b], cu_seqlens_q[b+1]) of Q and O and
+// [cu_seqlens_k[b], cu_seqlens_k[b+1]) of K and V. The grid is sized by the
+// longest sequences (seq_q, seq_kv); each tile reads its sequence's offsets,
+// loads at offset + row, and masks with its sequence's lengths. Its output
+// rows past the sequence's end belong to the next sequence, so they are not
+// stored with TMA (which clips only at the tensor's end) but by predicated
+// 16-byte stores from the staged tile.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fragment.h"
+#include "KernelBuilder.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+Value KernelBuilder::loadOffset(AttentionParam offsets, Value sequence) {
+  // The same address in every thread.
+  Value address = LLVM::GEPOp::create(
+      b, LLVM::LLVMPointerType::get(ctx, 1), b.getI32Type(), param(offsets),
+      ValueRange{arith::IndexCastOp::create(b, b.getI64Type(), sequence)});
+  return toIndex(LLVM::LoadOp::create(b, b.getI32Type(), address));
+}
+
+void KernelBuilder::setSequence() {
+  // One load of each offset per tile. Clamped so that no offsets, however
+  // wrong, send a store outside the packed output: the query rows are
+  // [start, end) with 0 <= start <= end <= total_q. (K/V loads need no
+  // clamp: TMA fills rows outside the tensor with zeros.)
+  Value totalQ = toIndex(param(AttentionParam::TotalQ));
+  auto clamp = [&](Value v, Value low, Value high) -> Value {
+    return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, low), high);
+  };
+  seqStartQ = clamp(loadOffset(AttentionParam::CuSeqlensQ, batch), index(0),
+                    totalQ);
+  Value endQ = clamp(loadOffset(AttentionParam::CuSeqlensQ,
+                                arith::AddIOp::create(b, batch, index(1))),
+                     seqStartQ, totalQ);
+  seqQ = arith::SubIOp::create(b, endQ, seqStartQ);
+  seqStartKV = arith::MaxSIOp::create(
+      b, loadOffset(AttentionParam::CuSeqlensK, batch), index(0));
+  seqKV = arith::MaxSIOp::create(
+      b,
+      arith::SubIOp::create(
+          b,
+          loadOffset(AttentionParam::CuSeqlensK,
+                     arith::AddIOp::create(b, batch, index(1))),
+          seqStartKV),
+      index(0));
+  if (c.maskAlignment == MaskAlignment::BottomRight)
+    diagonal = arith::SubIOp::create(b, seqKV, seqQ);
+}
+
+void KernelBuilder::skipBlockPastSequence() {
+  if (!c.varlen)
+    return;
+  // A Q block past its sequence's end (the grid is sized by the longest)
+  // visits no K/V block: its Q load and epilogue remain, and write nothing.
+  Value inside =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, qBlockRow, seqQ);
+  numKVBlocks = arith::SelectOp::create(b, inside, numKVBlocks, index(0));
+}
+
+void KernelBuilder::buildVarlenEpilogue(Value acc, const RowStats &state) {
+  NormalizedOutput out = buildNormalizedOutput(
+      b, acc, {state.m0, state.m1, state.l0, state.l1}, c.elementType);
+  auto i64 = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  };
+  // O is (total_q, heads_q, value_head_dim), contiguous: the warpgroup's
+  // first row is packed row seqStartQ + firstRow.
+  Value rowStride = arith::MulIOp::create(
+      b, i64(headsQ), arith::ConstantIntOp::create(b, c.valueHeadDim, 64));
+  Value firstRowOffset = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(
+          b, i64(arith::AddIOp::create(b, seqStartQ, firstRow)), rowStride),
+      arith::MulIOp::create(
+          b, i64(head), arith::ConstantIntOp::create(b, c.valueHeadDim, 64)));
+  Value thread = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, warp, index(32)), lane);
+  buildPredicatedStore(
+      b, out.o,
+      {sOw, namedBarrier(AttentionConfig::kEpilogueBarriers, consumerIndex),
+       thread, param(AttentionParam::Out), firstRowOffset, rowStride,
+       arith::SubIOp::create(b, seqQ, firstRow), c.vSwizzleBytes()});
+  // flash-attn's varlen log-sum-exp: (heads_q, total_q), at the packed row.
+  LogSumExpStore lse{param(AttentionParam::Lse),
+                     param(AttentionParam::ScaleLog2),
+                     state.m0,
+                     state.m1,
+                     out.sum0,
+                     out.sum1,
+                     row0,
+                     row1,
+                     lane,
+                     index(0),
+                     headsQ,
+                     head,
+                     toIndex(param(AttentionParam::TotalQ)),
+                     /*infiniteWithoutKeys=*/true};
+  lse.rowStart = seqStartQ;
+  lse.rowCount = seqQ;
+  buildLogSumExpStore(b, lse);
+}

@@ -1,0 +1,286 @@
+"""``python -m kvpipe check --varlen``: the ``varlen`` kernels (sequences
+packed without padding, flash-attn's ``flash_attn_varlen_func``) on the GPU.
+
+Each case is a batch of sequences of its own query and key lengths, from 0
+and 1 to 20k, tiny ones next to long ones, chunked prefill (fewer queries
+than keys) and more queries than keys, under no mask, causal in both
+alignments and sliding windows, MHA, GQA and MQA, head dims 64 to 256, bf16
+and f16. The reference is per sequence: float32 attention with an explicit
+mask (``check.reference_mask``), query rows in chunks. Every case runs twice:
+
+* through ``kvpipe.flash_attn.flash_attn_varlen_func`` (bottom-right masks)
+  or ``kvpipe.attention.attention_varlen`` (top-left), on packed tensors:
+  the whole output and log-sum-exp are compared;
+* through ``attention_varlen`` with the sequences in reverse order and 1 to
+  70 rows after the last one that belong to no sequence (``cu_seqlens_q``
+  ends before q does), into output and log-sum-exp buffers filled with NaN:
+  every row of a sequence must be written and right, and the rows after
+  must still be NaN -- a tile that stored past its sequence's end would
+  have written there. (Between sequences, such a store would race with the
+  next sequence's own: the whole output is compared in both runs.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
+                          reference_mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class VarlenCase:
+    dtype: str
+    head_dim: int
+    heads_q: int
+    heads_kv: int
+    lengths_q: Tuple[int, ...]
+    lengths_k: Tuple[int, ...]
+    causal: bool = False
+    alignment: str = "top_left"
+    window: Tuple[int, int] = (-1, -1)
+    value_head_dim: Optional[int] = None
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.value_head_dim if self.value_head_dim is not None else self.head_dim
+
+    @property
+    def name(self) -> str:
+        """dtype, dims, mask, heads, then each sequence's query and key
+        lengths (long lists cut)."""
+        mask = ("causal" if self.causal else "full") + "".join(
+            f",{part}" for part in (
+                self.alignment if self.causal or self.window != (-1, -1) else None,
+                "window{}:{}".format(*self.window) if self.window != (-1, -1) else None)
+            if part)
+        value = f"v{self.value_head_dim}" if self.value_head_dim else ""
+        sequences = " ".join(f"{which}[{_cut(','.join(map(str, lengths)))}]" for which, lengths in
+                             (("q", self.lengths_q), ("k", self.lengths_k)))
+        return (f"varlen {self.dtype} d{self.head_dim}{value} {mask} "
+                f"H{self.heads_q}/{self.heads_kv} B{len(self.lengths_q)} {sequences}")
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+#: (name, query lengths, key lengths) of the batches.
+BATCHES = [
+    # Self-attention prefill: one-token and tiny sequences, tile edges.
+    ("mixed", (1, 2, 17, 64, 65, 127, 128, 129, 1000, 3, 2049, 1),
+     (1, 2, 17, 64, 65, 127, 128, 129, 1000, 3, 2049, 1)),
+    # A 20k sequence between one-token ones.
+    ("long", (1, 20000, 1, 5, 3000), (1, 20000, 1, 5, 3000)),
+    # Chunked prefill: new queries against longer caches.
+    ("chunked", (1, 16, 100, 257, 1, 500, 64), (1000, 16, 3000, 300, 1, 4096, 64)),
+    # More queries than keys (bottom-right: rows without keys), no keys.
+    ("fewer keys", (300, 50, 1, 200, 33), (77, 50, 9, 0, 1)),
+    # Empty sequences between others.
+    ("empty", (0, 5, 0, 130, 1, 0), (10, 0, 0, 200, 1, 3)),
+]
+
+#: (causal, alignment, window) of the masks.
+MASKS = [
+    (False, "top_left", (-1, -1)),
+    (True, "top_left", (-1, -1)),
+    (True, "bottom_right", (-1, -1)),
+    (True, "bottom_right", (255, -1)),
+    (False, "bottom_right", (100, 50)),
+    (False, "top_left", (64, 64)),
+]
+
+#: (heads_q, heads_kv): MHA, GQA, MQA, taken in turn.
+HEADS = [(4, 4), (8, 2), (6, 1)]
+
+
+def varlen_grid() -> List[VarlenCase]:
+    cases = []
+    for head_dim in (64, 128):
+        for b, (_, lengths_q, lengths_k) in enumerate(BATCHES):
+            for m, (causal, alignment, window) in enumerate(MASKS):
+                # Heads and dtype vary with the batch and the mask, so that
+                # every mask meets MHA, GQA and MQA, and both dtypes.
+                hq, hkv = HEADS[(b + m) % len(HEADS)]
+                dtype = ("bf16", "f16")[(b + m + head_dim // 64) % 2]
+                cases.append(VarlenCase(dtype, head_dim, hq, hkv, lengths_q, lengths_k,
+                                        causal, alignment, window))
+    # The other head dims' tiles (and the 64-byte swizzle at 96): one mixed
+    # batch each, causal bottom-right and a window.
+    _, mixed_q, mixed_k = BATCHES[0]
+    _, chunked_q, chunked_k = BATCHES[2]
+    for head_dim, value_head_dim in ((96, None), (192, 128), (256, None)):
+        cases += [
+            VarlenCase("bf16", head_dim, 4, 2, mixed_q, mixed_k, True, "bottom_right",
+                       value_head_dim=value_head_dim),
+            VarlenCase("f16", head_dim, 4, 4, chunked_q, chunked_k, False, "bottom_right",
+                       (100, 50), value_head_dim=value_head_dim),
+        ]
+    return cases
+
+
+def _kernel_choice(case: VarlenCase) -> Tuple[bool, str, bool]:
+    """(causal, mask_alignment, sliding_window) of the kernel attention_varlen
+    picks for the case (no mask: the top-left kernel)."""
+    from kvpipe.attention import normalise_window
+
+    left, right = normalise_window(case.window, case.causal)
+    window = left >= 0 or right >= 0
+    alignment = case.alignment if case.causal or window else "top_left"
+    return case.causal, alignment, window
+
+
+def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:
+    """The ``compile_attention`` arguments of the kernels ``run`` (default:
+    the grid) and ``bench_varlen.run`` launch (``python -m kvpipe compile
+    --for-check --varlen``)."""
+    from kvpipe import bench_varlen
+
+    wanted: List[Dict[str, Any]] = []
+    for case in cases if cases is not None else varlen_grid():
+        causal, alignment, window = _kernel_choice(case)
+        wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                           value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                           sliding_window=window, varlen=True))
+    wanted += bench_varlen.kernel_configs()
+    unique: List[Dict[str, Any]] = []
+    for config in wanted:
+        if config not in unique:
+            unique.append(config)
+    return unique
+
+
+def _offsets(lengths: Sequence[int]) -> List[int]:
+    """cu_seqlens: each sequence's first row, and the end of the last."""
+    starts, row = [], 0
+    for n in lengths:
+        starts.append(row)
+        row += n
+    return starts + [row]
+
+
+def _reference(case: VarlenCase, q: Any, k: Any, v: Any, starts_q: Sequence[int],
+               starts_k: Sequence[int], scale: float, torch: Any):
+    """Per sequence, float32: a list of (out (n_q, H, D_v), lse (H, n_q))."""
+    group = case.heads_q // case.heads_kv
+    results = []
+    for s, (n_q, n_k) in enumerate(zip(case.lengths_q, case.lengths_k)):
+        qs = q[starts_q[s]:starts_q[s] + n_q].transpose(0, 1).float()      # (H, n_q, D)
+        ks = k[starts_k[s]:starts_k[s] + n_k].transpose(0, 1).float().repeat_interleave(group, 0)
+        vs = v[starts_k[s]:starts_k[s] + n_k].transpose(0, 1).float().repeat_interleave(group, 0)
+        visible = reference_mask(n_q, n_k, case.causal, case.alignment, case.window,
+                                 q.device, torch)
+        # Query rows in chunks: a 20k x 20k float32 score matrix per head
+        # would not fit.
+        chunk = max(1, (1 << 28) // max(1, case.heads_q * max(n_k, 1)))
+        outs, lses = [], []
+        for r in range(0, n_q, chunk):
+            rows = slice(r, min(n_q, r + chunk))
+            o, lse = _masked_attention(qs[:, rows], ks, vs, scale,
+                                       None if visible is None else visible[rows], torch)
+            outs.append(o)
+            lses.append(lse)
+        if n_q:
+            results.append((torch.cat(outs, 1).transpose(0, 1), torch.cat(lses, 1)))
+        else:
+            results.append((None, None))
+    return results
+
+
+def _compare(got: Any, got_lse: Any, ref: Any, ref_lse: Any, torch: Any) -> Tuple[float, float]:
+    """(relative error of the output, lse error) of one sequence; a
+    reference of zeros (no keys) must be matched exactly."""
+    gf = got.float()
+    if not bool(torch.isfinite(gf).all()):
+        return float("inf"), float("inf")
+    norm = float(ref.norm())
+    rel = float((gf - ref).norm()) / norm if norm > 0 else float(gf.norm())
+    return rel, _lse_error(got_lse, ref_lse, torch)
+
+
+def run_case(case: VarlenCase, seed: int, tail: bool) -> Dict[str, Any]:
+    import torch
+
+    from kvpipe.attention import attention_varlen
+    from kvpipe.flash_attn import flash_attn_varlen_func
+
+    torch.manual_seed(seed)
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    if tail:
+        # The sequences in reverse order (another one is last), then 1 to 70
+        # rows that belong to no sequence: cu_seqlens_q ends before q does.
+        case = dataclasses.replace(case, lengths_q=case.lengths_q[::-1],
+                                   lengths_k=case.lengths_k[::-1])
+        extra = 1 + seed % 70
+    else:
+        extra = 0
+    starts_q, starts_k = _offsets(case.lengths_q), _offsets(case.lengths_k)
+    total_q, total_k = starts_q[-1] + extra, starts_k[-1] + extra
+    q = torch.randn(total_q, case.heads_q, case.head_dim, dtype=dtype, device="cuda")
+    k = torch.randn(total_k, case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
+    v = torch.randn(total_k, case.heads_kv, case.v_head_dim, dtype=dtype, device="cuda")
+    cu_q = torch.tensor(starts_q, dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor(starts_k, dtype=torch.int32, device="cuda")
+    scale = 1.0 / math.sqrt(case.head_dim)
+    max_q, max_k = max(case.lengths_q), max(case.lengths_k)
+    label = case.name + (f" reversed, {extra} rows after" if tail else "")
+    row: Dict[str, Any] = {"case": label}
+    try:
+        if tail:
+            out = torch.full((total_q, case.heads_q, case.v_head_dim), float("nan"),
+                             dtype=dtype, device="cuda")
+            lse = torch.full((case.heads_q, total_q), float("nan"), dtype=torch.float32,
+                             device="cuda")
+            out, lse = attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=case.causal,
+                                        return_lse=True, mask_alignment=case.alignment,
+                                        window_size=case.window, out=out, lse_out=lse)
+        elif case.alignment == "bottom_right" or not (case.causal or case.window != (-1, -1)):
+            out, lse, _ = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k,
+                                                 causal=case.causal, window_size=case.window,
+                                                 return_attn_probs=True)
+        else:
+            out, lse = attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=case.causal,
+                                        return_lse=True, mask_alignment=case.alignment,
+                                        window_size=case.window)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    refs = _reference(case, q, k, v, starts_q, starts_k, scale, torch)
+    rel_worst, lse_worst = 0.0, 0.0
+    covered = torch.zeros(total_q, dtype=torch.bool, device="cuda")
+    for s, (ref, ref_lse) in enumerate(refs):
+        n = case.lengths_q[s]
+        if not n:
+            continue
+        rows = slice(starts_q[s], starts_q[s] + n)
+        covered[rows] = True
+        rel, lse_err = _compare(out[rows], lse[:, rows], ref, ref_lse, torch)
+        rel_worst, lse_worst = max(rel_worst, rel), max(lse_worst, lse_err)
+    # Rows of no sequence (after the last) must be untouched: still NaN.
+    untouched = bool(torch.isnan(out[~covered]).all()) and bool(
+        torch.isnan(lse[:, ~covered]).all())
+    ok = untouched and rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE
+    row.update(ok=ok, rel=rel_worst, max_abs=float("nan"), lse_err=lse_worst,
+               untouched_after=untouched)
+    if not untouched:
+        row["case"] += " (rows outside the sequences written)"
+    return row
+
+
+def run(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:
+    cases = cases if cases is not None else varlen_grid()
+    rows = []
+    for i, case in enumerate(cases):
+        for tail in (False, True):
+            start = time.perf_counter()
+            row = run_case(case, seed=777 + i, tail=tail)
+            row["seconds"] = round(time.perf_counter() - start, 3)
+            rows.append(row)
+            detail = (f"rel {row['rel']:.2e} lse {row['lse_err']:.2e}" if "rel" in row
+                      else row.get("error", ""))
+            print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: {detail}", flush=True)
+    return rows

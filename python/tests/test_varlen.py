@@ -1,0 +1,258 @@
+"""Variable-length batches (varlen): flash_attn_varlen_func's signature and
+argument errors, the varlen kernel's configuration and its launch arguments,
+and the check/bench/compile --for-check wiring (CPU-only: tensor-like fakes
+stand in for torch)."""
+
+import importlib
+import inspect
+
+import pytest
+
+import kvpipe
+from fakes import FakeTensor
+from kvpipe import check_varlen, bench_varlen, cuda, flash_attn, kernels, tma
+
+attention = importlib.import_module("kvpipe.attention")
+
+FLASH_ATTN_VARLEN_FUNC = [
+    ("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty),
+    ("v", inspect.Parameter.empty), ("cu_seqlens_q", inspect.Parameter.empty),
+    ("cu_seqlens_k", inspect.Parameter.empty), ("max_seqlen_q", inspect.Parameter.empty),
+    ("max_seqlen_k", inspect.Parameter.empty), ("dropout_p", 0.0), ("softmax_scale", None),
+    ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0), ("alibi_slopes", None),
+    ("deterministic", False), ("return_attn_probs", False), ("block_table", None)]
+
+
+def packed(total_q=300, total_k=500, hq=8, hkv=2, d=128, dv=None, batch=3, **kw):
+    q = FakeTensor((total_q, hq, d), ptr=0x100000, **kw)
+    k = FakeTensor((total_k, hkv, d), ptr=0x200000, **kw)
+    v = FakeTensor((total_k, hkv, d if dv is None else dv), ptr=0x300000, **kw)
+    cu_q = FakeTensor((batch + 1,), dtype="int32", ptr=0x400000)
+    cu_k = FakeTensor((batch + 1,), dtype="int32", ptr=0x500000)
+    return q, k, v, cu_q, cu_k
+
+
+def test_signature_matches_flash_attn():
+    params = inspect.signature(flash_attn.flash_attn_varlen_func).parameters
+    assert [(p.name, p.default) for p in params.values()] == FLASH_ATTN_VARLEN_FUNC
+
+
+def test_valid_arguments_reach_the_launch():
+    # Validation passes; the first thing after it is importing torch, absent
+    # here (or, with torch, the fake is not a real tensor).
+    with pytest.raises((ImportError, AttributeError, TypeError)) as info:
+        flash_attn.flash_attn_varlen_func(*packed(), 200, 400, causal=True)
+    assert "must" not in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"dropout_p": 0.1}, "dropout_p"),
+    ({"softcap": 30.0}, "softcap"),
+    ({"alibi_slopes": FakeTensor((8,), dtype="float32")}, "alibi_slopes"),
+    ({"block_table": FakeTensor((3, 4), dtype="int32")}, "block_table"),
+])
+def test_unsupported_arguments_are_named(kwargs, match):
+    with pytest.raises(NotImplementedError, match=match):
+        flash_attn.flash_attn_varlen_func(*packed(), 200, 400, **kwargs)
+
+
+@pytest.mark.parametrize("change,error,match", [
+    # cu_seqlens: dtype, rank, shape, device, batch >= 1
+    ({"cu_q": FakeTensor((4,), dtype="float32")}, TypeError, "cu_seqlens_q"),
+    ({"cu_k": FakeTensor((4,), dtype="bfloat16")}, TypeError, "cu_seqlens_k"),
+    ({"cu_q": FakeTensor((4, 1), dtype="int32")}, ValueError, "cu_seqlens_q must have rank 1"),
+    ({"cu_k": FakeTensor((5,), dtype="int32")}, ValueError, r"cu_seqlens_k must have "
+                                                           r"cu_seqlens_q's shape \(4,\)"),
+    ({"cu_q": FakeTensor((1,), dtype="int32"), "cu_k": FakeTensor((1,), dtype="int32")},
+     ValueError, r"cu_seqlens_q must have shape \(batch \+ 1,\) with batch >= 1"),
+    ({"cu_k": FakeTensor((4,), dtype="int32", device="cpu")}, ValueError,
+     "cu_seqlens_k must be on a cuda device"),
+    # the packed tensors
+    ({"q": FakeTensor((2, 300, 8, 128))}, ValueError, "q must have rank 3"),
+    ({"k": FakeTensor((500, 3, 128)), "v": FakeTensor((500, 3, 128))}, ValueError,
+     r"multiple of k and v's heads \(3\)"),
+    ({"v": FakeTensor((499, 2, 128))}, ValueError, "v must have k's rows and heads"),
+    ({"q": FakeTensor((300, 8, 80)), "k": FakeTensor((500, 2, 80)),
+      "v": FakeTensor((500, 2, 80))}, ValueError, "q's head dim must be one of"),
+    ({"k": FakeTensor((500, 2, 128), dtype="float16")}, TypeError, "same dtype"),
+    ({"v": FakeTensor((500, 2, 128), device="cpu")}, ValueError, "v must be on a cuda device"),
+])
+def test_bad_tensors_are_named(change, error, match):
+    q, k, v, cu_q, cu_k = packed()
+    args = dict(q=q, k=k, v=v, cu_q=cu_q, cu_k=cu_k)
+    args.update(change)
+    with pytest.raises(error, match=match):
+        flash_attn.flash_attn_varlen_func(args["q"], args["k"], args["v"], args["cu_q"],
+                                          args["cu_k"], 200, 400)
+
+
+@pytest.mark.parametrize("max_q,max_k,error,match", [
+    (200.0, 400, TypeError, "max_seqlen_q must be an int"),
+    (200, True, TypeError, "max_seqlen_k must be an int"),
+    (-1, 400, ValueError, "max_seqlen_q must be non-negative"),
+    (200, -5, ValueError, "max_seqlen_k must be non-negative"),
+])
+def test_bad_maxima_are_named(max_q, max_k, error, match):
+    with pytest.raises(error, match=match):
+        flash_attn.flash_attn_varlen_func(*packed(), max_q, max_k)
+
+
+def test_other_arguments():
+    with pytest.raises(TypeError, match="deterministic must be a bool"):
+        flash_attn.flash_attn_varlen_func(*packed(), 200, 400, deterministic=None)
+    with pytest.raises(TypeError, match="return_attn_probs must be a bool"):
+        flash_attn.flash_attn_varlen_func(*packed(), 200, 400, return_attn_probs=1)
+    with pytest.raises(TypeError, match="window_size"):
+        flash_attn.flash_attn_varlen_func(*packed(), 200, 400, window_size=5)
+    with pytest.raises(ValueError, match="mask_alignment"):
+        attention.attention_varlen(*packed(), 200, 400, mask_alignment="middle")
+    with pytest.raises(ValueError, match="scale"):
+        attention.attention_varlen(*packed(), 200, 400, scale=-1.0)
+
+
+@pytest.mark.parametrize("name,tensor,match", [
+    ("out", FakeTensor((300, 8, 64)), r"out must be a contiguous torch.bfloat16 tensor of "
+                                      r"shape \(300, 8, 128\)"),
+    ("out", FakeTensor((300, 8, 128), dtype="float16"), "out must be a contiguous"),
+    ("out", FakeTensor((300, 8, 128), strides=(2048, 128, 1)), "out must be a contiguous"),
+    ("lse_out", FakeTensor((300, 8), dtype="float32"), r"lse_out must be a contiguous "
+                                                        r"torch.float32 tensor of shape \(8, 300\)"),
+])
+def test_bad_outputs_are_named(name, tensor, match):
+    with pytest.raises(ValueError, match=match):
+        attention.attention_varlen(*packed(), 200, 400, return_lse=True, **{name: tensor})
+
+
+def test_lse_out_needs_return_lse():
+    with pytest.raises(ValueError, match="lse_out needs return_lse=True"):
+        attention.attention_varlen(*packed(), 200, 400,
+                                   lse_out=FakeTensor((8, 300), dtype="float32"))
+
+
+def test_the_kernel_configuration_says_varlen():
+    config = kernels.AttentionConfig.make(128, "bf16", True, mask_alignment="bottom_right",
+                                          varlen=True)
+    assert "varlen = true" in config.declaration()
+    assert config.kernel_name.endswith("_bottom_right_varlen")
+    plain = kernels.AttentionConfig.make(128, "bf16", True)
+    assert "varlen" not in plain.declaration() and "varlen" not in plain.kernel_name
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"kv_lengths": True}, "not supported with kv_lengths"),
+    ({"backward": True}, "not supported with backward"),
+    ({"persistent": True}, "not supported with persistent"),
+    ({"split_kv": True}, "not supported with split_kv"),
+    ({"pack_gqa": 4}, "not supported with pack_gqa"),
+])
+def test_the_combinations_the_compiler_refuses_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        kernels.AttentionConfig.make(64, "bf16", False, varlen=True, **kwargs)
+    with pytest.raises(TypeError, match="varlen must be a bool"):
+        kernels.AttentionConfig.make(64, "bf16", False, varlen=1)
+
+
+def test_launch_arguments_follow_the_varlen_abi(compiler, tmp_path, monkeypatch):
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    abi = kvpipe.compile_attention(128, "bf16", True, mask_alignment="bottom_right",
+                                   varlen=True).abi
+    assert abi["varlen"] is True
+    assert abi["params"][-4:] == ["cu_seqlens_q", "cu_seqlens_k", "o", "total_q"]
+    encoded = []
+
+    def fake_encode(t, box, swizzle, dims_order=None, **kwargs):
+        encoded.append((t.data_ptr(), tuple(t.shape), tuple(t.stride()), dims_order))
+        return bytes(128)
+
+    monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
+    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    q, k, v, cu_q, cu_k = packed()
+    out = FakeTensor((300, 8, 128), ptr=0x600000)
+    lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
+    args = attention.varlen_kernel_arguments(abi, q, k, v, out, lse, cu_q, cu_k, 200, 400,
+                                             0.125, (-1, 0))
+    values = dict(zip(abi["params"], args))
+    kinds = {"tensor_map": cuda.TensorMapArg, "pointer": cuda.PtrArg, "i32": cuda.I32Arg,
+             "f32": cuda.F32Arg}
+    assert [type(a) for a in args] == [kinds[abi["param_kinds"][p]] for p in abi["params"]]
+    # The packed tensors are seen as (1, total, H, D), in bshd order.
+    assert encoded == [
+        (0x100000, (1, 300, 8, 128), (300 * 1024, 1024, 128, 1), (0, 2, 1, 3)),
+        (0x200000, (1, 500, 2, 128), (500 * 256, 256, 128, 1), (0, 2, 1, 3)),
+        (0x300000, (1, 500, 2, 128), (500 * 256, 256, 128, 1), (0, 2, 1, 3)),
+        (0x600000, (1, 300, 8, 128), (300 * 1024, 1024, 128, 1), (0, 2, 1, 3))]
+
+    def scalar(name):
+        return int.from_bytes(bytes(values[name]), "little", signed=True)
+
+    assert scalar("cu_seqlens_q") == 0x400000 and scalar("cu_seqlens_k") == 0x500000
+    assert scalar("o") == 0x600000 and scalar("lse") == 0x700000
+    assert (scalar("seq_q"), scalar("seq_kv"), scalar("batch"), scalar("total_q")) == (
+        200, 400, 3, 300)
+    assert scalar("heads_q") == 8 and scalar("heads_per_kv_head") == 4
+
+
+def test_the_abi_table_documents_the_varlen_parameters():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "kernel-abi.md").read_text()
+    for name in ("cu_seqlens_q", "cu_seqlens_k", "o", "total_q"):
+        assert f"| next | `{name}` |" in doc
+
+
+def test_the_check_grid_covers_what_the_issue_asks():
+    cases = check_varlen.varlen_grid()
+    lengths = {n for c in cases for n in c.lengths_q + c.lengths_k}
+    assert {0, 1, 20000} <= lengths
+    assert any(q != k for c in cases for q, k in zip(c.lengths_q, c.lengths_k))
+    assert {(c.causal, c.alignment) for c in cases} >= {(True, "top_left"),
+                                                       (True, "bottom_right")}
+    assert any(c.window != (-1, -1) for c in cases)
+    assert {c.heads_q // c.heads_kv > 1 for c in cases} == {False, True}
+    assert any(c.heads_kv == 1 for c in cases)
+    assert {64, 128} <= {c.head_dim for c in cases}
+    assert {c.dtype for c in cases} == {"bf16", "f16"}
+
+
+def test_compile_for_check_varlen_covers_the_check_and_the_bench():
+    configs = check_varlen.kernel_configs()
+    for case in check_varlen.varlen_grid():
+        causal, alignment, window = check_varlen._kernel_choice(case)
+        assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                    value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                    sliding_window=window, varlen=True) in configs
+    for config in bench_varlen.kernel_configs():
+        assert config in configs
+    # Every configuration is one the kernels module accepts.
+    for config in configs:
+        kernels.AttentionConfig.make(**config)
+
+
+def test_kernel_choice_matches_attention_varlen():
+    # No mask: the top-left kernel whatever the alignment asked.
+    case = check_varlen.VarlenCase("bf16", 128, 4, 4, (1,), (1,), False, "bottom_right")
+    assert check_varlen._kernel_choice(case) == (False, "top_left", False)
+    case = check_varlen.VarlenCase("bf16", 128, 4, 4, (1,), (1,), False, "bottom_right",
+                                   (100, 50))
+    assert check_varlen._kernel_choice(case) == (False, "bottom_right", True)
+
+
+def test_cli_varlen_flags(capsys):
+    from kvpipe.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["compile", "--varlen"])
+    assert "--for-check" in capsys.readouterr().err
+
+
+def test_integer_maxima_of_other_types_are_accepted():
+    class NumpyLikeInt:  # numpy.int64 and torch's SymInt have __index__
+        def __init__(self, value):
+            self.value = value
+
+        def __index__(self):
+            return self.value
+
+    with pytest.raises((ImportError, AttributeError, TypeError)) as info:
+        flash_attn.flash_attn_varlen_func(*packed(), NumpyLikeInt(200), NumpyLikeInt(400))
+    assert "must" not in str(info.value)
