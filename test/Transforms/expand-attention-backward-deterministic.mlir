@@ -5,7 +5,7 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=warning %}
 
 // Deterministic mode: each consumer warpgroup adds its dQ contribution to a
-// Q block only in its turn, (K/V block) * 2 + (consumer), waiting on the Q
+// Q block only in its turn (below), waiting on the Q
 // block's counter with an acquire load and passing the turn on with a
 // release add, both at GPU scope; the preprocess zeroes the counters. The
 // family checks in strict protocol mode (inside --kvpipe-to-ptx) and
@@ -20,7 +20,15 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr<1>
 // CHECK-LABEL: gpu.func @fa_bwd(
 // CHECK-SAME: %[[SEM:.*]]: !llvm.ptr<1>) kernel
-// CHECK: %[[TURN0:.*]] = arith.muli %block_id_x{{[_0-9]*}}, %c2 : index
+// Causal: K/V block n's turn at Q block i is (m - n) * 2 + consumer, m the
+// last K/V block reaching the Q block, min(i * 64 / 128, ceil(seq_kv / 128) - 1).
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivui %{{.*}}, %c128{{.*}} : index
+// CHECK-NEXT: %[[LASTBLOCK:.*]] = arith.subi %[[BLOCKS]], %c1{{.*}} : index
+// CHECK: %[[ROW:.*]] = arith.muli %[[QBLOCK:.*]], %c64{{.*}} : index
+// CHECK-NEXT: %[[REACH:.*]] = arith.divui %[[ROW]], %c128{{.*}} : index
+// CHECK-NEXT: %[[M:.*]] = arith.minui %[[REACH]], %[[LASTBLOCK]] : index
+// CHECK-NEXT: %[[ORDER:.*]] = arith.subi %[[M]], %block_id_x{{[_0-9]*}} : index
+// CHECK: %[[TURN0:.*]] = arith.muli %[[ORDER]], %c2{{.*}} : index
 // CHECK-NEXT: %[[TURN:.*]] = arith.addi %[[TURN0]], %{{.*}} : index
 // CHECK: scf.while
 // CHECK: llvm.load %{{.*}} atomic syncscope("device") acquire {{.*}} : !llvm.ptr<1> -> i32

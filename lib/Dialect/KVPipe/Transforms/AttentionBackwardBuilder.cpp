@@ -557,16 +557,34 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   Value barrierId = toI32(
       arith::AddIOp::create(b, consumer, index(AttentionConfig::kEpilogueBarriers)));
   // The order of this warpgroup's dQ contributions (deterministic mode): the
-  // K/V blocks that reach a Q block are 0 .. n (causal: those whose first key
+  // K/V blocks that reach a Q block are 0 .. m (causal: those whose first key
   // is at most the block's last query), so (K/V block, consumer) numbers
-  // them without gaps.
-  Value turn;
-  if (c.deterministic)
-    turn = toI32(arith::AddIOp::create(
-        b,
-        arith::MulIOp::create(b, gpu::BlockIdOp::create(b, gpu::Dimension::x),
-                              index(c.consumerWarpgroups)),
+  // them without gaps. Without the mask every CTA starts at Q block 0 and
+  // they take their turns in K/V block order. With it, K/V block n starts at
+  // Q block qBegin(n) = n * block_n / 64, where it is the last block that
+  // reaches the Q block: the turns go from the last K/V block down (m - n),
+  // so that each CTA's first Q block is its own at once, instead of waiting
+  // for every CTA before it to walk down to it.
+  Value turn, kvBlockIndex = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  auto turnAt = [&](Value qBlock) -> Value {
+    Value order = kvBlockIndex;
+    if (c.causal) {
+      Value lastKVBlock = arith::MinUIOp::create(
+          b,
+          arith::DivUIOp::create(
+              b, arith::MulIOp::create(b, qBlock, index(kBlockM)),
+              index(c.blockN)),
+          arith::SubIOp::create(
+              b, arith::CeilDivUIOp::create(b, seqKV, index(c.blockN)),
+              index(1)));
+      order = arith::SubIOp::create(b, lastKVBlock, kvBlockIndex);
+    }
+    return toI32(arith::AddIOp::create(
+        b, arith::MulIOp::create(b, order, index(c.consumerWarpgroups)),
         consumer));
+  };
+  if (c.deterministic && !c.causal)
+    turn = turnAt(Value());
 
   // This warpgroup's 64 K and V rows, and its dS tile.
   Value tileRow = arith::MulIOp::create(b, consumer, index(64));
@@ -677,7 +695,9 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
           toI64(arith::AddIOp::create(
               b, arith::DivUIOp::create(b, rowBase, index(kBlockM)),
               loop.getInductionVar())));
-      buildOrderedTurnWait(semaphore, turn, elected, barrierId);
+      buildOrderedTurnWait(semaphore,
+                           c.causal ? turnAt(loop.getInductionVar()) : turn,
+                           elected, barrierId);
     }
     for (int64_t col = 0; col < c.qkBlocks(); ++col) {
       // One 64-column block of dQ at a time: 32 registers, not D/2.
