@@ -7,6 +7,9 @@ Features:
   gpu    -- a CUDA GPU is configured for execution tests: set
             KVPIPE_ENABLE_GPU_TESTS=ON at configure time or KVPIPE_GPU=1 in
             the environment. Off by default.
+  sanitizers -- the build is instrumented (KVPIPE_SANITIZERS, scripts/
+            sanitize.sh): tests that bound CPU time measure the optimised
+            build and do not run.
 """
 
 import os
@@ -40,6 +43,8 @@ ptxas = shutil.which("ptxas")
 for candidate in (config.cuda_bin_dir, "/usr/local/cuda/bin"):
     if not ptxas and candidate and os.path.isfile(os.path.join(candidate, "ptxas")):
         ptxas = os.path.join(candidate, "ptxas")
+if getattr(config, "kvpipe_sanitizers", ""):
+    config.available_features.add("sanitizers")
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))

@@ -1,6 +1,7 @@
 // RUN: %python %S/gen_large.py pipelines 2000 > %t.mlir
 // RUN: timeout 300 prlimit --cpu=10 kvpipe-opt %t.mlir --kvpipe-to-ptx="ptx-file=%t.ptx" -o /dev/null
 // RUN: FileCheck %s < %t.ptx
+// UNSUPPORTED: sanitizers
 
 // Scaling (docs/scaling.md): 2,000 pipelines in one kernel, hence 2,000
 // barrier arrays to name in one gpu.module. Naming them by probing

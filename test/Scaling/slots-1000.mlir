@@ -2,6 +2,7 @@
 // RUN: timeout 300 prlimit --cpu=10 kvpipe-opt %t.mlir --kvpipe-to-ptx="ptx-file=%t.ptx" -o /dev/null
 // RUN: FileCheck %s --check-prefix=LOADS < %t.ptx
 // RUN: FileCheck %s --check-prefix=RELEASES < %t.ptx
+// UNSUPPORTED: sanitizers
 
 // Scaling (docs/scaling.md): one pipeline used for 1,000 slots in
 // straight-line code, each slot with a TMA load, a wgmma and an elected
