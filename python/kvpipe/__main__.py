@@ -370,43 +370,20 @@ def _main(argv: Optional[List[str]]) -> int:
         from kvpipe import check
 
         tuning = _tuning(args.tune)
-        if args.varlen:
+        # The families with a check of their own: flag -> (module, function).
+        families = {"varlen": ("check_varlen", "run"), "decode": ("check", "run_decode"),
+                    "paged": ("check_paged", "run"), "mods": ("check_modifiers", "run_mods")}
+        family = next((name for name in families if getattr(args, name)), None)
+        if family is not None:
             if tuning or args.random or args.backward:
-                parser.error("check --varlen takes neither --tune, --random nor --backward")
-            from kvpipe import check_varlen
+                parser.error(f"check --{family} takes neither --tune, --random nor --backward")
+            import importlib
 
-            rows = check_varlen.run()
+            module, function = families[family]
+            rows = getattr(importlib.import_module(f"kvpipe.{module}"), function)()
             markdown = check.to_markdown(rows)
             print(markdown)
-            _write(args, "kvpipe check --varlen", rows, markdown)
-            return 0 if all(r["ok"] for r in rows) else 1
-        if args.decode:
-            if tuning or args.random or args.backward:
-                parser.error("check --decode takes neither --tune, --random nor --backward")
-            rows = check.run_decode()
-            markdown = check.to_markdown(rows)
-            print(markdown)
-            _write(args, "kvpipe check --decode", rows, markdown)
-            return 0 if all(r["ok"] for r in rows) else 1
-        if args.paged:
-            from kvpipe import check_paged
-
-            if tuning or args.random or args.backward:
-                parser.error("check --paged takes neither --tune, --random nor --backward")
-            rows = check_paged.run()
-            markdown = check.to_markdown(rows)
-            print(markdown)
-            _write(args, "kvpipe check --paged", rows, markdown)
-            return 0 if all(r["ok"] for r in rows) else 1
-        if args.mods:
-            if tuning or args.random or args.backward:
-                parser.error("check --mods takes neither --tune, --random nor --backward")
-            from kvpipe import check_modifiers
-
-            rows = check_modifiers.run_mods()
-            markdown = check.to_markdown(rows)
-            print(markdown)
-            _write(args, "kvpipe check --mods", rows, markdown)
+            _write(args, f"kvpipe check --{family}", rows, markdown)
             return 0 if all(r["ok"] for r in rows) else 1
         if args.backward:
             if tuning or args.random:
