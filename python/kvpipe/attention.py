@@ -358,6 +358,20 @@ def should_pack_gqa(seq_q: int, group: int) -> bool:
     return unpacked < 0.9 * packed
 
 
+def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int,
+                       head_dim: int, value_head_dim: int, num_splits: int,
+                       pack_gqa: Optional[bool], device_index: int,
+                       tuning: Dict[str, Any]) -> Tuple[int, int, Dict[str, Any]]:
+    """``decode_plan`` for a launch on ``device_index`` (whose SM count is
+    read only when the split count is chosen); ``(1, 0, tuning)`` unchanged
+    when no decode kernel is asked for."""
+    if num_splits == 1 and pack_gqa is False:
+        return 1, 0, tuning
+    return decode_plan(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, value_head_dim,
+                       num_splits, pack_gqa,
+                       _multiprocessors(device_index) if num_splits == 0 else 0, tuning)
+
+
 def _check_decode_args(num_splits: Any, pack_gqa: Any) -> None:
     if isinstance(num_splits, bool) or not isinstance(num_splits, int):
         raise TypeError(f"num_splits must be an int (0: choose, 1: no split), got "
@@ -609,21 +623,18 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
-    pack = 0
-    if num_splits != 1 or pack_gqa is not False:
-        num_splits, pack, tuning = decode_plan(
-            b, hq, hkv, sq, skv, d, dv, num_splits, pack_gqa,
-            _multiprocessors(device_index) if num_splits == 0 else 0, tuning)
-        if num_splits > 1:
-            return attention_split(q, out, lse, layout, (
-                d, kernels.dtype_name(q.dtype), causal, dv if dv != d else None, mask_alignment,
-                sliding_window, kv_lengths is not None, True, pack), device_index, tuning, {
-                "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
-                "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
-                "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
-                "window_left": window_left, "window_right": window_right,
-                "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0},
-                num_splits, return_lse)
+    num_splits, pack, tuning = launch_decode_plan(b, hq, hkv, sq, skv, d, dv, num_splits,
+                                                  pack_gqa, device_index, tuning)
+    if num_splits > 1:
+        return attention_split(q, out, lse, layout, (
+            d, kernels.dtype_name(q.dtype), causal, dv if dv != d else None, mask_alignment,
+            sliding_window, kv_lengths is not None, True, pack), device_index, tuning, {
+            "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
+            "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
+            "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
+            "window_left": window_left, "window_right": window_right,
+            "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0},
+            num_splits, return_lse)
     config_args: Tuple[Any, ...] = (d, kernels.dtype_name(q.dtype), causal,
                                     dv if dv != d else None, mask_alignment, sliding_window,
                                     kv_lengths is not None)

@@ -156,8 +156,8 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
         ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
     """
     from kvpipe.attention import (_check_decode_args, _kernel_for, _multiprocessors,
-                                  attention_split, check_scale_and_out, decode_plan,
-                                  forward_outputs, kernel_arguments, launch_grid,
+                                  attention_split, check_scale_and_out, forward_outputs,
+                                  kernel_arguments, launch_decode_plan, launch_grid,
                                   normalise_window)
 
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True,
@@ -192,12 +192,9 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
-    pack = 0
-    if num_splits != 1 or pack_gqa is not False:
-        num_splits, pack, tuning = decode_plan(
-            b, hq, tuple(k_cache.shape)[2], sq, pages_per_sequence * page_size, d, vd,
-            num_splits, pack_gqa, _multiprocessors(device_index) if num_splits == 0 else 0,
-            tuning)
+    num_splits, pack, tuning = launch_decode_plan(
+        b, hq, tuple(k_cache.shape)[2], sq, pages_per_sequence * page_size, d, vd, num_splits,
+        pack_gqa, device_index, tuning)
     config_args = (d, kernels.dtype_name(q.dtype), causal, vd if vd != d else None,
                    mask_alignment, sliding_window, True, num_splits > 1, pack, page_size)
     values = kernel_values(q, k_cache, v_cache, out, lse.data_ptr() if lse is not None
