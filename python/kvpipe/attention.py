@@ -13,6 +13,8 @@ for a persistent kernel ``(min(tiles, SMs), 1, 1)``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
 import sys
@@ -118,6 +120,28 @@ def _multiprocessors(device_index: int) -> int:
         count = torch.cuda.get_device_properties(device_index).multi_processor_count
         _sm_counts[device_index] = count
     return count
+
+
+_SAME_DEVICE = contextlib.nullcontext()
+
+
+def device_launch(device_index: int) -> Tuple[Any, int]:
+    """What a launch on ``device_index`` needs: a context manager that makes
+    the device current and the raw handle of torch's current stream there.
+
+    The context manager is a no-op when the device is already current (the
+    usual case): entering ``torch.cuda.device`` and asking for
+    ``torch.cuda.current_stream()`` cost tens of microseconds of host time,
+    as much as a decode kernel at a short cache runs.
+    """
+    import torch
+
+    get_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+    raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    stream = (raw_stream(device_index) if raw_stream is not None
+              else torch.cuda.current_stream(device_index).cuda_stream)
+    guard = _SAME_DEVICE if get_device() == device_index else torch.cuda.device(device_index)
+    return guard, stream
 
 
 def _bhsd_view(name: str, t: Any, layout: str) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
@@ -271,13 +295,8 @@ def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> list:
     numbers; each parameter's kind is the ABI's (``param_kinds``) or, for
     the kinds ABI version 2 fixed, this table's.
     """
-    if abi.get("abi_version") not in ABI_VERSIONS:
-        raise KernelABIError(f"kernel {abi.get('kernel')} has ABI version "
-                             f"{abi.get('abi_version')}; this runtime knows {ABI_VERSIONS}: "
-                             "use a compiler and a Python package of the same release")
-    kinds = {**_V2_PARAM_KINDS, **abi.get("param_kinds", {})}
-    unknown = [name for name in abi["params"] if kinds.get(name) not in
-               ("tensor_map", *_SCALAR_ARGS) or name not in values]
+    params = _param_kinds(abi)
+    unknown = [name for name, _ in params if name not in values]
     if unknown:
         raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
                              "that this runtime does not provide")
@@ -286,14 +305,44 @@ def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> list:
                          f"pack_gqa ({abi['pack_gqa']}) kernel {abi.get('kernel')} was "
                          "compiled for")
     args = []
-    for name in abi["params"]:
-        kind, value = kinds[name], values[name]
+    for name, kind in params:
+        value = values[name]
         if kind == "tensor_map":
             tensor_name, tensor, layout = value
             args.append(cuda.TensorMapArg(_tensor_map(tensor_name, tensor, layout, abi[name])))
         else:
             args.append(_SCALAR_ARGS[kind](value))
     return args
+
+
+_resolved_kinds: Dict[int, Tuple[Dict[str, Any], Tuple[Tuple[str, str], ...]]] = {}
+
+
+def _param_kinds(abi: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
+    """``(name, kind)`` of each parameter of a kernel's ABI, in order,
+    resolved once per ABI (every launch reads them).
+
+    Raises:
+        KernelABIError: an ABI version or a parameter kind this runtime does
+            not know.
+    """
+    found = _resolved_kinds.get(id(abi))
+    if found is not None and found[0] is abi:
+        return found[1]
+    if abi.get("abi_version") not in ABI_VERSIONS:
+        raise KernelABIError(f"kernel {abi.get('kernel')} has ABI version "
+                             f"{abi.get('abi_version')}; this runtime knows {ABI_VERSIONS}: "
+                             "use a compiler and a Python package of the same release")
+    kinds = {**_V2_PARAM_KINDS, **abi.get("param_kinds", {})}
+    unknown = [name for name in abi["params"]
+               if kinds.get(name) not in ("tensor_map", *_SCALAR_ARGS)]
+    if unknown:
+        raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
+                             "that this runtime does not provide")
+    params = tuple((name, kinds[name]) for name in abi["params"])
+    # The ABI is kept with its entry, so that its id is not reused meanwhile.
+    _resolved_kinds[id(abi)] = (abi, params)
+    return params
 
 
 #: Parameter kinds of ABI version 2, for compilers that do not write them.
@@ -318,6 +367,7 @@ MAX_SPLITS = 128
 MIN_BLOCKS_PER_SPLIT = 4
 
 
+@functools.lru_cache(maxsize=4096)
 def num_splits_heuristic(tiles: int, multiprocessors: int, kv_blocks: int,
                          max_splits: int = MAX_SPLITS,
                          min_blocks_per_split: int = MIN_BLOCKS_PER_SPLIT) -> int:
@@ -326,7 +376,8 @@ def num_splits_heuristic(tiles: int, multiprocessors: int, kv_blocks: int,
     nearly fill the SMs (80 %); otherwise the fewest splits whose last wave
     is at least 85 % as full as the best count's, each split keeping at
     least ``min_blocks_per_split`` K/V blocks, skipping counts that leave
-    the blocks per split unchanged."""
+    the blocks per split unchanged. Memoised: it loops over up to 128
+    counts, which cost a decode call tens of microseconds of host time."""
     if tiles >= 0.8 * multiprocessors:
         return 1
     limit = min(max_splits, multiprocessors, max(1, kv_blocks // min_blocks_per_split))
@@ -654,10 +705,10 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                        _multiprocessors(device_index) if abi.get("persistent") else 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",
         abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, hkv, sq, skv)
-    with torch.cuda.device(device_index):
+    guard, stream = device_launch(device_index)
+    with guard:
         kernel.launch(grid, (abi["threads"], 1, 1), args,
-                      shared_mem=abi["dynamic_shared_memory"],
-                      stream=torch.cuda.current_stream())
+                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
 
 
@@ -698,8 +749,8 @@ def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[
         "num_splits": num_splits})
     log("launch %s: grid %s, %d splits, then %s", abi["kernel"], grid, num_splits,
         combine_abi["kernel"])
-    with torch.cuda.device(device_index):
-        stream = torch.cuda.current_stream()
+    guard, stream = device_launch(device_index)
+    with guard:
         kernel.launch(grid, (abi["threads"], 1, 1), args,
                       shared_mem=abi["dynamic_shared_memory"], stream=stream)
         combine.launch(combine_grid(combine_abi, sq, hq, b), (combine_abi["threads"], 1, 1),
@@ -889,9 +940,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     def strides(t: Any, t_layout: str) -> Tuple[int, ...]:
         return _bhsd_view("", t, t_layout)[1][:3]
 
-    stream = torch.cuda.current_stream()
     grid_q = ((sq + block_m - 1) // block_m, hq, b)
-    with torch.cuda.device(device_index):
+    guard, stream = device_launch(device_index)
+    with guard:
         kernel, abi = family["preprocess"]
         os_, dos = strides(o, layout), strides(do, layout)
         args = kernel_arguments(abi, {
@@ -1170,10 +1221,10 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         "total=%d/%d max=%d/%d", abi["kernel"], grid, abi["threads"],
         abi["dynamic_shared_memory"], batch, hq, hkv, total_q, total_k, max_seqlen_q,
         max_seqlen_k)
-    with torch.cuda.device(device_index):
+    guard, stream = device_launch(device_index)
+    with guard:
         kernel.launch(grid, (abi["threads"], 1, 1), args,
-                      shared_mem=abi["dynamic_shared_memory"],
-                      stream=torch.cuda.current_stream())
+                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
 
 

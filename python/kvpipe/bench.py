@@ -36,6 +36,37 @@ def _median_ms(fn: Callable[[], Any]) -> float:
         return times[len(times) // 2]
 
 
+def _graph_median_ms(fn: Callable[[], Any]) -> Optional[float]:
+    """The median time of ``fn`` replayed from a CUDA graph (no host time:
+    how a serving engine runs a decode step), or None without triton or
+    when ``fn`` cannot be captured."""
+    try:
+        from triton.testing import do_bench_cudagraph
+
+        return float(do_bench_cudagraph(fn, rep=100, return_mode="median"))
+    except (ImportError, RuntimeError) as exc:
+        print(f"CUDA-graph timing failed: {exc}"[:300], flush=True)
+        return None
+
+
+def _host_us(fn: Callable[[], Any], calls: int = 200) -> float:
+    """Host microseconds per call of ``fn`` (argument checks, plan, launch):
+    ``calls`` calls issued back to back, timed on the host before the device
+    catches up (the launch queue holds them)."""
+    import time
+
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
 def _fa4() -> Optional[Callable[..., Any]]:
     """FlashAttention-4's ``flash_attn_func`` ((B, S, H, D) inputs), or None."""
     try:
@@ -261,7 +292,14 @@ def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 3
             times[name] = _median_ms(fn)
             row[name] = round(nbytes / times[name] / 1e9, 2)
 
+        def graph(name: str, fn: Callable[[], Any], nbytes: int = read) -> None:
+            """The CUDA-graph time and the host time per call of ``fn``."""
+            ms = _graph_median_ms(fn)
+            row[name + "_graph"] = round(nbytes / ms / 1e9, 2) if ms else None
+            row[name + "_host_us"] = round(_host_us(fn), 1)
+
         measure("kvpipe", lambda: flash_attn_with_kvcache(q, k_cache, v_cache))
+        graph("kvpipe", lambda: flash_attn_with_kvcache(q, k_cache, v_cache))
         measure("kvpipe_seqlens", lambda: flash_attn_with_kvcache(
             q, k_cache, v_cache, cache_seqlens=seqlens))
         measure("kvpipe_nosplit", lambda: flash_attn_with_kvcache(q, k_cache, v_cache,
@@ -280,6 +318,9 @@ def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 3
                     with sdpa_kernel([backend]):
                         measure(name, lambda: F.scaled_dot_product_attention(
                             qt, kt, vt, enable_gqa=True))
+                        if name == "cudnn":
+                            graph(name, lambda: F.scaled_dot_product_attention(
+                                qt, kt, vt, enable_gqa=True))
                     row[name + "_gqa"] = "enable_gqa"
                     continue
                 except (RuntimeError, TypeError):
@@ -298,6 +339,8 @@ def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 3
                 if row.get(name):
                     row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
                     row["speedup_" + name] = round(times[name] / times["kvpipe"], 3)
+            if row.get("kvpipe_graph") and row.get("cudnn_graph"):
+                row["vs_cudnn_graph"] = round(row["kvpipe_graph"] / row["cudnn_graph"], 3)
             del qt, kt, vt
         row["ms"] = {name: round(ms, 4) for name, ms in times.items()}
         print(row, flush=True)
@@ -312,7 +355,13 @@ def decode_to_markdown(rows: List[Dict[str, Any]]) -> str:
              "cuDNN TB/s (K/V) | FA2 TB/s (K/V) | kvpipe/cuDNN TB/s | kvpipe/FA2 TB/s | "
              "speedup vs cuDNN, FA2 | splits, pack, warpgroups |",
              "|" + " --- |" * 11]
+    graph_lines = ["| batch x cache | kvpipe TB/s, CUDA graph | cuDNN TB/s, CUDA graph | "
+                   "kvpipe/cuDNN, CUDA graph | host us/call kvpipe | host us/call cuDNN |",
+                   "|" + " --- |" * 6]
     for r in rows:
+        graph_lines.append(f"| {r['B']} x {r['S'] // 1024}k | {r.get('kvpipe_graph')} | "
+                           f"{r.get('cudnn_graph')} | {r.get('vs_cudnn_graph')} | "
+                           f"{r.get('kvpipe_host_us')} | {r.get('cudnn_host_us')} |")
         lines.append(f"| {r['B']} x {r['S'] // 1024}k | {r['kvpipe']} | {r['kvpipe_seqlens']} | "
                      f"{r['kvpipe_nosplit']} | {r.get('kvpipe_stages_variant')} | "
                      f"{r.get('cudnn')} ({r.get('cudnn_gqa')}) | "
@@ -320,4 +369,6 @@ def decode_to_markdown(rows: List[Dict[str, Any]]) -> str:
                      f"{r.get('vs_flash')} | {r.get('speedup_cudnn')}, {r.get('speedup_flash')} | "
                      f"{r['num_splits']}, {r['pack_gqa']}, "
                      f"{r['consumer_warpgroups'] or 'default'} |")
-    return "\n".join(lines) + "\n"
+    return ("\n".join(lines) + "\n\nThe same calls replayed from CUDA graphs (no host time, as "
+            "serving engines run decode steps), and each call's host time:\n\n"
+            + "\n".join(graph_lines) + "\n")

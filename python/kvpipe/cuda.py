@@ -165,8 +165,10 @@ def _call(function: str, *args: Any, context: Optional[str] = None) -> Any:
         result = fn(*args)
     except RuntimeError as exc:
         # cuda-bindings loads libcuda on the first call and reports a missing
-        # driver as a bare RuntimeError; make it a CudaError like the others.
-        if "libcuda" in str(exc):
+        # driver as a RuntimeError: a bare one naming libcuda (12.x), or
+        # cuda.pathfinder's DynamicLibNotFoundError (13.x), which names the
+        # library "cuda". Make it a CudaError like the others.
+        if "libcuda" in str(exc) or type(exc).__name__ == "DynamicLibNotFoundError":
             raise DriverNotFoundError(context) from exc
         raise
     return check(result, context)
@@ -569,6 +571,17 @@ def _func_attribute(handle: Any, name: str, kernel_name: str) -> int:
 _DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in
 
 
+_MAX_CACHED_CONFIGS = 1024
+
+
+def _hashable(grid: Any, block: Any) -> bool:
+    """Whether a launch configuration can be remembered as it is: ints and
+    tuples of ints (not bools, which compare equal to ints and are refused;
+    not lists, which could change after the launch)."""
+    return all(type(v) is int or (type(v) is tuple and all(type(x) is int for x in v))
+               for v in (grid, block))
+
+
 class Kernel:
     """A kernel (CUfunction) of a Module, with a checked, graph-capturable launch.
 
@@ -589,6 +602,9 @@ class Kernel:
         self.param_sizes = param_sizes
         self.max_threads_per_block = max_threads_per_block
         self._max_dynamic_shared = _DEFAULT_DYNAMIC_SHARED_LIMIT
+        # Launch configurations already validated (a decode step launches
+        # the same few each time; validating costs microseconds).
+        self._configs: dict = {}
 
     def attribute(self, name: str) -> int:
         """Returns a function attribute by short name: num_regs, shared_size_bytes,
@@ -650,11 +666,18 @@ class Kernel:
             CudaError: the driver refused the launch; the message names the
                 kernel and the configuration.
         """
-        try:
-            grid3, block3 = launch_config(grid, block, self.max_threads_per_block)
-            shared_mem = _int_in_range("shared_mem", shared_mem, 0, 2**31 - 1)
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(f"launching kernel {self.name!r}: {exc}") from None
+        remembered = type(shared_mem) is int and _hashable(grid, block)
+        config = self._configs.get((grid, block, shared_mem)) if remembered else None
+        if config is None:
+            try:
+                grid3, block3 = launch_config(grid, block, self.max_threads_per_block)
+                checked_shared = _int_in_range("shared_mem", shared_mem, 0, 2**31 - 1)
+            except (ValueError, TypeError) as exc:
+                raise type(exc)(f"launching kernel {self.name!r}: {exc}") from None
+            config = (grid3, block3, checked_shared)
+            if remembered and len(self._configs) < _MAX_CACHED_CONFIGS:
+                self._configs[(grid, block, shared_mem)] = config
+        grid3, block3, shared_mem = config
         params = pack_args(args)
         self._check_arg_sizes(args)
         handle = _stream_handle(stream)

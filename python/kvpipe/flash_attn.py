@@ -268,7 +268,8 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
 
     score_mod = _score_mod(softcap, alibi_slopes, q, used if lengths is None else lengths)
     if lengths is None:
-        keys, values = k_cache[:, :used], v_cache[:, :used]
+        keys, values = ((k_cache, v_cache) if used == capacity else
+                        (k_cache[:, :used], v_cache[:, :used]))
         result = attention(q, keys, values, causal=causal, scale=softmax_scale,
                            return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,

@@ -155,7 +155,7 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     Returns:
         ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
     """
-    from kvpipe.attention import (_check_decode_args, _kernel_for, _multiprocessors,
+    from kvpipe.attention import (_check_decode_args, _kernel_for, device_launch, _multiprocessors,
                                   attention_split, check_scale_and_out, forward_outputs,
                                   kernel_arguments, launch_decode_plan, launch_grid,
                                   normalise_window)
@@ -206,10 +206,10 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     args = kernel_arguments(abi, values)
     grid = launch_grid(abi, sq, hq, b, _multiprocessors(device_index)
                        if abi.get("persistent") else 0)
-    with torch.cuda.device(device_index):
+    guard, stream = device_launch(device_index)
+    with guard:
         kernel.launch(grid, (abi["threads"], 1, 1), args,
-                      shared_mem=abi["dynamic_shared_memory"],
-                      stream=torch.cuda.current_stream())
+                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
 
 

@@ -182,6 +182,25 @@ def test_launch_checks_arguments_against_the_kernels_parameters(fake_launch):
 
 
 @needs_bindings
+def test_remembered_launch_configurations_stay_checked(fake_launch):
+    # A configuration validated once is remembered, but only as the same
+    # ints: a bool equal to a remembered int, or a list, is validated again.
+    calls, _ = fake_launch
+    kernel = cuda.Kernel("h", "attn", param_sizes=())
+    kernel.launch((1, 2), 128, [], shared_mem=1)
+    kernel.launch((1, 2), 128, [], shared_mem=1)
+    assert [c["grid"] for c in calls] == [(1, 2, 1), (1, 2, 1)]
+    with pytest.raises(TypeError, match="launching kernel 'attn': shared_mem must be an int"):
+        kernel.launch((1, 2), 128, [], shared_mem=True)
+    grid = [3, 1]
+    kernel.launch(grid, 1, [])
+    grid[0] = 0
+    with pytest.raises(ValueError, match=r"grid.x must be in \[1, "):
+        kernel.launch(grid, 1, [])
+    assert len(calls) == 3
+
+
+@needs_bindings
 def test_launch_failure_names_kernel_and_configuration(fake_launch):
     _, state = fake_launch
     state["result"] = cuda.driver().CUresult.CUDA_ERROR_INVALID_VALUE
