@@ -649,16 +649,17 @@ GENTLE_FUNCS = [f for f, _ in GENTLE_MUTATIONS]
 GENTLE_WEIGHTS = [w for _, w in GENTLE_MUTATIONS]
 
 
-def make_mutant(corpus, seed, index, valid=None):
+def make_mutant(corpus, seed, index, valid=None, gentle_share=0.5):
     """Mutant `index` of `seed`: (seed name, mutation names, text). Mostly
     of the inputs in `valid` (indices of the corpus inputs that verify):
-    their mutants reach the lowering far more often."""
+    their mutants reach the lowering far more often. `gentle_share` of the
+    mutants take gentle mutations, which often still verify."""
     rng = random.Random("%d:%d" % (seed, index))
     if valid and rng.random() < 0.8:
         name, text = corpus[rng.choice(valid)]
     else:
         name, text = rng.choice(corpus)
-    gentle = rng.random() < 0.5
+    gentle = rng.random() < gentle_share
     funcs, weights = ((GENTLE_FUNCS, GENTLE_WEIGHTS) if gentle else
                       (MUTATION_FUNCS, MUTATION_WEIGHTS))
     count = rng.choices([1, 2, 3, 4], weights=[70, 20, 6, 4] if gentle else
@@ -871,9 +872,9 @@ def minimise_crash(opt, result, timeout, workdir):
                     os.path.join(workdir, "minimise.mlir"), timeout, same)
 
 
-def worker_init(corpus, valid, opt, seed, workdir, timeouts):
+def worker_init(corpus, valid, opt, seed, workdir, timeouts, gentle_share=0.5):
     _STATE.update(corpus=corpus, valid=valid, opt=opt, seed=seed,
-                  timeouts=timeouts,
+                  timeouts=timeouts, gentle_share=gentle_share,
                   workdir=tempfile.mkdtemp(prefix="w%d-" % os.getpid(),
                                            dir=workdir))
 
@@ -913,7 +914,8 @@ def check(mode, text, args, index):
 
 def run_mutant(index):
     corpus, seed = _STATE["corpus"], _STATE["seed"]
-    name, mutations, text = make_mutant(corpus, seed, index, _STATE["valid"])
+    name, mutations, text = make_mutant(corpus, seed, index, _STATE["valid"],
+                                        _STATE["gentle_share"])
     rng = random.Random("options:%d:%d" % (seed, index))
     results = []
     verify = check("verify", text, ["--kvpipe-verify-protocol"], index)
@@ -984,6 +986,13 @@ def main(argv=None):
                              "--mutants is not given either)")
     parser.add_argument("--mutants", type=int,
                         help="stop after this many mutants")
+    parser.add_argument("--full-mutants", type=int,
+                        help="stop once this many mutants have run through "
+                             "the full pipeline")
+    parser.add_argument("--gentle-share", type=float, default=0.5,
+                        help="the share of mutants with gentle mutations "
+                             "(default 0.5; more reach the full pipeline). "
+                             "Mutant N of a seed depends on it")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--crash-dir", default="fuzz-crashes",
@@ -1005,8 +1014,10 @@ def main(argv=None):
     parser.add_argument("--dump-mutant", type=int, metavar="N",
                         help="print mutant N of the seed and exit")
     args = parser.parse_args(argv)
-    if args.seconds is None and args.mutants is None:
+    if args.seconds is None and args.mutants is None and args.full_mutants is None:
         args.seconds = 60.0
+    if not 0.0 <= args.gentle_share <= 1.0:
+        parser.error("--gentle-share must be in [0, 1], got %s" % args.gentle_share)
 
     global MEMORY_LIMIT
     # ASAN_OPTIONS in the environment (lit passes it through) also means a
@@ -1038,15 +1049,16 @@ def main(argv=None):
 
     if args.dump_mutant is not None:
         name, mutations, text = make_mutant(corpus, args.seed,
-                                            args.dump_mutant, valid)
+                                            args.dump_mutant, valid,
+                                            args.gentle_share)
         sys.stdout.write("// mutant %d of %s: %s\n%s" % (
             args.dump_mutant, name, ", ".join(mutations), text))
         return 0
 
-    print("kvpipe_fuzz: %s, seed %d, %d jobs, corpus of %d inputs (%d files, "
-          "%d expanded attention kernels; %d verify)" % (
-              opt, args.seed, args.jobs, len(corpus), files, len(expanded),
-              len(valid)), flush=True)
+    print("kvpipe_fuzz: %s, seed %d, %d jobs, gentle share %.2f, corpus of %d "
+          "inputs (%d files, %d expanded attention kernels; %d verify)" % (
+              opt, args.seed, args.jobs, args.gentle_share, len(corpus), files,
+              len(expanded), len(valid)), flush=True)
     counts = {"verify": 0, "full": 0}
     crashes, hangs, unlocated_runs, signatures = [], [], [], {}
     upstream_runs = []
@@ -1062,11 +1074,13 @@ def main(argv=None):
         with concurrent.futures.ProcessPoolExecutor(
                 max_workers=args.jobs, initializer=worker_init,
                 initargs=(corpus, valid, opt, args.seed, workdir,
-                          timeouts)) as pool:
+                          timeouts, args.gentle_share)) as pool:
             pending = set()
 
             def more():
                 return ((limit is None or next_index < limit) and
+                        (args.full_mutants is None or
+                         counts["full"] < args.full_mutants) and
                         (deadline is None or time.time() < deadline))
 
             while True:
