@@ -335,7 +335,17 @@ def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 3
                     del ke, ve
                 except RuntimeError as exc:
                     print(f"{name} failed at B{b} S{n}: {exc}"[:300], flush=True)
-            for name in ("cudnn", "flash"):
+            fa4 = _fa4()
+            row["fa4"] = None
+            if fa4 is not None:
+                # FA4 takes the (B, S, H, D) cache as it is, GQA included; it has
+                # no split-KV on sm_90. Its first call JIT-compiles: warm up.
+                try:
+                    fa4(q, k_cache, v_cache)
+                    measure("fa4", lambda: fa4(q, k_cache, v_cache))
+                except Exception as exc:  # noqa: BLE001 -- a peer's failure is a table entry
+                    print(f"FA4 failed at B{b} S{n}: {exc}"[:300], flush=True)
+            for name in ("cudnn", "flash", "fa4"):
                 if row.get(name):
                     row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
                     row["speedup_" + name] = round(times[name] / times["kvpipe"], 3)
@@ -352,9 +362,9 @@ def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 3
 def decode_to_markdown(rows: List[Dict[str, Any]]) -> str:
     lines = ["| batch x cache | kvpipe TB/s | kvpipe, cache_seqlens | kvpipe, num_splits=1 | "
              f"kvpipe, kv_stages={DECODE_VARIANT_STAGES} | "
-             "cuDNN TB/s (K/V) | FA2 TB/s (K/V) | kvpipe/cuDNN TB/s | kvpipe/FA2 TB/s | "
-             "speedup vs cuDNN, FA2 | splits, pack, warpgroups |",
-             "|" + " --- |" * 11]
+             "cuDNN TB/s (K/V) | FA2 TB/s (K/V) | FA4 TB/s | kvpipe/cuDNN TB/s | "
+             "kvpipe/FA2 TB/s | kvpipe/FA4 | speedup vs cuDNN, FA2 | splits, pack, warpgroups |",
+             "|" + " --- |" * 13]
     graph_lines = ["| batch x cache | kvpipe TB/s, CUDA graph | cuDNN TB/s, CUDA graph | "
                    "kvpipe/cuDNN, CUDA graph | host us/call kvpipe | host us/call cuDNN |",
                    "|" + " --- |" * 6]
@@ -365,8 +375,9 @@ def decode_to_markdown(rows: List[Dict[str, Any]]) -> str:
         lines.append(f"| {r['B']} x {r['S'] // 1024}k | {r['kvpipe']} | {r['kvpipe_seqlens']} | "
                      f"{r['kvpipe_nosplit']} | {r.get('kvpipe_stages_variant')} | "
                      f"{r.get('cudnn')} ({r.get('cudnn_gqa')}) | "
-                     f"{r.get('flash')} ({r.get('flash_gqa')}) | {r.get('vs_cudnn')} | "
-                     f"{r.get('vs_flash')} | {r.get('speedup_cudnn')}, {r.get('speedup_flash')} | "
+                     f"{r.get('flash')} ({r.get('flash_gqa')}) | {r.get('fa4')} | "
+                     f"{r.get('vs_cudnn')} | {r.get('vs_flash')} | {r.get('vs_fa4')} | "
+                     f"{r.get('speedup_cudnn')}, {r.get('speedup_flash')} | "
                      f"{r['num_splits']}, {r['pack_gqa']}, "
                      f"{r['consumer_warpgroups'] or 'default'} |")
     return ("\n".join(lines) + "\n\nThe same calls replayed from CUDA graphs (no host time, as "

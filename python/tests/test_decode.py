@@ -259,16 +259,18 @@ def test_decode_bench_table_reports_tbps_ratios_and_the_plan():
 
     rows = [{"B": 64, "S": 8192, "kvpipe": 3.9, "kvpipe_seqlens": 3.8, "kvpipe_nosplit": 3.9,
              "kvpipe_stages_variant": 4.1, "cudnn": 4.4, "cudnn_gqa": "expanded", "flash": 2.6, "flash_gqa": "enable_gqa",
-             "vs_cudnn": 0.886, "vs_flash": 1.5, "speedup_cudnn": 3.5, "speedup_flash": 1.5,
+             "fa4": 4.3, "vs_fa4": 0.907, "vs_cudnn": 0.886, "vs_flash": 1.5, "speedup_cudnn": 3.5, "speedup_flash": 1.5,
              "num_splits": 1, "pack_gqa": 4, "consumer_warpgroups": 1, "kvpipe_graph": 4.4,
              "cudnn_graph": 4.5, "vs_cudnn_graph": 0.978, "kvpipe_host_us": 61.5,
              "cudnn_host_us": 15.2},
             {"B": 1, "S": 131072, "kvpipe": 3.6, "kvpipe_seqlens": 3.5, "kvpipe_nosplit": 0.4,
              "cudnn": None, "num_splits": 15, "pack_gqa": 4, "consumer_warpgroups": None}]
     lines = bench.decode_to_markdown(rows).splitlines()
-    assert lines[0].count("|") - 1 == lines[1].count("---") == 11
-    assert lines[2].startswith("| 64 x 8k | 3.9 | 3.8 | 3.9 | 4.1 | 4.4 (expanded) |")
-    assert "| 0.886 |" in lines[2] and lines[2].endswith("| 1, 4, 1 |")
+    assert lines[0].count("|") - 1 == lines[1].count("---") == 13
+    assert lines[2].startswith("| 64 x 8k | 3.9 | 3.8 | 3.9 | 4.1 | 4.4 (expanded) | "
+                               "2.6 (enable_gqa) | 4.3 | 0.886 | 1.5 | 0.907 |")
+    assert lines[2].endswith("| 1, 4, 1 |")
+    assert "| None | None | None | None |" in lines[3]  # no peers measured
     assert lines[3].startswith("| 1 x 128k |") and lines[3].endswith("| 15, 4, default |")
     # The CUDA-graph table: TB/s without host time, and the host time per call.
     graph = lines[lines.index("") + 3:]
