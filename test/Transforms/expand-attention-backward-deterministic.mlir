@@ -34,7 +34,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: llvm.load %{{.*}} atomic syncscope("device") acquire {{.*}} : !llvm.ptr<1> -> i32
 // CHECK: arith.cmpi ne
 // CHECK: nvvm.barrier
-// CHECK-COUNT-32: llvm.atomicrmw fadd
+// Its additions: one bulk reduction, complete (not only read) before the
+// turn is passed on.
+// CHECK: llvm.inline_asm has_side_effects "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
+// CHECK-NEXT: nvvm.cp.async.bulk.commit.group
+// CHECK-NEXT: nvvm.cp.async.bulk.wait_group 0{{$}}
 // CHECK: nvvm.barrier
 // CHECK: llvm.inline_asm has_side_effects "red.release.gpu.global.add.s32 [$0], $1;", "l,r,~{memory}"
 // CHECK-NOT: llvm.atomicrmw add

@@ -31,7 +31,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // streamed (two slots each), two consumer warpgroups; with the causal mask
 // the Q-block loops of producer and consumers start at the block's first key.
 // CHECK-LABEL: gpu.func @bwd(
-//  CHECK-SAME:   dynamic_shared_memory = 148480
+//  CHECK-SAME:   dynamic_shared_memory = 214016
 //  CHECK-SAME:   role = "main"
 //       CHECK:   %[[KVROW:.*]] = arith.muli %block_id_x, %c128 : index
 //       CHECK:   %[[QBLOCKS:.*]] = arith.ceildivui %{{.*}}, %c64 : index
@@ -57,6 +57,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //   CHECK-COUNT-2:   kvpipe.tma_load %arg3
 //       CHECK:       kvpipe.producer_commit
 //       CHECK:   } consumers(2) registers(240) {
+// Each consumer's dQ staging tile: 64 x 128 fp32 (fragment order).
+//       CHECK:     %[[DQ:.*]] = memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
 //       CHECK:     kvpipe.consumer_wait %[[KV]]
 //       CHECK:     scf.for %{{.*}} = %[[BEGIN]] to %[[QBLOCKS]]
 // S^T = K_c Q^T and dP^T = V_c dO^T (SS), S^T retired first.
@@ -81,15 +83,25 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[QT]], %{{.*}} {transpose_b} : vector<32xbf16>
 //       CHECK:       kvpipe.store_fragment %{{.*}}, %[[DS:.*]] : vector<32xbf16>, memref<1x64x64xbf16
 //       CHECK:       nvvm.fence.proxy
+// The previous Q block's bulk reduction has read the staging tile.
+//       CHECK:       nvvm.cp.async.bulk.wait_group 0 {read}
 //       CHECK:       nvvm.barrier
 //       CHECK:       kvpipe.warpgroup_mma %[[DS]], %{{.*}} {transpose_a, transpose_b}
 //       CHECK:       kvpipe.warpgroup_wait %{{.*}}, %{{.*}}, %{{.*}} {pending = 0 : i64} : vector<64xf32>, vector<64xf32>, vector<32xf32>
 //       CHECK:       kvpipe.consumer_release
 //       CHECK:       kvpipe.consumer_release
-//   CHECK-COUNT-32:  llvm.atomicrmw fadd {{.*}} monotonic
+// Each 64-column piece of dQ staged in fragment order, 16 bytes per store.
+//   CHECK-COUNT-8:   vector.store %{{.*}}, %[[DQ]][%{{.*}}] {alignment = 16 : i64} : memref<8192xf32, {{.*}}>, vector<4xf32>
 //       CHECK:       kvpipe.warpgroup_mma %[[DS]], %{{.*}} {transpose_a, transpose_b}
 //       CHECK:       kvpipe.warpgroup_wait %{{.*}} {pending = 0 : i64} : vector<32xf32>
-//   CHECK-COUNT-32:  llvm.atomicrmw fadd {{.*}} monotonic
+//   CHECK-COUNT-8:   vector.store %{{.*}}, %[[DQ]][%{{.*}}] {alignment = 16 : i64}
+// Then one bulk reduction of the 32 KiB tile into dq_accum, by one thread.
+//       CHECK:       nvvm.fence.proxy
+//       CHECK:       nvvm.barrier
+//       CHECK:       scf.if
+//       CHECK:         llvm.inline_asm has_side_effects "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r,~{memory}" %{{.*}}, %{{.*}}, %c32768_i32
+//       CHECK:         nvvm.cp.async.bulk.commit.group
+//   CHECK-NOT:         nvvm.cp.async.bulk.wait_group
 //       CHECK:       scf.yield
 // Epilogue: dK scaled, dK and dV staged in the warpgroup's K and V rows and
 // stored with TMA, then the K/V slot released.
@@ -100,13 +112,19 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     nvvm.cp.async.bulk.wait_group 0
 //       CHECK:     kvpipe.consumer_release %[[KV]]
 
-// The postprocess: dQ = scale * dq_accum in the element type.
+// The postprocess: dQ = scale * dq_accum in the element type, one thread
+// per fragment thread of the 64-row block: 16 coalesced 16-byte loads of
+// the fragment-ordered accumulator, then two adjacent columns per store,
+// each row half only where it is below seq_q.
 // CHECK-LABEL: gpu.func @bwd_postprocess(
 //  CHECK-SAME:   role = "postprocess"
-//       CHECK:   llvm.load {{.*}} -> vector<4xf32>
-//       CHECK:   arith.mulf {{.*}} : vector<4xf32>
-//       CHECK:   arith.truncf {{.*}} to vector<4xbf16>
-//       CHECK:   llvm.store {{.*}} : vector<4xbf16>, !llvm.ptr<1>
+//  CHECK-COUNT-16: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+//       CHECK:   arith.mulf {{.*}} : vector<64xf32>
+//       CHECK:   arith.truncf {{.*}} to vector<64xbf16>
+//       CHECK:   scf.if
+//  CHECK-COUNT-16: llvm.store {{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
+//       CHECK:   scf.if
+//  CHECK-COUNT-16: llvm.store {{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
 
 // ABI: "kernel": "bwd_preprocess"
 // ABI: "role": "preprocess"

@@ -35,6 +35,7 @@
 #include "Fragment.h"
 #include "KernelBuilder.h"
 
+#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
@@ -121,6 +122,15 @@ private:
   /// ... and after its additions, meets again and the `elected` thread
   /// passes the turn on (counter + 1, release, GPU scope).
   void buildOrderedTurnEnd(Value semaphore, Value elected, Value barrierId);
+  /// The `elected` thread waits until its bulk groups have read their
+  /// shared-memory sources (`read`) or completed.
+  void waitBulkGroups(Value elected, bool read) {
+    auto wait = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(wait.thenBlock());
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                         read ? b.getUnitAttr() : UnitAttr());
+  }
 
   const AttentionConfig &c;
   MLIRContext *ctx;
@@ -131,6 +141,7 @@ private:
   Value seqQ, seqKV, headsQ, batch, head, kvHead, kvRow0, qBegin, numQBlocks,
       rowBase;
   Value sK, sV, sQ, sDO, sDS, pipeKV, pipeQ, pipeDO;
+  AlignedSharedMemory shared;
 };
 
 gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
@@ -336,30 +347,82 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   Value strides[3] = {p(PostprocessParam::DQStrideB),
                       p(PostprocessParam::DQStrideH),
                       p(PostprocessParam::DQStrideS)};
-  int64_t perLane = c.headDim / 32;
-  forEachWarpRow(seqQ, headsQ, [&](Value row, Value paddedRow, Value valid,
-                                   Value lane) {
-    auto ifValid = scf::IfOp::create(b, valid, /*withElseRegion=*/false);
+  // One CTA per 64-row block, one thread per fragment thread: dq_accum
+  // holds the block in fragment order (AccumulatorLayout.h), so each thread
+  // loads its D/2 elements with coalesced 16-byte loads and writes them to
+  // their rows and columns of dQ, two adjacent columns per store.
+  Value t = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value warp = arith::DivUIOp::create(b, t, index(32));
+  Value lane = arith::RemUIOp::create(b, t, index(32));
+  Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  Value padded = arith::MulIOp::create(
+      b, arith::CeilDivUIOp::create(b, seqQ, index(kBlockM)), index(kBlockM));
+  Value blockRow = arith::MulIOp::create(b, block, index(kBlockM));
+  Value accBlock = element(
+      b.getF32Type(), p(PostprocessParam::DQAccum),
+      toI64(arith::MulIOp::create(
+          b,
+          arith::AddIOp::create(
+              b,
+              arith::MulIOp::create(
+                  b,
+                  arith::AddIOp::create(
+                      b, arith::MulIOp::create(b, batch, headsQ), head),
+                  padded),
+              blockRow),
+          index(c.headDim))));
+  int64_t numElements = AccumulatorLayout::elementsPerThread(c.headDim);
+  Value acc = buildFragmentOrderLoad(b, accBlock, t, numElements);
+  auto f32Vec = VectorType::get({numElements}, b.getF32Type());
+  Value narrow = arith::TruncFOp::create(
+      b, VectorType::get({numElements}, c.elementType),
+      arith::MulFOp::create(
+          b, acc,
+          vector::BroadcastOp::create(b, f32Vec, p(PostprocessParam::Scale))));
+  Value firstRow = arith::AddIOp::create(
+      b, blockRow,
+      arith::AddIOp::create(
+          b, arith::MulIOp::create(b, warp, index(AccumulatorLayout::kRowsPerWarp)),
+          arith::DivUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow))));
+  Value threadColumn = toI64(arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow)),
+      index(AccumulatorLayout::kColumnsPerLane)));
+  Value headOffset = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, toI64(batch), strides[0]),
+      arith::MulIOp::create(b, toI64(head), strides[1]));
+  for (int64_t half : {0, 1}) {
+    Value row = arith::AddIOp::create(
+        b, firstRow, index(half * AccumulatorLayout::kRowHalfDistance));
+    auto ifValid = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ),
+        /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifValid.thenBlock());
-    auto f32Vec = VectorType::get({perLane}, b.getF32Type());
-    Value offset = arith::AddIOp::create(
-        b,
-        arith::MulIOp::create(b, toI64(paddedRow),
-                              arith::ConstantIntOp::create(b, c.headDim, 64)),
-        toI64(arith::MulIOp::create(b, lane, index(perLane))));
-    Value acc = LLVM::LoadOp::create(
-        b, f32Vec,
-        element(b.getF32Type(), p(PostprocessParam::DQAccum), offset),
-        perLane * 4);
-    Value scaled = arith::MulFOp::create(
-        b, acc,
-        vector::BroadcastOp::create(b, f32Vec, p(PostprocessParam::Scale)));
-    Value narrow = arith::TruncFOp::create(
-        b, VectorType::get({perLane}, c.elementType), scaled);
-    rowElements(p(PostprocessParam::DQ), strides, row, lane, /*store=*/true,
-                narrow);
-  });
+    Value first = element(
+        c.elementType, p(PostprocessParam::DQ),
+        arith::AddIOp::create(
+            b, headOffset,
+            arith::AddIOp::create(
+                b, arith::MulIOp::create(b, toI64(row), strides[2]),
+                threadColumn)));
+    for (int64_t i = 0; i < numElements; i += 2) {
+      if (AccumulatorLayout::rowHalf(i) != half)
+        continue;
+      // Elements i and i + 1: adjacent columns of the row.
+      Value pair = vector::FromElementsOp::create(
+          b, VectorType::get({2}, c.elementType),
+          ValueRange{vector::ExtractOp::create(b, narrow, i),
+                     vector::ExtractOp::create(b, narrow, i + 1)});
+      LLVM::StoreOp::create(
+          b, pair,
+          element(c.elementType, first,
+                  arith::ConstantIntOp::create(
+                      b, AccumulatorLayout::columnOffset(i), 64)),
+          2 * c.elementBytes());
+    }
+  }
   gpu::ReturnOp::create(b);
   return func;
 }
@@ -410,8 +473,7 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
 
   // Shared memory from a 1024-byte aligned start (the swizzle atom), as the
   // forward: K, V, the Q ring, the dO ring, the consumers' dS tiles.
-  AlignedSharedMemory shared =
-      buildAlignedSharedMemory(b, AttentionConfig::kAlignmentSlack);
+  shared = buildAlignedSharedMemory(b, AttentionConfig::kAlignmentSlack);
   auto view = [&](int64_t offset, MemRefType type) {
     return shared.view(b, offset, type);
   };
@@ -598,6 +660,17 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                b.getIndexAttr(1)});
   };
   Value sKc = rowsOf(sK), sVc = rowsOf(sV);
+  // This warpgroup's dQ staging tile: 64 x D fp32 in fragment order, added
+  // to dq_accum's block (the same order) by one bulk reduction per Q block.
+  int64_t dqElements = kBlockM * c.headDim;
+  Value sDQc = shared.view(
+      b,
+      arith::AddIOp::create(
+          b, index(c.backwardDQOffset()),
+          arith::MulIOp::create(b, consumer, index(c.backwardDQTileBytes()))),
+      MemRefType::get({dqElements}, b.getF32Type(), MemRefLayoutAttrInterface(),
+                      gpu::AddressSpaceAttr::get(ctx,
+                                                 gpu::AddressSpace::Workgroup)));
   Value sDSc = buildTileView(
       b, sDS,
       {consumer, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
@@ -683,6 +756,11 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     NVVM::FenceProxyOp::create(
         b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
         NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    // The previous Q block's bulk reduction must have read the dQ staging
+    // tile before it is written again: its issuing thread waits, and the
+    // barrier that publishes dS also releases the other threads. (It was
+    // issued a whole Q block ago: the wait is normally free.)
+    waitBulkGroups(elected, /*read=*/true);
     NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
     Value nextQ, nextDO;
     // Deterministic mode: this warpgroup's turn to add into Q block i's dQ
@@ -722,11 +800,31 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
         dQ = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dQ}, 0)
                  .getResult(0);
       }
-      buildFragmentAtomicAdd(
-          b, dQ, param(BackwardParam::DQAccum),
-          arith::AddIOp::create(b, arith::AddIOp::create(b, rowBase, qRow),
-                                threadRow),
-          arith::AddIOp::create(b, threadColumn, index(col * kW)), c.headDim);
+      buildFragmentOrderStore(
+          b, dQ, sDQc, t,
+          col * AccumulatorLayout::elementsPerThread(kW));
+    }
+    // The staged tile, complete in the warpgroup and visible to the async
+    // proxy, is added to the Q block's rows of dq_accum (contiguous: 64
+    // rows of D) by one bulk reduction. Deterministic mode: it completes
+    // (the writes, not only the read) before the turn is passed on.
+    NVVM::FenceProxyOp::create(
+        b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+    {
+      auto reduce = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(reduce.thenBlock());
+      Value block = element(
+          b.getF32Type(), param(BackwardParam::DQAccum),
+          toI64(arith::MulIOp::create(
+              b, arith::AddIOp::create(b, rowBase, qRow), index(c.headDim))));
+      buildBulkReduceAddF32(b, block, sDQc, c.backwardDQTileBytes());
+      NVVM::CpAsyncBulkCommitGroupOp::create(b);
+      if (c.deterministic)
+        NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                             UnitAttr());
     }
     if (c.deterministic)
       buildOrderedTurnEnd(semaphore, elected, barrierId);

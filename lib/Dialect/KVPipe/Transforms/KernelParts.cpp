@@ -54,10 +54,14 @@ AlignedSharedMemory kvpipe::buildAlignedSharedMemory(ImplicitLocOpBuilder &b,
 
 Value AlignedSharedMemory::view(ImplicitLocOpBuilder &b, int64_t offset,
                                 MemRefType type) const {
-  return memref::ViewOp::create(
-      b, type, bytes,
-      arith::AddIOp::create(b, pad, arith::ConstantIndexOp::create(b, offset)),
-      ValueRange{});
+  return view(b, arith::ConstantIndexOp::create(b, offset), type);
+}
+
+Value AlignedSharedMemory::view(ImplicitLocOpBuilder &b, Value offset,
+                                MemRefType type) const {
+  return memref::ViewOp::create(b, type, bytes,
+                                arith::AddIOp::create(b, pad, offset),
+                                ValueRange{});
 }
 
 Value kvpipe::buildTileView(ImplicitLocOpBuilder &b, Value ring,
@@ -435,30 +439,74 @@ Value kvpipe::buildColumnVector(ImplicitLocOpBuilder &b, Value values,
       b, VectorType::get({numElements}, b.getF32Type()), elements);
 }
 
-void kvpipe::buildFragmentAtomicAdd(ImplicitLocOpBuilder &b, Value fragment,
-                                    Value matrix, Value threadRow,
-                                    Value threadColumn, int64_t rowStride) {
-  auto i64 = [&](Value v) {
-    return arith::IndexCastOp::create(b, b.getI64Type(), v);
-  };
-  // The thread's first element, then constant offsets (as above).
-  Value first = f32Element(
-      b, matrix,
-      arith::AddIOp::create(
-          b,
-          arith::MulIOp::create(b, i64(threadRow),
-                                arith::ConstantIntOp::create(b, rowStride, 64)),
-          i64(threadColumn)));
+void kvpipe::buildFragmentOrderStore(ImplicitLocOpBuilder &b, Value fragment,
+                                     Value tile, Value thread,
+                                     int64_t firstElement) {
+  constexpr int64_t vec = AccumulatorLayout::kFragmentOrderVector;
+  Value first = arith::MulIOp::create(b, thread,
+                                      arith::ConstantIndexOp::create(b, vec));
   int64_t n = cast<VectorType>(fragment.getType()).getNumElements();
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t delta = AccumulatorLayout::rowOffset(i) * rowStride +
-                    AccumulatorLayout::columnOffset(i);
-    Value element = vector::ExtractOp::create(b, fragment, i);
-    LLVM::AtomicRMWOp::create(
-        b, LLVM::AtomicBinOp::fadd,
-        f32Element(b, first, arith::ConstantIntOp::create(b, delta, 64)),
-        element, LLVM::AtomicOrdering::monotonic);
+  for (int64_t i = 0; i < n; i += vec) {
+    // Element extracts (the lowering has no strided-slice patterns); LLVM
+    // folds them back into one vector store.
+    SmallVector<Value, vec> elements;
+    for (int64_t k = 0; k < vec; ++k)
+      elements.push_back(vector::ExtractOp::create(b, fragment, i + k));
+    Value part = vector::FromElementsOp::create(
+        b, VectorType::get({vec}, b.getF32Type()), elements);
+    Value at = arith::AddIOp::create(
+        b, first,
+        arith::ConstantIndexOp::create(
+            b, AccumulatorLayout::fragmentOrderOffset(firstElement + i)));
+    vector::StoreOp::create(b, part, tile, ValueRange{at},
+                            /*nontemporal=*/false,
+                            llvm::MaybeAlign(vec * sizeof(float)));
   }
+}
+
+Value kvpipe::buildFragmentOrderLoad(ImplicitLocOpBuilder &b, Value base,
+                                     Value thread, int64_t numElements) {
+  constexpr int64_t vec = AccumulatorLayout::kFragmentOrderVector;
+  auto vecType = VectorType::get({vec}, b.getF32Type());
+  Value first = f32Element(
+      b, base,
+      arith::IndexCastOp::create(
+          b, b.getI64Type(),
+          arith::MulIOp::create(b, thread,
+                                arith::ConstantIndexOp::create(b, vec))));
+  SmallVector<Value> elements;
+  for (int64_t i = 0; i < numElements; i += vec) {
+    Value part = LLVM::LoadOp::create(
+        b, vecType,
+        f32Element(b, first,
+                   arith::ConstantIntOp::create(
+                       b, AccumulatorLayout::fragmentOrderOffset(i), 64)),
+        vec * sizeof(float));
+    for (int64_t k = 0; k < vec; ++k)
+      elements.push_back(vector::ExtractOp::create(b, part, k));
+  }
+  return vector::FromElementsOp::create(
+      b, VectorType::get({numElements}, b.getF32Type()), elements);
+}
+
+void kvpipe::buildBulkReduceAddF32(ImplicitLocOpBuilder &b, Value global,
+                                   Value tile, int64_t bytes) {
+  // MLIR 22's NVVM dialect has the tensor form of the bulk reduction only;
+  // the flat form needs no tensor map. The shared address is the 32-bit
+  // offset in the CTA's window.
+  Value shared = arith::IndexCastOp::create(
+      b, b.getI32Type(), memref::ExtractAlignedPointerAsIndexOp::create(b, tile));
+  LLVM::InlineAsmOp::create(
+      b, TypeRange{},
+      ValueRange{global, shared,
+                 arith::ConstantIntOp::create(b, bytes, 32)},
+      b.getStringAttr("cp.reduce.async.bulk.global.shared::cta.bulk_group."
+                      "add.f32 [$0], [$1], $2;"),
+      b.getStringAttr("l,r,r,~{memory}"), b.getUnitAttr(),
+      /*is_align_stack=*/nullptr,
+      LLVM::TailCallKindAttr::get(b.getContext(),
+                                  LLVM::tailcallkind::TailCallKind::None),
+      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }
 
 Value kvpipe::buildPackedTileView(ImplicitLocOpBuilder &b, Value rows,

@@ -78,6 +78,23 @@ struct AccumulatorLayout {
   static constexpr int64_t threadColumn(int64_t lane) {
     return kColumnsPerLane * (lane % kLanesPerRow);
   }
+
+  /// Fragment order: a 64 x N f32 tile stored as its fragments, in vectors
+  /// of four elements, thread after thread: element i of thread t is at
+  ///
+  ///   (i / 4) * 4 * kThreads + 4 t + i % 4
+  ///
+  /// so each thread moves its elements with 16-byte loads and stores that
+  /// are contiguous across the warp (no shared-memory bank conflicts,
+  /// coalesced in global memory), and a whole tile is one flat range of
+  /// 64 N floats (one bulk copy or reduction). The backward's fp32 dQ
+  /// accumulator holds each 64-row block in this order (docs/backward.md).
+  static constexpr int64_t kFragmentOrderVector = 4;
+  /// The offset of element `i` from the thread's first element (at 4 t).
+  static constexpr int64_t fragmentOrderOffset(int64_t i) {
+    return (i / kFragmentOrderVector) * kFragmentOrderVector * kThreads +
+           i % kFragmentOrderVector;
+  }
 };
 
 /// Checks that `type` is the per-thread fragment of a 64 x N accumulator

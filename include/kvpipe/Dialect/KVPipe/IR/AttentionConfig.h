@@ -158,7 +158,8 @@ struct AttentionConfig {
     return kBackwardBlockM * headDim * elementBytes();
   }
   /// Byte offsets in the dynamic shared memory of the backward's main
-  /// kernel: K, V, the Q ring, the dO ring, the consumers' dS tiles.
+  /// kernel: K, V, the Q ring, the dO ring, the consumers' dS tiles, their
+  /// dQ staging tiles.
   int64_t backwardVOffset() const { return kTileBytes(); }
   int64_t backwardQOffset() const { return kTileBytes() + vTileBytes(); }
   int64_t backwardDOOffset() const {
@@ -170,9 +171,16 @@ struct AttentionConfig {
   int64_t backwardDSTileBytes() const {
     return 64 * kBackwardBlockM * elementBytes();
   }
+  /// The consumers' dQ staging tiles: each warpgroup's 64 x D fp32 partial
+  /// dQ of a Q block, in fragment order (AccumulatorLayout.h), added to the
+  /// accumulator by one bulk reduction.
+  int64_t backwardDQOffset() const {
+    return backwardDSOffset() + consumerWarpgroups * backwardDSTileBytes();
+  }
+  int64_t backwardDQTileBytes() const { return kBackwardBlockM * headDim * 4; }
   int64_t backwardSharedMemoryBytes() const {
-    return kAlignmentSlack + backwardDSOffset() +
-           consumerWarpgroups * backwardDSTileBytes();
+    return kAlignmentSlack + backwardDQOffset() +
+           consumerWarpgroups * backwardDQTileBytes();
   }
 
   /// Reads and checks the declaration; reports the first unsupported

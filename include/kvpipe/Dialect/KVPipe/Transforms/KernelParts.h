@@ -22,8 +22,9 @@
 // is a rewrite of the kernel (KernelTransforms.h: applyPersistentTiles),
 // which also moves the staged store's wait.
 //   global     buildColumnVector: per-column values of a fragment from fp32
-//              in global memory; buildFragmentAtomicAdd: a fragment added
-//              into an fp32 matrix in global memory (the backward's dQ)
+//              in global memory; buildFragmentOrderStore/Load and
+//              buildBulkReduceAddF32: fragments moved as flat tiles and
+//              added into fp32 global memory (the backward's dQ)
 //
 // The forward generator (AttentionConsumer.cpp) and the backward one
 // (AttentionBackwardBuilder.cpp) are built from these.
@@ -47,6 +48,9 @@ struct AlignedSharedMemory {
   mlir::Value bytes, pad;
   /// A view of type `type` at byte `offset` from the aligned start.
   mlir::Value view(mlir::ImplicitLocOpBuilder &b, int64_t offset,
+                   mlir::MemRefType type) const;
+  /// ... at a byte offset computed at run time (index).
+  mlir::Value view(mlir::ImplicitLocOpBuilder &b, mlir::Value offset,
                    mlir::MemRefType type) const;
 };
 AlignedSharedMemory buildAlignedSharedMemory(mlir::ImplicitLocOpBuilder &b,
@@ -255,16 +259,31 @@ void buildFragmentGlobalStore(mlir::ImplicitLocOpBuilder &b,
                               mlir::Value rowOffset[2], mlir::Value valid[2],
                               mlir::Value threadColumn);
 
-/// Adds the f32 fragment `fragment` (accumulator layout) into the row-major
-/// fp32 matrix at `matrix` (`!llvm.ptr<1>`, `rowStride` elements per row):
-/// element i goes to row `threadRow + rowOffset(i)`, column `threadColumn +
-/// columnOffset(i)` (`threadRow`, `threadColumn`: the thread's first row and
-/// column in the matrix, index). One relaxed atomic add per element
-/// (`red.global.add.f32`): CTAs adding into the same rows need no order.
-void buildFragmentAtomicAdd(mlir::ImplicitLocOpBuilder &b,
-                            mlir::Value fragment, mlir::Value matrix,
-                            mlir::Value threadRow, mlir::Value threadColumn,
-                            int64_t rowStride);
+/// Stores the f32 fragment `fragment` (accumulator layout, a multiple of 4
+/// elements) into `tile`, a 1-D f32 memref in shared memory, in fragment
+/// order (AccumulatorLayout.h): its element i is element `firstElement + i`
+/// of the tile's fragments (`firstElement` a multiple of 4, to store a
+/// 64 x D tile in pieces of 64 columns), `thread` the thread's index in its
+/// warpgroup (index). One 16-byte store per four elements.
+void buildFragmentOrderStore(mlir::ImplicitLocOpBuilder &b,
+                             mlir::Value fragment, mlir::Value tile,
+                             mlir::Value thread, int64_t firstElement);
+
+/// Loads the thread's `numElements` f32 elements (a multiple of 4) of a
+/// fragment-ordered tile at `base` (`!llvm.ptr<1>` to fp32) as a fragment.
+mlir::Value buildFragmentOrderLoad(mlir::ImplicitLocOpBuilder &b,
+                                   mlir::Value base, mlir::Value thread,
+                                   int64_t numElements);
+
+/// Adds the f32 values of `tile` (a shared-memory memref with the identity
+/// layout, `bytes` of it, a multiple of 16) element-wise into global memory
+/// at `global` (`!llvm.ptr<1>`, 16-byte aligned), as one asynchronous bulk
+/// reduction (`cp.reduce.async.bulk ... .add.f32`) in the calling thread's
+/// current bulk group: the caller commits the group and waits for it
+/// (`.read` before `tile` is written again). Reductions of several CTAs
+/// into the same range need no order.
+void buildBulkReduceAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value global,
+                           mlir::Value tile, int64_t bytes);
 
 } // namespace kvpipe
 
