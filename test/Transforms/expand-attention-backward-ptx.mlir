@@ -31,7 +31,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // PTXAS64: 0 bytes spill stores, 0 bytes spill loads
 
 // Head dim 128: assembles, no warnings; the main kernel still spills about
-// 200 bytes (212 B stores, 204 B loads) (loop-invariant wgmma descriptors held in ordinary registers,
+// 100 bytes (104 B stores, 124 B loads) (loop-invariant wgmma descriptors held in ordinary registers,
 // docs/backward.md), the pre- and postprocess none.
 // PTXAS128: Compiling entry function 'fa_bwd_postprocess'
 // PTXAS128: 0 bytes spill stores, 0 bytes spill loads

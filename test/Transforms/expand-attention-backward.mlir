@@ -31,7 +31,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // streamed (two slots each), two consumer warpgroups; with the causal mask
 // the Q-block loops of producer and consumers start at the block's first key.
 // CHECK-LABEL: gpu.func @bwd(
-//  CHECK-SAME:   dynamic_shared_memory = 214016
+//  CHECK-SAME:   dynamic_shared_memory = 197632
 //  CHECK-SAME:   role = "main"
 //       CHECK:   %[[KVROW:.*]] = arith.muli %block_id_x, %c128 : index
 //       CHECK:   %[[QBLOCKS:.*]] = arith.ceildivui %{{.*}}, %c64 : index
@@ -41,7 +41,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   memref.view {{.*}} to memref<2x128x64xbf16
 //       CHECK:   memref.view {{.*}} to memref<2x2x64x64xbf16
 //       CHECK:   memref.view {{.*}} to memref<2x2x64x64xbf16
-//       CHECK:   memref.view {{.*}} to memref<2x1x64x64xbf16
+// dS: two buffers of both consumers' tiles ([128 keys][64 queries] each).
+//       CHECK:   memref.view {{.*}} to memref<2x1x128x64xbf16
 //       CHECK:   %[[KV:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 2>
 //       CHECK:   %[[Q:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 2, {{.*}}consumers = 2>
 //       CHECK:   %[[DO:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 2, {{.*}}consumers = 2>
@@ -57,8 +58,9 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //   CHECK-COUNT-2:   kvpipe.tma_load %arg3
 //       CHECK:       kvpipe.producer_commit
 //       CHECK:   } consumers(2) registers(240) {
-// Each consumer's dQ staging tile: 64 x 128 fp32 (fragment order).
-//       CHECK:     %[[DQ:.*]] = memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
+// Each consumer's dQ staging tile: its 64 x 64 fp32 column block of dQ
+// (fragment order).
+//       CHECK:     %[[DQ:.*]] = memref.view {{.*}} to memref<4096xf32, #gpu.address_space<workgroup>>
 //       CHECK:     kvpipe.consumer_wait %[[KV]]
 //       CHECK:     scf.for %{{.*}} = %[[BEGIN]] to %[[QBLOCKS]]
 // S^T = K_c Q^T and dP^T = V_c dO^T (SS), S^T retired first.
@@ -81,30 +83,35 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // A read MN-major, per 64 columns of D.
 //       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[DOT]], %{{.*}} {transpose_b} : vector<32xbf16>
 //       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[QT]], %{{.*}} {transpose_b} : vector<32xbf16>
-//       CHECK:       kvpipe.store_fragment %{{.*}}, %[[DS:.*]] : vector<32xbf16>, memref<1x64x64xbf16
+// dS^T into this consumer's rows of the Q block's dS buffer (by parity).
+//       CHECK:       kvpipe.store_fragment %{{.*}}, %{{.*}} : vector<32xbf16>, memref<1x64x64xbf16
 //       CHECK:       nvvm.fence.proxy
-// The previous Q block's bulk reduction has read the staging tile.
+// The previous Q block's bulk reduction has read the staging tile; both
+// consumers' dS tiles are written (the consumers' barrier, 256 threads).
 //       CHECK:       nvvm.cp.async.bulk.wait_group 0 {read}
-//       CHECK:       nvvm.barrier
-//       CHECK:       kvpipe.warpgroup_mma %[[DS]], %{{.*}} {transpose_a, transpose_b}
+//       CHECK:       nvvm.barrier id = %c4_i32 number_of_threads = %c256_i32
+// This consumer's column block of dQ over all 128 keys: A the whole dS
+// buffer read MN-major, B that column block of K.
+//       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {transpose_a, transpose_b} : memref<1x128x64xbf16, {{.*}}>, memref<1x128x64xbf16, {{.*}}> -> vector<32xf32>
 //       CHECK:       kvpipe.warpgroup_wait %{{.*}}, %{{.*}}, %{{.*}} {pending = 0 : i64} : vector<64xf32>, vector<64xf32>, vector<32xf32>
 //       CHECK:       kvpipe.consumer_release
 //       CHECK:       kvpipe.consumer_release
-// Each 64-column piece of dQ staged in fragment order, 16 bytes per store.
-//   CHECK-COUNT-8:   vector.store %{{.*}}, %[[DQ]][%{{.*}}] {alignment = 16 : i64} : memref<8192xf32, {{.*}}>, vector<4xf32>
-//       CHECK:       kvpipe.warpgroup_mma %[[DS]], %{{.*}} {transpose_a, transpose_b}
-//       CHECK:       kvpipe.warpgroup_wait %{{.*}} {pending = 0 : i64} : vector<32xf32>
-//   CHECK-COUNT-8:   vector.store %{{.*}}, %[[DQ]][%{{.*}}] {alignment = 16 : i64}
-// Then one bulk reduction of the 32 KiB tile into dq_accum, by one thread.
+// Staged in fragment order, 16 bytes per store.
+//   CHECK-COUNT-8:   vector.store %{{.*}}, %[[DQ]][%{{.*}}] {alignment = 16 : i64} : memref<4096xf32, {{.*}}>, vector<4xf32>
+//   CHECK-NOT:       kvpipe.warpgroup_mma
+// Then one bulk reduction of the 16 KiB tile into its half of dq_accum's
+// block (a column block is contiguous in fragment order), by one thread.
 //       CHECK:       nvvm.fence.proxy
 //       CHECK:       nvvm.barrier
 //       CHECK:       scf.if
-//       CHECK:         llvm.inline_asm has_side_effects "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r,~{memory}" %{{.*}}, %{{.*}}, %c32768_i32
+//       CHECK:         llvm.inline_asm has_side_effects "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r,~{memory}" %{{.*}}, %{{.*}}, %c16384_i32
 //       CHECK:         nvvm.cp.async.bulk.commit.group
 //   CHECK-NOT:         nvvm.cp.async.bulk.wait_group
 //       CHECK:       scf.yield
 // Epilogue: dK scaled, dK and dV staged in the warpgroup's K and V rows and
 // stored with TMA, then the K/V slot released.
+// The other consumer's last dQ wgmma read this one's K rows: both meet.
+//       CHECK:     nvvm.barrier id = %c4_i32 number_of_threads = %c256_i32
 //       CHECK:     kvpipe.fragment_rescale
 //       CHECK:     kvpipe.store_fragment
 //       CHECK:     kvpipe.store_fragment

@@ -484,8 +484,12 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
             sharedType({stages, c.qkBlocks(), kBlockM, kW}));
   sDO = view(c.backwardDOOffset(),
              sharedType({stages, c.qkBlocks(), kBlockM, kW}));
+  // dS: [buffers][1][consumers x 64 keys][64 queries]; consumer c's tile is
+  // keys [64 c, 64 c + 64), and a buffer is the [block_n][64] MN-major A of
+  // dQ = dS K over all the CTA's keys.
   sDS = view(c.backwardDSOffset(),
-             sharedType({c.consumerWarpgroups, 1, kBlockM, kW}));
+             sharedType({c.backwardDSBuffers(), 1,
+                         c.consumerWarpgroups * kBlockM, kW}));
 
   auto pipelineType = [&](int64_t slots) {
     return PipelineType::get(ctx, slots, /*qk_stages=*/1, /*producers=*/1,
@@ -544,7 +548,8 @@ void BackwardBuilder::buildMainProducer() {
                                  ValueRange{pipeQ, pipeDO});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  Value qRow = arith::MulIOp::create(b, loop.getInductionVar(), index(kBlockM));
+  Value qRow =
+      arith::MulIOp::create(b, loop.getInductionVar(), index(kBlockM));
   SmallVector<Value> next;
   for (auto [ring, map, state] :
        {std::tuple{sQ, param(BackwardParam::QMap), loop.getRegionIterArg(0)},
@@ -660,9 +665,18 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                b.getIndexAttr(1)});
   };
   Value sKc = rowsOf(sK), sVc = rowsOf(sV);
-  // This warpgroup's dQ staging tile: 64 x D fp32 in fragment order, added
-  // to dq_accum's block (the same order) by one bulk reduction per Q block.
-  int64_t dqElements = kBlockM * c.headDim;
+  // dQ's split (AttentionConfig::backwardSplitsDQColumns): warpgroup c
+  // computes column blocks [c n, c n + n) of dQ over all block_n keys, or
+  // (no split) every column block over its own 64 keys, a partial sum.
+  bool split = c.backwardSplitsDQColumns();
+  int64_t ownBlocks = split ? c.qkBlocks() / c.consumerWarpgroups : c.qkBlocks();
+  Value consumersBarrier =
+      i32(AttentionConfig::kBackwardConsumersBarrier);
+  int64_t consumerThreads = 128 * c.consumerWarpgroups;
+  // This warpgroup's dQ staging tile: its 64-row part of dQ in fragment
+  // order, added to dq_accum's block (the same order: a column block is a
+  // contiguous quarter of a 64 x 128 block) by one bulk reduction per Q block.
+  int64_t dqElements = kBlockM * kW * ownBlocks;
   Value sDQc = shared.view(
       b,
       arith::AddIOp::create(
@@ -671,10 +685,6 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
       MemRefType::get({dqElements}, b.getF32Type(), MemRefLayoutAttrInterface(),
                       gpu::AddressSpaceAttr::get(ctx,
                                                  gpu::AddressSpace::Workgroup)));
-  Value sDSc = buildTileView(
-      b, sDS,
-      {consumer, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
-      {1, kBlockM, kW});
   // The keys of the thread's two rows of S^T.
   Value tileKeyRow = arith::AddIOp::create(b, kvRow0, tileRow);
   Value threadRow = arith::AddIOp::create(
@@ -752,6 +762,18 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // (keys), so the wgmma reads it MN-major (transpose_a). The generic
     // writes must be visible to the async proxy and complete in the
     // warpgroup's 128 threads before the wgmma reads them.
+    // With the split both warpgroups read both tiles: double buffered by
+    // the Q block's parity, a tile is written again two Q blocks later,
+    // after the other warpgroup passed the consumers' barrier of the Q
+    // block between (so its dQ wgmmas reading it had retired).
+    OpFoldResult dsBuffer =
+        split ? OpFoldResult(arith::RemUIOp::create(
+                    b, loop.getInductionVar(), index(2)))
+              : OpFoldResult(b.getIndexAttr(0));
+    Value sDSc = buildTileView(b, sDS,
+                               {dsBuffer, b.getIndexAttr(0), tileRow,
+                                b.getIndexAttr(0)},
+                               {1, kBlockM, kW});
     StoreFragmentOp::create(b, dST16, sDSc, kSwizzle);
     NVVM::FenceProxyOp::create(
         b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
@@ -761,7 +783,20 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // barrier that publishes dS also releases the other threads. (It was
     // issued a whole Q block ago: the wait is normally free.)
     waitBulkGroups(elected, /*read=*/true);
-    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+    if (split)
+      NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
+                              nullptr, Value());
+    else
+      NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr,
+                              Value());
+    // dQ's A operand: the whole buffer (every key of the CTA) or this
+    // warpgroup's tile.
+    Value dsOperand =
+        split ? buildTileView(b, sDS,
+                              {dsBuffer, b.getIndexAttr(0), b.getIndexAttr(0),
+                               b.getIndexAttr(0)},
+                              {1, c.consumerWarpgroups * kBlockM, kW})
+              : sDSc;
     Value nextQ, nextDO;
     // Deterministic mode: this warpgroup's turn to add into Q block i's dQ
     // comes after every contribution of the K/V blocks before it and of
@@ -774,15 +809,27 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
               b, arith::DivUIOp::create(b, rowBase, index(kBlockM)),
               loop.getInductionVar())));
       buildOrderedTurnWait(semaphore,
-                           c.causal ? turnAt(loop.getInductionVar()) : turn,
+                           c.causal ? turnAt(loop.getInductionVar())
+                                    : turn,
                            elected, barrierId);
     }
-    for (int64_t col = 0; col < c.qkBlocks(); ++col) {
-      // One 64-column block of dQ at a time: 32 registers, not D/2.
-      Value kBlock = buildTileView(
-          b, sKc, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
-          {1, 64, kW});
-      Value dQ = WarpgroupMmaOp::create(b, sType, sDSc, kBlock, Value(),
+    for (int64_t col = 0; col < ownBlocks; ++col) {
+      // One 64-column block of dQ at a time: 32 registers, not D/2. Its B:
+      // that column block of K, all block_n rows (split) or this
+      // warpgroup's 64.
+      Value kBlock =
+          split ? buildTileView(
+                      b, sK,
+                      {OpFoldResult(arith::AddIOp::create(
+                           b, arith::MulIOp::create(b, consumer, index(ownBlocks)),
+                           index(col))),
+                       b.getIndexAttr(0), b.getIndexAttr(0)},
+                      {1, c.blockN, kW})
+                : buildTileView(b, sKc,
+                                {b.getIndexAttr(col), b.getIndexAttr(0),
+                                 b.getIndexAttr(0)},
+                                {1, 64, kW});
+      Value dQ = WarpgroupMmaOp::create(b, sType, dsOperand, kBlock, Value(),
                                         kSwizzle,
                                         /*transpose_b=*/true,
                                         /*transpose_a=*/true);
@@ -816,10 +863,13 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
       auto reduce = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(reduce.thenBlock());
-      Value block = element(
-          b.getF32Type(), param(BackwardParam::DQAccum),
-          toI64(arith::MulIOp::create(
-              b, arith::AddIOp::create(b, rowBase, qRow), index(c.headDim))));
+      Value blockStart = arith::MulIOp::create(
+          b, arith::AddIOp::create(b, rowBase, qRow), index(c.headDim));
+      if (split)
+        blockStart = arith::AddIOp::create(
+            b, blockStart, arith::MulIOp::create(b, consumer, index(dqElements)));
+      Value block = element(b.getF32Type(), param(BackwardParam::DQAccum),
+                            toI64(blockStart));
       buildBulkReduceAddF32(b, block, sDQc, c.backwardDQTileBytes());
       NVVM::CpAsyncBulkCommitGroupOp::create(b);
       if (c.deterministic)
@@ -832,7 +882,12 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   }
 
   // Epilogue: dK = scale dS^T Q, dV, through this warpgroup's rows of the K
-  // and V tiles (no wgmma reads them any more) to TMA stores.
+  // and V tiles (no wgmma reads them any more) to TMA stores. With the
+  // split the other warpgroup's last dQ wgmmas read these K rows: both
+  // meet first.
+  if (split)
+    NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
+                            nullptr, Value());
   Value scale = param(BackwardParam::Scale);
   Value dK = FragmentRescaleOp::create(b, accFrag.type(), loop.getResult(2),
                                        scale, scale);
