@@ -4,12 +4,13 @@
 // RUN: FileCheck %s --check-prefix=ABI < %t.json
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS --implicit-check-not=warning %}
 
-// Deterministic mode: each consumer warpgroup adds its dQ contribution to a
-// Q block only in its turn (below), waiting on the Q
-// block's counter with an acquire load and passing the turn on with a
-// release add, both at GPU scope; the preprocess zeroes the counters. The
-// family checks in strict protocol mode (inside --kvpipe-to-ptx) and
-// assembles without spills.
+// Deterministic mode: at head dim 64 the consumer warpgroups take turns by
+// Q block (the one with i % 2 == its index computes and adds all of dQ),
+// and that addition waits for the CTA's turn on the Q block's counter
+// (below) with an acquire load and passes the turn on with a release add,
+// both at GPU scope; the preprocess zeroes the counters. The family checks
+// in strict protocol mode (inside --kvpipe-to-ptx) and assembles without
+// spills.
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @fa_bwd {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, deterministic = true}
@@ -20,19 +21,23 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr<1>
 // CHECK-LABEL: gpu.func @fa_bwd(
 // CHECK-SAME: %[[SEM:.*]]: !llvm.ptr<1>) kernel
-// Causal: K/V block n's turn at Q block i is (m - n) * 2 + consumer, m the
-// last K/V block reaching the Q block, min(i * 64 / 128, ceil(seq_kv / 128) - 1).
+// Causal: K/V block n's turn at Q block i is m - n, m the last K/V block
+// reaching the Q block, min(i * 64 / 128, ceil(seq_kv / 128) - 1).
+// The dS buffer's parity, then the turn-taking one.
+// CHECK: arith.remui %{{.*}}, %c2{{.*}} : index
+// CHECK: %[[PARITY:.*]] = arith.remui %{{.*}}, %c2{{.*}} : index
+// CHECK-NEXT: %[[MINE:.*]] = arith.cmpi eq, %[[PARITY]], %{{.*}} : index
+// CHECK-NEXT: scf.if %[[MINE]] {
 // CHECK: %[[BLOCKS:.*]] = arith.ceildivui %{{.*}}, %c128{{.*}} : index
 // CHECK-NEXT: %[[LASTBLOCK:.*]] = arith.subi %[[BLOCKS]], %c1{{.*}} : index
-// CHECK: %[[ROW:.*]] = arith.muli %[[QBLOCK:.*]], %c64{{.*}} : index
+// CHECK: %[[ROW:.*]] = arith.muli %{{.*}}, %c64{{.*}} : index
 // CHECK-NEXT: %[[REACH:.*]] = arith.divui %[[ROW]], %c128{{.*}} : index
 // CHECK-NEXT: %[[M:.*]] = arith.minui %[[REACH]], %[[LASTBLOCK]] : index
 // CHECK-NEXT: %[[ORDER:.*]] = arith.subi %[[M]], %block_id_x{{[_0-9]*}} : index
-// CHECK: %[[TURN0:.*]] = arith.muli %[[ORDER]], %c2{{.*}} : index
-// CHECK-NEXT: %[[TURN:.*]] = arith.addi %[[TURN0]], %{{.*}} : index
+// CHECK-NEXT: %[[TURN:.*]] = arith.index_cast %[[ORDER]] : index to i32
 // CHECK: scf.while
 // CHECK: llvm.load %{{.*}} atomic syncscope("device") acquire {{.*}} : !llvm.ptr<1> -> i32
-// CHECK: arith.cmpi ne
+// CHECK: arith.cmpi ne, %{{.*}}, %[[TURN]] : i32
 // CHECK: nvvm.barrier
 // Its additions: one bulk reduction, complete (not only read) before the
 // turn is passed on.

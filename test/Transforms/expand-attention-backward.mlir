@@ -8,6 +8,7 @@
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @bwd {head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
+  kvpipe.attention_kernel @bwd64 {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true}
 }
 
 // The preprocess: one warp per row, delta = rowsum(dO * O) across the warp,
@@ -132,6 +133,26 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-COUNT-16: llvm.store {{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
 //       CHECK:   scf.if
 //  CHECK-COUNT-16: llvm.store {{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
+
+// Head dim 64 (one column block): the consumers take turns by Q block.
+// Q_i and dO_i are released first (dQ reads neither); the consumer whose
+// turn it is computes all of dQ over the 128 keys and reduces it (16 KiB).
+// CHECK-LABEL: gpu.func @bwd64(
+//  CHECK-SAME:   dynamic_shared_memory = 132096
+//       CHECK:   } consumers(2) registers(240) {
+//       CHECK:     %[[DQ64:.*]] = memref.view {{.*}} to memref<4096xf32, #gpu.address_space<workgroup>>
+//       CHECK:       nvvm.barrier id = %c4_i32 number_of_threads = %c256_i32
+//       CHECK:       kvpipe.warpgroup_wait %{{.*}}, %{{.*}} {pending = 0 : i64} : vector<32xf32>, vector<32xf32>
+//       CHECK:       kvpipe.consumer_release
+//       CHECK:       kvpipe.consumer_release
+// (the Q block's parity, shared with the dS buffer's after CSE)
+//       CHECK:       %[[MINE:.*]] = arith.cmpi eq, %{{.*}}, %{{.*}} : index
+//  CHECK-NEXT:       scf.if %[[MINE]] {
+//       CHECK:         kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {transpose_a, transpose_b} : memref<1x128x64xbf16, {{.*}}>, memref<1x128x64xbf16, {{.*}}> -> vector<32xf32>
+//   CHECK-COUNT-8:     vector.store %{{.*}}, %[[DQ64]][%{{.*}}] {alignment = 16 : i64}
+//       CHECK:         llvm.inline_asm has_side_effects "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 {{.*}} %c16384_i32
+//       CHECK:       scf.yield
+// CHECK-LABEL: gpu.func @bwd64_postprocess(
 
 // ABI: "kernel": "bwd_preprocess"
 // ABI: "role": "preprocess"

@@ -488,7 +488,7 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   // keys [64 c, 64 c + 64), and a buffer is the [block_n][64] MN-major A of
   // dQ = dS K over all the CTA's keys.
   sDS = view(c.backwardDSOffset(),
-             sharedType({c.backwardDSBuffers(), 1,
+             sharedType({AttentionConfig::kBackwardDSBuffers, 1,
                          c.consumerWarpgroups * kBlockM, kW}));
 
   auto pipelineType = [&](int64_t slots) {
@@ -633,6 +633,14 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   // so that each CTA's first Q block is its own at once, instead of waiting
   // for every CTA before it to walk down to it.
   Value turn, kvBlockIndex = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  // dQ's split (AttentionConfig::backwardSplitsDQColumns): warpgroup c
+  // computes column blocks [c n, c n + n) of dQ over all block_n keys;
+  // otherwise (one column block, head dim 64) the warpgroups take turns by
+  // Q block, each computing the whole of dQ over all keys on every
+  // consumerWarpgroups-th block. Either way each dQ element is added once
+  // per CTA.
+  bool split = c.backwardSplitsDQColumns();
+  int64_t ownBlocks = split ? c.qkBlocks() / c.consumerWarpgroups : c.qkBlocks();
   auto turnAt = [&](Value qBlock) -> Value {
     Value order = kvBlockIndex;
     if (c.causal) {
@@ -646,6 +654,11 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
               index(1)));
       order = arith::SubIOp::create(b, lastKVBlock, kvBlockIndex);
     }
+    // With the split each warpgroup adds its own columns (a turn each, in
+    // warpgroup order); taking turns by Q block, one warpgroup of the CTA
+    // adds: a turn per CTA.
+    if (!split)
+      return toI32(order);
     return toI32(arith::AddIOp::create(
         b, arith::MulIOp::create(b, order, index(c.consumerWarpgroups)),
         consumer));
@@ -665,17 +678,12 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                b.getIndexAttr(1)});
   };
   Value sKc = rowsOf(sK), sVc = rowsOf(sV);
-  // dQ's split (AttentionConfig::backwardSplitsDQColumns): warpgroup c
-  // computes column blocks [c n, c n + n) of dQ over all block_n keys, or
-  // (no split) every column block over its own 64 keys, a partial sum.
-  bool split = c.backwardSplitsDQColumns();
-  int64_t ownBlocks = split ? c.qkBlocks() / c.consumerWarpgroups : c.qkBlocks();
   Value consumersBarrier =
       i32(AttentionConfig::kBackwardConsumersBarrier);
   int64_t consumerThreads = 128 * c.consumerWarpgroups;
   // This warpgroup's dQ staging tile: its 64-row part of dQ in fragment
   // order, added to dq_accum's block (the same order: a column block is a
-  // contiguous quarter of a 64 x 128 block) by one bulk reduction per Q block.
+  // contiguous part of the 64-row block) by one bulk reduction.
   int64_t dqElements = kBlockM * kW * ownBlocks;
   Value sDQc = shared.view(
       b,
@@ -762,14 +770,12 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // (keys), so the wgmma reads it MN-major (transpose_a). The generic
     // writes must be visible to the async proxy and complete in the
     // warpgroup's 128 threads before the wgmma reads them.
-    // With the split both warpgroups read both tiles: double buffered by
+    // dQ reads both warpgroups' tiles: double buffered by
     // the Q block's parity, a tile is written again two Q blocks later,
     // after the other warpgroup passed the consumers' barrier of the Q
     // block between (so its dQ wgmmas reading it had retired).
-    OpFoldResult dsBuffer =
-        split ? OpFoldResult(arith::RemUIOp::create(
-                    b, loop.getInductionVar(), index(2)))
-              : OpFoldResult(b.getIndexAttr(0));
+    OpFoldResult dsBuffer = OpFoldResult(
+        arith::RemUIOp::create(b, loop.getInductionVar(), index(2)));
     Value sDSc = buildTileView(b, sDS,
                                {dsBuffer, b.getIndexAttr(0), tileRow,
                                 b.getIndexAttr(0)},
@@ -783,111 +789,120 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // barrier that publishes dS also releases the other threads. (It was
     // issued a whole Q block ago: the wait is normally free.)
     waitBulkGroups(elected, /*read=*/true);
-    if (split)
-      NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
-                              nullptr, Value());
-    else
+    NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
+                            nullptr, Value());
+    // dQ's A operand: the whole buffer, every key of the CTA.
+    Value dsOperand = buildTileView(
+        b, sDS,
+        {dsBuffer, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
+        {1, c.consumerWarpgroups * kBlockM, kW});
+    Value nextQ, nextDO;
+    // Retires the wgmmas reading Q_i and dO_i (dV, dK; and `dQ` if given,
+    // which is returned retired) and releases both slots.
+    auto retireAndRelease = [&](Value dQ) -> Value {
+      SmallVector<Value> pending = {dV, dK};
+      if (dQ)
+        pending.push_back(dQ);
+      auto all = WarpgroupWaitOp::create(b, ValueRange(pending).getTypes(),
+                                         pending, 0);
+      dV = all.getResult(0);
+      dK = all.getResult(1);
+      nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
+      nextDO = ConsumerReleaseOp::create(b, stateDO, elected, nullptr);
+      return dQ ? all.getResult(2) : Value();
+    };
+    // This warpgroup's dQ columns of Q block i over all the CTA's keys:
+    // computed a 64-column block at a time (32 registers, not D/2), staged,
+    // and added to dq_accum by one bulk reduction. In deterministic mode
+    // only in its turn (after every earlier contribution to the Q block),
+    // and the reduction completes (its writes, not only its read) before
+    // the turn is passed on. `retireFirst`: the first block's wait also
+    // retires dV and dK and releases Q_i and dO_i (the split overlaps them).
+    auto addDQ = [&](bool retireFirst) {
+      Value semaphore;
+      if (c.deterministic) {
+        semaphore = element(
+            b.getI32Type(), param(BackwardParam::DQSemaphore),
+            toI64(arith::AddIOp::create(
+                b, arith::DivUIOp::create(b, rowBase, index(kBlockM)),
+                loop.getInductionVar())));
+        buildOrderedTurnWait(semaphore,
+                             c.causal ? turnAt(loop.getInductionVar()) : turn,
+                             elected, barrierId);
+      }
+      Value firstBlock = arith::MulIOp::create(
+          b, split ? consumer : index(0), index(ownBlocks));
+      for (int64_t col = 0; col < ownBlocks; ++col) {
+        Value kBlock = buildTileView(
+            b, sK,
+            {OpFoldResult(arith::AddIOp::create(b, firstBlock, index(col))),
+             b.getIndexAttr(0), b.getIndexAttr(0)},
+            {1, c.blockN, kW});
+        Value dQ = WarpgroupMmaOp::create(b, sType, dsOperand, kBlock, Value(),
+                                          kSwizzle,
+                                          /*transpose_b=*/true,
+                                          /*transpose_a=*/true);
+        if (col == 0 && retireFirst)
+          dQ = retireAndRelease(dQ);
+        else
+          dQ = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dQ}, 0)
+                   .getResult(0);
+        buildFragmentOrderStore(
+            b, dQ, sDQc, t, col * AccumulatorLayout::elementsPerThread(kW));
+      }
+      // The staged tile, complete in the warpgroup and visible to the async
+      // proxy, goes to its columns of the Q block's range of dq_accum.
+      NVVM::FenceProxyOp::create(
+          b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
       NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr,
                               Value());
-    // dQ's A operand: the whole buffer (every key of the CTA) or this
-    // warpgroup's tile.
-    Value dsOperand =
-        split ? buildTileView(b, sDS,
-                              {dsBuffer, b.getIndexAttr(0), b.getIndexAttr(0),
-                               b.getIndexAttr(0)},
-                              {1, c.consumerWarpgroups * kBlockM, kW})
-              : sDSc;
-    Value nextQ, nextDO;
-    // Deterministic mode: this warpgroup's turn to add into Q block i's dQ
-    // comes after every contribution of the K/V blocks before it and of
-    // the warpgroups before it in its own block.
-    Value semaphore;
-    if (c.deterministic) {
-      semaphore = element(
-          b.getI32Type(), param(BackwardParam::DQSemaphore),
-          toI64(arith::AddIOp::create(
-              b, arith::DivUIOp::create(b, rowBase, index(kBlockM)),
-              loop.getInductionVar())));
-      buildOrderedTurnWait(semaphore,
-                           c.causal ? turnAt(loop.getInductionVar())
-                                    : turn,
-                           elected, barrierId);
-    }
-    for (int64_t col = 0; col < ownBlocks; ++col) {
-      // One 64-column block of dQ at a time: 32 registers, not D/2. Its B:
-      // that column block of K, all block_n rows (split) or this
-      // warpgroup's 64.
-      Value kBlock =
-          split ? buildTileView(
-                      b, sK,
-                      {OpFoldResult(arith::AddIOp::create(
-                           b, arith::MulIOp::create(b, consumer, index(ownBlocks)),
-                           index(col))),
-                       b.getIndexAttr(0), b.getIndexAttr(0)},
-                      {1, c.blockN, kW})
-                : buildTileView(b, sKc,
-                                {b.getIndexAttr(col), b.getIndexAttr(0),
-                                 b.getIndexAttr(0)},
-                                {1, 64, kW});
-      Value dQ = WarpgroupMmaOp::create(b, sType, dsOperand, kBlock, Value(),
-                                        kSwizzle,
-                                        /*transpose_b=*/true,
-                                        /*transpose_a=*/true);
-      if (col == 0) {
-        // Every wgmma reading Q_i and dO_i has retired: release them.
-        auto all = WarpgroupWaitOp::create(
-            b, TypeRange{dV.getType(), dK.getType(), sType},
-            ValueRange{dV, dK, dQ}, 0);
-        dV = all.getResult(0);
-        dK = all.getResult(1);
-        dQ = all.getResult(2);
-        nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
-        nextDO = ConsumerReleaseOp::create(b, stateDO, elected, nullptr);
-      } else {
-        dQ = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dQ}, 0)
-                 .getResult(0);
+      {
+        auto reduce = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(reduce.thenBlock());
+        Value blockStart = arith::AddIOp::create(
+            b,
+            arith::MulIOp::create(b, arith::AddIOp::create(b, rowBase, qRow),
+                                  index(c.headDim)),
+            arith::MulIOp::create(b, firstBlock, index(kBlockM * kW)));
+        Value block = element(b.getF32Type(), param(BackwardParam::DQAccum),
+                              toI64(blockStart));
+        buildBulkReduceAddF32(b, block, sDQc, c.backwardDQTileBytes());
+        NVVM::CpAsyncBulkCommitGroupOp::create(b);
+        if (c.deterministic)
+          NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                               UnitAttr());
       }
-      buildFragmentOrderStore(
-          b, dQ, sDQc, t,
-          col * AccumulatorLayout::elementsPerThread(kW));
-    }
-    // The staged tile, complete in the warpgroup and visible to the async
-    // proxy, is added to the Q block's rows of dq_accum (contiguous: 64
-    // rows of D) by one bulk reduction. Deterministic mode: it completes
-    // (the writes, not only the read) before the turn is passed on.
-    NVVM::FenceProxyOp::create(
-        b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
-        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
-    {
-      auto reduce = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(reduce.thenBlock());
-      Value blockStart = arith::MulIOp::create(
-          b, arith::AddIOp::create(b, rowBase, qRow), index(c.headDim));
-      if (split)
-        blockStart = arith::AddIOp::create(
-            b, blockStart, arith::MulIOp::create(b, consumer, index(dqElements)));
-      Value block = element(b.getF32Type(), param(BackwardParam::DQAccum),
-                            toI64(blockStart));
-      buildBulkReduceAddF32(b, block, sDQc, c.backwardDQTileBytes());
-      NVVM::CpAsyncBulkCommitGroupOp::create(b);
       if (c.deterministic)
-        NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
-                                             UnitAttr());
+        buildOrderedTurnEnd(semaphore, elected, barrierId);
+    };
+    if (split) {
+      addDQ(/*retireFirst=*/true);
+    } else {
+      // dQ reads neither Q_i nor dO_i: release them first, then the
+      // warpgroup whose turn it is computes and adds the whole of dQ.
+      retireAndRelease(Value());
+      auto mine = scf::IfOp::create(
+          b,
+          arith::CmpIOp::create(
+              b, arith::CmpIPredicate::eq,
+              arith::RemUIOp::create(b, loop.getInductionVar(),
+                                     index(c.consumerWarpgroups)),
+              consumer),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(mine.thenBlock());
+      addDQ(/*retireFirst=*/false);
     }
-    if (c.deterministic)
-      buildOrderedTurnEnd(semaphore, elected, barrierId);
     scf::YieldOp::create(b, ValueRange{nextQ, nextDO, dK, dV});
   }
 
   // Epilogue: dK = scale dS^T Q, dV, through this warpgroup's rows of the K
-  // and V tiles (no wgmma reads them any more) to TMA stores. With the
-  // split the other warpgroup's last dQ wgmmas read these K rows: both
-  // meet first.
-  if (split)
-    NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
-                            nullptr, Value());
+  // and V tiles (no wgmma reads them any more) to TMA stores. The other
+  // warpgroup's last dQ wgmmas read these K rows: both meet first.
+  NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
+                          nullptr, Value());
   Value scale = param(BackwardParam::Scale);
   Value dK = FragmentRescaleOp::create(b, accFrag.type(), loop.getResult(2),
                                        scale, scale);

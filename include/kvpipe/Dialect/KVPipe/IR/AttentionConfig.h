@@ -172,28 +172,25 @@ struct AttentionConfig {
     return 64 * kBackwardBlockM * elementBytes();
   }
   /// Whether each consumer warpgroup computes its own column blocks of dQ
-  /// over all block_n keys (FA3's split: one reduction of dQ per CTA and Q
-  /// block; it needs a column block of 64 per warpgroup, head dim 128),
-  /// rather than a full-width partial dQ over its own 64 keys (head dim 64).
-  /// The split reads both warpgroups' dS tiles, which are then double
-  /// buffered (docs/backward.md).
+  /// over all block_n keys (FA3's split: it needs a column block of 64 per
+  /// warpgroup, head dim 128), rather than the warpgroups taking turns by Q
+  /// block, each computing all of dQ (head dim 64). Either way dQ reads both
+  /// warpgroups' dS tiles, which are double buffered (docs/backward.md).
   bool backwardSplitsDQColumns() const {
     return qkBlocks() >= consumerWarpgroups &&
            qkBlocks() % consumerWarpgroups == 0;
   }
-  int64_t backwardDSBuffers() const {
-    return backwardSplitsDQColumns() ? 2 : 1;
-  }
+  static constexpr int64_t kBackwardDSBuffers = 2;
   /// The named barrier of both consumer warpgroups (dS tiles written; the
   /// backward has no ping-pong schedule, whose barriers these are).
   static constexpr int64_t kBackwardConsumersBarrier = kScheduleBarriers;
   /// The consumers' dQ staging tiles: each warpgroup's 64-row fp32 part of
-  /// dQ of a Q block (its column blocks, or a full-width partial), in
+  /// dQ of a Q block (its column blocks, or all of them), in
   /// fragment order (AccumulatorLayout.h), added to the accumulator by one
   /// bulk reduction.
   int64_t backwardDQOffset() const {
     return backwardDSOffset() +
-           backwardDSBuffers() * consumerWarpgroups * backwardDSTileBytes();
+           kBackwardDSBuffers * consumerWarpgroups * backwardDSTileBytes();
   }
   int64_t backwardDQTileBytes() const {
     return kBackwardBlockM *
