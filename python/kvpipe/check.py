@@ -594,10 +594,13 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
 
 def deterministic_cases() -> List[Case]:
     """Backward cases run in deterministic mode: several times each, the
-    gradients must be bit-identical (and right). Long enough that the grid
-    exceeds the resident CTAs (the ordered dQ additions wait on K/V blocks
-    launched earlier)."""
+    gradients must be bit-identical (and right). The grids exceed the
+    resident CTAs, and the last case has more K/V blocks in one head (136)
+    than the H200 has SMs: the ordered dQ additions of a causal CTA wait on
+    other K/V blocks of its head, which must have started before it (a
+    CTA waiting on one not yet started would never finish)."""
     return [Case("bf16", 128, True, 2, 16, 16, 4096, 4096),
+            Case("bf16", 64, True, 1, 1, 1, 17408, 17408),
             Case("bf16", 128, False, 1, 8, 2, 1000, 3000),
             Case("f16", 64, True, 3, 4, 1, 777, 777, layout="bshd"),
             Case("bf16", 64, False, 2, 6, 3, 129, 65)]

@@ -21,6 +21,12 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr<1>
 // CHECK-LABEL: gpu.func @fa_bwd(
 // CHECK-SAME: %[[SEM:.*]]: !llvm.ptr<1>) kernel
+// Causal: the K/V blocks in reverse blockIdx.x order, so that a CTA only
+// waits for CTAs that started no later (the turns descend, below).
+// CHECK: %[[NKV:.*]] = arith.ceildivui %{{.*}}, %c128 : index
+// CHECK-NEXT: %[[LASTKV:.*]] = arith.subi %[[NKV]], %c1 : index
+// CHECK-NEXT: %[[KVB:.*]] = arith.subi %[[LASTKV]], %block_id_x : index
+// CHECK: arith.muli %[[KVB]], %c128{{.*}} : index
 // Causal: K/V block n's turn at Q block i is m - n, m the last K/V block
 // reaching the Q block, min(i * 64 / 128, ceil(seq_kv / 128) - 1).
 // The dS buffer's parity, then the turn-taking one.
@@ -33,7 +39,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: %[[ROW:.*]] = arith.muli %{{.*}}, %c64{{.*}} : index
 // CHECK-NEXT: %[[REACH:.*]] = arith.divui %[[ROW]], %c128{{.*}} : index
 // CHECK-NEXT: %[[M:.*]] = arith.minui %[[REACH]], %[[LASTBLOCK]] : index
-// CHECK-NEXT: %[[ORDER:.*]] = arith.subi %[[M]], %block_id_x{{[_0-9]*}} : index
+// CHECK-NEXT: %[[ORDER:.*]] = arith.subi %[[M]], %[[KVB]] : index
 // CHECK-NEXT: %[[TURN:.*]] = arith.index_cast %[[ORDER]] : index to i32
 // CHECK: scf.while
 // CHECK: llvm.load %{{.*}} atomic syncscope("device") acquire {{.*}} : !llvm.ptr<1> -> i32

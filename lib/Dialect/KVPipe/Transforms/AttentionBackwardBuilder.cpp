@@ -138,6 +138,8 @@ private:
   SmallVector<Value> params;
 
   // Main kernel values.
+  /// The CTA's K/V block (blockIdx.x, reversed in deterministic causal mode).
+  Value kvBlock;
   Value seqQ, seqKV, headsQ, batch, head, kvHead, kvRow0, qBegin, numQBlocks,
       rowBase;
   Value sK, sV, sQ, sDO, sDS, pipeKV, pipeQ, pipeDO;
@@ -453,7 +455,20 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   seqQ = toIndex(param(BackwardParam::SeqQ));
   seqKV = toIndex(param(BackwardParam::SeqKV));
   headsQ = toIndex(param(BackwardParam::HeadsQ));
-  Value kvBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  kvBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  // Deterministic causal mode: a K/V block waits for the higher K/V blocks
+  // that reach its Q blocks (the turns descend from the last one), so the
+  // higher K/V blocks get the lower blockIdx.x. CTAs start in blockIdx
+  // order: a CTA then only ever waits for CTAs started no later than itself.
+  // In the other order, with more K/V blocks per head than resident CTAs
+  // (causal, > 132 * 128 keys on the H200), every resident CTA could wait
+  // for one not yet started: a deadlock.
+  if (c.deterministic && c.causal)
+    kvBlock = arith::SubIOp::create(
+        b,
+        arith::SubIOp::create(
+            b, arith::CeilDivUIOp::create(b, seqKV, index(c.blockN)), index(1)),
+        kvBlock);
   head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
   kvHead = arith::DivUIOp::create(
@@ -632,7 +647,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   // reaches the Q block: the turns go from the last K/V block down (m - n),
   // so that each CTA's first Q block is its own at once, instead of waiting
   // for every CTA before it to walk down to it.
-  Value turn, kvBlockIndex = gpu::BlockIdOp::create(b, gpu::Dimension::x);
+  Value turn;
   // dQ's split (AttentionConfig::backwardSplitsDQColumns): warpgroup c
   // computes column blocks [c n, c n + n) of dQ over all block_n keys;
   // otherwise (one column block, head dim 64) the warpgroups take turns by
@@ -642,7 +657,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   bool split = c.backwardSplitsDQColumns();
   int64_t ownBlocks = split ? c.qkBlocks() / c.consumerWarpgroups : c.qkBlocks();
   auto turnAt = [&](Value qBlock) -> Value {
-    Value order = kvBlockIndex;
+    Value order = kvBlock;
     if (c.causal) {
       Value lastKVBlock = arith::MinUIOp::create(
           b,
@@ -652,7 +667,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
           arith::SubIOp::create(
               b, arith::CeilDivUIOp::create(b, seqKV, index(c.blockN)),
               index(1)));
-      order = arith::SubIOp::create(b, lastKVBlock, kvBlockIndex);
+      order = arith::SubIOp::create(b, lastKVBlock, kvBlock);
     }
     // With the split each warpgroup adds its own columns (a turn each, in
     // warpgroup order); taking turns by Q block, one warpgroup of the CTA
