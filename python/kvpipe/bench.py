@@ -139,10 +139,26 @@ def run(head_dims: Sequence[int] = (64, 128),
                         del qt, kt, vt
                     if row.get("fa4"):
                         row["vs_fa4"] = round(row["kvpipe"] / row["fa4"], 3)
-                    if row.get("cudnn"):
-                        row["vs_cudnn"] = round(row["kvpipe"] / row["cudnn"], 3)
-                    if row.get("flash"):
-                        row["vs_flash"] = round(row["kvpipe"] / row["flash"], 3)
+                    row["fa4"] = None
+                    if fa4 is not None:
+                        # FA4 takes flash-attn's (B, S, H, D); its first call
+                        # JIT-compiles the forward and backward: warm up.
+                        try:
+                            leaves = [t.transpose(1, 2).detach().requires_grad_()
+                                      for t in (q, k, v)]
+                            out = fa4(*leaves, causal=causal)
+                            out = out[0] if isinstance(out, tuple) else out
+                            do4 = do.transpose(1, 2)
+                            torch.autograd.grad(out, leaves, do4, retain_graph=True)
+                            ms = _median_ms(lambda: torch.autograd.grad(
+                                out, leaves, do4, retain_graph=True))
+                            row["fa4"] = round(flops / ms / 1e9, 1)
+                            del out, leaves
+                        except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
+                            print(f"FA4 backward failed at D{d} N{n}: {exc}"[:300], flush=True)
+                    for name in ("cudnn", "flash", "fa4"):
+                        if row.get(name):
+                            row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
                 print(row, flush=True)
                 rows.append(row)
                 del q, k, v
@@ -180,11 +196,12 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                  causals: Sequence[bool] = (False, True), heads: int = 16,
                  peers: bool = True) -> List[Dict[str, Any]]:
     """Backward TFLOP/s (2.5x the forward's FLOPs, halved when causal) of
-    kvpipe's backward family and of torch SDPA's cuDNN and flash (FA2)
-    backward, on the same inputs and output gradient, in one process. The
+    kvpipe's backward family, of torch SDPA's cuDNN and flash (FA2)
+    backward and of FlashAttention-4 (when importable, ``../shared/peers/
+    fa4.sh``), on the same inputs and output gradient, in one process. The
     forward is run once outside the timing; each timed call is the backward
-    alone (kvpipe: ``attention_backward``; SDPA: ``torch.autograd.grad`` of a
-    retained graph)."""
+    alone (kvpipe: ``attention_backward``; the peers: ``torch.autograd.grad``
+    of a retained graph)."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -192,6 +209,7 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
     import kvpipe
     from kvpipe.attention import attention_backward
 
+    fa4 = _fa4() if peers else None
     rows = []
     for d in head_dims:
         for n in seq_lens:
@@ -223,10 +241,26 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                             del out, leaves
                         except RuntimeError:
                             row[name] = None
-                    if row.get("cudnn"):
-                        row["vs_cudnn"] = round(row["kvpipe"] / row["cudnn"], 3)
-                    if row.get("flash"):
-                        row["vs_flash"] = round(row["kvpipe"] / row["flash"], 3)
+                    row["fa4"] = None
+                    if fa4 is not None:
+                        # FA4 takes flash-attn's (B, S, H, D); its first call
+                        # JIT-compiles the forward and backward: warm up.
+                        try:
+                            leaves = [t.transpose(1, 2).detach().requires_grad_()
+                                      for t in (q, k, v)]
+                            out = fa4(*leaves, causal=causal)
+                            out = out[0] if isinstance(out, tuple) else out
+                            do4 = do.transpose(1, 2)
+                            torch.autograd.grad(out, leaves, do4, retain_graph=True)
+                            ms = _median_ms(lambda: torch.autograd.grad(
+                                out, leaves, do4, retain_graph=True))
+                            row["fa4"] = round(flops / ms / 1e9, 1)
+                            del out, leaves
+                        except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
+                            print(f"FA4 backward failed at D{d} N{n}: {exc}"[:300], flush=True)
+                    for name in ("cudnn", "flash", "fa4"):
+                        if row.get(name):
+                            row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
                 print(row, flush=True)
                 rows.append(row)
                 del q, k, v, do, o, lse
@@ -235,12 +269,13 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
 
 def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
     lines = ["| D | N | B | causal | kvpipe bwd TFLOP/s | deterministic | cuDNN | flash (FA2) "
-             "| kvpipe/cuDNN | kvpipe/flash |",
-             "|" + " --- |" * 10]
+             "| FA4 | kvpipe/cuDNN | kvpipe/flash | kvpipe/FA4 |",
+             "|" + " --- |" * 12]
     for r in rows:
         lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
                      f"{r['kvpipe']} | {r.get('deterministic')} | {r.get('cudnn')} | "
-                     f"{r.get('flash')} | {r.get('vs_cudnn')} | {r.get('vs_flash')} |")
+                     f"{r.get('flash')} | {r.get('fa4')} | {r.get('vs_cudnn')} | "
+                     f"{r.get('vs_flash')} | {r.get('vs_fa4')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -94,3 +94,19 @@ def test_check_with_tuning_skips_head_dims_the_compiler_rejects(monkeypatch, cap
     rows = check.run(cases, tuning={"persistent": True})
     assert [c.head_dim for c in ran] == [128] and len(rows) == 1
     assert "SKIP bf16 d256" in capsys.readouterr().out
+
+
+def test_backward_table_has_fa4_beside_cudnn_and_fa2():
+    rows = [{"D": 128, "N": 4096, "B": 8, "causal": True, "kvpipe": 397.3,
+             "deterministic": 248.1, "cudnn": 458.0, "flash": 263.4, "fa4": 548.0,
+             "vs_cudnn": 0.867, "vs_flash": 1.508, "vs_fa4": 0.725},
+            # FA4 not staged on the machine: its entries stay empty.
+            {"D": 64, "N": 1024, "B": 32, "causal": False, "kvpipe": 271.9,
+             "deterministic": 191.4, "cudnn": 367.0, "flash": 213.5, "fa4": None,
+             "vs_cudnn": 0.741, "vs_flash": 1.274}]
+    lines = bench.backward_to_markdown(rows).splitlines()
+    assert lines[0].count("|") - 1 == lines[1].count("---") == 12
+    assert "| FA4 |" in lines[0] and lines[0].endswith("| kvpipe/FA4 |")
+    assert lines[2] == ("| 128 | 4096 | 8 | yes | 397.3 | 248.1 | 458.0 | 263.4 | 548.0 | "
+                        "0.867 | 1.508 | 0.725 |")
+    assert lines[3].endswith("| None | 0.741 | 1.274 | None |")
