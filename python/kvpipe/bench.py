@@ -139,26 +139,10 @@ def run(head_dims: Sequence[int] = (64, 128),
                         del qt, kt, vt
                     if row.get("fa4"):
                         row["vs_fa4"] = round(row["kvpipe"] / row["fa4"], 3)
-                    row["fa4"] = None
-                    if fa4 is not None:
-                        # FA4 takes flash-attn's (B, S, H, D); its first call
-                        # JIT-compiles the forward and backward: warm up.
-                        try:
-                            leaves = [t.transpose(1, 2).detach().requires_grad_()
-                                      for t in (q, k, v)]
-                            out = fa4(*leaves, causal=causal)
-                            out = out[0] if isinstance(out, tuple) else out
-                            do4 = do.transpose(1, 2)
-                            torch.autograd.grad(out, leaves, do4, retain_graph=True)
-                            ms = _median_ms(lambda: torch.autograd.grad(
-                                out, leaves, do4, retain_graph=True))
-                            row["fa4"] = round(flops / ms / 1e9, 1)
-                            del out, leaves
-                        except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
-                            print(f"FA4 backward failed at D{d} N{n}: {exc}"[:300], flush=True)
-                    for name in ("cudnn", "flash", "fa4"):
-                        if row.get(name):
-                            row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
+                    if row.get("cudnn"):
+                        row["vs_cudnn"] = round(row["kvpipe"] / row["cudnn"], 3)
+                    if row.get("flash"):
+                        row["vs_flash"] = round(row["kvpipe"] / row["flash"], 3)
                 print(row, flush=True)
                 rows.append(row)
                 del q, k, v
