@@ -123,13 +123,13 @@ private:
   /// passes the turn on (counter + 1, release, GPU scope).
   void buildOrderedTurnEnd(Value semaphore, Value elected, Value barrierId);
   /// The `elected` thread waits until its bulk groups have read their
-  /// shared-memory sources (`read`) or completed.
-  void waitBulkGroups(Value elected, bool read) {
+  /// shared-memory sources.
+  void waitBulkReads(Value elected) {
     auto wait = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(wait.thenBlock());
     NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
-                                         read ? b.getUnitAttr() : UnitAttr());
+                                         b.getUnitAttr());
   }
 
   const AttentionConfig &c;
@@ -803,7 +803,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // tile before it is written again: its issuing thread waits, and the
     // barrier that publishes dS also releases the other threads. (It was
     // issued a whole Q block ago: the wait is normally free.)
-    waitBulkGroups(elected, /*read=*/true);
+    waitBulkReads(elected);
     NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
                             nullptr, Value());
     // dQ's A operand: the whole buffer, every key of the CTA.
