@@ -64,6 +64,9 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     %[[DQ:.*]] = memref.view {{.*}} to memref<4096xf32, #gpu.address_space<workgroup>>
 //       CHECK:     kvpipe.consumer_wait %[[KV]]
 //       CHECK:     scf.for %{{.*}} = %[[BEGIN]] to %[[QBLOCKS]]
+// The log-sum-exp and delta columns prefetched into L1 (two 128-byte lines
+// each) before the slot waits.
+//   CHECK-COUNT-4:   nvvm.prefetch level = L1
 // S^T = K_c Q^T and dP^T = V_c dO^T (SS), S^T retired first.
 //       CHECK:       kvpipe.consumer_wait
 //       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[QT:.*]] : memref<2x64x64xbf16, {{.*}} -> vector<32xf32>
@@ -73,13 +76,13 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // The mask on the blocks that need it, rows keys and columns queries.
 //       CHECK:       scf.if %{{.*}} -> (vector<32xf32>)
 //       CHECK:         arith.cmpi sge, %{{.*}}, %{{.*}} : vector<32xi32>
-// Per-column log-sum-exp (16 loads for 32 elements), P^T by exp2.
-//   CHECK-COUNT-16:  llvm.load {{.*}} -> f32
+// Per-column log-sum-exp (8 pair loads for 32 elements), P^T by exp2.
+//   CHECK-COUNT-8:   llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
 //       CHECK:       vector.from_elements
 //       CHECK:       math.fma
 //       CHECK:       math.exp2 {{.*}} : vector<32xf32>
 //       CHECK:       kvpipe.warpgroup_wait %[[DPT]] {pending = 0 : i64}
-//   CHECK-COUNT-16:  llvm.load {{.*}} -> f32
+//   CHECK-COUNT-8:   llvm.load {{.*}} -> vector<2xf32>
 // dV += P^T dO, dK += dS^T Q (RS), dS through shared memory, dQ = dS K with
 // A read MN-major, per 64 columns of D.
 //       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[DOT]], %{{.*}} {transpose_b} : vector<32xbf16>

@@ -737,6 +737,14 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     Value qRow =
         arith::MulIOp::create(b, loop.getInductionVar(), index(kBlockM));
     SmallVector<int64_t, 3> slotShape = {c.qkBlocks(), kBlockM, kW};
+    // The log-sum-exp and delta of the queries (S^T's columns): prefetched
+    // into L1 first, so that their global-memory latency overlaps the slot
+    // waits and the S^T and dP^T wgmmas; loaded where they are used (held
+    // in registers across the wgmmas, they made ptxas spill at head dim 128).
+    Value firstColumn = arith::AddIOp::create(
+        b, arith::AddIOp::create(b, rowBase, qRow), threadColumn);
+    for (BackwardParam values : {BackwardParam::LseLog2, BackwardParam::Delta})
+      buildColumnPrefetch(b, param(values), firstColumn, kBlockM / 2);
     // S^T = K_c Q_i^T and dP^T = V_c dO_i^T.
     Value qTile = buildSlotWait(b, sQ, stateQ, slotShape);
     Value sT = WarpgroupMmaOp::create(b, sType, sKc, qTile, Value(),
@@ -751,10 +759,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     sT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{sT}, 1)
              .getResult(0);
     sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
-    // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta), with the
-    // log-sum-exp and delta of the queries (the columns).
-    Value firstColumn = arith::AddIOp::create(
-        b, arith::AddIOp::create(b, rowBase, qRow), threadColumn);
+    // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta).
     Value lse = buildColumnVector(b, param(BackwardParam::LseLog2),
                                   firstColumn, kBlockM / 2);
     Value pT = math::Exp2Op::create(

@@ -423,20 +423,45 @@ Value kvpipe::buildColumnVector(ImplicitLocOpBuilder &b, Value values,
   // loop around this (at head dim 128 that spilled).
   Value row = f32Element(
       b, values, arith::IndexCastOp::create(b, b.getI64Type(), firstColumn));
+  // Elements 4 k and 4 k + 1 are two adjacent columns (the first even: an
+  // 8-byte aligned pair); elements 4 k + 2 and 4 k + 3, in the other row
+  // half, are the same columns. One 8-byte load per pair.
+  static_assert(AccumulatorLayout::columnOffset(1) ==
+                    AccumulatorLayout::columnOffset(0) + 1 &&
+                AccumulatorLayout::rowHalf(2) == 1);
+  auto pairType = VectorType::get({2}, b.getF32Type());
   SmallVector<Value> elements(numElements);
-  for (int64_t i = 0; i < numElements; ++i) {
-    if (AccumulatorLayout::rowHalf(i) == 1) {
-      // Same column as the element of row half 0 two before.
-      elements[i] = elements[i - 2];
-      continue;
-    }
+  for (int64_t i = 0; i < numElements; i += 4) {
     Value offset = arith::ConstantIntOp::create(
         b, AccumulatorLayout::columnOffset(i), 64);
-    elements[i] =
-        LLVM::LoadOp::create(b, b.getF32Type(), f32Element(b, row, offset));
+    Value pair = LLVM::LoadOp::create(b, pairType, f32Element(b, row, offset),
+                                      /*alignment=*/8);
+    for (int64_t k = 0; k < 2; ++k) {
+      elements[i + k] = vector::ExtractOp::create(b, pair, k);
+      if (i + 2 + k < numElements)
+        elements[i + 2 + k] = elements[i + k];
+    }
   }
   return vector::FromElementsOp::create(
       b, VectorType::get({numElements}, b.getF32Type()), elements);
+}
+
+void kvpipe::buildColumnPrefetch(ImplicitLocOpBuilder &b, Value values,
+                                  Value firstColumn, int64_t numElements) {
+  // The thread's columns span columnOffset(numElements - 1) + 1 floats from
+  // its first: one prefetch per 128-byte line (32 floats) of the span.
+  constexpr int64_t kLineFloats = 128 / 4;
+  Value first = f32Element(
+      b, values, arith::IndexCastOp::create(b, b.getI64Type(), firstColumn));
+  for (int64_t offset = 0;
+       offset <= AccumulatorLayout::columnOffset(numElements - 1);
+       offset += kLineFloats)
+    NVVM::PrefetchOp::create(
+        b, NVVM::PrefetchCacheLevelAttr::get(b.getContext(),
+                                             NVVM::PrefetchCacheLevel::L1),
+        /*evictPriority=*/nullptr,
+        f32Element(b, first, arith::ConstantIntOp::create(b, offset, 64)),
+        /*predicate=*/Value());
 }
 
 void kvpipe::buildFragmentOrderStore(ImplicitLocOpBuilder &b, Value fragment,

@@ -243,6 +243,11 @@ void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
 mlir::Value buildColumnVector(mlir::ImplicitLocOpBuilder &b,
                               mlir::Value values, mlir::Value firstColumn,
                               int64_t numElements);
+/// Prefetches into L1 the lines of `values` that buildColumnVector with the
+/// same arguments loads: issued well before the load, it takes the
+/// global-memory latency off the load without holding registers meanwhile.
+void buildColumnPrefetch(mlir::ImplicitLocOpBuilder &b, mlir::Value values,
+                         mlir::Value firstColumn, int64_t numElements);
 
 /// A [rows][W] tile seen as [rows / group][group][W] (rows s * group + g),
 /// the shared-memory side of a packed (pack_gqa) TMA box.
