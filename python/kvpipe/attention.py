@@ -27,6 +27,10 @@ from kvpipe._log import log
 
 LAYOUTS = ("bhsd", "bshd")
 _LOG2E = 1.4426950408889634
+#: The longest sequence (queries or keys) a kernel with score_mod/mask_mod
+#: takes: its regions' index arithmetic is computed in f32, exact below it
+#: (lib/Dialect/KVPipe/Transforms/Modifiers.cpp, kMaxModifierSequence).
+MAX_MODIFIER_SEQUENCE = 1 << 23
 
 _loaded: Dict[Tuple[Any, ...], Tuple[cuda.Kernel, Dict[str, Any]]] = {}
 #: The combine kernel of a loaded split-KV family, under the main kernel's key.
@@ -665,6 +669,13 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     from kvpipe import modifiers as _modifiers
 
     traced = _modifiers.trace(score_mod, mask_mod)
+    if traced is not None:
+        # The kernels compute the regions' index arithmetic in f32 where that
+        # is exact for indices below this bound (docs/modifiers.md).
+        for name, length in (("q", sq), ("k", skv)):
+            if length >= MAX_MODIFIER_SEQUENCE:
+                raise ValueError(f"with score_mod or mask_mod, {name}'s sequence length must be "
+                                 f"below 2**23 = {MAX_MODIFIER_SEQUENCE}, got {length}")
     if traced is not None and (num_splits != 1 or pack_gqa is not False):
         raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
                          "pack_gqa yet (the decode kernels have no modifiers)")

@@ -297,3 +297,11 @@ def test_torch_calls_reach_the_tracer_through_a_mode(monkeypatch):
     assert "kvpipe.aux_load 0[%h] : f32" in recorder.lines[-1] and loaded.type == "f32"
     # Other calls run as they are.
     assert mode.__torch_function__(lambda a, b: a + b, (), (1, 2)) == 3
+
+
+@pytest.mark.parametrize("sq,skv,name", [(1 << 23, 16, "q"), (16, 1 << 23, "k")])
+def test_attention_refuses_sequences_past_the_exact_float_indices(sq, skv, name):
+    # The regions' index arithmetic runs in f32, exact below 2**23 indices.
+    q, k = FakeTensor((1, 2, sq, 64)), FakeTensor((1, 2, skv, 64))
+    with pytest.raises(ValueError, match=f"{name}'s sequence length must be below 2\\*\\*23"):
+        kvpipe.attention(q, k, k, score_mod=m.soft_cap(10.0))

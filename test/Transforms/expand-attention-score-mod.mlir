@@ -41,8 +41,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   %[[S:.*]] = kvpipe.warpgroup_wait
 //       CHECK:   %[[SCALE:.*]] = arith.mulf %[[SCALE_LOG2]], %[[LN2]] : f32
 //       CHECK:   %[[E0:.*]] = vector.extract %[[S]][0] : f32 from vector<64xf32>
-//       CHECK:   %[[SCALED:.*]] = arith.mulf %[[E0]], %[[SCALE]] : f32
-//       CHECK:   arith.mulf %[[SCALED]], %{{.*}} : f32
+//       CHECK:   %[[SCALED:.*]] = arith.mulf %[[E0]], %[[SCALE]] fastmath<contract> : f32
+//       CHECK:   arith.mulf %[[SCALED]], %{{.*}} fastmath<contract> : f32
 //       CHECK:   llvm.inline_asm "tanh.approx.f32 $0, $1;", "=f,f" %{{.*}} : (f32) -> f32
 //       CHECK:   %[[ADDR:.*]] = llvm.getelementptr %[[AUX0]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
 //       CHECK:   llvm.load %[[ADDR]] invariant {alignment = 4 : i64} : !llvm.ptr<1> -> f32

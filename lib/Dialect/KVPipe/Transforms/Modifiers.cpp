@@ -37,6 +37,142 @@ static Value castInteger(ImplicitLocOpBuilder &b, Value v, Type type,
   return arith::ExtSIOp::create(b, type, v);
 }
 
+/// Integers of magnitude at most 2^24 are exact in f32.
+constexpr int64_t kExactInF32 = int64_t(1) << 24;
+/// The longest sequence a kernel with modifiers takes (its ABI: the runtime
+/// refuses longer ones), so that the index arithmetic of the regions is
+/// exact in f32 (exactFloat).
+constexpr int64_t kMaxModifierSequence = int64_t(1) << 23;
+
+namespace {
+/// An integer value of the region computed in f32 instead: `base + offset`
+/// (base null: the constant `offset`), whose every value lies in
+/// [lo, hi]. The offset stays a constant until an op needs the sum, so that
+/// `q - kv` with kv = first column + c is one subtraction per row (the
+/// same for all the row's elements: CSE keeps one) and one addition of an
+/// immediate per element.
+struct ExactFloat {
+  Value base;
+  int64_t offset = 0;
+  int64_t lo = 0, hi = 0;
+};
+} // namespace
+
+/// The float form of the region's integer value `v` (an index expression),
+/// if every intermediate value is an integer of magnitude at most 2^24 (so
+/// that f32 arithmetic on it is exact, and the result is what the integer
+/// ops and the conversion give). Leaves: constants and the index block
+/// arguments, which the kernel ABI bounds (query and key indices below
+/// 2^24: docs/modifiers.md; batch and head indices are grid indices, below
+/// 2^16). `map` binds the region's values to the inlined ones; `floats`
+/// memoises. Null when `v` is anything else (an aux read, a division, ...).
+static std::optional<ExactFloat>
+exactFloat(ImplicitLocOpBuilder &b, Value v, const IRMapping &map,
+           unsigned firstIndex, DenseMap<Value, ExactFloat> &floats) {
+  if (auto found = floats.find(v); found != floats.end())
+    return found->second;
+  Type f32 = b.getF32Type();
+  auto constant = [&](int64_t k) -> Value {
+    return arith::ConstantFloatOp::create(b, cast<FloatType>(f32),
+                                          APFloat(static_cast<float>(k)));
+  };
+  auto materialize = [&](const ExactFloat &x) -> Value {
+    if (!x.base)
+      return constant(x.offset);
+    if (x.offset == 0)
+      return x.base;
+    return arith::AddFOp::create(b, x.base, constant(x.offset));
+  };
+  auto exact = [](const ExactFloat &x) {
+    return -kExactInF32 <= x.lo && x.hi <= kExactInF32 &&
+           -kExactInF32 <= x.lo - x.offset && x.hi - x.offset <= kExactInF32;
+  };
+  std::optional<ExactFloat> result;
+  APInt k;
+  if (matchPattern(v, m_ConstantInt(&k))) {
+    if (k.getSignificantBits() <= 32)
+      result = ExactFloat{Value(), k.getSExtValue(), k.getSExtValue(),
+                          k.getSExtValue()};
+  } else if (auto arg = dyn_cast<BlockArgument>(v)) {
+    unsigned number = arg.getArgNumber();
+    if (number >= firstIndex) {
+      // Batch and head, then query and key (below kMaxModifierSequence, and
+      // in the padding of the last block up to 255 past it).
+      int64_t hi = number < firstIndex + 2 ? (1 << 16) - 1
+                                           : kMaxModifierSequence + 255;
+      Value inlined = map.lookup(arg);
+      int64_t offset = 0;
+      // A key is the thread's first column plus a constant: keep the
+      // constant apart.
+      if (auto add = inlined.getDefiningOp<arith::AddIOp>())
+        if (matchPattern(add.getRhs(), m_ConstantInt(&k))) {
+          offset = k.getSExtValue();
+          inlined = add.getLhs();
+        }
+      result = ExactFloat{arith::SIToFPOp::create(b, f32, inlined), offset, 0,
+                          hi};
+    }
+  } else if (Operation *op = v.getDefiningOp()) {
+    auto operand = [&](unsigned i) {
+      return exactFloat(b, op->getOperand(i), map, firstIndex, floats);
+    };
+    if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
+      result = operand(0);
+    } else if (isa<arith::AddIOp, arith::SubIOp>(op)) {
+      std::optional<ExactFloat> x = operand(0), y = operand(1);
+      if (x && y) {
+        bool add = isa<arith::AddIOp>(op);
+        Value base;
+        if (x->base && y->base)
+          base = add ? Value(arith::AddFOp::create(b, x->base, y->base))
+                     : Value(arith::SubFOp::create(b, x->base, y->base));
+        else if (x->base)
+          base = x->base;
+        else if (y->base)
+          base = add ? y->base : Value(arith::NegFOp::create(b, y->base));
+        result = add ? ExactFloat{base, x->offset + y->offset, x->lo + y->lo,
+                                  x->hi + y->hi}
+                     : ExactFloat{base, x->offset - y->offset, x->lo - y->hi,
+                                  x->hi - y->lo};
+      }
+    } else if (isa<arith::MulIOp>(op)) {
+      std::optional<ExactFloat> x = operand(0), y = operand(1);
+      if (x && y && !x->base)
+        std::swap(x, y);
+      if (x && y && !y->base && std::abs(y->offset) <= kExactInF32) {
+        int64_t c = y->offset;
+        Value base =
+            x->base ? Value(arith::MulFOp::create(b, x->base, constant(c)))
+                    : Value();
+        result = ExactFloat{base, x->offset * c, std::min(x->lo * c, x->hi * c),
+                            std::max(x->lo * c, x->hi * c)};
+      }
+    } else if (isa<math::AbsIOp>(op)) {
+      if (std::optional<ExactFloat> x = operand(0); x && exact(*x)) {
+        int64_t lo = x->lo >= 0 ? x->lo : (x->hi <= 0 ? -x->hi : 0);
+        result = ExactFloat{math::AbsFOp::create(b, materialize(*x)), 0, lo,
+                            std::max(std::abs(x->lo), std::abs(x->hi))};
+      }
+    }
+  }
+  if (!result || !exact(*result))
+    return std::nullopt;
+  floats[v] = *result;
+  return result;
+}
+
+/// Lets a float op of the modifiers (the region's and the ones that feed it)
+/// fuse with its neighbours into FMAs, as nvcc's default `--fmad=true`
+/// does: without the flag NVPTX emits `mul.rn`/`add.rn`, which ptxas keeps
+/// apart (ALiBi's `s * scale - slope * d` was three instructions, not two).
+static void allowContraction(Operation *op) {
+  if (auto fastmath = dyn_cast<arith::ArithFastMathInterface>(op))
+    op->setAttr(fastmath.getFastMathAttrName(),
+                arith::FastMathFlagsAttr::get(
+                    op->getContext(), fastmath.getFastMathFlagsAttr().getValue() |
+                                          arith::FastMathFlags::contract));
+}
+
 /// Clones `region`'s block with its arguments bound to `args`, an aux read
 /// becoming an invariant global load of its tensor; returns the yielded
 /// value. The region's `index` values become i32 (`args`' indices are
@@ -51,7 +187,25 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
   Type i32 = b.getI32Type();
   auto narrow = [&](Type type) { return type.isIndex() ? i32 : type; };
+  DenseMap<Value, ExactFloat> floats;
   for (Operation &op : block.without_terminator()) {
+    // An index expression converted to f32 is computed in f32 where that is
+    // exact: per score element, integer subtraction, |.|, clamping and the
+    // conversion (ALiBi's distance) cost more issue slots than the softmax.
+    if (isa<arith::SIToFPOp>(op) && op.getResult(0).getType().isF32())
+      if (std::optional<ExactFloat> f =
+              exactFloat(b, op.getOperand(0), map, firstIndexArgument(region),
+                         floats)) {
+        Value value = f->base;
+        if (!value || f->offset != 0) {
+          Value offset = arith::ConstantFloatOp::create(
+              b, b.getF32Type(), APFloat(static_cast<float>(f->offset)));
+          value = value ? Value(arith::AddFOp::create(b, value, offset))
+                        : offset;
+        }
+        map.map(op.getResult(0), value);
+        continue;
+      }
     if (auto constant = dyn_cast<arith::ConstantIndexOp>(op)) {
       map.map(constant.getResult(),
               arith::ConstantIntOp::create(b, constant.value(), 32));
@@ -95,17 +249,40 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
     Operation *clone = b.clone(op, map);
     for (OpResult result : clone->getResults())
       result.setType(narrow(result.getType()));
+    allowContraction(clone);
   }
   return map.lookup(cast<YieldOp>(block.getTerminator()).getValues().front());
 }
 
+/// Whether the region's block argument `number` flows into the index of an
+/// aux read (through any ops).
+static bool reachesAuxIndex(Region &region, unsigned number) {
+  SmallVector<Value> work = {region.getArgument(number)};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (OpOperand &use : v.getUses()) {
+      if (auto load = dyn_cast<AuxLoadOp>(use.getOwner());
+          load && use.get() == load.getIndex())
+        return true;
+      llvm::append_range(work, use.getOwner()->getResults());
+    }
+  }
+  return false;
+}
+
 /// Calls `body` with the (query, key) indices of each element of the
-/// fragment, clamped in range when the region reads auxiliary tensors.
+/// fragment, each clamped in range where the region reads auxiliary
+/// tensors at an index computed from it.
 static SmallVector<Value>
 forEachElement(ImplicitLocOpBuilder &b, Region &region,
                const ModifierIndices &at,
                function_ref<Value(int64_t, Value, Value)> body) {
-  bool reads = !region.front().getOps<AuxLoadOp>().empty();
+  unsigned first = firstIndexArgument(region);
+  bool clampRows = reachesAuxIndex(region, first + 2);
+  bool clampKeys = reachesAuxIndex(region, first + 3);
   auto toI32 = [&](Value v) {
     return arith::IndexCastOp::create(b, b.getI32Type(), v);
   };
@@ -113,17 +290,18 @@ forEachElement(ImplicitLocOpBuilder &b, Region &region,
   Value rows[2] = {toI32(at.row0), toI32(at.row1)};
   Value firstColumn = toI32(at.firstColumn);
   Value lastKey;
-  if (reads) {
+  if (clampRows) {
     Value lastRow = arith::SubIOp::create(b, toI32(at.seqQ), i32(1));
     for (Value &row : rows)
       row = arith::MinSIOp::create(b, row, lastRow);
-    lastKey = arith::SubIOp::create(b, toI32(at.seqKV), i32(1));
   }
+  if (clampKeys)
+    lastKey = arith::SubIOp::create(b, toI32(at.seqKV), i32(1));
   SmallVector<Value> results;
   for (int64_t i = 0; i < at.numElements; ++i) {
     Value key = arith::AddIOp::create(
         b, firstColumn, i32(AccumulatorLayout::columnOffset(i)));
-    if (reads)
+    if (clampKeys)
       key = arith::MinSIOp::create(b, key, lastKey);
     results.push_back(body(i, rows[AccumulatorLayout::rowHalf(i)], key));
   }
@@ -136,6 +314,7 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
       b, region, at, [&](int64_t i, Value row, Value key) {
         Value scaled = arith::MulFOp::create(
             b, vector::ExtractOp::create(b, s, i), scale);
+        allowContraction(scaled.getDefiningOp());
         return inlineRegion(b, region,
                             {scaled, arith::IndexCastOp::create(
                                          b, b.getI32Type(), at.batch),

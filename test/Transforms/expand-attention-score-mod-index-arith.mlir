@@ -1,0 +1,89 @@
+// RUN: kvpipe-opt %s --kvpipe-expand-attention=stage=skeleton --kvpipe-lower-tiles --canonicalize --cse | FileCheck %s
+// RUN: kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.ptx" -o /dev/null
+// RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+
+// The index arithmetic of a score_mod, inlined per score element:
+// - an index expression converted to f32 is computed in f32 where every
+//   intermediate is an integer of magnitude at most 2^24 (exact; sequences
+//   of kernels with modifiers are below 2^23): ALiBi's |q - kv| is one
+//   subtraction per row (q - first key), and per element the addition of
+//   the key's column offset and |.| (a free operand modifier in SASS);
+// - indices are clamped into the sequence only where they reach the index
+//   of an aux read;
+// - the float ops may contract into FMAs (no mul.rn/add.rn pairs).
+
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  kvpipe.attention_kernel @alibi {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %slope = kvpipe.aux_load 0[%h] : f32
+    %d = arith.subi %q, %kv : index
+    %a = math.absi %d : index
+    %ai = arith.index_cast %a : index to i32
+    %af = arith.sitofp %ai : i32 to f32
+    %bias = arith.mulf %slope, %af : f32
+    %r = arith.subf %s, %bias : f32
+    kvpipe.yield %r : f32
+  }
+  // A bias table indexed by (q, kv): both are clamped into the sequence.
+  kvpipe.attention_kernel @bias_table {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %n = arith.constant 4096 : index
+    %row = arith.muli %q, %n : index
+    %i = arith.addi %row, %kv : index
+    %bias = kvpipe.aux_load 0[%i] : f32
+    %r = arith.addf %s, %bias : f32
+    kvpipe.yield %r : f32
+  }
+  // q * 4096 + kv can exceed 2^24: converted as an integer.
+  kvpipe.attention_kernel @wide {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %n = arith.constant 4096 : index
+    %row = arith.muli %q, %n : index
+    %i = arith.addi %row, %kv : index
+    %ii = arith.index_cast %i : index to i32
+    %f = arith.sitofp %ii : i32 to f32
+    %r = arith.addf %s, %f : f32
+    kvpipe.yield %r : f32
+  }
+}
+
+// CHECK-LABEL: gpu.func @alibi(
+//   CHECK-NOT:   arith.minsi
+//       CHECK:   scf.for
+//       CHECK:     %[[ROW:.*]] = arith.sitofp %{{.*}} : i32 to f32
+//       CHECK:     %[[KEY:.*]] = arith.sitofp %{{.*}} : i32 to f32
+//       CHECK:     %[[D:.*]] = arith.subf %[[ROW]], %[[KEY]] : f32
+//       CHECK:     %[[A0:.*]] = math.absf %[[D]] : f32
+//       CHECK:     %[[B0:.*]] = arith.mulf %{{.*}}, %[[A0]] fastmath<contract> : f32
+//       CHECK:     arith.subf %{{.*}}, %[[B0]] fastmath<contract> : f32
+// The next column: the same row difference, plus the column offset.
+//       CHECK:     %[[D1:.*]] = arith.addf %[[D]], %{{.*}} : f32
+//       CHECK:     math.absf %[[D1]] : f32
+// One more conversion in all: the thread's second row.
+//       CHECK:     arith.sitofp
+//   CHECK-NOT:     arith.sitofp
+//   CHECK-NOT:     math.absi
+//       CHECK:     kvpipe.fragment_exp2
+//   CHECK-NOT:     arith.sitofp
+
+// CHECK-LABEL: gpu.func @bias_table(
+//       CHECK:     arith.minsi
+//       CHECK:     arith.minsi
+//       CHECK:     arith.muli %{{.*}}, %c4096_i32 : i32
+//       CHECK:     llvm.load %{{.*}} invariant
+
+// CHECK-LABEL: gpu.func @wide(
+//   CHECK-NOT:   arith.minsi
+//       CHECK:     %[[I:.*]] = arith.addi %{{.*}}, %{{.*}} : i32
+//       CHECK:     arith.sitofp %[[I]] : i32 to f32
+
+// The bias times the slope may contract (mul.f32, not mul.rn.f32) into the
+// FMA with the scaled score.
+// PTX-LABEL: .entry alibi(
+//       PTX: abs.f32 [[A:%r[0-9]+]], %r{{[0-9]+}};
+//  PTX-NEXT: mul.f32 [[B:%r[0-9]+]], [[A]], %r{{[0-9]+}};
+//  PTX-NEXT: neg.f32 [[N:%r[0-9]+]], [[B]];
+//  PTX-NEXT: fma.rn.f32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, [[N]];
