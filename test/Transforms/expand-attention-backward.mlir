@@ -83,10 +83,10 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       math.exp2 {{.*}} : vector<32xf32>
 //       CHECK:       kvpipe.warpgroup_wait %[[DPT]] {pending = 0 : i64}
 //   CHECK-COUNT-8:   llvm.load {{.*}} -> vector<2xf32>
-// dV += P^T dO, dK += dS^T Q (RS), dS through shared memory, dQ = dS K with
-// A read MN-major, per 64 columns of D.
-//       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[DOT]], %{{.*}} {transpose_b} : vector<32xbf16>
-//       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %[[QT]], %{{.*}} {transpose_b} : vector<32xbf16>
+// dV += P^T dO (RS), dS through shared memory, dQ = dS K with A read
+// MN-major, then dK += dS^T Q (RS): dQ retires while dK runs.
+//       CHECK:       %[[DV:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[DOT]], %{{.*}} {transpose_b} : vector<32xbf16>
+//   CHECK-NOT:       kvpipe.warpgroup_mma
 // dS^T into this consumer's rows of the Q block's dS buffer (by parity).
 //       CHECK:       kvpipe.store_fragment %{{.*}}, %{{.*}} : vector<32xbf16>, memref<1x64x64xbf16
 //       CHECK:       nvvm.fence.proxy
@@ -96,10 +96,13 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       nvvm.barrier id = %c4_i32 number_of_threads = %c256_i32
 // This consumer's column block of dQ over all 128 keys: A the whole dS
 // buffer read MN-major, B that column block of K.
-//       CHECK:       kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {transpose_a, transpose_b} : memref<1x128x64xbf16, {{.*}}>, memref<1x128x64xbf16, {{.*}}> -> vector<32xf32>
-//       CHECK:       kvpipe.warpgroup_wait %{{.*}}, %{{.*}}, %{{.*}} {pending = 0 : i64} : vector<64xf32>, vector<64xf32>, vector<32xf32>
+//       CHECK:       %[[DQW:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {transpose_a, transpose_b} : memref<1x128x64xbf16, {{.*}}>, memref<1x128x64xbf16, {{.*}}> -> vector<32xf32>
+// dV retired (dQ in flight): dO released; dK issued; dQ retired (dK in
+// flight).
+//       CHECK:       kvpipe.warpgroup_wait %[[DV]] {pending = 1 : i64} : vector<64xf32>
 //       CHECK:       kvpipe.consumer_release
-//       CHECK:       kvpipe.consumer_release
+//       CHECK:       %[[DK:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[QT]], %{{.*}} {transpose_b} : vector<32xbf16>
+//       CHECK:       kvpipe.warpgroup_wait %[[DQW]] {pending = 1 : i64} : vector<32xf32>
 // Staged in fragment order, 16 bytes per store.
 //   CHECK-COUNT-8:   vector.store %{{.*}}, %[[DQ]][%{{.*}}] {alignment = 16 : i64} : memref<4096xf32, {{.*}}>, vector<4xf32>
 //   CHECK-NOT:       kvpipe.warpgroup_mma
@@ -111,6 +114,9 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:         llvm.inline_asm has_side_effects "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r,~{memory}" %{{.*}}, %{{.*}}, %c16384_i32
 //       CHECK:         nvvm.cp.async.bulk.commit.group
 //   CHECK-NOT:         nvvm.cp.async.bulk.wait_group
+// dK retired, Q released.
+//       CHECK:       kvpipe.warpgroup_wait %[[DK]] {pending = 0 : i64} : vector<64xf32>
+//       CHECK:       kvpipe.consumer_release
 //       CHECK:       scf.yield
 // Epilogue: dK scaled, dK and dV staged in the warpgroup's K and V rows and
 // stored with TMA, then the K/V slot released.

@@ -780,12 +780,18 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                       arith::SubFOp::create(b, dPT, delta));
     Value dST16 = arith::TruncFOp::create(b, halfType, dST);
     // dV += P^T dO_i, dK += dS^T Q_i (A from registers, as P in O += P V).
+    // With dQ's column split, dK is issued after dQ (FA3's order): dQ then
+    // retires while dK runs, and its staging overlaps the dK wgmma.
     dV = WarpgroupMmaOp::create(b, dV.getType(), pT16, dOTile, dV,
                                 kSwizzle,
                                 /*transpose_b=*/true);
-    dK = WarpgroupMmaOp::create(b, dK.getType(), dST16, qTile, dK,
-                                kSwizzle,
-                                /*transpose_b=*/true);
+    auto issueDK = [&]() {
+      dK = WarpgroupMmaOp::create(b, dK.getType(), dST16, qTile, dK,
+                                  kSwizzle,
+                                  /*transpose_b=*/true);
+    };
+    if (!split)
+      issueDK();
     // dS to shared memory, for dQ = dS K_c: the tile holds dS^T's rows
     // (keys), so the wgmma reads it MN-major (transpose_a). The generic
     // writes must be visible to the async proxy and complete in the
@@ -817,28 +823,26 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
         {dsBuffer, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
         {1, c.consumerWarpgroups * kBlockM, kW});
     Value nextQ, nextDO;
-    // Retires the wgmmas reading Q_i and dO_i (dV, dK; and `dQ` if given,
-    // which is returned retired) and releases both slots.
-    auto retireAndRelease = [&](Value dQ) -> Value {
-      SmallVector<Value> pending = {dV, dK};
-      if (dQ)
-        pending.push_back(dQ);
-      auto all = WarpgroupWaitOp::create(b, ValueRange(pending).getTypes(),
-                                         pending, 0);
+    // Retires the wgmmas reading Q_i and dO_i (dV, dK) and releases both
+    // slots.
+    auto retireAndRelease = [&]() {
+      auto all = WarpgroupWaitOp::create(b, TypeRange{dV.getType(), dK.getType()},
+                                         ValueRange{dV, dK}, 0);
       dV = all.getResult(0);
       dK = all.getResult(1);
       nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
       nextDO = ConsumerReleaseOp::create(b, stateDO, elected, nullptr);
-      return dQ ? all.getResult(2) : Value();
     };
     // This warpgroup's dQ columns of Q block i over all the CTA's keys:
     // computed a 64-column block at a time (32 registers, not D/2), staged,
     // and added to dq_accum by one bulk reduction. In deterministic mode
     // only in its turn (after every earlier contribution to the Q block),
     // and the reduction completes (its writes, not only its read) before
-    // the turn is passed on. `retireFirst`: the first block's wait also
-    // retires dV and dK and releases Q_i and dO_i (the split overlaps them).
-    auto addDQ = [&](bool retireFirst) {
+    // the turn is passed on. `beforeDK` (the split): the first block's dQ
+    // is issued before dK, retires dV (releasing dO_i) while it runs, then
+    // dK is issued and dQ retired with dK in flight; dK is retired and Q_i
+    // released after the reduction is issued.
+    auto addDQ = [&](bool beforeDK) {
       Value semaphore;
       if (c.deterministic) {
         semaphore = element(
@@ -862,11 +866,19 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                           kSwizzle,
                                           /*transpose_b=*/true,
                                           /*transpose_a=*/true);
-        if (col == 0 && retireFirst)
-          dQ = retireAndRelease(dQ);
-        else
-          dQ = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dQ}, 0)
+        int64_t pending = 0;
+        if (col == 0 && beforeDK) {
+          // In flight: dV, dQ. Retire dV, release dO_i, issue dK.
+          dV = WarpgroupWaitOp::create(b, TypeRange{dV.getType()},
+                                       ValueRange{dV}, 1)
                    .getResult(0);
+          nextDO = ConsumerReleaseOp::create(b, stateDO, elected, nullptr);
+          issueDK();
+          pending = 1; // dK
+        }
+        dQ = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dQ},
+                                     pending)
+                 .getResult(0);
         buildFragmentOrderStore(
             b, dQ, sDQc, t, col * AccumulatorLayout::elementsPerThread(kW));
       }
@@ -898,11 +910,15 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
         buildOrderedTurnEnd(semaphore, elected, barrierId);
     };
     if (split) {
-      addDQ(/*retireFirst=*/true);
+      addDQ(/*beforeDK=*/true);
+      dK = WarpgroupWaitOp::create(b, TypeRange{dK.getType()}, ValueRange{dK},
+                                   0)
+               .getResult(0);
+      nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
     } else {
       // dQ reads neither Q_i nor dO_i: release them first, then the
       // warpgroup whose turn it is computes and adds the whole of dQ.
-      retireAndRelease(Value());
+      retireAndRelease();
       auto mine = scf::IfOp::create(
           b,
           arith::CmpIOp::create(
@@ -913,7 +929,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
           /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(mine.thenBlock());
-      addDQ(/*retireFirst=*/false);
+      addDQ(/*beforeDK=*/false);
     }
     scf::YieldOp::create(b, ValueRange{nextQ, nextDO, dK, dV});
   }
