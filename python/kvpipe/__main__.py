@@ -310,8 +310,9 @@ def _main(argv: Optional[List[str]]) -> int:
             from kvpipe import check
 
             cases = check.random_grid(args.random, args.seed) if args.random else None
-            for config in check.kernel_configs(cases, with_kvcache=not args.random):
-                k = compile_attention(**config, **_tuning(args.tune))
+            for config in check.kernel_configs(cases, with_kvcache=not args.random,
+                                               tuning=_tuning(args.tune)):
+                k = compile_attention(**config)
                 print(f"{k.name}: {k.describe()}")
             if args.backward:  # and the backward families check --backward launches
                 for config in check.backward_kernel_configs():

@@ -427,6 +427,38 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
                        _multiprocessors(device_index) if num_splits == 0 else 0, tuning)
 
 
+#: The prefill plan: the tuning of the plain causal kernels (top-left mask,
+#: no window, no KV lengths, no modifiers, V's head dim Q's) for sequences
+#: up to a length, first match; longer ones keep the head dim's defaults.
+#: Measured on the H200 (results/gpu-results.md, "Forward: persistent
+#: kernels for short causal sequences"): a persistent grid starts each SM's
+#: next tile while the last one's epilogue drains, which pays where the
+#: causal tiles are short; at head dim 64 two consumer warpgroups (128 query
+#: rows) also halve the masked work on the diagonal. D 64 1k +26 %, 2k +5 %,
+#: 4k +3 %; D 128 1k +5 %, 2k +6 %, 4k +3 %; from 8k on they are slower
+#: (the grid's order no longer balances the causal work).
+PREFILL_PLAN: Dict[int, Tuple[Tuple[int, Dict[str, Any]], ...]] = {
+    64: ((2048, {"consumer_warpgroups": 2, "persistent": True}),
+         (4096, {"persistent": True})),
+    128: ((4096, {"persistent": True}),),
+}
+
+
+def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignment: str,
+                 sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
+                 seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
+    """The tuning of a plain forward launch: ``tuning`` as given when it is
+    not empty (the caller chose), else PREFILL_PLAN's choice for short causal
+    sequences, else none (the head dim's defaults)."""
+    if (tuning or not causal or mask_alignment != "top_left" or sliding_window or kv_lengths
+            or modifiers or value_head_dim != head_dim):
+        return tuning
+    for longest, planned in PREFILL_PLAN.get(head_dim, ()):
+        if max(seq_q, seq_kv) <= longest:
+            return dict(planned)
+    return tuning
+
+
 def _check_decode_args(num_splits: Any, pack_gqa: Any) -> None:
     if isinstance(num_splits, bool) or not isinstance(num_splits, int):
         raise TypeError(f"num_splits must be an int (0: choose, 1: no split), got "
@@ -687,6 +719,9 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
     num_splits, pack, tuning = launch_decode_plan(b, hq, hkv, sq, skv, d, dv, num_splits,
                                                   pack_gqa, device_index, tuning)
+    if num_splits == 1 and not pack:
+        tuning = prefill_plan(d, dv, causal, mask_alignment, sliding_window,
+                              kv_lengths is not None, traced is not None, sq, skv, tuning)
     if num_splits > 1:
         return attention_split(q, out, lse, layout, (
             d, kernels.dtype_name(q.dtype), causal, dv if dv != d else None, mask_alignment,

@@ -88,6 +88,13 @@ def default_grid() -> List[Case]:
             ]
     cases.append(Case("bf16", 128, False, 1, 1, 1, 1, 4096))   # one query, long keys
     cases.append(Case("bf16", 128, True, 1, 2, 2, 2048, 2048))  # long causal
+    cases.append(Case("bf16", 64, True, 1, 2, 2, 3001, 3001))   # the plan's 2k-4k D 64 kernel
+    # Causal sequences past the prefill plan's lengths (attention.PREFILL_PLAN:
+    # shorter ones get persistent kernels): the head dims' default causal
+    # kernels, with tails.
+    cases += [Case("bf16", 64, True, 1, 2, 1, 4500, 4500),
+              Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
+              Case("bf16", 64, True, 1, 2, 2, 300, 4200)]
     # The other head dims (their own tile shapes and, at 96, the 64-byte
     # swizzle): the same shapes in both dtypes, GQA, bshd and strided views,
     # and a long causal case.
@@ -519,15 +526,16 @@ def run_kvcache() -> List[Dict[str, Any]]:
     return rows
 
 
-def kernel_configs(cases: Optional[List[Case]] = None,
-                   with_kvcache: bool = True) -> List[Dict[str, Any]]:
+def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True,
+                   tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of every kernel that ``run(cases)``
     (default: the grid) and ``run_kvcache`` launch, so that a machine with
     the compiler can fill the kernel cache for a GPU machine without one
     (``python -m kvpipe compile --for-check``). Mirrors attention_impl's
     choice of kernel: no mask means the top-left kernel, and a causal mask
-    with one bottom-right query is the plain kernel."""
-    from kvpipe.attention import normalise_window
+    with one bottom-right query is the plain kernel, and ``tuning`` (as
+    ``run(cases, tuning=...)`` passes it) or else the prefill plan's."""
+    from kvpipe.attention import normalise_window, prefill_plan
 
     cases = cases if cases is not None else default_grid()
     wanted = []
@@ -539,9 +547,12 @@ def kernel_configs(cases: Optional[List[Case]] = None,
             causal = False
         if not causal and not window:
             alignment = "top_left"
+        planned = prefill_plan(case.head_dim, case.value_head_dim or case.head_dim, causal,
+                               alignment, window, False, False, case.seq_q, case.seq_kv,
+                               dict(tuning or {}))
         wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
                            value_head_dim=case.value_head_dim, mask_alignment=alignment,
-                           sliding_window=window, kv_lengths=False))
+                           sliding_window=window, kv_lengths=False, **planned))
     if with_kvcache:
         # flash_attn_with_kvcache chooses num_splits and pack-GQA (decode_plan,
         # for the H200's SMs); its cases append keys, so every sequence has some.
@@ -549,7 +560,8 @@ def kernel_configs(cases: Optional[List[Case]] = None,
         for d, dtype, b, hq, hkv, sq, cap, causal, window in KVCACHE_CASES + [
                 (d, "bf16", b, hq, hkv, 1, cap, True, (-1, -1))]:
             case = DecodeCase(dtype, d, hq, hkv, sq, cap, (cap,) * b, causal, window, 0)
-            wanted.append(_decode_kernel_config(case, H200_MULTIPROCESSORS))
+            wanted.append({**_decode_kernel_config(case, H200_MULTIPROCESSORS),
+                           **(tuning or {})})
     unique = []
     for config in wanted:
         if config not in unique:

@@ -46,3 +46,40 @@ def test_random_grid_is_reproducible_and_draws_masks():
     assert a == b
     assert any(c.alignment == "bottom_right" for c in a)
     assert any(c.window != (-1, -1) for c in a)
+
+
+def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
+    from kvpipe.attention import prefill_plan
+
+    def plan(d, causal=True, sq=1024, skv=None, alignment="top_left", window=False,
+             lengths=False, mods=False, dv=None, tuning=None):
+        return prefill_plan(d, dv or d, causal, alignment, window, lengths, mods, sq,
+                            skv or sq, dict(tuning or {}))
+
+    assert plan(64) == {"consumer_warpgroups": 2, "persistent": True}
+    assert plan(64, sq=4096) == {"persistent": True}
+    assert plan(64, sq=100, skv=4097) == {}
+    assert plan(128, sq=2048) == {"persistent": True}
+    assert plan(128, sq=8192) == {}
+    # Only the plain causal kernels: what the caller chose, the other masks,
+    # KV lengths, modifiers and other head dims keep their defaults.
+    assert plan(64, tuning={"block_n": 64}) == {"block_n": 64}
+    for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"window": True},
+                   {"lengths": True}, {"mods": True}):
+        assert plan(64, **kwargs) == {}, kwargs
+    assert plan(96) == {} and plan(192, dv=128) == {}
+
+
+def test_for_check_kernels_follow_the_prefill_plan():
+    configs = check.kernel_configs(with_kvcache=False)
+    plain = [c for c in configs if c["causal"] and c["mask_alignment"] == "top_left"
+             and not c["sliding_window"] and c["head_dim"] in (64, 128)]
+    assert {"consumer_warpgroups": 2, "persistent": True}.items() <= next(
+        c for c in plain if c["head_dim"] == 64 and "consumer_warpgroups" in c).items()
+    # The default causal kernels stay in the grid, through its long cases.
+    assert any(c for c in plain if c["head_dim"] == 64 and "persistent" not in c)
+    assert any(c for c in plain if c["head_dim"] == 128 and "persistent" not in c)
+    # Tuning given to check replaces the plan.
+    tuned = check.kernel_configs(with_kvcache=False, tuning={"block_n": 64})
+    assert all(c.get("block_n") == 64 and "persistent" not in c for c in tuned
+               if c["head_dim"] in (64, 128))
