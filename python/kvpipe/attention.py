@@ -435,11 +435,14 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: next tile while the last one's epilogue drains, which pays where the
 #: causal tiles are short; at head dim 64 two consumer warpgroups (128 query
 #: rows) also halve the masked work on the diagonal. D 64 1k +26 %, 2k +5 %,
-#: 4k +3 %; D 128 1k +5 %, 2k +6 %, 4k +3 %; from 8k on they are slower
-#: (the grid's order no longer balances the causal work).
+#: 4k +3 %; D 96 1k +12 % (2k even); D 128 1k +5 %, 2k +6 %, 4k +3 %; from
+#: 8k on they are slower (the grid's order no longer balances the causal
+#: work). Head dims 192 and 256 have no persistent kernel that fits in
+#: shared memory with their defaults.
 PREFILL_PLAN: Dict[int, Tuple[Tuple[int, Dict[str, Any]], ...]] = {
     64: ((2048, {"consumer_warpgroups": 2, "persistent": True}),
          (4096, {"persistent": True})),
+    96: ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
     128: ((4096, {"persistent": True}),),
 }
 

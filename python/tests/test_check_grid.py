@@ -67,7 +67,8 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"window": True},
                    {"lengths": True}, {"mods": True}):
         assert plan(64, **kwargs) == {}, kwargs
-    assert plan(96) == {} and plan(192, dv=128) == {}
+    assert plan(96) == {"consumer_warpgroups": 2, "persistent": True}
+    assert plan(96, sq=2048) == {} and plan(256) == {} and plan(192, dv=128) == {}
 
 
 def test_for_check_kernels_follow_the_prefill_plan():
