@@ -62,14 +62,15 @@ func.func @rescale(%o: vector<8xf32>, %a0: f32, %a1: f32) -> vector<8xf32> {
   return %r : vector<8xf32>
 }
 
-// exp2(x * c - m_row): one FMA per element with the negated row offsets.
+// exp2(x * c - m_row): one FMA per element with the negated row offsets; the
+// exp2 approximate (afn: ex2.approx.ftz, test/Conversion/KVPipeToNVVM/approx-exp2.mlir).
 // CHECK-LABEL: func.func @exp2(
 //  CHECK-SAME:   %[[S:.*]]: vector<8xf32>, %[[C:.*]]: f32, %[[M0:.*]]: f32, %[[M1:.*]]: f32
 //   CHECK-DAG:   %[[BC:.*]] = vector.broadcast %[[C]] : f32 to vector<8xf32>
 //   CHECK-DAG:   %[[OFF:.*]] = arith.select %{{.*}} : vector<8xi1>, vector<8xf32>
 //   CHECK-DAG:   %[[NEG:.*]] = arith.negf %[[OFF]] : vector<8xf32>
 //       CHECK:   %[[FMA:.*]] = math.fma %[[S]], %[[BC]], %[[NEG]] : vector<8xf32>
-//       CHECK:   %[[P:.*]] = math.exp2 %[[FMA]] : vector<8xf32>
+//       CHECK:   %[[P:.*]] = math.exp2 %[[FMA]] fastmath<afn> : vector<8xf32>
 //       CHECK:   return %[[P]]
 func.func @exp2(%s: vector<8xf32>, %c: f32, %m0: f32, %m1: f32) -> vector<8xf32> {
   %p = kvpipe.fragment_exp2 %s, %c, %m0, %m1 : vector<8xf32>

@@ -15,6 +15,10 @@
 
 #include <memory>
 
+namespace mlir::math {
+class Exp2Op;
+} // namespace mlir::math
+
 namespace kvpipe {
 namespace lowering {
 
@@ -119,6 +123,11 @@ void populateWgmmaToNVVMPatterns(const mlir::LLVMTypeConverter &converter,
                                  mlir::RewritePatternSet &patterns);
 void populateWarpSpecializationToNVVMPatterns(
     const mlir::LLVMTypeConverter &converter, mlir::RewritePatternSet &patterns);
+/// `math.exp2 fastmath<afn>` on f32 (scalars, 1-D vectors) to the SFU's
+/// `ex2.approx.ftz.f32`; the ops `isApproximateExp2` accepts.
+void populateApproxMathToNVVMPatterns(const mlir::LLVMTypeConverter &converter,
+                                      mlir::RewritePatternSet &patterns);
+bool isApproximateExp2(mlir::math::Exp2Op op);
 
 } // namespace kvpipe
 

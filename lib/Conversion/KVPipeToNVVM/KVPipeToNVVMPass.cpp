@@ -15,6 +15,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -51,6 +52,7 @@ void kvpipe::populateKVPipeToNVVMConversionPatterns(
   populateTMAToNVVMPatterns(converter, patterns);
   populateWgmmaToNVVMPatterns(converter, patterns);
   populateWarpSpecializationToNVVMPatterns(converter, patterns);
+  populateApproxMathToNVVMPatterns(converter, patterns);
 }
 
 void kvpipe::setTensorMapArgumentAttributes(Operation *funcOp,
@@ -275,6 +277,8 @@ struct ConvertKVPipeToNVVM
     target.addIllegalDialect<KVPipeDialect>();
     target.markUnknownOpDynamicallyLegal(
         [](Operation *op) { return !mentionsKVPipeType(op); });
+    target.addDynamicallyLegalOp<math::Exp2Op>(
+        [](math::Exp2Op op) { return !isApproximateExp2(op); });
     populateKVPipeToNVVMConversionPatterns(converter, patterns,
                                            {/*waitTimeout=*/waitTimeout});
     patterns.add<FunctionSignatureConversion, GPUReturnOpConversion>(

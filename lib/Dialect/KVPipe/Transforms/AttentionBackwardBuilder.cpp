@@ -763,9 +763,11 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     Value lse = buildColumnVector(b, param(BackwardParam::LseLog2),
                                   firstColumn, kBlockM / 2);
     Value pT = math::Exp2Op::create(
-        b, math::FmaOp::create(b, sT,
-                               vector::BroadcastOp::create(b, sType, scaleLog2),
-                               arith::NegFOp::create(b, lse)));
+        b,
+        math::FmaOp::create(b, sT,
+                            vector::BroadcastOp::create(b, sType, scaleLog2),
+                            arith::NegFOp::create(b, lse)),
+        arith::FastMathFlags::afn);
     // dS^T is computed from P^T in the element type, as the dV wgmma reads
     // it: the fp32 P^T is dead before dP^T and delta are live. At head dim
     // 128 dK, dV, P^T, dP^T and delta in fp32 exceed the consumers' 240

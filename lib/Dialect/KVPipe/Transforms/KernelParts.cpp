@@ -139,7 +139,8 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
     alpha[half] = math::Exp2Op::create(
         b,
         arith::SubFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
-                              scaledMax[half]));
+                              scaledMax[half]),
+        arith::FastMathFlags::afn);
   }
   // P = exp2(S * c - m * c): the scale folded into one FMA per element.
   Value p = FragmentExp2Op::create(b, s.getType(), s, scaleLog2,

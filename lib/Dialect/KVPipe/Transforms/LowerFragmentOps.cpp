@@ -94,14 +94,17 @@ struct FragmentExp2OpLowering : OpRewritePattern<FragmentExp2Op> {
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Fragment frag(b, elementsOf(op.getFragment()));
-    // One FMA per element: x * scale + (-offset of the row).
+    // One FMA per element: x * scale + (-offset of the row). The exp2 may
+    // be approximate (afn): ex2.approx.ftz, one MUFU.EX2 (ApproxMathToNVVM).
     rewriter.replaceOp(
         op, math::Exp2Op::create(
-                b, math::FmaOp::create(
-                       b, op.getFragment(),
-                       vector::BroadcastOp::create(b, frag.type(), op.getScale()),
-                       arith::NegFOp::create(
-                           b, frag.perRow(op.getOffset0(), op.getOffset1())))));
+                b,
+                math::FmaOp::create(
+                    b, op.getFragment(),
+                    vector::BroadcastOp::create(b, frag.type(), op.getScale()),
+                    arith::NegFOp::create(
+                        b, frag.perRow(op.getOffset0(), op.getOffset1()))),
+                arith::FastMathFlags::afn));
     return success();
   }
 };
