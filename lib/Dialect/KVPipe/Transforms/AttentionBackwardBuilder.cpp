@@ -906,26 +906,37 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // consumers' 240 registers).
     sT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{sT}, 1)
              .getResult(0);
-    // With a score_mod, P^T is recomputed from the modified scaled score
-    // (the forward's log-sum-exp is of those), and dS^T is the gradient of
-    // the scaled score: P^T (dP^T - delta) d score_mod / d s, the
-    // derivative taken at the scaled score (Modifiers.cpp). dK and dQ then
-    // take the scale as without it (epilogue, postprocess).
-    Value dMod;
-    if (c.scoreMod)
-      std::tie(sT, dMod) = buildScoreModWithDerivative(
+    // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta).
+    Value lse, exponent, dMod;
+    if (c.scoreMod) {
+      // With a score_mod, P^T is recomputed from the modified scaled score
+      // (the forward's log-sum-exp is of those), and dS^T is the gradient
+      // of the scaled score: P^T (dP^T - delta) d score_mod / d s, the
+      // derivative taken at the scaled score (Modifiers.cpp); dK and dQ then
+      // take the scale as without one (epilogue, postprocess). The
+      // log-sum-exp is loaded first and each modified score folded into
+      // its exponent at once, then the masks set exponents to -inf: the
+      // modified scores, their derivatives and the log-sum-exp are never
+      // all live (at head dim 128 that spilled 200 more bytes).
+      lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
+                              kBlockM / 2);
+      Value modified;
+      std::tie(modified, dMod) = buildScoreModWithDerivative(
           b, *c.scoreMod, sT, param(BackwardParam::Scale),
           transposedIndices(qRow));
-    sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
-    // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta).
-    Value lse = buildColumnVector(b, param(BackwardParam::LseLog2),
-                                  firstColumn, kBlockM / 2);
-    Value pT = math::Exp2Op::create(
-        b, math::FmaOp::create(
-               b, sT,
-               vector::BroadcastOp::create(
-                   b, sType, c.scoreMod ? f32(M_LOG2E) : scaleLog2),
-               arith::NegFOp::create(b, lse)));
+      exponent = math::FmaOp::create(
+          b, modified, vector::BroadcastOp::create(b, sType, f32(M_LOG2E)),
+          arith::NegFOp::create(b, lse));
+      exponent = maskTransposed(exponent, qRow, keyRow0, keyRow1, tileKeyRow);
+    } else {
+      sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
+      lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
+                              kBlockM / 2);
+      exponent = math::FmaOp::create(
+          b, sT, vector::BroadcastOp::create(b, sType, scaleLog2),
+          arith::NegFOp::create(b, lse));
+    }
+    Value pT = math::Exp2Op::create(b, exponent);
     // dS^T is computed from P^T in the element type, as the dV wgmma reads
     // it: the fp32 P^T is dead before dP^T and delta are live. At head dim
     // 128 dK, dV, P^T, dP^T and delta in fp32 exceed the consumers' 240
@@ -933,10 +944,20 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // own conversion below.
     Value pT16 = arith::TruncFOp::create(b, halfType, pT);
     // P^T d score_mod / d s, in the element type as P^T: the derivative is
-    // dead before dP^T is live.
-    Value pDT16 = dMod ? Value(arith::TruncFOp::create(
-                             b, halfType, arith::MulFOp::create(b, pT, dMod)))
-                       : pT16;
+    // dead before dP^T is live. Where P^T is 0 (masked, or underflowed) so
+    // is the product, whatever the derivative at the raw score is there (a
+    // region's log of a padding row's zero score has an infinite one).
+    Value pDT16 = pT16;
+    if (dMod) {
+      Value zero = arith::ConstantOp::create(
+          b, sType, DenseElementsAttr::get(sType, 0.0f));
+      Value vanishes =
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, pT, zero);
+      pDT16 = arith::TruncFOp::create(
+          b, halfType,
+          arith::SelectOp::create(b, vanishes, zero,
+                                  arith::MulFOp::create(b, pT, dMod)));
+    }
     dPT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dPT}, 0)
               .getResult(0);
     Value delta = buildColumnVector(b, param(BackwardParam::Delta),

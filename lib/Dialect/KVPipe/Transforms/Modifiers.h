@@ -53,7 +53,9 @@ mlir::Value buildScoreMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
 /// fragment of modified scaled scores and the fragment of d region / d s at
 /// each scaled score (forward-mode differentiation of the region's ops, in
 /// the same instruction stream: see isDifferentiableScoreModOp for the ops).
-/// The verifier has rejected regions it cannot differentiate.
+/// The verifier has rejected regions it cannot differentiate. The
+/// derivative is null where it is the constant 1 everywhere (a region that
+/// adds to the score).
 std::pair<mlir::Value, mlir::Value>
 buildScoreModWithDerivative(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                             mlir::Value s, mlir::Value scale,
