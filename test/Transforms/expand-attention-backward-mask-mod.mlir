@@ -52,12 +52,17 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   consumers(2)
 //       CHECK:     scf.for %{{.*}} = %[[QBEGIN]] to %[[QEND]] step %c1
 //       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_wait %{{.*}} {pending = 1 : i64}
+// P^T first, in the element type; the masks set it to 0.
+//       CHECK:       %[[E:.*]] = math.fma %[[ST]], %{{.*}}, %{{.*}} : vector<32xf32>
+//  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[E]] : vector<32xf32>
+//  CHECK-NEXT:       %[[P16:.*]] = arith.truncf %[[P]] : vector<32xf32> to vector<32xbf16>
 // The built-in masks (the tails) first, then whether the shape keeps the
 // whole tile.
-//       CHECK:       %[[TAILS:.*]] = scf.if %{{.*}} -> (vector<32xf32>) {
+//       CHECK:       %[[TAILS:.*]] = scf.if %{{.*}} -> (vector<32xbf16>) {
+//       CHECK:         arith.select %{{.*}}, %[[P16]], %[[ZERO:.*]] : vector<32xi1>, vector<32xbf16>
 //       CHECK:       %[[KEPT:.*]] = arith.andi %{{.*}}, %{{.*}} : i1
-//       CHECK:       %[[MASKED:.*]] = scf.if %[[KEPT]] -> (vector<32xf32>) {
-//  CHECK-NEXT:         scf.yield %[[TAILS]] : vector<32xf32>
+//       CHECK:       %[[MASKED:.*]] = scf.if %[[KEPT]] -> (vector<32xbf16>) {
+//  CHECK-NEXT:         scf.yield %[[TAILS]] : vector<32xbf16>
 //  CHECK-NEXT:       } else {
 // The region per element: query (column) minus key (row).
 //       CHECK:         %[[K0:.*]] = arith.index_cast %{{.*}} : index to i32
@@ -67,10 +72,10 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:         arith.cmpi ult, %[[D]], %c256_i32 : i32
 //       CHECK-COUNT-31: arith.cmpi ult, %{{.*}}, %c256_i32 : i32
 //       CHECK:         %[[KEEP:.*]] = vector.from_elements %{{.*}} : vector<32xi1>
-//       CHECK:         %[[SEL:.*]] = arith.select %[[KEEP]], %[[TAILS]], %cst : vector<32xi1>, vector<32xf32>
-//       CHECK:         scf.yield %[[SEL]] : vector<32xf32>
-//       CHECK:       math.fma %[[MASKED]], %{{.*}}, %{{.*}} : vector<32xf32>
-//       CHECK:       math.exp2
+//  CHECK-NEXT:         %[[SEL:.*]] = arith.select %[[KEEP]], %[[TAILS]], %[[ZERO]] : vector<32xi1>, vector<32xbf16>
+//  CHECK-NEXT:         scf.yield %[[SEL]] : vector<32xbf16>
+// dV += P^T dO with the masked P^T.
+//       CHECK:       kvpipe.warpgroup_mma %[[MASKED]], %{{.*}}, %{{.*}} {transpose_b}
 
 // CHECK-LABEL: gpu.func @document(
 //  CHECK-SAME:   %[[AUX0:[^:]*]]: !llvm.ptr<1>) kernel

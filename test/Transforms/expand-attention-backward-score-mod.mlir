@@ -9,7 +9,8 @@
 // respect to that score, built op by op next to the values (forward mode,
 // Modifiers.cpp). P^T is recomputed from the modified score (exponent in
 // log2(e): the forward's log-sum-exp is of the modified scores), and
-// dS^T = P^T d (dP^T - delta), the product zero where P^T is.
+// dS^T = P^T d (dP^T - delta), the product zero where P^T is; the masks
+// set P^T and P^T d (in the element type) to 0.
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   // Soft-capping: 20 tanh(s / 20), whose derivative is 1 - tanh(s / 20)^2.
@@ -81,20 +82,22 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-NEXT:       %[[DERIVS:.*]] = vector.from_elements %[[D0]], {{.*}} : vector<32xf32>
 //  CHECK-NEXT:       %[[NEGLSE:.*]] = arith.negf %[[LSE]] : vector<32xf32>
 //  CHECK-NEXT:       %[[EXPONENT:.*]] = math.fma %[[VALUES]], %[[LOG2E]], %[[NEGLSE]] : vector<32xf32>
-// The masks set exponents to -inf.
-//       CHECK:       %[[MASKED:.*]] = scf.if %{{.*}} -> (vector<32xf32>) {
-//       CHECK:         arith.select %{{.*}}, %[[EXPONENT]], %cst : vector<32xi1>, vector<32xf32>
-//       CHECK:       %[[P:.*]] = math.exp2 %[[MASKED]] : vector<32xf32>
+//  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[EXPONENT]] : vector<32xf32>
 //  CHECK-NEXT:       %[[P16:.*]] = arith.truncf %[[P]] : vector<32xf32> to vector<32xbf16>
 //  CHECK-NEXT:       %[[VANISHES:.*]] = arith.cmpf oeq, %[[P]], %[[ZERO]] : vector<32xf32>
 //  CHECK-NEXT:       %[[PD:.*]] = arith.mulf %[[P]], %[[DERIVS]] : vector<32xf32>
 //  CHECK-NEXT:       %[[PDZ:.*]] = arith.select %[[VANISHES]], %[[ZERO]], %[[PD]] : vector<32xi1>, vector<32xf32>
 //  CHECK-NEXT:       %[[PD16:.*]] = arith.truncf %[[PDZ]] : vector<32xf32> to vector<32xbf16>
+// The masks set both to 0.
+//       CHECK:       %[[MASKED:.*]]:2 = scf.if %{{.*}} -> (vector<32xbf16>, vector<32xbf16>) {
+//       CHECK:         %[[M0:.*]] = arith.select %[[VALID:.*]], %[[P16]], %[[ZERO16:.*]] : vector<32xi1>, vector<32xbf16>
+//  CHECK-NEXT:         %[[M1:.*]] = arith.select %[[VALID]], %[[PD16]], %[[ZERO16]] : vector<32xi1>, vector<32xbf16>
+//  CHECK-NEXT:         scf.yield %[[M0]], %[[M1]] : vector<32xbf16>, vector<32xbf16>
 //       CHECK:       %[[DP:.*]] = arith.subf %{{.*}}, %{{.*}} : vector<32xf32>
-//  CHECK-NEXT:       %[[PDF:.*]] = arith.extf %[[PD16]] : vector<32xbf16> to vector<32xf32>
+//  CHECK-NEXT:       %[[PDF:.*]] = arith.extf %[[MASKED]]#1 : vector<32xbf16> to vector<32xf32>
 //  CHECK-NEXT:       %[[DS:.*]] = arith.mulf %[[PDF]], %[[DP]] : vector<32xf32>
 // dV takes P^T itself.
-//       CHECK:       kvpipe.warpgroup_mma %[[P16]], %{{.*}}, %{{.*}} {transpose_b}
+//       CHECK:       kvpipe.warpgroup_mma %[[MASKED]]#0, %{{.*}}, %{{.*}} {transpose_b}
 
 // CHECK-LABEL: gpu.func @alibi(
 //  CHECK-SAME:   %[[AUX0:[^:]*]]: !llvm.ptr<1>) kernel
@@ -105,7 +108,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       %[[P:.*]] = math.exp2 %{{.*}} : vector<32xf32>
 //  CHECK-NEXT:       %[[P16:.*]] = arith.truncf %[[P]] : vector<32xf32> to vector<32xbf16>
 //   CHECK-NOT:       arith.cmpf oeq
-//       CHECK:       %[[PF:.*]] = arith.extf %[[P16]] : vector<32xbf16> to vector<32xf32>
+//       CHECK:       %[[MASKED:.*]] = scf.if %{{.*}} -> (vector<32xbf16>) {
+//       CHECK:       %[[PF:.*]] = arith.extf %[[MASKED]] : vector<32xbf16> to vector<32xf32>
 //  CHECK-NEXT:       arith.mulf %[[PF]], %{{.*}} : vector<32xf32>
 
 // CHECK-LABEL: gpu.func @rules(

@@ -113,6 +113,16 @@ private:
   void buildMainConsumer(Value consumer);
   Value maskTransposed(Value sT, Value qRow, Value keyRow0, Value keyRow1,
                        Value tileKeyRow);
+  /// With modifiers: each of `values` (fragments of S^T's shape) set to its
+  /// `fills` element where the built-in masks or the mask_mod drop the key.
+  SmallVector<Value> maskTransposedValues(ValueRange values,
+                                          ArrayRef<Value> fills, Value qRow,
+                                          Value tileKeyRow);
+  /// Whether the S^T tile of Q block row `qRow` crosses a built-in mask's
+  /// bound (a uniform i1), and the per-element verdict inside (built in the
+  /// branch).
+  Value transposedMaskNeeded(Value qRow, Value tileKeyRow);
+  Value transposedValid(Value qRow);
   /// The K/V block's Q-block range [qBegin, qEnd) from the masks (the
   /// forward's block skipping turned around: MaskBounds, MaskModShape).
   void narrowQueryBlocks();
@@ -675,11 +685,9 @@ void BackwardBuilder::narrowQueryBlocks() {
     qEnd = arith::MaxUIOp::create(b, qEnd, qBegin);
 }
 
-Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
-                                      Value keyRow1, Value tileKeyRow) {
+Value BackwardBuilder::transposedMaskNeeded(Value qRow, Value tileKeyRow) {
   // S^T's rows are keys, its columns queries. Only a block crossing seq_q,
   // seq_kv or (causal) the diagonal needs the mask: a uniform branch.
-  Fragment frag(b, kBlockM / 2);
   Value needed = arith::OrIOp::create(
       b,
       arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
@@ -707,46 +715,82 @@ Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
         arith::CmpIOp::create(b, arith::CmpIPredicate::sgt,
                               arith::AddIOp::create(b, qRow, index(kBlockM - 1)),
                               tileLastQuery));
-  Value masked = buildMaskedScores(b, sT, needed, [&]() -> Value {
-    auto i32Vec = VectorType::get({kBlockM / 2}, b.getI32Type());
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value lane = arith::RemUIOp::create(b, tid, index(32));
-    Value firstCol = arith::AddIOp::create(
-        b, qRow,
-        arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
-                              index(2)));
-    Value queries = arith::AddIOp::create(
-        b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
-        frag.columnOffsets());
-    Value keys = frag.perRow(toI32(keyRow0), toI32(keyRow1));
-    Value valid = arith::AndIOp::create(
-        b,
+  return needed;
+}
+
+Value BackwardBuilder::transposedValid(Value qRow) {
+  Fragment frag(b, kBlockM / 2);
+  auto i32Vec = VectorType::get({kBlockM / 2}, b.getI32Type());
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, tid, index(32));
+  Value firstCol = arith::AddIOp::create(
+      b, qRow,
+      arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
+                            index(2)));
+  Value queries = arith::AddIOp::create(
+      b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
+      frag.columnOffsets());
+  Value keys = frag.perRow(toI32(keyRow0), toI32(keyRow1));
+  Value valid = arith::AndIOp::create(
+      b,
+      arith::CmpIOp::create(
+          b, arith::CmpIPredicate::slt, queries,
+          vector::BroadcastOp::create(b, i32Vec, toI32(seqQ))),
+      arith::CmpIOp::create(
+          b, arith::CmpIPredicate::slt, keys,
+          vector::BroadcastOp::create(b, i32Vec, toI32(seqKV))));
+  if (c.causal && !bounds)
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, queries, keys));
+  // The forward's predicate (firstKeyOf(m) <= n <= lastKeyOf(m)) as the
+  // key's query range.
+  if (firstQuery0)
+    valid = arith::AndIOp::create(
+        b, valid,
         arith::CmpIOp::create(
-            b, arith::CmpIPredicate::slt, queries,
-            vector::BroadcastOp::create(b, i32Vec, toI32(seqQ))),
+            b, arith::CmpIPredicate::sge, queries,
+            frag.perRow(toI32(firstQuery0), toI32(firstQuery1))));
+  if (lastQuery0)
+    valid = arith::AndIOp::create(
+        b, valid,
         arith::CmpIOp::create(
-            b, arith::CmpIPredicate::slt, keys,
-            vector::BroadcastOp::create(b, i32Vec, toI32(seqKV))));
-    if (c.causal && !bounds)
-      valid = arith::AndIOp::create(
-          b, valid,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::sge, queries, keys));
-    // The forward's predicate (firstKeyOf(m) <= n <= lastKeyOf(m)) as the
-    // key's query range.
-    if (firstQuery0)
-      valid = arith::AndIOp::create(
-          b, valid,
-          arith::CmpIOp::create(
-              b, arith::CmpIPredicate::sge, queries,
-              frag.perRow(toI32(firstQuery0), toI32(firstQuery1))));
-    if (lastQuery0)
-      valid = arith::AndIOp::create(
-          b, valid,
-          arith::CmpIOp::create(
-              b, arith::CmpIPredicate::sle, queries,
-              frag.perRow(toI32(lastQuery0), toI32(lastQuery1))));
-    return valid;
-  });
+            b, arith::CmpIPredicate::sle, queries,
+            frag.perRow(toI32(lastQuery0), toI32(lastQuery1))));
+  return valid;
+}
+
+Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
+                                      Value keyRow1, Value tileKeyRow) {
+  return buildMaskedScores(b, sT, transposedMaskNeeded(qRow, tileKeyRow),
+                           [&]() -> Value { return transposedValid(qRow); });
+}
+
+SmallVector<Value> BackwardBuilder::maskTransposedValues(ValueRange values,
+                                                         ArrayRef<Value> fills,
+                                                         Value qRow,
+                                                         Value tileKeyRow) {
+  // `keep` applied to every value, where `condition` does not hold (a
+  // uniform branch).
+  auto maskUnless = [&](ValueRange in, Value condition,
+                        function_ref<Value()> keep) -> SmallVector<Value> {
+    auto ifMask = scf::IfOp::create(b, in.getTypes(), condition,
+                                    /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifMask.thenBlock());
+    scf::YieldOp::create(b, in);
+    b.setInsertionPointToStart(ifMask.elseBlock());
+    Value kept = keep();
+    SmallVector<Value> out;
+    for (auto [value, fill] : llvm::zip_equal(in, fills))
+      out.push_back(arith::SelectOp::create(b, kept, value, fill));
+    scf::YieldOp::create(b, out);
+    return SmallVector<Value>(ifMask.getResults());
+  };
+  Value needed = transposedMaskNeeded(qRow, tileKeyRow);
+  SmallVector<Value> masked = maskUnless(
+      values, arith::XOrIOp::create(b, needed, arith::ConstantIntOp::create(b, 1, 1)),
+      [&] { return transposedValid(qRow); });
   if (!c.maskMod)
     return masked;
   // The mask_mod per element where its shape does not prove every element
@@ -754,15 +798,9 @@ Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
   Value allKept = maskShape->buildAllKept(
       b, qRow, arith::AddIOp::create(b, qRow, index(kBlockM - 1)), tileKeyRow,
       arith::AddIOp::create(b, tileKeyRow, index(63)));
-  auto ifMask = scf::IfOp::create(b, TypeRange{masked.getType()}, allKept,
-                                  /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifMask.thenBlock());
-  scf::YieldOp::create(b, masked);
-  b.setInsertionPointToStart(ifMask.elseBlock());
-  scf::YieldOp::create(
-      b, buildMaskMod(b, *c.maskMod, masked, transposedIndices(qRow)));
-  return ifMask.getResult(0);
+  return maskUnless(masked, allKept, [&] {
+    return buildMaskModKeep(b, *c.maskMod, transposedIndices(qRow));
+  });
 }
 
 void BackwardBuilder::buildMainConsumer(Value consumer) {
@@ -907,56 +945,82 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     sT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{sT}, 1)
              .getResult(0);
     // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta).
-    Value lse, exponent, dMod;
-    if (c.scoreMod) {
+    Value lse, pT, pT16, pDT16;
+    auto vectorOf = [&](Type type, double v) -> Value {
+      auto vecType = VectorType::get({kBlockM / 2}, type);
+      return arith::ConstantOp::create(
+          b, vecType,
+          DenseElementsAttr::get(vecType, FloatAttr::get(type, v).getValue()));
+    };
+    bool modifiers = c.scoreMod || c.maskMod;
+    if (modifiers) {
       // With a score_mod, P^T is recomputed from the modified scaled score
       // (the forward's log-sum-exp is of those), and dS^T is the gradient
       // of the scaled score: P^T (dP^T - delta) d score_mod / d s, the
       // derivative taken at the scaled score (Modifiers.cpp); dK and dQ then
-      // take the scale as without one (epilogue, postprocess). The
-      // log-sum-exp is loaded first and each modified score folded into
-      // its exponent at once, then the masks set exponents to -inf: the
-      // modified scores, their derivatives and the log-sum-exp are never
-      // all live (at head dim 128 that spilled 200 more bytes).
+      // take the scale as without one (epilogue, postprocess). With
+      // modifiers the log-sum-exp is loaded first and each (modified) score
+      // becomes P^T (and P^T d) at once, in the element type, which the
+      // masks then set to 0 (an infinite P^T of a masked score included):
+      // the scores and their derivatives are never live as fp32 fragments
+      // next to the mask's work (at head dim 128 the soft-cap spilled 320
+      // bytes with the masks on the fp32 scores, 172 so).
       lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
                               kBlockM / 2);
-      Value modified;
-      std::tie(modified, dMod) = buildScoreModWithDerivative(
-          b, *c.scoreMod, sT, param(BackwardParam::Scale),
-          transposedIndices(qRow));
-      exponent = math::FmaOp::create(
-          b, modified, vector::BroadcastOp::create(b, sType, f32(M_LOG2E)),
-          arith::NegFOp::create(b, lse));
-      exponent = maskTransposed(exponent, qRow, keyRow0, keyRow1, tileKeyRow);
+      Value exponent, dMod;
+      if (c.scoreMod) {
+        Value modified;
+        std::tie(modified, dMod) = buildScoreModWithDerivative(
+            b, *c.scoreMod, sT, param(BackwardParam::Scale),
+            transposedIndices(qRow));
+        exponent = math::FmaOp::create(
+            b, modified, vector::BroadcastOp::create(b, sType, f32(M_LOG2E)),
+            arith::NegFOp::create(b, lse));
+      } else {
+        exponent = math::FmaOp::create(
+            b, sT, vector::BroadcastOp::create(b, sType, scaleLog2),
+            arith::NegFOp::create(b, lse));
+      }
+      pT = math::Exp2Op::create(b, exponent);
+      pT16 = arith::TruncFOp::create(b, halfType, pT);
+      pDT16 = pT16;
+      if (dMod) {
+        // Where P^T is 0 (underflowed) so is the product, whatever the
+        // derivative at the raw score is (a region's log of a padding
+        // row's zero score has an infinite one).
+        Value zero = vectorOf(b.getF32Type(), 0.0);
+        Value vanishes =
+            arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, pT, zero);
+        pDT16 = arith::TruncFOp::create(
+            b, halfType,
+            arith::SelectOp::create(b, vanishes, zero,
+                                    arith::MulFOp::create(b, pT, dMod)));
+      }
+      Value zero16 = vectorOf(c.elementType, 0.0);
+      SmallVector<Value> masked =
+          pDT16 == pT16
+              ? maskTransposedValues({pT16}, {zero16}, qRow, tileKeyRow)
+              : maskTransposedValues({pT16, pDT16}, {zero16, zero16}, qRow,
+                                     tileKeyRow);
+      pT16 = masked[0];
+      pDT16 = masked.back();
     } else {
       sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
       lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
                               kBlockM / 2);
-      exponent = math::FmaOp::create(
-          b, sT, vector::BroadcastOp::create(b, sType, scaleLog2),
-          arith::NegFOp::create(b, lse));
+      pT = math::Exp2Op::create(
+          b, math::FmaOp::create(
+                 b, sT, vector::BroadcastOp::create(b, sType, scaleLog2),
+                 arith::NegFOp::create(b, lse)));
     }
-    Value pT = math::Exp2Op::create(b, exponent);
     // dS^T is computed from P^T in the element type, as the dV wgmma reads
     // it: the fp32 P^T is dead before dP^T and delta are live. At head dim
     // 128 dK, dV, P^T, dP^T and delta in fp32 exceed the consumers' 240
     // registers (ptxas spilled ~200 bytes); the rounding is that of dS^T's
     // own conversion below.
-    Value pT16 = arith::TruncFOp::create(b, halfType, pT);
-    // P^T d score_mod / d s, in the element type as P^T: the derivative is
-    // dead before dP^T is live. Where P^T is 0 (masked, or underflowed) so
-    // is the product, whatever the derivative at the raw score is there (a
-    // region's log of a padding row's zero score has an infinite one).
-    Value pDT16 = pT16;
-    if (dMod) {
-      Value zero = arith::ConstantOp::create(
-          b, sType, DenseElementsAttr::get(sType, 0.0f));
-      Value vanishes =
-          arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, pT, zero);
-      pDT16 = arith::TruncFOp::create(
-          b, halfType,
-          arith::SelectOp::create(b, vanishes, zero,
-                                  arith::MulFOp::create(b, pT, dMod)));
+    if (!modifiers) {
+      pT16 = arith::TruncFOp::create(b, halfType, pT);
+      pDT16 = pT16;
     }
     dPT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dPT}, 0)
               .getResult(0);

@@ -471,8 +471,8 @@ kvpipe::buildScoreModWithDerivative(ImplicitLocOpBuilder &b, Region &region,
   return {values, vector::FromElementsOp::create(b, s.getType(), derivatives)};
 }
 
-Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
-                           const ModifierIndices &at) {
+Value kvpipe::buildMaskModKeep(ImplicitLocOpBuilder &b, Region &region,
+                               const ModifierIndices &at) {
   SmallVector<Value> kept = forEachElement(
       b, region, at, [&](int64_t, Value row, Value key) {
         return inlineRegion(
@@ -481,8 +481,13 @@ Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
              arith::IndexCastOp::create(b, b.getI32Type(), at.head), row, key},
             at);
       });
-  Value keep = vector::FromElementsOp::create(
+  return vector::FromElementsOp::create(
       b, VectorType::get({at.numElements}, b.getI1Type()), kept);
+}
+
+Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
+                           const ModifierIndices &at) {
+  Value keep = buildMaskModKeep(b, region, at);
   Value negInf = arith::ConstantFloatOp::create(
       b, b.getF32Type(), APFloat(static_cast<float>(-INFINITY)));
   return arith::SelectOp::create(

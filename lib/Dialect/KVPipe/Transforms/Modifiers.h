@@ -61,6 +61,11 @@ buildScoreModWithDerivative(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                             mlir::Value s, mlir::Value scale,
                             const ModifierIndices &at);
 
+/// The mask_mod `region`'s verdict for every element of a fragment of
+/// `at.numElements` elements: an i1 vector, true where the key is kept.
+mlir::Value buildMaskModKeep(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
+                             const ModifierIndices &at);
+
 /// `s` with the elements for which the mask_mod `region` yields false set
 /// to -inf.
 mlir::Value buildMaskMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
