@@ -631,6 +631,17 @@ def _check_grad_args(out: Any, kv_lengths: Any, deterministic: Optional[bool], c
                              "or v requires grad")
 
 
+def _check_modifier_lengths(traced: Any, sq: int, skv: int) -> None:
+    """The kernels compute the regions' index arithmetic in f32 where that
+    is exact for indices below MAX_MODIFIER_SEQUENCE (docs/modifiers.md)."""
+    if traced is None:
+        return
+    for name, length in (("q", sq), ("k", skv)):
+        if length >= MAX_MODIFIER_SEQUENCE:
+            raise ValueError(f"with score_mod or mask_mod, {name}'s sequence length must be "
+                             f"below 2**23 = {MAX_MODIFIER_SEQUENCE}, got {length}")
+
+
 def check_aux_grad(traced: Any) -> None:
     """Refuses modifiers that index a tensor requiring grad (with grad mode
     on): kvpipe's backward computes dq, dk and dv only."""
@@ -752,13 +763,7 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     from kvpipe import modifiers as _modifiers
 
     traced = _modifiers.trace(score_mod, mask_mod)
-    if traced is not None:
-        # The kernels compute the regions' index arithmetic in f32 where that
-        # is exact for indices below this bound (docs/modifiers.md).
-        for name, length in (("q", sq), ("k", skv)):
-            if length >= MAX_MODIFIER_SEQUENCE:
-                raise ValueError(f"with score_mod or mask_mod, {name}'s sequence length must be "
-                                 f"below 2**23 = {MAX_MODIFIER_SEQUENCE}, got {length}")
+    _check_modifier_lengths(traced, sq, skv)
     if traced is not None and (num_splits != 1 or pack_gqa is not False):
         raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
                          "pack_gqa yet (the decode kernels have no modifiers)")
@@ -1015,6 +1020,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
 
     traced = _modifiers.trace(score_mod, mask_mod)
     check_aux_grad(traced)
+    _check_modifier_lengths(traced, sq, skv)
     if deterministic:
         _check_grad_args(None, None, deterministic, causal, mask_alignment, window_size,
                          mask_mod)

@@ -383,3 +383,12 @@ def test_backward_check_kernels_trace_without_torch():
     assert sum("tanh" in c.get("modifiers", "") for c in backward) >= 4
     names = {case.mod for case in check_modifiers.mods_backward_grid()}
     assert names == set(check_modifiers.BACKWARD_MODS)
+
+
+def test_attention_backward_refuses_sequences_past_the_exact_float_indices():
+    from kvpipe.attention import attention_backward
+
+    q, k = FakeTensor((1, 2, 16, 64)), FakeTensor((1, 2, 1 << 23, 64))
+    lse = FakeTensor((1, 2, 16), dtype="float32")
+    with pytest.raises(ValueError, match="k's sequence length must be below 2\\*\\*23"):
+        attention_backward(q, k, k, q, lse, q, mask_mod=m.causal())

@@ -70,13 +70,13 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // (1 - y^2) d x; d (20 y) = 20 d tanh).
 //       CHECK:       %[[LSE:.*]] = vector.from_elements
 //       CHECK:       %[[E0:.*]] = vector.extract %[[ST]][0] : f32 from vector<32xf32>
-//  CHECK-NEXT:       %[[S0:.*]] = arith.mulf %[[E0]], %[[SCALE]] : f32
-//  CHECK-NEXT:       %[[X0:.*]] = arith.mulf %[[S0]], %[[INV]] : f32
-//  CHECK-NEXT:       %[[Y0:.*]] = math.tanh %[[X0]] : f32
+//  CHECK-NEXT:       %[[S0:.*]] = arith.mulf %[[E0]], %[[SCALE]]{{( fastmath<contract>)?}} : f32
+//  CHECK-NEXT:       %[[X0:.*]] = arith.mulf %[[S0]], %[[INV]]{{( fastmath<contract>)?}} : f32
+//  CHECK-NEXT:       %[[Y0:.*]] = math.tanh %[[X0]]{{( fastmath<contract>)?}} : f32
 //  CHECK-NEXT:       %[[YY0:.*]] = arith.mulf %[[Y0]], %[[Y0]] : f32
 //  CHECK-NEXT:       %[[OM0:.*]] = arith.subf %[[ONE]], %[[YY0]] : f32
 //  CHECK-NEXT:       %[[DT0:.*]] = arith.mulf %[[OM0]], %[[INV]] : f32
-//  CHECK-NEXT:       %[[V0:.*]] = arith.mulf %[[Y0]], %[[CAP]] : f32
+//  CHECK-NEXT:       %[[V0:.*]] = arith.mulf %[[Y0]], %[[CAP]]{{( fastmath<contract>)?}} : f32
 //  CHECK-NEXT:       %[[D0:.*]] = arith.mulf %[[DT0]], %[[CAP]] : f32
 //       CHECK:       %[[VALUES:.*]] = vector.from_elements %[[V0]], {{.*}} : vector<32xf32>
 //  CHECK-NEXT:       %[[DERIVS:.*]] = vector.from_elements %[[D0]], {{.*}} : vector<32xf32>
@@ -114,17 +114,17 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 
 // CHECK-LABEL: gpu.func @rules(
 //       CHECK:   consumers(2)
-//       CHECK:       %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
-//  CHECK-NEXT:       %[[E:.*]] = math.exp %[[S]] : f32
-//  CHECK-NEXT:       %[[R:.*]] = arith.divf %[[S]], %[[E]] : f32
+//       CHECK:       %[[S:.*]] = arith.mulf %{{.*}}, %{{.*}}{{( fastmath<contract>)?}} : f32
+//  CHECK-NEXT:       %[[E:.*]] = math.exp %[[S]]{{( fastmath<contract>)?}} : f32
+//  CHECK-NEXT:       %[[R:.*]] = arith.divf %[[S]], %[[E]]{{( fastmath<contract>)?}} : f32
 // d (s / e) = (1 - (s / e) d e) / e, with d e = e.
 //  CHECK-NEXT:       %[[RDE:.*]] = arith.mulf %[[R]], %[[E]] : f32
 //  CHECK-NEXT:       %[[NUM:.*]] = arith.subf %{{.*}}, %[[RDE]] : f32
 //  CHECK-NEXT:       %[[DR:.*]] = arith.divf %[[NUM]], %[[E]] : f32
-//  CHECK-NEXT:       %[[M:.*]] = arith.maximumf %[[R]], %{{.*}} : f32
+//  CHECK-NEXT:       %[[M:.*]] = arith.maximumf %[[R]], %{{.*}}{{( fastmath<contract>)?}} : f32
 //  CHECK-NEXT:       %[[GE:.*]] = arith.cmpf oge, %[[R]], %{{.*}} : f32
 //  CHECK-NEXT:       %[[DM:.*]] = arith.select %[[GE]], %[[DR]], %{{.*}} : f32
-//  CHECK-NEXT:       %[[NEG:.*]] = arith.cmpf olt, %[[S]], %{{.*}} : f32
+//  CHECK-NEXT:       %[[NEG:.*]] = arith.cmpf olt, %[[S]], %{{.*}}{{( fastmath<contract>)?}} : f32
 //  CHECK-NEXT:       arith.select %[[NEG]], %[[M]], %[[S]] : f32
 //  CHECK-NEXT:       arith.select %[[NEG]], %[[DM]], %{{.*}} : f32
 
