@@ -963,8 +963,8 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
       // becomes P^T (and P^T d) at once, in the element type, which the
       // masks then set to 0 (an infinite P^T of a masked score included):
       // the scores and their derivatives are never live as fp32 fragments
-      // next to the mask's work (at head dim 128 the soft-cap spilled 320
-      // bytes with the masks on the fp32 scores, 172 so).
+      // next to the mask's work (at head dim 128 that halved the soft-cap's
+      // spills, 2026-12-04).
       lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
                               kBlockM / 2);
       Value exponent, dMod;
