@@ -612,6 +612,7 @@ def _check_grad_args(out: Any, kv_lengths: Any, deterministic: Optional[bool], c
                      mask_alignment: Any, window_size: Any, mask_mod: Any) -> None:
     """What the backward cannot do, refused before the forward runs (when q,
     k or v requires grad), naming the argument."""
+    _check_masks(causal, mask_alignment, window_size)
     if out is not None:
         raise ValueError("out= cannot be used when q, k or v requires grad")
     if kv_lengths is not None:

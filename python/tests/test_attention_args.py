@@ -264,3 +264,14 @@ def test_attention_backward_checks_its_mask_arguments(kwargs, match):
     lse = FakeTensor((q.shape[0], q.shape[1], q.shape[2]), dtype="float32")
     with pytest.raises((ValueError, TypeError), match=match):
         attention_backward(q, k, v, FakeTensor(q.shape), lse, FakeTensor(q.shape), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"window_size": 5}, TypeError, "window_size must be a pair of ints"),
+    ({"mask_alignment": "middle", "causal": True}, ValueError, "mask_alignment must be one of"),
+])
+def test_bad_masks_are_named_when_inputs_require_grad(kwargs, error, match):
+    q, k, v = qkv()
+    for mods in ({}, {"score_mod": lambda s, b, h, qi, kv: s * 2.0}):
+        with pytest.raises(error, match=match):
+            kvpipe.attention(_GradTensor(q.shape), k, v, **kwargs, **mods)
