@@ -416,8 +416,11 @@ def _reference_backward(case: ModCase, q: Any, k: Any, v: Any, do: Any, scale: f
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
     scores = _reference_scores(case, qf, kf, scale, aux, torch)
     ve = vf.repeat_interleave(case.heads_q // case.heads_kv, dim=1)
-    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
-    lse = torch.where(torch.isneginf(lse), torch.zeros_like(lse), lse)
+    # A row without any key has P = 0. Its log-sum-exp is taken of zeros
+    # instead of -inf: logsumexp's backward of an all -inf row is NaN, which
+    # a torch.where after it would still multiply into the gradients.
+    empty = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    lse = torch.logsumexp(scores.masked_fill(empty, 0.0), dim=-1, keepdim=True)
     out = torch.matmul(torch.exp(scores - lse), ve)
     out.backward(do.float())
     return qf.grad, kf.grad, vf.grad
