@@ -184,7 +184,8 @@ def _main(argv: Optional[List[str]]) -> int:
                       help="with --for-check: also the kernels of `check --mods` and "
                            "`bench --mods` (score/mask modifiers)")
     comp.add_argument("--backward", action="store_true",
-                      help="compile the backward kernels (docs/backward.md)")
+                      help="compile the backward kernels (docs/backward.md); with "
+                           "--for-check --mods: also those of `check --mods --backward`")
     comp.add_argument("--decode", action="store_true",
                       help="with --for-check: the decode kernels (split-KV, pack-GQA) of "
                            "`check --decode` and `bench --decode`, chosen for the H200's 132 "
@@ -212,7 +213,8 @@ def _main(argv: Optional[List[str]]) -> int:
         help="check the score/mask modifiers (kvpipe.modifiers) instead of the grid")
     sub.choices["check"].add_argument(
         "--backward", action="store_true",
-        help="check dQ, dK, dV of the backward kernels against torch float32 autograd")
+        help="check dQ, dK, dV of the backward kernels against torch float32 autograd "
+             "(with --mods: through the score/mask modifiers)")
     sub.choices["check"].add_argument(
         "--decode", action="store_true",
         help="check the decode kernels (split-KV, pack-GQA) on padded KV caches")
@@ -321,8 +323,11 @@ def _main(argv: Optional[List[str]]) -> int:
             if args.mods:  # and the modifiers' kernels of check --mods, bench --mods
                 from kvpipe import bench_modifiers, check_modifiers
 
-                for config in (check_modifiers.mods_kernel_configs()
-                               + bench_modifiers.bench_kernel_configs()):
+                configs = (check_modifiers.mods_kernel_configs()
+                           + bench_modifiers.bench_kernel_configs())
+                if args.backward:  # and those of check --mods --backward
+                    configs += check_modifiers.mods_backward_kernel_configs()
+                for config in configs:
                     k = compile_attention(**config)
                     print(f"{k.name}: {k.describe()}")
             return 0
@@ -375,6 +380,17 @@ def _main(argv: Optional[List[str]]) -> int:
         families = {"varlen": ("check_varlen", "run"), "decode": ("check", "run_decode"),
                     "paged": ("check_paged", "run"), "mods": ("check_modifiers", "run_mods")}
         family = next((name for name in families if getattr(args, name)), None)
+        if family == "mods" and args.backward:
+            if tuning or args.random:
+                parser.error("check --mods --backward takes neither --tune nor --random")
+            from kvpipe import check_modifiers
+
+            rows = check_modifiers.run_mods_backward()
+            markdown = check.backward_to_markdown(
+                [r for r in rows if "errors" in r or "error" in r])
+            print(markdown)
+            _write(args, "kvpipe check --mods --backward", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         if family is not None:
             if tuning or args.random or args.backward:
                 parser.error(f"check --{family} takes neither --tune, --random nor --backward")

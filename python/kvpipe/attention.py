@@ -520,8 +520,11 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
 
     ``score_mod`` and ``mask_mod``: FlexAttention's callbacks
     (``score_mod(score, b, h, q_idx, kv_idx)``, ``mask_mod(b, h, q_idx,
-    kv_idx)``), traced into the kernel (kvpipe.modifiers, docs/modifiers.md);
-    forward only, launched directly.
+    kv_idx)``), traced into the kernel (kvpipe.modifiers, docs/modifiers.md),
+    launched directly; with inputs requiring grad the backward kernels are
+    generated from the same regions (the score_mod's derivative by the
+    compiler). Tensors the callbacks index get no gradient: one that
+    requires grad is refused.
 
     With torch installed and real tensors, this goes through the custom
     operator ``torch.ops.kvpipe.attention`` (so that ``torch.compile`` traces
@@ -545,9 +548,19 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         if num_splits not in (0, 1) or pack_gqa is True:
             raise ValueError("score_mod and mask_mod cannot be combined with num_splits > 1 or "
                              "pack_gqa=True yet (the decode kernels have no modifiers)")
+        from kvpipe import modifiers as _modifiers
+
+        traced = _modifiers.trace(score_mod, mask_mod)
+        check_aux_grad(traced)
         if _needs_grad(q, k, v):
-            raise ValueError("score_mod and mask_mod have no backward yet: they cannot be "
-                             "used when q, k or v requires grad")
+            _check_grad_args(out, kv_lengths, deterministic, causal, mask_alignment,
+                             window_size, mask_mod)
+            from kvpipe.autograd import attention_with_grad
+
+            o, lse = attention_with_grad(q, k, v, causal, scale, layout, tuning,
+                                         deterministic, mask_alignment, tuple(window_size),
+                                         score_mod, mask_mod)
+            return (o, lse) if return_lse else o
         return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
                               layout=layout, out=out, mask_alignment=mask_alignment,
                               window_size=window_size, kv_lengths=kv_lengths,
@@ -558,24 +571,20 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         if num_splits > 1 or pack_gqa is True:
             raise ValueError("num_splits > 1 and pack_gqa=True (decode kernels) cannot be "
                              "used when q, k or v requires grad")
-        if out is not None:
-            raise ValueError("out= cannot be used when q, k or v requires grad")
-        if (kv_lengths is not None or tuple(window_size) != (-1, -1)
-                or (causal and mask_alignment != "top_left")):
-            raise ValueError("kvpipe's backward supports the top-left causal mask or none: "
-                             "mask_alignment, window_size and kv_lengths cannot be used when "
-                             "q, k or v requires grad")
+        _check_grad_args(out, kv_lengths, deterministic, causal, mask_alignment,
+                         window_size, None)
         op = _custom_op(q)
         if op is not None and not tuning:
             if scale is None:
                 scale = 1.0 / math.sqrt(tuple(q.shape)[-1])
-            o, lse = op(q, k, v, causal, float(scale), layout, "top_left", -1, -1, None,
-                        deterministic)
+            left, right = normalise_window(window_size, causal)
+            o, lse = op(q, k, v, causal, float(scale), layout, mask_alignment, left, right,
+                        None, deterministic)
         else:
             from kvpipe.autograd import attention_with_grad
 
             o, lse = attention_with_grad(q, k, v, causal, scale, layout, tuning,
-                                         deterministic)
+                                         deterministic, mask_alignment, tuple(window_size))
         return (o, lse) if return_lse else o
     op = _custom_op(q)
     if op is not None and (not isinstance(causal, bool) or layout not in LAYOUTS or
@@ -597,6 +606,57 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     o, lse = op(q, k, v, causal, float(scale), layout, mask_alignment, left, right,
                 kv_lengths)
     return (o, lse) if return_lse else o
+
+
+def _check_grad_args(out: Any, kv_lengths: Any, deterministic: Optional[bool], causal: Any,
+                     mask_alignment: Any, window_size: Any, mask_mod: Any) -> None:
+    """What the backward cannot do, refused before the forward runs (when q,
+    k or v requires grad), naming the argument."""
+    _check_masks(causal, mask_alignment, window_size)
+    if out is not None:
+        raise ValueError("out= cannot be used when q, k or v requires grad")
+    if kv_lengths is not None:
+        raise ValueError("kv_lengths cannot be used when q, k or v requires grad: kvpipe's "
+                         "backward has no per-batch key counts")
+    if deterministic:
+        # The ordered dQ additions assume the top-left causal mask or none
+        # (docs/backward.md).
+        if tuple(window_size) != (-1, -1):
+            raise ValueError("window_size cannot be combined with deterministic=True when q, "
+                             "k or v requires grad")
+        if causal and mask_alignment != "top_left":
+            raise ValueError("mask_alignment='bottom_right' with causal=True cannot be "
+                             "combined with deterministic=True when q, k or v requires grad")
+        if mask_mod is not None:
+            raise ValueError("mask_mod cannot be combined with deterministic=True when q, k "
+                             "or v requires grad")
+
+
+def _check_modifier_lengths(traced: Any, sq: int, skv: int) -> None:
+    """The kernels compute the regions' index arithmetic in f32 where that
+    is exact for indices below MAX_MODIFIER_SEQUENCE (docs/modifiers.md)."""
+    if traced is None:
+        return
+    for name, length in (("q", sq), ("k", skv)):
+        if length >= MAX_MODIFIER_SEQUENCE:
+            raise ValueError(f"with score_mod or mask_mod, {name}'s sequence length must be "
+                             f"below 2**23 = {MAX_MODIFIER_SEQUENCE}, got {length}")
+
+
+def check_aux_grad(traced: Any) -> None:
+    """Refuses modifiers that index a tensor requiring grad (with grad mode
+    on): kvpipe's backward computes dq, dk and dv only."""
+    if traced is None:
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and not torch.is_grad_enabled():
+        return
+    for t in traced.aux_tensors:
+        if getattr(t, "requires_grad", False):
+            raise ValueError(f"score_mod/mask_mod index a tensor of shape {tuple(t.shape)} that "
+                             "requires grad: kvpipe's backward computes the gradients of q, k "
+                             "and v only (gradients of the modifiers' tensors, e.g. learnable "
+                             "ALiBi slopes, are not implemented); pass it detached")
 
 
 def _needs_grad(*tensors: Any) -> bool:
@@ -704,13 +764,7 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     from kvpipe import modifiers as _modifiers
 
     traced = _modifiers.trace(score_mod, mask_mod)
-    if traced is not None:
-        # The kernels compute the regions' index arithmetic in f32 where that
-        # is exact for indices below this bound (docs/modifiers.md).
-        for name, length in (("q", sq), ("k", skv)):
-            if length >= MAX_MODIFIER_SEQUENCE:
-                raise ValueError(f"with score_mod or mask_mod, {name}'s sequence length must be "
-                                 f"below 2**23 = {MAX_MODIFIER_SEQUENCE}, got {length}")
+    _check_modifier_lengths(traced, sq, skv)
     if traced is not None and (num_splits != 1 or pack_gqa is not False):
         raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
                          "pack_gqa yet (the decode kernels have no modifiers)")
@@ -861,19 +915,28 @@ def _aux_arguments(traced: Any, q: Any) -> Dict[str, Any]:
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
 
 
-def _backward_kernels(config_args: Tuple[int, str, bool, bool],
-                      device_index: int) -> Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]:
-    """The loaded backward family (role -> (kernel, ABI)), compiled or cached once."""
-    key = (config_args, device_index)
+def _backward_kernels(config_args: Tuple[Any, ...], device_index: int,
+                      modifiers: Tuple[str, Tuple[str, ...]] = ("", ())
+                      ) -> Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]:
+    """The loaded backward family (role -> (kernel, ABI)), compiled or cached
+    once; ``config_args``: head dim, dtype, causal, deterministic, and the
+    mask alignment and sliding window where given; ``modifiers``: the traced
+    regions and aux types, as for the forward (the cache key)."""
+    key = (config_args, device_index, modifiers)
     found = _loaded_backward.get(key)
     if found is not None:
         return found
     with _lock:
         found = _loaded_backward.get(key)
         if found is None:
-            head_dim, dtype, causal, deterministic = config_args
+            head_dim, dtype, causal, deterministic, *masks = config_args
+            mask_alignment, sliding_window = tuple(masks) + ("top_left", False)[len(masks):]
             compiled = kernels.compile_attention(head_dim, dtype, causal, backward=True,
-                                                 deterministic=deterministic)
+                                                 deterministic=deterministic,
+                                                 mask_alignment=mask_alignment,
+                                                 sliding_window=sliding_window,
+                                                 modifiers=modifiers[0],
+                                                 aux_types=modifiers[1])
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             found = {}
             for role in ("preprocess", "main", "postprocess"):
@@ -885,6 +948,17 @@ def _backward_kernels(config_args: Tuple[int, str, bool, bool],
             log("loaded %s on device %d", compiled.name, device_index)
             _loaded_backward[key] = found
     return found
+
+
+def backward_config_args(head_dim: int, dtype: Any, causal: bool, deterministic: bool,
+                         mask_alignment: str = "top_left",
+                         sliding_window: bool = False) -> Tuple[Any, ...]:
+    """The key of a backward family (``_backward_kernels``): the masks only
+    where they are not the default, so the plain families' keys stay."""
+    args: Tuple[Any, ...] = (head_dim, kernels.dtype_name(dtype), causal, deterministic)
+    if mask_alignment != "top_left" or sliding_window:
+        args += (mask_alignment, sliding_window)
+    return args
 
 
 def _kernel_ready(name: str, t: Any) -> Any:
@@ -899,7 +973,10 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                        causal: bool = False, scale: Optional[float] = None,
                        layout: str = "bhsd", dq: Any = None, dk: Any = None,
                        dv: Any = None,
-                       deterministic: Optional[bool] = None) -> Tuple[Any, Any, Any]:
+                       deterministic: Optional[bool] = None,
+                       mask_alignment: str = "top_left",
+                       window_size: Tuple[int, int] = (-1, -1),
+                       score_mod: Any = None, mask_mod: Any = None) -> Tuple[Any, Any, Any]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v)`` for the
     output gradient ``do``, from the forward's ``o`` and ``lse`` (what
     ``attention(..., return_lse=True)`` returns), by kvpipe's backward kernels
@@ -912,6 +989,12 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     accepts). ``deterministic``: bit-identical gradients run to run (the
     dQ contributions of the K/V blocks are added in a fixed order); None
     follows ``torch.are_deterministic_algorithms_enabled()``.
+    ``mask_alignment``, ``window_size``, ``score_mod`` and ``mask_mod``: the
+    forward's (the same callbacks: they are traced again, and the kernels
+    are cached by the traced regions); the score_mod's derivative is
+    generated by the compiler (docs/modifiers.md), and tensors the callbacks
+    index get no gradient. Deterministic mode supports the top-left causal
+    mask or none, without a mask_mod.
 
     Raises:
         ValueError / TypeError: an argument of the wrong shape, dtype, device
@@ -930,6 +1013,18 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     if (isinstance(scale, bool) or not isinstance(scale, (int, float))
             or not math.isfinite(scale) or scale <= 0):
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
+                                                             window_size)
+    if not causal and not sliding_window:
+        mask_alignment = "top_left"  # no mask: one kernel for both alignments
+    from kvpipe import modifiers as _modifiers
+
+    traced = _modifiers.trace(score_mod, mask_mod)
+    check_aux_grad(traced)
+    _check_modifier_lengths(traced, sq, skv)
+    if deterministic:
+        _check_grad_args(None, None, deterministic, causal, mask_alignment, window_size,
+                         mask_mod)
     # Copied below where the kernels cannot read them as they are.
     for name, t in (("o", o), ("do", do)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=False,
@@ -956,10 +1051,16 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     lse = lse.contiguous()
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
+    if deterministic:  # as torch.are_deterministic_algorithms_enabled() says
+        _check_grad_args(None, None, deterministic, causal, mask_alignment, window_size,
+                         mask_mod)
+    aux_values = _aux_arguments(traced, q) if traced is not None else {}
 
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    family = _backward_kernels((d, kernels.dtype_name(q.dtype), causal, deterministic),
-                               device_index)
+    family = _backward_kernels(backward_config_args(d, q.dtype, causal, deterministic,
+                                                    mask_alignment, sliding_window),
+                               device_index,
+                               *([(traced.ir, traced.aux_types)] if traced else []))
     block_m = family["main"][1]["block_m"]
     padded = (sq + block_m - 1) // block_m * block_m
     f32 = dict(dtype=torch.float32, device=q.device)
@@ -1009,7 +1110,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             "dv_map": ("dv", dv_out, kv_layout), "lse_log2": lse_log2.data_ptr(),
             "delta": delta.data_ptr(), "dq_accum": dq_accum.data_ptr(), "seq_q": sq,
             "seq_kv": skv, "heads_per_kv_head": group, "scale_log2": scale * _LOG2E,
-            "scale": float(scale), "heads_q": hq, "batch": b, **semaphore})
+            "scale": float(scale), "heads_q": hq, "batch": b, **semaphore,
+            "window_left": window_left, "window_right": window_right,
+            **{name: t.data_ptr() for name, t in aux_values.items()}})
         grid = ((skv + abi["block_n"] - 1) // abi["block_n"], hq, b)
         log("launch %s: grid %s, block (%d, 1, 1), %d B shared", abi["kernel"], grid,
             abi["threads"], abi["dynamic_shared_memory"])

@@ -2,14 +2,16 @@
 
 ``torch.autograd.Function`` whose forward launches the forward kernel with
 the log-sum-exp and saves ``q, k, v, o, lse``, and whose backward launches
-the backward family (``kvpipe.attention.attention_backward``). Under
-``torch.compile`` the custom operator (``torch_ops.py``) carries the same
-backward through ``register_autograd``.
+the backward family (``kvpipe.attention.attention_backward``) with the same
+masks and modifiers (the callbacks are traced again there: the kernels are
+cached by the traced regions, docs/modifiers.md). Under ``torch.compile``
+the custom operator (``torch_ops.py``) carries the same backward through
+``register_autograd`` (without modifiers, which it has no schema for).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -20,12 +22,18 @@ class AttentionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
                 layout: str, tuning: Tuple[Tuple[str, Any], ...],
-                deterministic: Optional[bool]) -> Tuple[Any, Any]:
+                deterministic: Optional[bool], mask_alignment: str,
+                window_size: Tuple[int, int], score_mod: Optional[Callable[..., Any]],
+                mask_mod: Optional[Callable[..., Any]]) -> Tuple[Any, Any]:
         o, lse = attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True,
-                                layout=layout, **dict(tuning))
+                                layout=layout, mask_alignment=mask_alignment,
+                                window_size=window_size, score_mod=score_mod,
+                                mask_mod=mask_mod, **dict(tuning))
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
         ctx.deterministic = deterministic
+        ctx.mask_alignment, ctx.window_size = mask_alignment, window_size
+        ctx.score_mod, ctx.mask_mod = score_mod, mask_mod
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -34,13 +42,21 @@ class AttentionFunction(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=ctx.causal,
                                         scale=ctx.scale, layout=ctx.layout,
-                                        deterministic=ctx.deterministic)
-        return dq, dk, dv, None, None, None, None, None
+                                        deterministic=ctx.deterministic,
+                                        mask_alignment=ctx.mask_alignment,
+                                        window_size=ctx.window_size,
+                                        score_mod=ctx.score_mod, mask_mod=ctx.mask_mod)
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 
 def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
                         layout: str, tuning: Dict[str, Any],
-                        deterministic: Optional[bool] = None) -> Tuple[Any, Any]:
+                        deterministic: Optional[bool] = None,
+                        mask_alignment: str = "top_left",
+                        window_size: Tuple[int, int] = (-1, -1),
+                        score_mod: Optional[Callable[..., Any]] = None,
+                        mask_mod: Optional[Callable[..., Any]] = None) -> Tuple[Any, Any]:
     """(o, lse) with a grad_fn for o."""
     return AttentionFunction.apply(q, k, v, causal, scale, layout,
-                                   tuple(sorted(tuning.items())), deterministic)
+                                   tuple(sorted(tuning.items())), deterministic,
+                                   mask_alignment, tuple(window_size), score_mod, mask_mod)

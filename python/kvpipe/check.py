@@ -701,10 +701,16 @@ def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
         return row
     refs = _reference_grads(case, q, k, v, do, scale, torch)
+    compare_grads(row, (dq, dk, dv), [leaf.grad for leaf in leaves], refs, torch)
+    return row
+
+
+def compare_grads(row: Dict[str, Any], got: Any, autograd: Any, refs: Any, torch: Any) -> None:
+    """Fills ``row`` (ok, rel, errors) with the relative errors of (dq, dk,
+    dv) from the kernels and from autograd against the float32 reference."""
     ok, errors = True, {}
-    for name, got, auto, ref in zip(("dq", "dk", "dv"), (dq, dk, dv),
-                                    (leaf.grad for leaf in leaves), refs):
-        for label, value in ((name, got), (name + "_autograd", auto)):
+    for name, direct, auto, ref in zip(("dq", "dk", "dv"), got, autograd, refs):
+        for label, value in ((name, direct), (name + "_autograd", auto)):
             gf = value.float()
             finite = bool(torch.isfinite(gf).all())
             # Relative to the reference, or to a floor of 1e-3 per element
@@ -716,7 +722,6 @@ def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
             errors[label] = rel
             ok = ok and finite and rel < REL_TOLERANCE
     row.update(ok=ok, rel=max(errors.values()), errors=errors)
-    return row
 
 
 def run_backward(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:

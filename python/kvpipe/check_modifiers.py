@@ -8,6 +8,12 @@ the same modifier explicitly on the whole score matrix (not through the
 tracer). Also flash_attn_func's ``softcap`` and ``alibi_slopes`` against
 flash-attn's reference formulas.
 
+``python -m kvpipe check --mods --backward``: dQ, dK and dV through the same
+modifiers (``mods_backward_grid``: every library modifier, the built-in
+bottom-right causal mask and sliding windows, odd lengths, S_q != S_kv,
+GQA), from ``kvpipe.attention_backward`` into poisoned gradients and through
+autograd, against torch float32 autograd of the same explicit reference.
+
 ``mods_kernel_configs()`` lists the kernels the check launches, traced with
 shape-only stand-ins of the auxiliary tensors (the traced IR depends on
 their dtype and trailing dims, not their values), so that
@@ -23,7 +29,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kvpipe import modifiers
-from kvpipe.check import LSE_TOLERANCE, REL_TOLERANCE, _lse_error, reference_mask
+from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, compare_grads,
+                          reference_mask)
 
 #: The modifiers the grid checks (names of ModCase.mod): score modifiers,
 #: mask modifiers, and combinations.
@@ -48,12 +55,16 @@ class ModCase:
     causal: bool = False
     window: Tuple[int, int] = (-1, -1)
     dtype: str = "bf16"
+    #: Where the built-in causal mask and window are anchored.
+    alignment: str = "top_left"
 
     @property
     def name(self) -> str:
         extra = " causal" if self.causal else ""
         if self.window != (-1, -1):
             extra += f" window{self.window[0]}:{self.window[1]}"
+        if self.alignment != "top_left":
+            extra += f" {self.alignment}"
         return (f"{self.mod} {self.dtype} d{self.head_dim} B{self.batch} "
                 f"H{self.heads_q}/{self.heads_kv} {self.seq_q}x{self.seq_kv}{extra}")
 
@@ -105,6 +116,8 @@ def case_modifiers(case: ModCase, aux: Dict[str, Any]) -> Tuple[Optional[Callabl
     """(score_mod, mask_mod) of the case, from the library."""
     score, mask = [], []
     for part in case.mod.split("+"):
+        if part == "none":  # the built-in masks alone
+            continue
         if part == "softcap":
             score.append(modifiers.soft_cap(SOFTCAP))
         elif part == "alibi":
@@ -134,6 +147,8 @@ def _reference_modifier(case: ModCase, scores: Any, aux: Dict[str, Any], torch: 
     j = torch.arange(case.seq_kv, device="cuda")[None, :]
     keep = None
     for part in case.mod.split("+"):
+        if part == "none":
+            continue
         if part == "softcap":
             scores = SOFTCAP * torch.tanh(scores / SOFTCAP)
         elif part == "alibi":
@@ -155,19 +170,26 @@ def _reference_modifier(case: ModCase, scores: Any, aux: Dict[str, Any], torch: 
     return scores, keep
 
 
-def _reference(case: ModCase, q: Any, k: Any, v: Any, scale: float, aux: Dict[str, Any],
-               torch: Any):
-    qf, kf, vf = (t.float() for t in (q, k, v))
-    group = case.heads_q // case.heads_kv
-    kf, vf = (t.repeat_interleave(group, dim=1) for t in (kf, vf))
+def _reference_scores(case: ModCase, qf: Any, kf: Any, scale: float, aux: Dict[str, Any],
+                      torch: Any):
+    """The case's float32 scores (K with H_kv heads) after its modifiers and
+    masks (-inf)."""
+    kf = kf.repeat_interleave(case.heads_q // case.heads_kv, dim=1)
     scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
     scores, keep = _reference_modifier(case, scores, aux, torch)
-    visible = reference_mask(case.seq_q, case.seq_kv, case.causal, "top_left", case.window,
-                             q.device, torch)
+    visible = reference_mask(case.seq_q, case.seq_kv, case.causal, case.alignment,
+                             case.window, qf.device, torch)
     if keep is not None:
         visible = keep if visible is None else visible & keep
     if visible is not None:
         scores = scores.masked_fill(~visible, float("-inf"))
+    return scores
+
+
+def _reference(case: ModCase, q: Any, k: Any, v: Any, scale: float, aux: Dict[str, Any],
+               torch: Any):
+    scores = _reference_scores(case, q.float(), k.float(), scale, aux, torch)
+    vf = v.float().repeat_interleave(case.heads_q // case.heads_kv, dim=1)
     return _softmax(scores, vf, torch)
 
 
@@ -189,11 +211,9 @@ def _compare(row: Dict[str, Any], o: Any, lse: Any, ref: Any, lse_ref: Any, torc
                max_abs=float((of - ref).abs().max()), lse_err=lse_err, finite=finite)
 
 
-def run_mod_case(case: ModCase, seed: int) -> Dict[str, Any]:
-    import torch
-
-    import kvpipe
-
+def _case_inputs(case: ModCase, seed: int, torch: Any):
+    """Fresh random q, k, v (bhsd) and the case's auxiliary tensors and
+    modifiers."""
     torch.manual_seed(seed)
     dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
     q = torch.randn(case.batch, case.heads_q, case.seq_q, case.head_dim, dtype=dtype,
@@ -201,7 +221,15 @@ def run_mod_case(case: ModCase, seed: int) -> Dict[str, Any]:
     k, v = (torch.randn(case.batch, case.heads_kv, case.seq_kv, case.head_dim, dtype=dtype,
                         device="cuda") for _ in range(2))
     aux = _aux_tensors(case, torch)
-    score_mod, mask_mod = case_modifiers(case, aux)
+    return q, k, v, aux, case_modifiers(case, aux)
+
+
+def run_mod_case(case: ModCase, seed: int) -> Dict[str, Any]:
+    import torch
+
+    import kvpipe
+
+    q, k, v, aux, (score_mod, mask_mod) = _case_inputs(case, seed, torch)
     out = torch.full_like(q, float("nan"))
     row: Dict[str, Any] = {"case": case.name}
     try:
@@ -245,40 +273,59 @@ def run_flash_attn_cases() -> List[Dict[str, Any]]:
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
             rows.append(row)
             continue
-        qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
-        kf, vf = (t.repeat_interleave(h // hkv, dim=1) for t in (kf, vf))
-        scores = torch.matmul(qf, kf.transpose(-1, -2)) / math.sqrt(d)
-        if softcap:
-            scores = softcap * torch.tanh(scores / softcap)
-        ii = torch.arange(sq, device="cuda")[:, None]
-        jj = torch.arange(skv, device="cuda")[None, :]
-        if alibi:
-            scores = scores - slopes[:, :, None, None] * (ii + skv - sq - jj).abs().float()
-        if causal:
-            scores = scores.masked_fill(jj > ii + skv - sq, float("-inf"))
+        vf = v.float().transpose(1, 2).repeat_interleave(h // hkv, dim=1)
+        scores = _flash_scores(q.float(), k.float(), causal, softcap, slopes, torch)
         ref, lse_ref = _softmax(scores, vf, torch)
         _compare(row, o, lse, ref.transpose(1, 2), lse_ref, torch)
         rows.append(_report(row))
     return rows
 
 
+def _flash_scores(qf: Any, kf: Any, causal: bool, softcap: float, slopes: Any, torch: Any):
+    """flash-attn's reference scores (bshd float32 inputs, K with fewer
+    heads): soft-cap, then ALiBi and the causal mask aligned bottom-right."""
+    sq, skv, h, d = qf.shape[1], kf.shape[1], qf.shape[2], qf.shape[3]
+    qt, kt = qf.transpose(1, 2), kf.transpose(1, 2).repeat_interleave(h // kf.shape[2], dim=1)
+    scores = torch.matmul(qt, kt.transpose(-1, -2)) / math.sqrt(d)
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    ii = torch.arange(sq, device=qf.device)[:, None]
+    jj = torch.arange(skv, device=qf.device)[None, :]
+    if slopes is not None:
+        scores = scores - slopes[:, :, None, None] * (ii + skv - sq - jj).abs().float()
+    if causal:
+        scores = scores.masked_fill(jj > ii + skv - sq, float("-inf"))
+    return scores
+
+
 def _report(row: Dict[str, Any]) -> Dict[str, Any]:
     """Prints one line for a checked case; returns it."""
-    detail = (f"rel {row['rel']:.2e} max_abs {row['max_abs']:.2e} lse {row['lse_err']:.2e}"
-              if "rel" in row else row.get("error", ""))
+    if "errors" in row:  # a backward case
+        detail = " ".join(f"{k} {v:.2e}" for k, v in row["errors"].items())
+    elif "rel" in row:
+        detail = f"rel {row['rel']:.2e} max_abs {row['max_abs']:.2e} lse {row['lse_err']:.2e}"
+    else:
+        detail = row.get("error", "")
     print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: {detail}", flush=True)
     return row
 
 
-def run_mods(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
-    """The grid (default mods_grid()) and the flash_attn cases; one row each."""
+def _run_cases(cases: List[ModCase], run: Callable[[ModCase, int], Dict[str, Any]],
+               first_seed: int) -> List[Dict[str, Any]]:
+    """``run(case, seed)`` for each case, timed and reported."""
     rows = []
-    for i, case in enumerate(cases if cases is not None else mods_grid()):
+    for i, case in enumerate(cases):
         start = time.perf_counter()
-        row = run_mod_case(case, seed=4321 + i)
+        row = run(case, first_seed + i)
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(_report(row))
-    return rows + run_flash_attn_cases()
+    return rows
+
+
+def run_mods(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
+    """The grid (default mods_grid()) and the flash_attn cases; one row each."""
+    return (_run_cases(cases if cases is not None else mods_grid(), run_mod_case, 4321)
+            + run_flash_attn_cases())
 
 
 def mods_kernel_configs(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
@@ -298,19 +345,199 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None) -> List[Dict[str,
                            aux_types=traced.aux_types))
     for causal, softcap, alibi in ((False, 30.0, False), (True, 0.0, True),
                                    (False, 15.0, True), (True, 50.0, True)):
-        mods = []
-        if softcap:
-            mods.append(modifiers.soft_cap(softcap))
-        if alibi:
-            mods.append(modifiers.alibi(_ShapeOnly((2, 4), "float32"),
-                                        _ShapeOnly((1,), "int32")))
-        traced = modifiers.trace(mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods))
+        traced = modifiers.trace(_flash_score_mod(softcap, alibi))
         wanted.append(dict(head_dim=128, dtype="bf16", causal=causal, value_head_dim=None,
                            mask_alignment="bottom_right" if causal else "top_left",
                            sliding_window=False, kv_lengths=False, modifiers=traced.ir,
                            aux_types=traced.aux_types))
-    unique = []
-    for config in wanted:
+    return _unique(wanted)
+
+
+def _flash_score_mod(softcap: float, alibi: bool) -> Callable[..., Any]:
+    """flash_attn_func's score_mod for the check's (batch 2, 4 heads) cases,
+    traced with shape-only slopes and shift (kvpipe.flash_attn._score_mod)."""
+    mods = []
+    if softcap:
+        mods.append(modifiers.soft_cap(softcap))
+    if alibi:
+        mods.append(modifiers.alibi(_ShapeOnly((2, 4), "float32"), _ShapeOnly((1,), "int32")))
+    return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
+
+
+def _unique(configs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    unique: List[Dict[str, Any]] = []
+    for config in configs:
         if config not in unique:
             unique.append(config)
     return unique
+
+
+# ---------------------------------------------------------------------------
+# The backward through the modifiers (check --mods --backward).
+# ---------------------------------------------------------------------------
+
+#: The modifiers of the backward grid: every library modifier (score
+#: modifiers differentiated by the compiler, masks turned around), and
+#: "none" for the built-in masks alone (bottom-right causal, windows).
+BACKWARD_MODS = ("none", "softcap", "alibi", "relbias", "causal_mod", "window_mod",
+                 "prefix_lm", "document", "softcap+window_mod", "alibi+window_mod",
+                 "relbias+document", "softcap+prefix_lm")
+
+
+def mods_backward_grid() -> List[ModCase]:
+    """Every modifier at D 64 and 128 on odd lengths with S_q = S_kv,
+    S_q < S_kv and S_q > S_kv, GQA; and with the built-in masks: top-left
+    and bottom-right causal, windows in both alignments."""
+    cases = []
+    shapes = [(2, 4, 2, 333, 333), (1, 6, 3, 300, 517), (1, 4, 4, 517, 300)]
+    for mod in BACKWARD_MODS:
+        for d in (64, 128):
+            for b, hq, hkv, sq, skv in shapes:
+                if mod != "none":
+                    cases.append(ModCase(mod, d, b, hq, hkv, sq, skv))
+                cases.append(ModCase(mod, d, b, hq, hkv, sq, skv, causal=True,
+                                     alignment="bottom_right"))
+            cases.append(ModCase(mod, d, 1, 4, 2, 777, 777, causal=True))
+            cases.append(ModCase(mod, d, 2, 4, 1, 500, 613, window=(128, 32),
+                                 alignment="bottom_right"))
+            if mod == "none":
+                cases.append(ModCase(mod, d, 2, 4, 2, 500, 500, window=(128, 32)))
+                cases.append(ModCase(mod, d, 1, 4, 2, 613, 400, window=(100, -1),
+                                     alignment="bottom_right"))
+                cases.append(ModCase(mod, d, 1, 4, 2, 400, 613, causal=True, window=(64, -1),
+                                     alignment="bottom_right"))
+    return cases
+
+
+def _reference_backward(case: ModCase, q: Any, k: Any, v: Any, do: Any, scale: float,
+                        aux: Dict[str, Any], torch: Any):
+    """dq, dk, dv by torch's float32 autograd of the case's explicit
+    reference (rows without any key contribute nothing)."""
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    scores = _reference_scores(case, qf, kf, scale, aux, torch)
+    ve = vf.repeat_interleave(case.heads_q // case.heads_kv, dim=1)
+    # A row without any key has P = 0. Its log-sum-exp is taken of zeros
+    # instead of -inf: logsumexp's backward of an all -inf row is NaN, which
+    # a torch.where after it would still multiply into the gradients.
+    empty = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    lse = torch.logsumexp(scores.masked_fill(empty, 0.0), dim=-1, keepdim=True)
+    out = torch.matmul(torch.exp(scores - lse), ve)
+    out.backward(do.float())
+    return qf.grad, kf.grad, vf.grad
+
+
+def run_mod_backward_case(case: ModCase, seed: int) -> Dict[str, Any]:
+    import torch
+
+    import kvpipe
+    from kvpipe.attention import attention_backward
+
+    q, k, v, aux, (score_mod, mask_mod) = _case_inputs(case, seed, torch)
+    do = torch.randn_like(q)
+    masks = dict(causal=case.causal, window_size=case.window, mask_alignment=case.alignment)
+    row: Dict[str, Any] = {"case": "backward " + case.name}
+    try:
+        with torch.no_grad():
+            o, lse = kvpipe.attention(q, k, v, return_lse=True, score_mod=score_mod,
+                                      mask_mod=mask_mod, **masks)
+        # Poisoned gradients: every element the kernels miss stays NaN.
+        outs = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+        dq, dk, dv = attention_backward(q, k, v, o, lse, do, dq=outs[0], dk=outs[1],
+                                        dv=outs[2], score_mod=score_mod, mask_mod=mask_mod,
+                                        **masks)
+        # And through autograd: kvpipe.attention(...).backward(do).
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        kvpipe.attention(*leaves, score_mod=score_mod, mask_mod=mask_mod,
+                         **masks).backward(do)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    refs = _reference_backward(case, q, k, v, do, 1.0 / math.sqrt(case.head_dim), aux, torch)
+    compare_grads(row, (dq, dk, dv), [leaf.grad for leaf in leaves], refs, torch)
+    return row
+
+
+#: flash_attn_func's trainable softcap / alibi_slopes cases: (seq_q, seq_kv,
+#: causal, softcap, alibi).
+FLASH_BACKWARD_CASES = ((300, 517, False, 30.0, False), (300, 517, True, 0.0, True),
+                        (517, 517, False, 15.0, True), (64, 1000, True, 50.0, True))
+
+
+def run_flash_attn_backward_cases() -> List[Dict[str, Any]]:
+    """flash_attn_func with softcap / alibi_slopes: gradients of q, k, v
+    through autograd against float32 autograd of flash-attn's formulas."""
+    import torch
+
+    from kvpipe.flash_attn import flash_attn_func
+
+    rows = []
+    for i, (sq, skv, causal, softcap, alibi) in enumerate(FLASH_BACKWARD_CASES):
+        torch.manual_seed(199 + i)
+        b, h, hkv, d = 2, 4, 2, 128
+        q = torch.randn(b, sq, h, d, dtype=torch.bfloat16, device="cuda")
+        k, v = (torch.randn(b, skv, hkv, d, dtype=torch.bfloat16, device="cuda")
+                for _ in range(2))
+        do = torch.randn_like(q)
+        slopes = torch.rand(b, h, device="cuda") * 0.3 if alibi else None
+        row: Dict[str, Any] = {"case": (f"backward flash_attn_func softcap={softcap} "
+                                        f"alibi={alibi} {'causal ' if causal else ''}"
+                                        f"{sq}x{skv}")}
+        try:
+            leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+            flash_attn_func(*leaves, causal=causal, softcap=softcap,
+                            alibi_slopes=slopes).backward(do)
+            torch.cuda.synchronize()
+        except Exception as exc:  # reported in the table, fails the run
+            row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+            rows.append(_report(row))
+            continue
+        qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+        scores = _flash_scores(qf, kf, causal, softcap, slopes, torch)
+        vt = vf.transpose(1, 2).repeat_interleave(h // hkv, dim=1)
+        out = torch.matmul(torch.softmax(scores, dim=-1), vt).transpose(1, 2)
+        out.backward(do.float())
+        grads = [leaf.grad for leaf in leaves]
+        compare_grads(row, grads, grads, (qf.grad, kf.grad, vf.grad), torch)
+        rows.append(_report(row))
+    return rows
+
+
+def run_mods_backward(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
+    """The backward grid (default mods_backward_grid()) and flash_attn_func's
+    trainable softcap / alibi; one row each."""
+    return (_run_cases(cases if cases is not None else mods_backward_grid(),
+                       run_mod_backward_case, 8765)
+            + run_flash_attn_backward_cases())
+
+
+def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
+                                 ) -> List[Dict[str, Any]]:
+    """The compile_attention arguments of the kernels ``run_mods_backward``
+    launches: each case's forward kernel and backward family (as
+    kvpipe.attention and attention_backward choose them, the regions traced
+    with shape-only tensors), and flash_attn_func's."""
+    from kvpipe.attention import normalise_window
+
+    wanted = []
+
+    def add(case_mods: Tuple[Any, Any], d: int, causal: bool, alignment: str,
+            window: bool) -> None:
+        traced = modifiers.trace(*case_mods)
+        if not causal and not window:
+            alignment = "top_left"  # no mask: one kernel for both alignments
+        regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
+        wanted.append(dict(head_dim=d, dtype="bf16", causal=causal, value_head_dim=None,
+                           mask_alignment=alignment, sliding_window=window,
+                           kv_lengths=False, **regions))
+        wanted.append(dict(head_dim=d, dtype="bf16", causal=causal, backward=True,
+                           mask_alignment=alignment, sliding_window=window, **regions))
+
+    for case in cases if cases is not None else mods_backward_grid():
+        left, right = normalise_window(case.window, case.causal)
+        add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
+            case.alignment, left >= 0 or right >= 0)
+    for sq, skv, causal, softcap, alibi in FLASH_BACKWARD_CASES:
+        add((_flash_score_mod(softcap, alibi), None), 128, causal,
+            "top_left" if sq == skv else "bottom_right", False)
+    return _unique(wanted)

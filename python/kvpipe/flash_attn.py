@@ -16,7 +16,9 @@ and the log-sum-exp is fp32 ``(batch, nheads, seqlen_q)`` (varlen: ``(nheads, to
 What kvpipe does not compute yet raises ``NotImplementedError`` naming the
 argument (dropout, rotary embeddings, ``cache_batch_idx``, ``cache_leftpad``,
 soft-capping and ALiBi with a paged cache or variable-length batches); ``softcap``
-and ``alibi_slopes`` are score modifiers (kvpipe.modifiers), forward only; a wrong
+and ``alibi_slopes`` are score modifiers (kvpipe.modifiers), differentiable with
+respect to q, k and v (the slopes themselves get no gradient: slopes that require
+grad are refused); a wrong
 argument raises ``ValueError``/``TypeError`` naming it, before any launch.
 """
 
@@ -115,8 +117,8 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
     window = _check_common(dropout_p, softcap, alibi_slopes, window_size, causal)
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    # With equal lengths both alignments are one mask: top-left is the one
-    # the backward supports.
+    # With equal lengths both alignments are one mask: top-left, whose
+    # kernels the other callers share.
     shape_q, shape_k = tuple(getattr(q, "shape", ())), tuple(getattr(k, "shape", ()))
     same_length = len(shape_q) == 4 and len(shape_k) == 4 and shape_q[1] == shape_k[1]
     score_mod = _score_mod(softcap, alibi_slopes, q, tuple(k.shape)[1]

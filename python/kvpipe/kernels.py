@@ -164,10 +164,14 @@ class AttentionConfig:
                              "supported with backward=True: the backward kernels' tiles are "
                              "fixed per head dim (docs/backward.md)")
         if backward and (head_dim not in (64, 128) or value_head_dim is not None
-                         or mask_alignment != "top_left" or sliding_window or kv_lengths):
+                         or kv_lengths):
             raise ValueError("backward=True supports head_dim 64 and 128 without "
-                             "value_head_dim, mask_alignment, sliding_window or kv_lengths "
-                             "(docs/backward.md)")
+                             "value_head_dim or kv_lengths (docs/backward.md)")
+        if backward and deterministic and (sliding_window or mask_alignment != "top_left"
+                                           and causal):
+            raise ValueError("deterministic=True with backward=True supports the top-left "
+                             "causal mask or none: not sliding_window or a bottom_right "
+                             "causal mask_alignment (docs/backward.md)")
         _check_page_size(page_size, kv_lengths, backward)
         if not isinstance(modifiers, str):
             raise TypeError(f"modifiers must be the traced regions' text, got {modifiers!r}")
@@ -179,8 +183,6 @@ class AttentionConfig:
         if modifiers and (split_kv or pack_gqa):
             raise ValueError("score_mod and mask_mod cannot be combined with split_kv or "
                              "pack_gqa yet")
-        if backward and modifiers:
-            raise ValueError("score_mod and mask_mod are forward-only: not with backward=True")
         if modifiers and varlen:
             raise ValueError("score_mod and mask_mod cannot be combined with varlen yet")
         _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,

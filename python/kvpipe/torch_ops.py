@@ -43,15 +43,19 @@ def _(q, k, v, causal, scale, layout, mask_alignment, window_left, window_right,
 @torch.library.custom_op("kvpipe::attention_backward", mutates_args=())
 def attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                           lse: torch.Tensor, do: torch.Tensor, causal: bool, scale: float,
-                          layout: str, deterministic: Optional[bool] = None
+                          layout: str, deterministic: Optional[bool] = None,
+                          mask_alignment: str = "top_left", window_left: int = -1,
+                          window_right: int = -1
                           ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) of attention(q, k, v) for the output gradient do."""
     return attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale, layout=layout,
-                              deterministic=deterministic)
+                              deterministic=deterministic, mask_alignment=mask_alignment,
+                              window_size=(window_left, window_right))
 
 
 @attention_backward_op.register_fake
-def _(q, k, v, o, lse, do, causal, scale, layout, deterministic=None):
+def _(q, k, v, o, lse, do, causal, scale, layout, deterministic=None, mask_alignment="top_left",
+      window_left=-1, window_right=-1):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             torch.empty_like(k, memory_format=torch.contiguous_format),
             torch.empty_like(v, memory_format=torch.contiguous_format))
@@ -64,19 +68,20 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
     ctx.deterministic = deterministic
-    # kvpipe.attention refuses, before tracing gets here, the masks the
-    # backward does not support (a window, per-batch lengths, bottom-right).
-    ctx.masked = (window_left >= 0 or window_right >= 0 or kv_lengths is not None
-                  or (causal and mask_alignment != "top_left"))
+    ctx.mask_alignment, ctx.window = mask_alignment, (window_left, window_right)
+    # kvpipe.attention refuses, before tracing gets here, what the backward
+    # does not support (per-batch lengths).
+    ctx.masked = kv_lengths is not None
 
 
 def _backward(ctx, do, _dlse):
     if ctx.masked:
-        raise NotImplementedError("kvpipe's backward supports the top-left causal mask or none")
+        raise NotImplementedError("kvpipe's backward has no per-batch key counts (kv_lengths)")
     q, k, v, o, lse = ctx.saved_tensors
     dq, dk, dv = torch.ops.kvpipe.attention_backward(q, k, v, o, lse, do.contiguous(),
                                                      ctx.causal, ctx.scale, ctx.layout,
-                                                     ctx.deterministic)
+                                                     ctx.deterministic, ctx.mask_alignment,
+                                                     ctx.window[0], ctx.window[1])
     return dq, dk, dv, None, None, None, None, None, None, None, None
 
 

@@ -232,12 +232,46 @@ def test_backward_bad_causal_and_scale():
         kvpipe.attention(q, k, v, deterministic=1)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"window_size": (128, 0)},
-    {"kv_lengths": FakeTensor((2,), dtype="int32")},
-    {"causal": True, "mask_alignment": "bottom_right"},
-])
-def test_masks_the_backward_lacks_are_refused_when_inputs_require_grad(kwargs):
+def test_kv_lengths_are_refused_when_inputs_require_grad():
     q, k, v = qkv()
-    with pytest.raises(ValueError, match="backward supports the top-left causal mask or none"):
-        kvpipe.attention(_GradTensor(q.shape), k, v, **kwargs)
+    with pytest.raises(ValueError, match="kv_lengths cannot be used when q, k or v requires"):
+        kvpipe.attention(_GradTensor(q.shape), k, v, kv_lengths=FakeTensor((2,), dtype="int32"))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"window_size": (128, 0)}, "window_size cannot be combined with deterministic=True"),
+    ({"causal": True, "mask_alignment": "bottom_right"},
+     "mask_alignment='bottom_right' with causal=True cannot be combined with deterministic"),
+    ({"mask_mod": lambda b, h, q, kv: kv <= q},
+     "mask_mod cannot be combined with deterministic=True"),
+])
+def test_deterministic_backward_refuses_other_masks(kwargs, match):
+    # The ordered dQ additions assume the top-left causal mask or none.
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=match):
+        kvpipe.attention(_GradTensor(q.shape), k, v, deterministic=True, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"window_size": (128, 0), "deterministic": True}, "window_size cannot be combined"),
+    ({"mask_alignment": "diagonal", "causal": True}, "mask_alignment must be one of"),
+    ({"window_size": (1, 2, 3)}, "window_size must be a pair of ints"),
+])
+def test_attention_backward_checks_its_mask_arguments(kwargs, match):
+    from kvpipe.attention import attention_backward
+
+    q, k, v = qkv()
+    lse = FakeTensor((q.shape[0], q.shape[1], q.shape[2]), dtype="float32")
+    with pytest.raises((ValueError, TypeError), match=match):
+        attention_backward(q, k, v, FakeTensor(q.shape), lse, FakeTensor(q.shape), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"window_size": 5}, TypeError, "window_size must be a pair of ints"),
+    ({"mask_alignment": "middle", "causal": True}, ValueError, "mask_alignment must be one of"),
+])
+def test_bad_masks_are_named_when_inputs_require_grad(kwargs, error, match):
+    q, k, v = qkv()
+    for mods in ({}, {"score_mod": lambda s, b, h, qi, kv: s * 2.0}):
+        with pytest.raises(error, match=match):
+            kvpipe.attention(_GradTensor(q.shape), k, v, **kwargs, **mods)

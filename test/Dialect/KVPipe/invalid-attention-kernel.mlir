@@ -202,8 +202,24 @@ gpu.module @m {
 // -----
 
 gpu.module @m {
-  // expected-error @+1 {{'sliding_window' is not supported with 'backward'}}
-  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, sliding_window = true}
+  // expected-error @+1 {{'kv_lengths' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, kv_lengths = true}
+}
+
+// -----
+
+// The backward takes the forward's windows and bottom-right alignment, but
+// its deterministic dQ turns assume the top-left causal mask or none.
+gpu.module @m {
+  // expected-error @+1 {{'sliding_window' is not supported with 'deterministic' in the backward}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, deterministic = true, sliding_window = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'mask_alignment' = bottom_right is not supported with 'deterministic' and 'causal' in the backward}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, deterministic = true, mask_alignment = #kvpipe.mask_alignment<bottom_right>}
 }
 
 // -----

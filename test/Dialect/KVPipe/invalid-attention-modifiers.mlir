@@ -85,11 +85,12 @@ gpu.module @kernels {
 // -----
 
 gpu.module @kernels {
-  // expected-error @+1 {{'score_mod' and 'mask_mod' are not supported with 'backward' (forward kernels only)}}
-  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, backward = true}
-  score_mod {
-  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
-    kvpipe.yield %s : f32
+  // expected-error @+1 {{'mask_mod' is not supported with 'deterministic'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, backward = true, deterministic = true}
+  mask_mod {
+  ^bb0(%b: index, %h: index, %q: index, %kv: index):
+    %keep = arith.cmpi sle, %kv, %q : index
+    kvpipe.yield %keep : i1
   }
 }
 

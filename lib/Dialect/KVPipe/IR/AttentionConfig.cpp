@@ -101,8 +101,6 @@ AttentionConfig::get(AttentionKernelOp op,
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"value_head_dim", op.getValueHeadDim().has_value()},
-        {"mask_alignment", op.getMaskAlignment().has_value()},
-        {"sliding_window", op.getSlidingWindow().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
         {"split_kv", op.getSplitKv().has_value()},
         {"pack_gqa", op.getPackGqa().has_value()},
@@ -120,8 +118,24 @@ AttentionConfig::get(AttentionKernelOp op,
     c.producerRegisters = 24;
     c.consumerRegisters = 240;
     c.overlapSoftmax = c.pingpong = c.persistent = false;
-    c.maskAlignment = MaskAlignment::TopLeft;
-    c.slidingWindow = c.kvLengths = c.varlen = false;
+    // The masks of the forward's block skipping (bottom-right alignment,
+    // windows), turned around: a K/V block's Q blocks (MaskBounds).
+    c.maskAlignment = op.getMaskAlignment().value_or(MaskAlignment::TopLeft);
+    c.slidingWindow = op.getSlidingWindow().value_or(false);
+    c.kvLengths = c.varlen = false;
+    // The deterministic dQ turns number the K/V blocks that reach a Q block
+    // 0 .. m, which only the top-left causal mask (or none) guarantees.
+    if (c.deterministic && c.slidingWindow)
+      return emitError() << "'sliding_window' is not supported with "
+                            "'deterministic' in the backward (the ordered dQ "
+                            "additions assume the top-left causal mask or "
+                            "none)";
+    if (c.deterministic && c.causal &&
+        c.maskAlignment == MaskAlignment::BottomRight)
+      return emitError() << "'mask_alignment' = bottom_right is not supported "
+                            "with 'deterministic' and 'causal' in the "
+                            "backward (the ordered dQ additions assume the "
+                            "top-left causal mask or none)";
     return c;
   }
   // A modifier's per-element work needs registers that a third consumer

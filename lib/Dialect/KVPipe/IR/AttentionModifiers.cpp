@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/IR/ScoreModDerivative.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -60,13 +61,54 @@ static LogicalResult verifyModifierRegion(AttentionKernelOp op, Region &region,
   return success();
 }
 
+bool kvpipe::isDifferentiableScoreModOp(Operation *op) {
+  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+             arith::NegFOp, arith::SelectOp, arith::MaximumFOp,
+             arith::MinimumFOp, arith::MaxNumFOp, arith::MinNumFOp,
+             math::FmaOp, math::TanhOp, math::ExpOp, math::Exp2Op, math::LogOp,
+             math::Log2Op, math::SqrtOp, math::AbsFOp>(op);
+}
+
+/// The backward differentiates a score_mod with respect to the score: every
+/// op with a float result that depends on the score must be one it can
+/// differentiate (isDifferentiableScoreModOp).
+static LogicalResult verifyDifferentiable(Region &region) {
+  if (region.empty())
+    return success();
+  Block &block = region.front();
+  llvm::DenseSet<Value> dependent = {block.getArgument(0)};
+  for (Operation &op : block.without_terminator()) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value v) { return dependent.contains(v); }))
+      continue;
+    for (Value result : op.getResults())
+      dependent.insert(result);
+    bool floatResult = llvm::any_of(op.getResultTypes(), [](Type type) {
+      return isa<FloatType>(type);
+    });
+    if (floatResult && !isDifferentiableScoreModOp(&op))
+      return op.emitOpError()
+             << "cannot be differentiated in the 'score_mod' region of a "
+                "'backward' kvpipe.attention_kernel: the score reaches it, "
+                "and the backward differentiates only arith.addf, subf, "
+                "mulf, divf, negf, select, maximumf, minimumf, maxnumf, "
+                "minnumf and math.fma, tanh, exp, exp2, log, log2, sqrt, "
+                "absf (index arithmetic, comparisons and casts have no "
+                "derivative to take)";
+  }
+  return success();
+}
+
 LogicalResult AttentionKernelOp::verifyRegions() {
   Builder b(getContext());
   Type index = b.getIndexType();
   bool hasModifiers = !getScoreMod().empty() || !getMaskMod().empty();
-  if (hasModifiers && getBackward().value_or(false))
-    return emitOpError() << "'score_mod' and 'mask_mod' are not supported "
-                            "with 'backward' (forward kernels only)";
+  // The backward's dQ turns assume the K/V blocks that reach a Q block are
+  // 0 .. m (docs/backward.md); a mask_mod may leave any set.
+  if (!getMaskMod().empty() && getDeterministic().value_or(false))
+    return emitOpError() << "'mask_mod' is not supported with "
+                            "'deterministic' (the ordered dQ additions assume "
+                            "the top-left causal mask or none)";
   if (hasModifiers && (getSplitKv().value_or(false) || getPackGqa()))
     return emitOpError() << "'score_mod' and 'mask_mod' are not supported "
                             "with 'split_kv' or 'pack_gqa' yet";
@@ -90,6 +132,9 @@ LogicalResult AttentionKernelOp::verifyRegions() {
           *this, getScoreMod(), "score_mod",
           {b.getF32Type(), index, index, index, index},
           "f32 scaled score, index batch, head, query, key", b.getF32Type())))
+    return failure();
+  if (getBackward().value_or(false) &&
+      failed(verifyDifferentiable(getScoreMod())))
     return failure();
   return verifyModifierRegion(*this, getMaskMod(), "mask_mod",
                               {index, index, index, index},

@@ -34,6 +34,7 @@
 
 #include "Fragment.h"
 #include "KernelBuilder.h"
+#include "Modifiers.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
@@ -112,6 +113,26 @@ private:
   void buildMainConsumer(Value consumer);
   Value maskTransposed(Value sT, Value qRow, Value keyRow0, Value keyRow1,
                        Value tileKeyRow);
+  /// With modifiers: each of `values` (fragments of S^T's shape) set to its
+  /// `fills` element where the built-in masks or the mask_mod drop the key.
+  SmallVector<Value> maskTransposedValues(ValueRange values,
+                                          ArrayRef<Value> fills, Value qRow,
+                                          Value tileKeyRow);
+  /// Whether the S^T tile of Q block row `qRow` crosses a built-in mask's
+  /// bound (a uniform i1), and the per-element verdict inside (built in the
+  /// branch).
+  Value transposedMaskNeeded(Value qRow, Value tileKeyRow);
+  Value transposedValid(Value qRow);
+  /// The K/V block's Q-block range [qBegin, qEnd) from the masks (the
+  /// forward's block skipping turned around: MaskBounds, MaskModShape).
+  void narrowQueryBlocks();
+  /// The modifiers' view of the consumer's S^T fragment for Q block row
+  /// `qRow` (rows keys, columns queries).
+  ModifierIndices transposedIndices(Value qRow) {
+    return {kBlockM / 2, batch,    head,      keyRow0,    keyRow1,
+            arith::AddIOp::create(b, qRow, threadColumn),
+            seqQ,        seqKV,    auxParams, c.auxTypes, /*transposed=*/true};
+  }
   void storeGradient(Value acc, Value tile, Value map, Value barrierId,
                      Value keyRow);
   /// Deterministic mode: the `elected` thread waits until the i32 counter at
@@ -142,6 +163,20 @@ private:
   Value kvBlock;
   Value seqQ, seqKV, headsQ, batch, head, kvHead, kvRow0, qBegin, numQBlocks,
       rowBase;
+  /// The Q blocks past the last one the masks let see a key of the CTA
+  /// (numQBlocks without a left bound).
+  Value qEnd;
+  /// The masks other than none and top-left causal (bottom-right alignment,
+  /// windows): the same bounds as the forward's (KernelParts.h).
+  std::optional<MaskBounds> bounds;
+  std::optional<MaskModShape> maskShape;
+  SmallVector<Value> auxParams;
+  /// Consumer: its thread's two keys (S^T rows) and first query column
+  /// offset; with `bounds`, the queries each key keeps and the tile's
+  /// uniform limits (the highest first query, the lowest last query).
+  Value keyRow0, keyRow1, threadColumn;
+  Value firstQuery0, firstQuery1, lastQuery0, lastQuery1, tileFirstQuery,
+      tileLastQuery;
   Value sK, sV, sQ, sDO, sDS, pipeKV, pipeQ, pipeDO;
   AlignedSharedMemory shared;
 };
@@ -444,6 +479,12 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
       i32Type};
   if (c.deterministic)
     types.push_back(ptrType());
+  // The window bounds, then the modifiers' auxiliary tensors (as the
+  // forward's: after every other parameter).
+  size_t extra = types.size();
+  if (c.slidingWindow)
+    types.append({i32Type, i32Type});
+  types.append(c.auxTypes.size(), ptrType());
   gpu::GPUFuncOp func = createKernel(
       family, types, c.threads(),
       getAttentionBackwardABI(ctx, family, family, c,
@@ -455,6 +496,22 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   seqQ = toIndex(param(BackwardParam::SeqQ));
   seqKV = toIndex(param(BackwardParam::SeqKV));
   headsQ = toIndex(param(BackwardParam::HeadsQ));
+  if (c.maskMod)
+    maskShape.emplace(*c.maskMod);
+  ArrayRef<Value> extraParams = ArrayRef<Value>(params).drop_front(extra);
+  Value windowLeft, windowRight;
+  if (c.slidingWindow) {
+    windowLeft = toIndex(extraParams[0]);
+    windowRight = toIndex(extraParams[1]);
+    extraParams = extraParams.drop_front(2);
+  }
+  auxParams.assign(extraParams.begin(), extraParams.end());
+  if (c.slidingWindow || (c.causal && c.maskAlignment == MaskAlignment::BottomRight))
+    bounds = MaskBounds{c.causal,
+                        c.maskAlignment == MaskAlignment::BottomRight
+                            ? Value(arith::SubIOp::create(b, seqKV, seqQ))
+                            : Value(),
+                        windowLeft, windowRight, seqQ, seqKV};
   kvBlock = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   // Deterministic causal mode: a K/V block waits for the higher K/V blocks
   // that reach its Q blocks (the turns descend from the last one), so the
@@ -477,11 +534,13 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   numQBlocks = arith::CeilDivUIOp::create(b, seqQ, index(kBlockM));
   // With the causal mask, the Q blocks before the block's first key see
   // none of its keys: skipped. Producer and consumers share these bounds.
-  qBegin = c.causal
+  qBegin = c.causal && !bounds
                ? Value(arith::MinUIOp::create(
                      b, arith::DivUIOp::create(b, kvRow0, index(kBlockM)),
                      numQBlocks))
                : index(0);
+  qEnd = numQBlocks;
+  narrowQueryBlocks();
   rowBase = arith::MulIOp::create(
       b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
       arith::MulIOp::create(b, numQBlocks, index(kBlockM)));
@@ -559,7 +618,7 @@ void BackwardBuilder::buildMainProducer() {
   StepOp::create(b, pipeKV);
 
   // Q_i and dO_i, block by block, through their rings.
-  auto loop = scf::ForOp::create(b, qBegin, numQBlocks, index(1),
+  auto loop = scf::ForOp::create(b, qBegin, qEnd, index(1),
                                  ValueRange{pipeQ, pipeDO});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
@@ -584,11 +643,51 @@ void BackwardBuilder::buildMainProducer() {
   scf::YieldOp::create(b, next);
 }
 
-Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
-                                      Value keyRow1, Value tileKeyRow) {
+void BackwardBuilder::narrowQueryBlocks() {
+  // The queries that keep some key of the CTA's [kvRow0, kvRow0 + block_n):
+  // from the first query of its first key (the diagonal or the window's
+  // right edge) to the last query of its last key (the window's left
+  // edge); the Q blocks outside are never loaded, in the producer and the
+  // consumers alike (the forward's firstKVBlock / numKVBlocks turned around).
+  Value lastKey = arith::AddIOp::create(b, kvRow0, index(c.blockN - 1));
+  bool narrowed = false;
+  if (bounds && c.masksRight())
+    qBegin = arith::DivUIOp::create(b, bounds->firstQueryOf(b, kvRow0),
+                                    index(kBlockM));
+  if (bounds && c.masksLeft()) {
+    Value end = arith::AddIOp::create(b, bounds->lastQueryOf(b, lastKey),
+                                      index(1));
+    qEnd = arith::MinUIOp::create(
+        b, arith::CeilDivUIOp::create(b, end, index(kBlockM)), numQBlocks);
+    narrowed = true;
+  }
+  if (maskShape) {
+    auto [lo, hi] = maskShape->buildQueryRange(b, kvRow0, lastKey);
+    if (hi) {
+      Value end = arith::MaxSIOp::create(
+          b, arith::AddIOp::create(b, hi, index(1)), index(0));
+      qEnd = arith::MinUIOp::create(
+          b, qEnd, arith::CeilDivUIOp::create(b, end, index(kBlockM)));
+      narrowed = true;
+    }
+    if (lo)
+      qBegin = arith::MaxUIOp::create(
+          b, qBegin,
+          arith::MinUIOp::create(
+              b,
+              arith::DivUIOp::create(
+                  b, arith::MaxSIOp::create(b, lo, index(0)), index(kBlockM)),
+              numQBlocks));
+  }
+  // An empty range (a K/V block no query keeps) is [qBegin, qBegin): dK and
+  // dV are stored as zeros.
+  if (narrowed)
+    qEnd = arith::MaxUIOp::create(b, qEnd, qBegin);
+}
+
+Value BackwardBuilder::transposedMaskNeeded(Value qRow, Value tileKeyRow) {
   // S^T's rows are keys, its columns queries. Only a block crossing seq_q,
   // seq_kv or (causal) the diagonal needs the mask: a uniform branch.
-  Fragment frag(b, kBlockM / 2);
   Value needed = arith::OrIOp::create(
       b,
       arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
@@ -597,36 +696,110 @@ Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
       arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
                             arith::AddIOp::create(b, tileKeyRow, index(64)),
                             seqKV));
-  if (c.causal)
+  if (c.causal && !bounds)
     needed = arith::OrIOp::create(
         b, needed,
         arith::CmpIOp::create(b, arith::CmpIPredicate::ult, qRow,
                               arith::AddIOp::create(b, tileKeyRow, index(64))));
-  return buildMaskedScores(b, sT, needed, [&]() -> Value {
-    auto i32Vec = VectorType::get({kBlockM / 2}, b.getI32Type());
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    Value lane = arith::RemUIOp::create(b, tid, index(32));
-    Value firstCol = arith::AddIOp::create(
-        b, qRow,
-        arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
-                              index(2)));
-    Value queries = arith::AddIOp::create(
-        b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
-        frag.columnOffsets());
-    Value keys = frag.perRow(toI32(keyRow0), toI32(keyRow1));
-    Value valid = arith::AndIOp::create(
-        b,
+  // Other masks: the tile crosses a bound when its first query is before
+  // the highest first query of its keys, or its last query after the lowest
+  // last query (MaskBounds is monotone in the key).
+  if (tileFirstQuery)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, qRow,
+                              tileFirstQuery));
+  if (tileLastQuery)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sgt,
+                              arith::AddIOp::create(b, qRow, index(kBlockM - 1)),
+                              tileLastQuery));
+  return needed;
+}
+
+Value BackwardBuilder::transposedValid(Value qRow) {
+  Fragment frag(b, kBlockM / 2);
+  auto i32Vec = VectorType::get({kBlockM / 2}, b.getI32Type());
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, tid, index(32));
+  Value firstCol = arith::AddIOp::create(
+      b, qRow,
+      arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
+                            index(2)));
+  Value queries = arith::AddIOp::create(
+      b, vector::BroadcastOp::create(b, i32Vec, toI32(firstCol)),
+      frag.columnOffsets());
+  Value keys = frag.perRow(toI32(keyRow0), toI32(keyRow1));
+  Value valid = arith::AndIOp::create(
+      b,
+      arith::CmpIOp::create(
+          b, arith::CmpIPredicate::slt, queries,
+          vector::BroadcastOp::create(b, i32Vec, toI32(seqQ))),
+      arith::CmpIOp::create(
+          b, arith::CmpIPredicate::slt, keys,
+          vector::BroadcastOp::create(b, i32Vec, toI32(seqKV))));
+  if (c.causal && !bounds)
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, queries, keys));
+  // The forward's predicate (firstKeyOf(m) <= n <= lastKeyOf(m)) as the
+  // key's query range.
+  if (firstQuery0)
+    valid = arith::AndIOp::create(
+        b, valid,
         arith::CmpIOp::create(
-            b, arith::CmpIPredicate::slt, queries,
-            vector::BroadcastOp::create(b, i32Vec, toI32(seqQ))),
+            b, arith::CmpIPredicate::sge, queries,
+            frag.perRow(toI32(firstQuery0), toI32(firstQuery1))));
+  if (lastQuery0)
+    valid = arith::AndIOp::create(
+        b, valid,
         arith::CmpIOp::create(
-            b, arith::CmpIPredicate::slt, keys,
-            vector::BroadcastOp::create(b, i32Vec, toI32(seqKV))));
-    if (c.causal)
-      valid = arith::AndIOp::create(
-          b, valid,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::sge, queries, keys));
-    return valid;
+            b, arith::CmpIPredicate::sle, queries,
+            frag.perRow(toI32(lastQuery0), toI32(lastQuery1))));
+  return valid;
+}
+
+Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
+                                      Value keyRow1, Value tileKeyRow) {
+  return buildMaskedScores(b, sT, transposedMaskNeeded(qRow, tileKeyRow),
+                           [&]() -> Value { return transposedValid(qRow); });
+}
+
+SmallVector<Value> BackwardBuilder::maskTransposedValues(ValueRange values,
+                                                         ArrayRef<Value> fills,
+                                                         Value qRow,
+                                                         Value tileKeyRow) {
+  // `keep` applied to every value, where `condition` does not hold (a
+  // uniform branch).
+  auto maskUnless = [&](ValueRange in, Value condition,
+                        function_ref<Value()> keep) -> SmallVector<Value> {
+    auto ifMask = scf::IfOp::create(b, in.getTypes(), condition,
+                                    /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifMask.thenBlock());
+    scf::YieldOp::create(b, in);
+    b.setInsertionPointToStart(ifMask.elseBlock());
+    Value kept = keep();
+    SmallVector<Value> out;
+    for (auto [value, fill] : llvm::zip_equal(in, fills))
+      out.push_back(arith::SelectOp::create(b, kept, value, fill));
+    scf::YieldOp::create(b, out);
+    return SmallVector<Value>(ifMask.getResults());
+  };
+  Value needed = transposedMaskNeeded(qRow, tileKeyRow);
+  SmallVector<Value> masked = maskUnless(
+      values, arith::XOrIOp::create(b, needed, arith::ConstantIntOp::create(b, 1, 1)),
+      [&] { return transposedValid(qRow); });
+  if (!c.maskMod)
+    return masked;
+  // The mask_mod per element where its shape does not prove every element
+  // of the tile kept (a uniform branch), as the forward.
+  Value allKept = maskShape->buildAllKept(
+      b, qRow, arith::AddIOp::create(b, qRow, index(kBlockM - 1)), tileKeyRow,
+      arith::AddIOp::create(b, tileKeyRow, index(63)));
+  return maskUnless(masked, allKept, [&] {
+    return buildMaskModKeep(b, *c.maskMod, transposedIndices(qRow));
   });
 }
 
@@ -713,11 +886,24 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   Value threadRow = arith::AddIOp::create(
       b, arith::MulIOp::create(b, warp, index(16)),
       arith::DivUIOp::create(b, lane, index(4)));
-  Value threadColumn =
+  threadColumn =
       arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
                             index(2));
-  Value keyRow0 = arith::AddIOp::create(b, tileKeyRow, threadRow);
-  Value keyRow1 = arith::AddIOp::create(b, keyRow0, index(8));
+  keyRow0 = arith::AddIOp::create(b, tileKeyRow, threadRow);
+  keyRow1 = arith::AddIOp::create(b, keyRow0, index(8));
+  // The queries the thread's keys keep, once: the keys are the same for
+  // every Q block.
+  if (bounds && c.masksRight()) {
+    firstQuery0 = bounds->firstQueryOf(b, keyRow0);
+    firstQuery1 = bounds->firstQueryOf(b, keyRow1);
+    tileFirstQuery = bounds->firstQueryOf(
+        b, arith::AddIOp::create(b, tileKeyRow, index(63)));
+  }
+  if (bounds && c.masksLeft()) {
+    lastQuery0 = bounds->lastQueryOf(b, keyRow0);
+    lastQuery1 = bounds->lastQueryOf(b, keyRow1);
+    tileLastQuery = bounds->lastQueryOf(b, tileKeyRow);
+  }
 
   ConsumerWaitOp::create(b, pipeKV, nullptr);
   Fragment accFrag(b, c.headDim / 2);
@@ -727,7 +913,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   auto halfType = VectorType::get({kBlockM / 2}, c.elementType);
   Value scaleLog2 = param(BackwardParam::ScaleLog2);
 
-  auto loop = scf::ForOp::create(b, qBegin, numQBlocks, index(1),
+  auto loop = scf::ForOp::create(b, qBegin, qEnd, index(1),
                                  ValueRange{pipeQ, pipeDO, zero, zero});
   {
     OpBuilder::InsertionGuard guard(b);
@@ -758,27 +944,91 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // consumers' 240 registers).
     sT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{sT}, 1)
              .getResult(0);
-    sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
     // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta).
-    Value lse = buildColumnVector(b, param(BackwardParam::LseLog2),
-                                  firstColumn, kBlockM / 2);
-    Value pT = math::Exp2Op::create(
-        b,
-        math::FmaOp::create(b, sT,
-                            vector::BroadcastOp::create(b, sType, scaleLog2),
-                            arith::NegFOp::create(b, lse)),
-        arith::FastMathFlags::afn);
+    Value lse, pT, pT16, pDT16;
+    auto vectorOf = [&](Type type, double v) -> Value {
+      auto vecType = VectorType::get({kBlockM / 2}, type);
+      return arith::ConstantOp::create(
+          b, vecType,
+          DenseElementsAttr::get(vecType, FloatAttr::get(type, v).getValue()));
+    };
+    bool modifiers = c.scoreMod || c.maskMod;
+    if (modifiers) {
+      // With a score_mod, P^T is recomputed from the modified scaled score
+      // (the forward's log-sum-exp is of those), and dS^T is the gradient
+      // of the scaled score: P^T (dP^T - delta) d score_mod / d s, the
+      // derivative taken at the scaled score (Modifiers.cpp); dK and dQ then
+      // take the scale as without one (epilogue, postprocess). With
+      // modifiers the log-sum-exp is loaded first and each (modified) score
+      // becomes P^T (and P^T d) at once, in the element type, which the
+      // masks then set to 0 (an infinite P^T of a masked score included):
+      // the scores and their derivatives are never live as fp32 fragments
+      // next to the mask's work (at head dim 128 that halved the soft-cap's
+      // spills, 2026-12-04).
+      lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
+                              kBlockM / 2);
+      Value exponent, dMod;
+      if (c.scoreMod) {
+        Value modified;
+        std::tie(modified, dMod) = buildScoreModWithDerivative(
+            b, *c.scoreMod, sT, param(BackwardParam::Scale),
+            transposedIndices(qRow));
+        exponent = math::FmaOp::create(
+            b, modified, vector::BroadcastOp::create(b, sType, f32(M_LOG2E)),
+            arith::NegFOp::create(b, lse));
+      } else {
+        exponent = math::FmaOp::create(
+            b, sT, vector::BroadcastOp::create(b, sType, scaleLog2),
+            arith::NegFOp::create(b, lse));
+      }
+      pT = math::Exp2Op::create(b, exponent, arith::FastMathFlags::afn);
+      pT16 = arith::TruncFOp::create(b, halfType, pT);
+      pDT16 = pT16;
+      if (dMod) {
+        // Where P^T is 0 (underflowed) so is the product, whatever the
+        // derivative at the raw score is (a region's log of a padding
+        // row's zero score has an infinite one).
+        Value zero = vectorOf(b.getF32Type(), 0.0);
+        Value vanishes =
+            arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, pT, zero);
+        pDT16 = arith::TruncFOp::create(
+            b, halfType,
+            arith::SelectOp::create(b, vanishes, zero,
+                                    arith::MulFOp::create(b, pT, dMod)));
+      }
+      Value zero16 = vectorOf(c.elementType, 0.0);
+      SmallVector<Value> masked =
+          pDT16 == pT16
+              ? maskTransposedValues({pT16}, {zero16}, qRow, tileKeyRow)
+              : maskTransposedValues({pT16, pDT16}, {zero16, zero16}, qRow,
+                                     tileKeyRow);
+      pT16 = masked[0];
+      pDT16 = masked.back();
+    } else {
+      sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
+      lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
+                              kBlockM / 2);
+      pT = math::Exp2Op::create(
+          b,
+          math::FmaOp::create(b, sT,
+                              vector::BroadcastOp::create(b, sType, scaleLog2),
+                              arith::NegFOp::create(b, lse)),
+          arith::FastMathFlags::afn);
+    }
     // dS^T is computed from P^T in the element type, as the dV wgmma reads
     // it: the fp32 P^T is dead before dP^T and delta are live. At head dim
     // 128 dK, dV, P^T, dP^T and delta in fp32 exceed the consumers' 240
     // registers (ptxas spilled ~200 bytes); the rounding is that of dS^T's
     // own conversion below.
-    Value pT16 = arith::TruncFOp::create(b, halfType, pT);
+    if (!modifiers) {
+      pT16 = arith::TruncFOp::create(b, halfType, pT);
+      pDT16 = pT16;
+    }
     dPT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dPT}, 0)
               .getResult(0);
     Value delta = buildColumnVector(b, param(BackwardParam::Delta),
                                     firstColumn, kBlockM / 2);
-    Value dST = arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, pT16),
+    Value dST = arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, pDT16),
                                       arith::SubFOp::create(b, dPT, delta));
     Value dST16 = arith::TruncFOp::create(b, halfType, dST);
     // dV += P^T dO_i, dK += dS^T Q_i (A from registers, as P in O += P V).
@@ -1069,14 +1319,32 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
       b.getNamedAttr("block_m",
                      b.getI64IntegerAttr(AttentionConfig::kBackwardBlockM)),
   };
+  // Only kernels with other masks than top-left causal or modifiers name
+  // them: the others' ABI is unchanged.
+  if (c.maskAlignment != MaskAlignment::TopLeft || c.slidingWindow) {
+    entries.push_back(b.getNamedAttr(
+        "mask_alignment",
+        b.getStringAttr(stringifyMaskAlignment(c.maskAlignment))));
+    entries.push_back(
+        b.getNamedAttr("sliding_window", b.getBoolAttr(c.slidingWindow)));
+  }
   // The parameters in order; deterministic mode appends the dQ counters.
+  SmallVector<std::string> auxNames;
+  for (size_t i = 0; i < c.auxTypes.size(); ++i)
+    auxNames.push_back("aux" + std::to_string(i));
   auto kinds = [&](ArrayRef<std::pair<StringRef, StringRef>> list,
-                   bool withSemaphore = false) {
+                   bool withSemaphore = false, bool withMasks = false) {
     SmallVector<StringRef> names;
     SmallVector<NamedAttribute> kindEntries;
     SmallVector<std::pair<StringRef, StringRef>> all(list);
     if (withSemaphore)
       all.push_back({"dq_semaphore", "pointer"});
+    // The main kernel's window bounds and auxiliary tensors.
+    if (withMasks && c.slidingWindow)
+      all.append({{"window_left", "i32"}, {"window_right", "i32"}});
+    if (withMasks)
+      for (const std::string &aux : auxNames)
+        all.push_back({aux, "pointer"});
     for (auto [paramName, kind] : all) {
       names.push_back(paramName);
       kindEntries.push_back(b.getNamedAttr(paramName, b.getStringAttr(kind)));
@@ -1133,7 +1401,8 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
            {"scale", "f32"},
            {"heads_q", "i32"},
            {"batch", "i32"}},
-          /*deterministic=*/c.deterministic);
+          /*deterministic=*/c.deterministic, /*withMasks=*/true);
+    entries.append(getModifierABI(b, c));
     entries.push_back(b.getNamedAttr("q_map", box(AttentionConfig::kBackwardBlockM)));
     entries.push_back(b.getNamedAttr("k_map", box(c.blockN)));
     entries.push_back(b.getNamedAttr("v_map", box(c.blockN)));

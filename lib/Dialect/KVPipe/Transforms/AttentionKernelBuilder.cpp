@@ -315,30 +315,11 @@ void KernelBuilder::narrowToMaskMod(Value &firstKey, Value &kvEnd) {
 }
 
 Value KernelBuilder::lastKeyOf(Value row) {
-  Value key = diagonal ? arith::AddIOp::create(b, row, diagonal) : row;
-  if (!c.causal)
-    key = arith::AddIOp::create(b, key, windowRight);
-  key = arith::MaxSIOp::create(
-      b, arith::MinSIOp::create(b, key, arith::SubIOp::create(b, seqKV, index(1))),
-      index(-1));
-  if (c.causal)
-    return key;
-  // window_right < 0: no bound on the right.
-  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                          windowRight, index(0));
-  return arith::SelectOp::create(
-      b, unbounded, arith::SubIOp::create(b, seqKV, index(1)), key);
+  return maskBounds().lastKeyOf(b, row);
 }
 
 Value KernelBuilder::firstKeyOf(Value row) {
-  Value key = diagonal ? arith::AddIOp::create(b, row, diagonal) : row;
-  key = arith::SubIOp::create(b, key, windowLeft);
-  key = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, key, index(0)),
-                               seqKV);
-  // window_left < 0: no bound on the left.
-  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
-                                          windowLeft, index(0));
-  return arith::SelectOp::create(b, unbounded, index(0), key);
+  return maskBounds().firstKeyOf(b, row);
 }
 
 SmallVector<Value>

@@ -13,6 +13,7 @@
 #include "Modifiers.h"
 
 #include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
 
@@ -157,6 +158,11 @@ private:
   /// The first key row `row` sees (row + d - left, clamped to
   /// [0, seq_kv]), with masksLeft().
   Value firstKeyOf(Value row);
+  /// The tile's built-in mask bounds (KernelParts.h), which the backward
+  /// shares.
+  MaskBounds maskBounds() const {
+    return {c.causal, diagonal, windowLeft, windowRight, seqQ, seqKV};
+  }
   Value mask(Value s, Value kvBlock);
   /// The modifier regions (Modifiers.h) on block `kvBlock`'s scores `s`:
   /// the score_mod on the scaled scores (then the softmax's scale is

@@ -157,6 +157,64 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   return {{mNew[0], mNew[1], lNew[0], lNew[1]}, alpha[0], alpha[1], pNarrow};
 }
 
+Value MaskBounds::lastKeyOf(ImplicitLocOpBuilder &b, Value row) const {
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  Value key = diagonal ? arith::AddIOp::create(b, row, diagonal) : row;
+  if (!causal)
+    key = arith::AddIOp::create(b, key, windowRight);
+  key = arith::MaxSIOp::create(
+      b, arith::MinSIOp::create(b, key, arith::SubIOp::create(b, seqKV, index(1))),
+      index(-1));
+  if (causal)
+    return key;
+  // window_right < 0: no bound on the right.
+  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                          windowRight, index(0));
+  return arith::SelectOp::create(
+      b, unbounded, arith::SubIOp::create(b, seqKV, index(1)), key);
+}
+
+Value MaskBounds::firstKeyOf(ImplicitLocOpBuilder &b, Value row) const {
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  Value key = diagonal ? arith::AddIOp::create(b, row, diagonal) : row;
+  key = arith::SubIOp::create(b, key, windowLeft);
+  key = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, key, index(0)),
+                               seqKV);
+  // window_left < 0: no bound on the left.
+  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                          windowLeft, index(0));
+  return arith::SelectOp::create(b, unbounded, index(0), key);
+}
+
+Value MaskBounds::firstQueryOf(ImplicitLocOpBuilder &b, Value key) const {
+  // n <= m + d (+ window_right) <=> m >= n - d (- window_right).
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  Value query = diagonal ? arith::SubIOp::create(b, key, diagonal) : key;
+  if (!causal)
+    query = arith::SubIOp::create(b, query, windowRight);
+  query = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, query, index(0)),
+                                 seqQ);
+  if (causal)
+    return query;
+  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                          windowRight, index(0));
+  return arith::SelectOp::create(b, unbounded, index(0), query);
+}
+
+Value MaskBounds::lastQueryOf(ImplicitLocOpBuilder &b, Value key) const {
+  // n >= m + d - window_left <=> m <= n - d + window_left.
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  Value query = diagonal ? arith::SubIOp::create(b, key, diagonal) : key;
+  query = arith::AddIOp::create(b, query, windowLeft);
+  query = arith::MaxSIOp::create(
+      b, arith::MinSIOp::create(b, query, arith::SubIOp::create(b, seqQ, index(1))),
+      index(-1));
+  Value unbounded = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                          windowLeft, index(0));
+  return arith::SelectOp::create(
+      b, unbounded, arith::SubIOp::create(b, seqQ, index(1)), query);
+}
+
 Value kvpipe::buildBlockMask(ImplicitLocOpBuilder &b, Value s, Value kvBlock,
                              const BlockMask &mask) {
   auto index = [&](int64_t v) { return indexConstant(b, v); };

@@ -173,17 +173,120 @@ static void allowContraction(Operation *op) {
                                           arith::FastMathFlags::contract));
 }
 
+/// Forward-mode differentiation of one op of a score_mod region: the
+/// tangents (d / d score) of `op`'s float result from its operands'
+/// (`tangent`: by the region's values, null where zero), built on the
+/// cloned values (`map`). Integer and i1 results (indices, comparisons,
+/// casts) have none: the score only reaches them through comparisons and
+/// conversions whose derivative is zero almost everywhere. The ops are
+/// those isDifferentiableScoreModOp accepts (the verifier rejected others
+/// that depend on the score).
+static void differentiate(ImplicitLocOpBuilder &b, Operation &op,
+                          const IRMapping &map,
+                          DenseMap<Value, Value> &tangent) {
+  if (op.getNumResults() != 1 || !isa<FloatType>(op.getResult(0).getType()))
+    return;
+  auto t = [&](unsigned i) { return tangent.lookup(op.getOperand(i)); };
+  auto v = [&](unsigned i) { return map.lookup(op.getOperand(i)); };
+  Value y = map.lookup(op.getResult(0));
+  auto f32 = [&](double x) {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                          APFloat(static_cast<float>(x)));
+  };
+  auto mul = [&](Value x, Value z) -> Value {
+    return x && z ? Value(arith::MulFOp::create(b, x, z)) : Value();
+  };
+  auto add = [&](Value x, Value z) -> Value {
+    if (!x || !z)
+      return x ? x : z;
+    return arith::AddFOp::create(b, x, z);
+  };
+  auto neg = [&](Value x) -> Value {
+    return x ? Value(arith::NegFOp::create(b, x)) : Value();
+  };
+  auto sub = [&](Value x, Value z) -> Value {
+    if (!z)
+      return x;
+    if (!x)
+      return neg(z);
+    return arith::SubFOp::create(b, x, z);
+  };
+  auto orZero = [&](Value x) -> Value { return x ? x : f32(0.0); };
+  bool any = llvm::any_of(op.getOperands(),
+                          [&](Value operand) { return tangent.count(operand); });
+  if (!any)
+    return;
+  Value result;
+  if (isa<arith::AddFOp>(op))
+    result = add(t(0), t(1));
+  else if (isa<arith::SubFOp>(op))
+    result = sub(t(0), t(1));
+  else if (isa<arith::NegFOp>(op))
+    result = neg(t(0));
+  else if (isa<arith::MulFOp>(op))
+    result = add(mul(t(0), v(1)), mul(v(0), t(1)));
+  else if (isa<arith::DivFOp>(op))
+    // d(a / c) = (da - (a / c) dc) / c.
+    result = arith::DivFOp::create(b, orZero(sub(t(0), mul(y, t(1)))), v(1));
+  else if (isa<math::FmaOp>(op))
+    result = add(add(mul(t(0), v(1)), mul(v(0), t(1))), t(2));
+  else if (isa<math::TanhOp>(op))
+    // d tanh(a) = (1 - tanh(a)^2) da, from the value computed (the
+    // approximate one where the region allows it, as FA3's soft-cap).
+    result = mul(arith::SubFOp::create(b, f32(1.0), arith::MulFOp::create(b, y, y)),
+                 t(0));
+  else if (isa<math::ExpOp>(op))
+    result = mul(y, t(0));
+  else if (isa<math::Exp2Op>(op))
+    result = mul(arith::MulFOp::create(b, y, f32(M_LN2)), t(0));
+  else if (isa<math::LogOp>(op))
+    result = arith::DivFOp::create(b, t(0), v(0));
+  else if (isa<math::Log2Op>(op))
+    result = arith::DivFOp::create(b, t(0),
+                                   arith::MulFOp::create(b, v(0), f32(M_LN2)));
+  else if (isa<math::SqrtOp>(op))
+    result = arith::DivFOp::create(
+        b, t(0), arith::MulFOp::create(b, y, f32(2.0)));
+  else if (isa<math::AbsFOp>(op))
+    result = arith::SelectOp::create(
+        b,
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OLT, v(0), f32(0.0)),
+        neg(t(0)), t(0));
+  else if (isa<arith::SelectOp>(op))
+    result = arith::SelectOp::create(b, v(0), orZero(t(1)), orZero(t(2)));
+  else if (isa<arith::MaximumFOp, arith::MaxNumFOp, arith::MinimumFOp,
+               arith::MinNumFOp>(op)) {
+    // The derivative of the operand chosen (the first on ties).
+    bool max = isa<arith::MaximumFOp, arith::MaxNumFOp>(op);
+    Value first = arith::CmpFOp::create(
+        b, max ? arith::CmpFPredicate::OGE : arith::CmpFPredicate::OLE, v(0),
+        v(1));
+    result = arith::SelectOp::create(b, first, orZero(t(0)), orZero(t(1)));
+  } else
+    llvm_unreachable("the verifier rejects score_mod ops it cannot "
+                     "differentiate");
+  if (result)
+    tangent[op.getResult(0)] = result;
+}
+
 /// Clones `region`'s block with its arguments bound to `args`, an aux read
 /// becoming an invariant global load of its tensor; returns the yielded
 /// value. The region's `index` values become i32 (`args`' indices are
 /// i32): 64-bit index arithmetic per score element costs registers the
 /// softmax does not have (ALiBi spilled at head dim 128), and indices and
-/// flat offsets into the auxiliary tensors fit in 31 bits.
+/// flat offsets into the auxiliary tensors fit in 31 bits. With `derivative`
+/// (a score_mod), also the yield's derivative with respect to the score
+/// (args[0]), built op by op next to the values (differentiate).
 static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
-                          ValueRange args, const ModifierIndices &at) {
+                          ValueRange args, const ModifierIndices &at,
+                          Value *derivative = nullptr) {
   Block &block = region.front();
   IRMapping map;
   map.map(block.getArguments(), args);
+  DenseMap<Value, Value> tangent;
+  if (derivative)
+    tangent[block.getArgument(0)] = arith::ConstantFloatOp::create(
+        b, b.getF32Type(), APFloat(1.0f));
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
   Type i32 = b.getI32Type();
   auto narrow = [&](Type type) { return type.isIndex() ? i32 : type; };
@@ -206,19 +309,16 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
         map.map(op.getResult(0), value);
         continue;
       }
+    // (The conversion's operand is an integer: it has no tangent.)
     if (auto constant = dyn_cast<arith::ConstantIndexOp>(op)) {
       map.map(constant.getResult(),
               arith::ConstantIntOp::create(b, constant.value(), 32));
-      continue;
-    }
-    if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
+    } else if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(op)) {
       map.map(op.getResult(0),
               castInteger(b, map.lookup(op.getOperand(0)),
                           narrow(op.getResult(0).getType()),
                           isa<arith::IndexCastUIOp>(op)));
-      continue;
-    }
-    if (auto load = dyn_cast<AuxLoadOp>(op)) {
+    } else if (auto load = dyn_cast<AuxLoadOp>(op)) {
       Type type = at.auxTypes[load.getAux()];
       Value offset = arith::ExtSIOp::create(b, b.getI64Type(),
                                             map.lookup(load.getIndex()));
@@ -229,12 +329,10 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
               LLVM::LoadOp::create(b, type, address, /*alignment=*/4,
                                    /*isVolatile=*/false, /*isNonTemporal=*/false,
                                    /*isInvariant=*/true));
-      continue;
-    }
-    if (auto tanh = dyn_cast<math::TanhOp>(op);
-        tanh && tanh.getType().isF32() &&
-        arith::bitEnumContainsAll(tanh.getFastmath(),
-                                  arith::FastMathFlags::afn)) {
+    } else if (auto tanh = dyn_cast<math::TanhOp>(op);
+               tanh && tanh.getType().isF32() &&
+               arith::bitEnumContainsAll(tanh.getFastmath(),
+                                         arith::FastMathFlags::afn)) {
       // An approximate tanh is allowed: the SFU's tanh.approx.f32 (one
       // instruction, max relative error 2^-10.99) instead of libdevice's
       // tanhf, as FA3's soft-cap.
@@ -244,14 +342,24 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
           /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
           /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
       map.map(tanh.getResult(), approx.getRes());
-      continue;
+    } else {
+      Operation *clone = b.clone(op, map);
+      for (OpResult result : clone->getResults())
+        result.setType(narrow(result.getType()));
+      allowContraction(clone);
     }
-    Operation *clone = b.clone(op, map);
-    for (OpResult result : clone->getResults())
-      result.setType(narrow(result.getType()));
-    allowContraction(clone);
+    if (derivative)
+      differentiate(b, op, map, tangent);
   }
-  return map.lookup(cast<YieldOp>(block.getTerminator()).getValues().front());
+  Value yielded = cast<YieldOp>(block.getTerminator()).getValues().front();
+  if (derivative) {
+    *derivative = tangent.lookup(yielded);
+    // A score_mod that ignores the score: its derivative is 0.
+    if (!*derivative)
+      *derivative = arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                                   APFloat(0.0f));
+  }
+  return map.lookup(yielded);
 }
 
 /// Whether the region's block argument `number` flows into the index of an
@@ -275,35 +383,43 @@ static bool reachesAuxIndex(Region &region, unsigned number) {
 
 /// Calls `body` with the (query, key) indices of each element of the
 /// fragment, each clamped in range where the region reads auxiliary
-/// tensors at an index computed from it.
+/// tensors at an index computed from it. The fragment's rows are queries
+/// and its columns keys, or the other way round when `at.transposed` (the
+/// backward's S^T).
 static SmallVector<Value>
 forEachElement(ImplicitLocOpBuilder &b, Region &region,
                const ModifierIndices &at,
                function_ref<Value(int64_t, Value, Value)> body) {
   unsigned first = firstIndexArgument(region);
-  bool clampRows = reachesAuxIndex(region, first + 2);
+  bool clampQueries = reachesAuxIndex(region, first + 2);
   bool clampKeys = reachesAuxIndex(region, first + 3);
+  bool clampRows = at.transposed ? clampKeys : clampQueries;
+  bool clampColumns = at.transposed ? clampQueries : clampKeys;
   auto toI32 = [&](Value v) {
     return arith::IndexCastOp::create(b, b.getI32Type(), v);
   };
   auto i32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
   Value rows[2] = {toI32(at.row0), toI32(at.row1)};
   Value firstColumn = toI32(at.firstColumn);
-  Value lastKey;
+  Value rowEnd = at.transposed ? at.seqKV : at.seqQ;
+  Value columnEnd = at.transposed ? at.seqQ : at.seqKV;
+  Value lastColumn;
   if (clampRows) {
-    Value lastRow = arith::SubIOp::create(b, toI32(at.seqQ), i32(1));
+    Value lastRow = arith::SubIOp::create(b, toI32(rowEnd), i32(1));
     for (Value &row : rows)
       row = arith::MinSIOp::create(b, row, lastRow);
   }
-  if (clampKeys)
-    lastKey = arith::SubIOp::create(b, toI32(at.seqKV), i32(1));
+  if (clampColumns)
+    lastColumn = arith::SubIOp::create(b, toI32(columnEnd), i32(1));
   SmallVector<Value> results;
   for (int64_t i = 0; i < at.numElements; ++i) {
-    Value key = arith::AddIOp::create(
+    Value column = arith::AddIOp::create(
         b, firstColumn, i32(AccumulatorLayout::columnOffset(i)));
-    if (clampKeys)
-      key = arith::MinSIOp::create(b, key, lastKey);
-    results.push_back(body(i, rows[AccumulatorLayout::rowHalf(i)], key));
+    if (clampColumns)
+      column = arith::MinSIOp::create(b, column, lastColumn);
+    Value row = rows[AccumulatorLayout::rowHalf(i)];
+    results.push_back(at.transposed ? body(i, column, row)
+                                    : body(i, row, column));
   }
   return results;
 }
@@ -326,8 +442,37 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
   return vector::FromElementsOp::create(b, s.getType(), scores);
 }
 
-Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
-                           const ModifierIndices &at) {
+std::pair<Value, Value>
+kvpipe::buildScoreModWithDerivative(ImplicitLocOpBuilder &b, Region &region,
+                                    Value s, Value scale,
+                                    const ModifierIndices &at) {
+  SmallVector<Value> derivatives;
+  SmallVector<Value> scores = forEachElement(
+      b, region, at, [&](int64_t i, Value row, Value key) {
+        Value scaled = arith::MulFOp::create(
+            b, vector::ExtractOp::create(b, s, i), scale);
+        allowContraction(scaled.getDefiningOp());
+        Value derivative;
+        Value value = inlineRegion(
+            b, region,
+            {scaled, arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
+             arith::IndexCastOp::create(b, b.getI32Type(), at.head), row, key},
+            at, &derivative);
+        derivatives.push_back(derivative);
+        return value;
+      });
+  Value values = vector::FromElementsOp::create(b, s.getType(), scores);
+  // A score_mod that adds to the score (ALiBi, biases) has the derivative
+  // 1 everywhere: no fragment of ones to multiply by.
+  if (llvm::all_of(derivatives, [](Value d) {
+        return matchPattern(d, m_OneFloat());
+      }))
+    return {values, Value()};
+  return {values, vector::FromElementsOp::create(b, s.getType(), derivatives)};
+}
+
+Value kvpipe::buildMaskModKeep(ImplicitLocOpBuilder &b, Region &region,
+                               const ModifierIndices &at) {
   SmallVector<Value> kept = forEachElement(
       b, region, at, [&](int64_t, Value row, Value key) {
         return inlineRegion(
@@ -336,8 +481,13 @@ Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
              arith::IndexCastOp::create(b, b.getI32Type(), at.head), row, key},
             at);
       });
-  Value keep = vector::FromElementsOp::create(
+  return vector::FromElementsOp::create(
       b, VectorType::get({at.numElements}, b.getI1Type()), kept);
+}
+
+Value kvpipe::buildMaskMod(ImplicitLocOpBuilder &b, Region &region, Value s,
+                           const ModifierIndices &at) {
+  Value keep = buildMaskModKeep(b, region, at);
   Value negInf = arith::ConstantFloatOp::create(
       b, b.getF32Type(), APFloat(static_cast<float>(-INFINITY)));
   return arith::SelectOp::create(
@@ -550,27 +700,30 @@ Value MaskModShape::buildAllKept(ImplicitLocOpBuilder &b, Value q0, Value q1,
 }
 
 std::pair<Value, Value> MaskModShape::buildRange(ImplicitLocOpBuilder &b,
-                                                 unsigned index, Value q0,
-                                                 Value q1) const {
+                                                 unsigned index, Value x0,
+                                                 Value x1,
+                                                 bool ofQueries) const {
   IndexMath m{b};
   const Node &node = nodes[index];
   switch (node.kind) {
   case Kind::Atom: {
-    // a q + kv + k <= 0: kv <= -(a q + k), at most -k - a * (the q making
-    // a q smallest); a q - kv + k <= 0: kv >= a q + k, at least k + a * (the
-    // q making a q smallest).
+    // t y + o x + k <= 0, y the index bounded and x the other one, in
+    // [x0, x1]: with t = 1, y <= -(o x + k), at most -k - o * (the x making
+    // o x smallest); with t = -1, y >= o x + k, at least k + o * (the x
+    // making o x smallest).
     const Linear &f = node.form;
-    Value smallestQ = f.q > 0 ? q0 : q1;
-    if (f.kv == 1)
-      return {Value(), m.affine(-f.q, smallestQ, m.constant(-f.constant))};
-    if (f.kv == -1)
-      return {m.affine(f.q, smallestQ, m.constant(f.constant)), Value()};
+    int64_t t = ofQueries ? f.q : f.kv, o = ofQueries ? f.kv : f.q;
+    Value smallest = o > 0 ? x0 : x1;
+    if (t == 1)
+      return {Value(), m.affine(-o, smallest, m.constant(-f.constant))};
+    if (t == -1)
+      return {m.affine(o, smallest, m.constant(f.constant)), Value()};
     return {Value(), Value()};
   }
   case Kind::And:
   case Kind::Or: {
-    auto [lo0, hi0] = buildRange(b, node.ops[0], q0, q1);
-    auto [lo1, hi1] = buildRange(b, node.ops[1], q0, q1);
+    auto [lo0, hi0] = buildRange(b, node.ops[0], x0, x1, ofQueries);
+    auto [lo1, hi1] = buildRange(b, node.ops[1], x0, x1, ofQueries);
     if (node.kind == Kind::And) {
       // Both hold: the tighter bound of either.
       Value lo = !lo0 ? lo1 : !lo1 ? lo0 : arith::MaxSIOp::create(b, lo0, lo1);
@@ -589,5 +742,11 @@ std::pair<Value, Value> MaskModShape::buildRange(ImplicitLocOpBuilder &b,
 
 std::pair<Value, Value>
 MaskModShape::buildKeyRange(ImplicitLocOpBuilder &b, Value q0, Value q1) const {
-  return buildRange(b, root, q0, q1);
+  return buildRange(b, root, q0, q1, /*ofQueries=*/false);
+}
+
+std::pair<Value, Value>
+MaskModShape::buildQueryRange(ImplicitLocOpBuilder &b, Value k0,
+                              Value k1) const {
+  return buildRange(b, root, k0, k1, /*ofQueries=*/true);
 }

@@ -36,6 +36,10 @@ struct ModifierIndices {
   /// The `aux<i>` pointer parameters and their element types.
   llvm::ArrayRef<mlir::Value> aux;
   llvm::ArrayRef<mlir::Type> auxTypes;
+  /// The backward's transposed fragment (S^T): rows are keys and columns
+  /// queries, so row0/row1 are the thread's two keys and firstColumn the
+  /// query of its first column.
+  bool transposed = false;
 };
 
 /// The score_mod `region` applied to every element of `s` (raw q.k scores)
@@ -43,6 +47,24 @@ struct ModifierIndices {
 mlir::Value buildScoreMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                           mlir::Value s, mlir::Value scale,
                           const ModifierIndices &at);
+
+/// The score_mod `region` and its derivative with respect to the score,
+/// for every element of `s` (raw q.k scores) multiplied by `scale`: the
+/// fragment of modified scaled scores and the fragment of d region / d s at
+/// each scaled score (forward-mode differentiation of the region's ops, in
+/// the same instruction stream: see isDifferentiableScoreModOp for the ops).
+/// The verifier has rejected regions it cannot differentiate. The
+/// derivative is null where it is the constant 1 everywhere (a region that
+/// adds to the score).
+std::pair<mlir::Value, mlir::Value>
+buildScoreModWithDerivative(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
+                            mlir::Value s, mlir::Value scale,
+                            const ModifierIndices &at);
+
+/// The mask_mod `region`'s verdict for every element of a fragment of
+/// `at.numElements` elements: an i1 vector, true where the key is kept.
+mlir::Value buildMaskModKeep(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
+                             const ModifierIndices &at);
 
 /// `s` with the elements for which the mask_mod `region` yields false set
 /// to -inf.
@@ -66,6 +88,11 @@ public:
   std::pair<mlir::Value, mlir::Value>
   buildKeyRange(mlir::ImplicitLocOpBuilder &b, mlir::Value q0,
                 mlir::Value q1) const;
+  /// The backward's turn: the queries that may keep some key of [k0, k1]:
+  /// [lo, hi] (inclusive), each null when the shape does not bound it.
+  std::pair<mlir::Value, mlir::Value>
+  buildQueryRange(mlir::ImplicitLocOpBuilder &b, mlir::Value k0,
+                  mlir::Value k1) const;
   /// The ops whose results the analysis could not express (empty: the whole
   /// region is proven).
   llvm::ArrayRef<mlir::Operation *> unproven() const { return unknownOps; }
@@ -90,9 +117,12 @@ private:
   std::pair<mlir::Value, mlir::Value>
   buildKeptMasked(mlir::ImplicitLocOpBuilder &b, unsigned node, mlir::Value q0,
                   mlir::Value q1, mlir::Value k0, mlir::Value k1) const;
+  /// The range of the key (`ofQueries` false) or of the query (true) that
+  /// the formula at `node` allows for some value of the other index in
+  /// [x0, x1].
   std::pair<mlir::Value, mlir::Value>
-  buildRange(mlir::ImplicitLocOpBuilder &b, unsigned node, mlir::Value q0,
-             mlir::Value q1) const;
+  buildRange(mlir::ImplicitLocOpBuilder &b, unsigned node, mlir::Value x0,
+             mlir::Value x1, bool ofQueries) const;
 
   mlir::Block *block;
   llvm::SmallVector<Node> nodes;

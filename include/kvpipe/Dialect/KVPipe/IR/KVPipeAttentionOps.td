@@ -157,7 +157,10 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     streamed through pipelines by a TMA producer warpgroup; dK and dV of the
     block, dQ accumulated with fp32 atomics) and `@<name>_postprocess` (dQ in
     the element type). Its tiles are fixed per head dim, so the forward's
-    tuning attributes are rejected with `backward` (docs/backward.md):
+    tuning attributes are rejected with `backward` (docs/backward.md). The
+    masks of the forward are the backward's too: `mask_alignment`,
+    `sliding_window` (the main kernel's `window_left` / `window_right`
+    parameters), and the modifier regions below:
 
     ```mlir
     kvpipe.attention_kernel @fa_bwd {head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
@@ -169,10 +172,12 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     waiting on a per-(batch, head, Q block) counter in global memory that
     the previous contribution releases (FA3's deterministic mode). The
     preprocess and main kernels take one more parameter, `dq_semaphore`
-    (one i32 per 64-row Q block, zeroed by the preprocess).
+    (one i32 per 64-row Q block, zeroed by the preprocess). It supports the
+    top-left causal mask or none: a window, a bottom-right causal mask or a
+    `mask_mod` with it is a verifier error.
 
     Modifiers (docs/modifiers.md; FlexAttention's `score_mod` and
-    `mask_mod`, forward kernels only): an optional `score_mod` region
+    `mask_mod`): an optional `score_mod` region
     computes each score from the scaled score `s = scale * q . k` (the score
     FlexAttention's `score_mod` receives) and the batch, head, query and key
     indices of the element, and yields the new score; an optional `mask_mod`
@@ -184,7 +189,12 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     element types (f32 or i32), and each adds a runtime parameter
     `aux<i>`, a pointer to the tensor (flat, read at the index the region
     computes). The score_mod is applied before any mask, so a masked score
-    is -inf whatever the region yields.
+    is -inf whatever the region yields. With `backward` the compiler
+    differentiates the score_mod with respect to the score, op by op; an op
+    the score reaches that it cannot differentiate (anything but
+    `arith.addf`, `subf`, `mulf`, `divf`, `negf`, `select`, `maximumf`,
+    `minimumf`, `maxnumf`, `minnumf` and `math.fma`, `tanh`, `exp`, `exp2`,
+    `log`, `log2`, `sqrt`, `absf`) is a verifier error at that op.
 
     ```mlir
     kvpipe.attention_kernel @softcap_window {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32]}

@@ -109,6 +109,37 @@ OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          const OnlineSoftmaxStats &stats,
                                          mlir::Type pElementType);
 
+/// The built-in masks' bounds (the causal diagonal and the sliding window,
+/// anchored top-left or bottom-right), one predicate for both directions:
+/// query m keeps key n when n < seq_kv, m < seq_q and
+/// firstKeyOf(m) <= n <= lastKeyOf(m), equivalently
+/// firstQueryOf(n) <= m <= lastQueryOf(n). The forward skips the K/V blocks
+/// outside a Q block's keys and masks rows by the keys; the backward skips
+/// the Q blocks outside a K/V block's queries and masks its S^T rows (keys)
+/// by the queries.
+struct MaskBounds {
+  /// Query m is aligned with key m + d (the right edge when causal).
+  bool causal;
+  /// d (null: 0, top-left).
+  mlir::Value diagonal;
+  /// The window's bounds (null without a window; negative: unbounded on
+  /// that side; with `causal` the right bound is the diagonal).
+  mlir::Value windowLeft, windowRight;
+  mlir::Value seqQ, seqKV;
+
+  /// The last key query `row` keeps (in [-1, seq_kv - 1]); needs `causal`
+  /// or a window.
+  mlir::Value lastKeyOf(mlir::ImplicitLocOpBuilder &b, mlir::Value row) const;
+  /// The first key query `row` keeps (in [0, seq_kv]); needs a window.
+  mlir::Value firstKeyOf(mlir::ImplicitLocOpBuilder &b, mlir::Value row) const;
+  /// The first query that keeps `key` (in [0, seq_q]); needs `causal` or a
+  /// window.
+  mlir::Value firstQueryOf(mlir::ImplicitLocOpBuilder &b,
+                           mlir::Value key) const;
+  /// The last query that keeps `key` (in [-1, seq_q - 1]); needs a window.
+  mlir::Value lastQueryOf(mlir::ImplicitLocOpBuilder &b, mlir::Value key) const;
+};
+
 /// The keys a block of scores may see, for the thread's two rows.
 struct BlockMask {
   /// Keys per block (the score fragment holds 64 x blockN).
