@@ -54,7 +54,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_wait %{{.*}} {pending = 1 : i64}
 // P^T first, in the element type; the masks set it to 0.
 //       CHECK:       %[[E:.*]] = math.fma %[[ST]], %{{.*}}, %{{.*}} : vector<32xf32>
-//  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[E]] : vector<32xf32>
+//  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[E]] fastmath<afn> : vector<32xf32>
 //  CHECK-NEXT:       %[[P16:.*]] = arith.truncf %[[P]] : vector<32xf32> to vector<32xbf16>
 // The built-in masks (the tails) first, then whether the shape keeps the
 // whole tile.

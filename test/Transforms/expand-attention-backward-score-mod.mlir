@@ -82,7 +82,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-NEXT:       %[[DERIVS:.*]] = vector.from_elements %[[D0]], {{.*}} : vector<32xf32>
 //  CHECK-NEXT:       %[[NEGLSE:.*]] = arith.negf %[[LSE]] : vector<32xf32>
 //  CHECK-NEXT:       %[[EXPONENT:.*]] = math.fma %[[VALUES]], %[[LOG2E]], %[[NEGLSE]] : vector<32xf32>
-//  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[EXPONENT]] : vector<32xf32>
+//  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[EXPONENT]] fastmath<afn> : vector<32xf32>
 //  CHECK-NEXT:       %[[P16:.*]] = arith.truncf %[[P]] : vector<32xf32> to vector<32xbf16>
 //  CHECK-NEXT:       %[[VANISHES:.*]] = arith.cmpf oeq, %[[P]], %[[ZERO]] : vector<32xf32>
 //  CHECK-NEXT:       %[[PD:.*]] = arith.mulf %[[P]], %[[DERIVS]] : vector<32xf32>
