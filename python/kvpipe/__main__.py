@@ -342,7 +342,7 @@ def _main(argv: Optional[List[str]]) -> int:
         # Every (Q/K, V) head-dim pair of the chosen Q/K head dims: 192
         # also compiles (192, 128).
         pairs = [(d, dv) for d, dv in kernels.HEAD_DIM_PAIRS if d in args.head_dim
-                 and (not args.backward or (d == dv and d in (64, 128)))]
+                 and (not args.backward or (d == dv and d in kernels.BACKWARD_HEAD_DIMS))]
         for d, dv in pairs:
             for dtype in args.dtype:
                 for causal, (alignment, window, lengths) in (

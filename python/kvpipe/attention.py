@@ -1001,9 +1001,13 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             or strides; the message names it.
     """
     (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, v_dim) = _check_inputs(q, k, v, layout)
-    if d not in (64, 128) or v_dim != d:
-        raise ValueError(f"the backward supports head dims 64 and 128 with v's equal to q's, "
-                         f"got q's {d} and v's {v_dim}")
+    dims = (kernels.BACKWARD_HEAD_DIMS if kernels.UNVERIFIED_BACKWARD
+            else kernels.VERIFIED_BACKWARD_HEAD_DIMS)
+    if d not in dims or v_dim != d:
+        raise ValueError(f"the backward supports head dims {', '.join(map(str, dims))} with "
+                         f"v's equal to q's, got q's {d} and v's {v_dim}"
+                         + (" (head dim 96's backward is generated but not yet verified on "
+                            "the GPU)" if d == 96 and v_dim == d else ""))
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
     if deterministic is not None and not isinstance(deterministic, bool):

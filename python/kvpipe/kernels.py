@@ -33,6 +33,15 @@ HEAD_DIMS = (64, 96, 128, 192, 256)
 #: The (Q/K head dim, V head dim) pairs the compiler generates: equal dims,
 #: and 192 with 128 (DeepSeek's).
 HEAD_DIM_PAIRS = ((64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256))
+#: Head dims of the backward family the compiler generates (V's equal to
+#: Q/K's; docs/backward.md).
+BACKWARD_HEAD_DIMS = (64, 96, 128)
+#: Those whose backward passed `check --backward` on the GPU: the runtime
+#: launches only these (96 is generated and assembles, but has not run yet;
+#: `check --backward` includes it, through UNVERIFIED_BACKWARD).
+VERIFIED_BACKWARD_HEAD_DIMS = (64, 128)
+#: Set by `check --backward` only: launch the unverified head dims too.
+UNVERIFIED_BACKWARD = False
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
@@ -163,9 +172,9 @@ class AttentionConfig:
             raise ValueError(f"tuning attributes ({', '.join(sorted(tuning))}) are not "
                              "supported with backward=True: the backward kernels' tiles are "
                              "fixed per head dim (docs/backward.md)")
-        if backward and (head_dim not in (64, 128) or value_head_dim is not None
+        if backward and (head_dim not in BACKWARD_HEAD_DIMS or value_head_dim is not None
                          or kv_lengths):
-            raise ValueError("backward=True supports head_dim 64 and 128 without "
+            raise ValueError("backward=True supports head_dim 64, 96 and 128 without "
                              "value_head_dim or kv_lengths (docs/backward.md)")
         if backward and deterministic and (sliding_window or mask_alignment != "top_left"
                                            and causal):

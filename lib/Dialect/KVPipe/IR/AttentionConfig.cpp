@@ -85,9 +85,9 @@ AttentionConfig::get(AttentionKernelOp op,
     for (Attribute type : *aux)
       c.auxTypes.push_back(cast<TypeAttr>(type).getValue());
   if (c.backward) {
-    if (c.headDim != 64 && c.headDim != 128)
-      return emitError() << "'head_dim' must be 64 or 128 with 'backward', "
-                            "got "
+    if (c.headDim != 64 && c.headDim != 96 && c.headDim != 128)
+      return emitError() << "'head_dim' must be 64, 96 or 128 with "
+                            "'backward', got "
                          << c.headDim;
     // The backward's tiles are fixed (docs/backward.md): two consumer
     // warpgroups of 64 K/V rows each, Q/dO streamed in blocks of 64 rows.

@@ -67,10 +67,13 @@ public:
   gpu::GPUFuncOp buildPostprocess();
 
 private:
-  // Head dims 64 and 128 only: 128-byte swizzled tiles of 64 columns.
-  static constexpr int64_t kW = 64;
-  static constexpr int64_t kSwizzle = 128;
   static constexpr int64_t kBlockM = AttentionConfig::kBackwardBlockM;
+  // Every shared-memory tile (K, V, the Q and dO rings, dS) uses the head
+  // dim's layout (AttentionConfig::swizzleBytesFor): column blocks of kW
+  // elements, kSwizzle bytes a row -- 64 and 128 at head dims 64 and 128,
+  // 32 and 64 at 96 -- so that every wgmma reads its two operands in one
+  // swizzle. dS (keys x kBlockM queries) then has kBlockM / kW blocks.
+  // (kW, kSwizzle, kDSBlocks: members below.)
 
   Type ptrType() const { return LLVM::LLVMPointerType::get(ctx, 1); }
   TensorMapType tensorMapType(int64_t rows) const {
@@ -154,6 +157,10 @@ private:
   }
 
   const AttentionConfig &c;
+  // The head dim's tile layout (see above); after `c`, which they read.
+  const int64_t kW = c.qkTileWidth();
+  const int64_t kSwizzle = c.qkSwizzleBytes();
+  const int64_t kDSBlocks = kBlockM / kW;
   MLIRContext *ctx;
   StringRef family;
   SmallVector<Value> params;
@@ -558,11 +565,11 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
             sharedType({stages, c.qkBlocks(), kBlockM, kW}));
   sDO = view(c.backwardDOOffset(),
              sharedType({stages, c.qkBlocks(), kBlockM, kW}));
-  // dS: [buffers][1][consumers x 64 keys][64 queries]; consumer c's tile is
-  // keys [64 c, 64 c + 64), and a buffer is the [block_n][64] MN-major A of
-  // dQ = dS K over all the CTA's keys.
+  // dS: [buffers][64 / kW][consumers x 64 keys][kW queries]; consumer c's
+  // tile is keys [64 c, 64 c + 64), and a buffer is the [block_n][64]
+  // MN-major A of dQ = dS K over all the CTA's keys.
   sDS = view(c.backwardDSOffset(),
-             sharedType({AttentionConfig::kBackwardDSBuffers, 1,
+             sharedType({AttentionConfig::kBackwardDSBuffers, kDSBlocks,
                          c.consumerWarpgroups * kBlockM, kW}));
 
   auto pipelineType = [&](int64_t slots) {
@@ -1057,7 +1064,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     Value sDSc = buildTileView(b, sDS,
                                {dsBuffer, b.getIndexAttr(0), tileRow,
                                 b.getIndexAttr(0)},
-                               {1, kBlockM, kW});
+                               {kDSBlocks, kBlockM, kW});
     StoreFragmentOp::create(b, dST16, sDSc, kSwizzle);
     NVVM::FenceProxyOp::create(
         b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
@@ -1073,7 +1080,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     Value dsOperand = buildTileView(
         b, sDS,
         {dsBuffer, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
-        {1, c.consumerWarpgroups * kBlockM, kW});
+        {kDSBlocks, c.consumerWarpgroups * kBlockM, kW});
     Value nextQ, nextDO;
     // Retires the wgmmas reading Q_i and dO_i (dV, dK) and releases both
     // slots.
@@ -1114,7 +1121,9 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
             {OpFoldResult(arith::AddIOp::create(b, firstBlock, index(col))),
              b.getIndexAttr(0), b.getIndexAttr(0)},
             {1, c.blockN, kW});
-        Value dQ = WarpgroupMmaOp::create(b, sType, dsOperand, kBlock, Value(),
+        // One column block of dQ: 64 x kW, kW / 2 fp32 per thread.
+        auto dqType = VectorType::get({kW / 2}, b.getF32Type());
+        Value dQ = WarpgroupMmaOp::create(b, dqType, dsOperand, kBlock, Value(),
                                           kSwizzle,
                                           /*transpose_b=*/true,
                                           /*transpose_a=*/true);
@@ -1128,7 +1137,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
           issueDK();
           pending = 1; // dK
         }
-        dQ = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dQ},
+        dQ = WarpgroupWaitOp::create(b, TypeRange{dqType}, ValueRange{dQ},
                                      pending)
                  .getResult(0);
         buildFragmentOrderStore(
