@@ -3,8 +3,9 @@
 ``torch.autograd.Function`` whose forward launches the forward kernel with
 the log-sum-exp and saves ``q, k, v, o, lse``, and whose backward launches
 the backward family (``kvpipe.attention.attention_backward``) with the same
-masks and modifiers (the callbacks are traced again there: the kernels are
-cached by the traced regions, docs/modifiers.md). Under ``torch.compile``
+masks and modifiers (the callbacks are traced again there, and must give
+the forward's regions over the same tensors, which the forward saves: the
+kernels are cached by the traced regions, docs/modifiers.md). Under ``torch.compile``
 the custom operator (``torch_ops.py``) carries the same backward through
 ``register_autograd`` (without modifiers, which it has no schema for).
 """
@@ -15,7 +16,9 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
+from kvpipe import modifiers as _modifiers
 from kvpipe.attention import attention_backward, attention_impl
+from kvpipe.modifiers import check_same_modifiers
 
 
 class AttentionFunction(torch.autograd.Function):
@@ -29,7 +32,12 @@ class AttentionFunction(torch.autograd.Function):
                                 layout=layout, mask_alignment=mask_alignment,
                                 window_size=window_size, score_mod=score_mod,
                                 mask_mod=mask_mod, **dict(tuning))
-        ctx.save_for_backward(q, k, v, o, lse)
+        # The modifiers' tensors are saved too, so that autograd refuses a
+        # backward after one of them was changed in place.
+        traced = _modifiers.trace(score_mod, mask_mod)
+        aux = tuple(traced.aux_tensors) if traced is not None else ()
+        ctx.save_for_backward(q, k, v, o, lse, *aux)
+        ctx.traced_ir = traced.ir if traced is not None else None
         ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
         ctx.deterministic = deterministic
         ctx.mask_alignment, ctx.window_size = mask_alignment, window_size
@@ -39,7 +47,8 @@ class AttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, do: Any, _dlse: Any) -> Tuple[Any, ...]:
-        q, k, v, o, lse = ctx.saved_tensors
+        q, k, v, o, lse, *aux = ctx.saved_tensors
+        check_same_modifiers(ctx.traced_ir, tuple(aux), ctx.score_mod, ctx.mask_mod)
         dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=ctx.causal,
                                         scale=ctx.scale, layout=ctx.layout,
                                         deterministic=ctx.deterministic,

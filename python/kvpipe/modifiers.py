@@ -469,6 +469,28 @@ def trace(score_mod: Optional[Callable[..., Any]] = None,
                            score_mod is not None, mask_mod is not None)
 
 
+def check_same_modifiers(forward_ir: Optional[str], forward_aux: Tuple[Any, ...],
+                         score_mod: Optional[Callable[..., Any]],
+                         mask_mod: Optional[Callable[..., Any]]) -> None:
+    """Raises RuntimeError unless the callbacks trace, at backward time, to
+    the forward's regions over the same auxiliary tensors: the backward
+    traces them again, and a captured Python value or tensor replaced in
+    between would give the gradient of another function. (A captured tensor
+    changed in place is caught by autograd itself: the forward saves them.)"""
+    if forward_ir is None:
+        return
+    again = trace(score_mod, mask_mod)
+    same = (again is not None and again.ir == forward_ir
+            and len(again.aux_tensors) == len(forward_aux)
+            and all(a.data_ptr() == b.data_ptr() and tuple(a.shape) == tuple(b.shape)
+                    for a, b in zip(again.aux_tensors, forward_aux)))
+    if not same:
+        raise RuntimeError("kvpipe.attention: score_mod/mask_mod trace differently in the "
+                           "backward than in the forward (a value or tensor they capture was "
+                           "replaced in between): the gradient would not be that of the "
+                           "forward")
+
+
 # ---------------------------------------------------------------------------
 # The library.
 # ---------------------------------------------------------------------------

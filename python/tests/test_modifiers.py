@@ -392,3 +392,15 @@ def test_attention_backward_refuses_sequences_past_the_exact_float_indices():
     lse = FakeTensor((1, 2, 16), dtype="float32")
     with pytest.raises(ValueError, match="k's sequence length must be below 2\\*\\*23"):
         attention_backward(q, k, k, q, lse, q, mask_mod=m.causal())
+
+
+def test_backward_refuses_modifiers_that_trace_differently_than_in_the_forward():
+    slopes = Tensor((4,), dtype="float32")
+    forward = m.trace(m.alibi(slopes))
+    m.check_same_modifiers(forward.ir, tuple(forward.aux_tensors), m.alibi(slopes), None)
+    m.check_same_modifiers(None, (), None, None)
+    # Another tensor captured, another constant, or no modifier at all.
+    other = Tensor((4,), dtype="float32", ptr=0x20000)
+    for score_mod in (m.alibi(other), m.alibi(slopes, shift=3), None):
+        with pytest.raises(RuntimeError, match="trace differently in the backward"):
+            m.check_same_modifiers(forward.ir, tuple(forward.aux_tensors), score_mod, None)
