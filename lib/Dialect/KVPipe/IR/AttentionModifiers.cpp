@@ -66,7 +66,10 @@ bool kvpipe::isDifferentiableScoreModOp(Operation *op) {
              arith::NegFOp, arith::SelectOp, arith::MaximumFOp,
              arith::MinimumFOp, arith::MaxNumFOp, arith::MinNumFOp,
              math::FmaOp, math::TanhOp, math::ExpOp, math::Exp2Op, math::LogOp,
-             math::Log2Op, math::SqrtOp, math::AbsFOp>(op);
+             math::Log2Op, math::SqrtOp, math::AbsFOp,
+             // An integer converted to a float (a comparison of the score,
+             // as `s * (s > 0)` traces): derivative zero almost everywhere.
+             arith::SIToFPOp, arith::UIToFPOp>(op);
 }
 
 /// The backward differentiates a score_mod with respect to the score: every
@@ -92,9 +95,9 @@ static LogicalResult verifyDifferentiable(Region &region) {
                 "'backward' kvpipe.attention_kernel: the score reaches it, "
                 "and the backward differentiates only arith.addf, subf, "
                 "mulf, divf, negf, select, maximumf, minimumf, maxnumf, "
-                "minnumf and math.fma, tanh, exp, exp2, log, log2, sqrt, "
-                "absf (index arithmetic, comparisons and casts have no "
-                "derivative to take)";
+                "minnumf, sitofp, uitofp and math.fma, tanh, exp, exp2, "
+                "log, log2, sqrt, absf (index arithmetic, comparisons and "
+                "integer casts have no derivative to take)";
   }
   return success();
 }
