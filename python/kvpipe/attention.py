@@ -23,6 +23,7 @@ from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
 
 from kvpipe import _tensors, cuda, kernels, tma
+from kvpipe import compiler as _compiler
 from kvpipe._log import log
 
 LAYOUTS = ("bhsd", "bshd")
@@ -555,6 +556,8 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         if _needs_grad(q, k, v):
             _check_grad_args(out, kv_lengths, deterministic, causal, mask_alignment,
                              window_size, mask_mod)
+            _check_differentiable(traced, q, causal, deterministic, mask_alignment,
+                                  window_size)
             from kvpipe.autograd import attention_with_grad
 
             o, lse = attention_with_grad(q, k, v, causal, scale, layout, tuning,
@@ -641,6 +644,35 @@ def _check_modifier_lengths(traced: Any, sq: int, skv: int) -> None:
         if length >= MAX_MODIFIER_SEQUENCE:
             raise ValueError(f"with score_mod or mask_mod, {name}'s sequence length must be "
                              f"below 2**23 = {MAX_MODIFIER_SEQUENCE}, got {length}")
+
+
+def _check_differentiable(traced: Any, q: Any, causal: bool, deterministic: Optional[bool],
+                          mask_alignment: str, window_size: Tuple[int, int]) -> None:
+    """Compiles (or finds in the cache) the backward family of a score_mod
+    before the forward runs, so that a region the backward cannot
+    differentiate is refused now, naming score_mod, rather than at the first
+    ``.backward()``. Without a compiler this is left to the backward."""
+    if traced is None or not traced.has_score_mod:
+        return
+    d = tuple(q.shape)[-1]
+    if d not in kernels.VERIFIED_BACKWARD_HEAD_DIMS:
+        return  # attention_backward names the head dim
+    left, right = normalise_window(window_size, causal)
+    try:
+        kernels.compile_attention(d, kernels.dtype_name(q.dtype), causal, backward=True,
+                                  deterministic=bool(deterministic),
+                                  mask_alignment=mask_alignment if causal or left >= 0
+                                  or right >= 0 else "top_left",
+                                  sliding_window=left >= 0 or right >= 0,
+                                  modifiers=traced.ir, aux_types=traced.aux_types)
+    except _compiler.CompilerNotFoundError:
+        return
+    except _compiler.CompilerError as exc:
+        if "cannot be differentiated" not in str(exc):
+            raise
+        line = next(l for l in str(exc).splitlines() if "cannot be differentiated" in l)
+        raise ValueError("score_mod cannot be differentiated by kvpipe's backward: "
+                         + line.split("error: ", 1)[-1]) from None
 
 
 def check_aux_grad(traced: Any) -> None:

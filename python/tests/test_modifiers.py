@@ -404,3 +404,16 @@ def test_backward_refuses_modifiers_that_trace_differently_than_in_the_forward()
     for score_mod in (m.alibi(other), m.alibi(slopes, shift=3), None):
         with pytest.raises(RuntimeError, match="trace differently in the backward"):
             m.check_same_modifiers(forward.ir, tuple(forward.aux_tensors), score_mod, None)
+
+
+def test_attention_refuses_an_undifferentiable_score_mod_before_the_forward(
+        compiler, tmp_path, monkeypatch):
+    # The backward family is compiled (and cached) when inputs require grad,
+    # so that the region's verifier speaks now, naming score_mod, and not at
+    # the first .backward().
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    q = FakeTensor((1, 2, 16, 64))
+    q.requires_grad = True
+    with pytest.raises(ValueError, match="score_mod cannot be differentiated by kvpipe's "
+                                         "backward: 'arith.remf' op cannot be differentiated"):
+        kvpipe.attention(q, q, q, score_mod=lambda s, b, h, qi, ki: s % 2.0)
