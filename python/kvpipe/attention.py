@@ -657,14 +657,13 @@ def _check_differentiable(traced: Any, q: Any, causal: bool, deterministic: Opti
     d = tuple(q.shape)[-1]
     if d not in kernels.VERIFIED_BACKWARD_HEAD_DIMS:
         return  # attention_backward names the head dim
-    left, right = normalise_window(window_size, causal)
+    _, _, sliding_window = _check_masks(causal, mask_alignment, window_size)
+    if not causal and not sliding_window:
+        mask_alignment = "top_left"  # as attention_backward: one family for both
     try:
-        kernels.compile_attention(d, kernels.dtype_name(q.dtype), causal, backward=True,
-                                  deterministic=bool(deterministic),
-                                  mask_alignment=mask_alignment if causal or left >= 0
-                                  or right >= 0 else "top_left",
-                                  sliding_window=left >= 0 or right >= 0,
-                                  modifiers=traced.ir, aux_types=traced.aux_types)
+        _compile_backward(backward_config_args(d, q.dtype, causal, bool(deterministic),
+                                               mask_alignment, sliding_window),
+                          (traced.ir, traced.aux_types))
     except _compiler.CompilerNotFoundError:
         return
     except _compiler.CompilerError as exc:
@@ -961,14 +960,7 @@ def _backward_kernels(config_args: Tuple[Any, ...], device_index: int,
     with _lock:
         found = _loaded_backward.get(key)
         if found is None:
-            head_dim, dtype, causal, deterministic, *masks = config_args
-            mask_alignment, sliding_window = tuple(masks) + ("top_left", False)[len(masks):]
-            compiled = kernels.compile_attention(head_dim, dtype, causal, backward=True,
-                                                 deterministic=deterministic,
-                                                 mask_alignment=mask_alignment,
-                                                 sliding_window=sliding_window,
-                                                 modifiers=modifiers[0],
-                                                 aux_types=modifiers[1])
+            compiled = _compile_backward(config_args, modifiers)
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             found = {}
             for role in ("preprocess", "main", "postprocess"):
@@ -980,6 +972,19 @@ def _backward_kernels(config_args: Tuple[Any, ...], device_index: int,
             log("loaded %s on device %d", compiled.name, device_index)
             _loaded_backward[key] = found
     return found
+
+
+def _compile_backward(config_args: Tuple[Any, ...],
+                      modifiers: Tuple[str, Tuple[str, ...]]) -> Any:
+    """The compiled (or cached) backward family of ``config_args``
+    (``backward_config_args``) and ``modifiers`` (regions, aux types)."""
+    head_dim, dtype, causal, deterministic, *masks = config_args
+    mask_alignment, sliding_window = tuple(masks) + ("top_left", False)[len(masks):]
+    return kernels.compile_attention(head_dim, dtype, causal, backward=True,
+                                     deterministic=deterministic,
+                                     mask_alignment=mask_alignment,
+                                     sliding_window=sliding_window,
+                                     modifiers=modifiers[0], aux_types=modifiers[1])
 
 
 def backward_config_args(head_dim: int, dtype: Any, causal: bool, deterministic: bool,

@@ -15,6 +15,7 @@ import math
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from kvpipe import kernels
 from kvpipe.kernels import HEAD_DIM_PAIRS
 
 #: Relative error bound of the output (||o - ref|| / ||ref||), per the spec.
@@ -737,8 +738,6 @@ def run_backward(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:
     # The grid checks the head dims the compiler generates, also those the
     # runtime does not launch yet for want of this check
     # (kernels.VERIFIED_BACKWARD_HEAD_DIMS).
-    from kvpipe import kernels
-
     kernels.UNVERIFIED_BACKWARD = True
     rows = []
     for i, case in enumerate(cases):

@@ -55,6 +55,18 @@ struct ExactFloat {
   Value base;
   int64_t offset = 0;
   int64_t lo = 0, hi = 0;
+
+  /// The value itself: base + offset, an f32.
+  Value materialize(ImplicitLocOpBuilder &b) const {
+    Value constant = offset != 0 || !base
+                         ? Value(arith::ConstantFloatOp::create(
+                               b, b.getF32Type(),
+                               APFloat(static_cast<float>(offset))))
+                         : Value();
+    if (!base)
+      return constant;
+    return constant ? Value(arith::AddFOp::create(b, base, constant)) : base;
+  }
 };
 } // namespace
 
@@ -75,13 +87,6 @@ exactFloat(ImplicitLocOpBuilder &b, Value v, const IRMapping &map,
   auto constant = [&](int64_t k) -> Value {
     return arith::ConstantFloatOp::create(b, cast<FloatType>(f32),
                                           APFloat(static_cast<float>(k)));
-  };
-  auto materialize = [&](const ExactFloat &x) -> Value {
-    if (!x.base)
-      return constant(x.offset);
-    if (x.offset == 0)
-      return x.base;
-    return arith::AddFOp::create(b, x.base, constant(x.offset));
   };
   auto exact = [](const ExactFloat &x) {
     return -kExactInF32 <= x.lo && x.hi <= kExactInF32 &&
@@ -150,7 +155,7 @@ exactFloat(ImplicitLocOpBuilder &b, Value v, const IRMapping &map,
     } else if (isa<math::AbsIOp>(op)) {
       if (std::optional<ExactFloat> x = operand(0); x && exact(*x)) {
         int64_t lo = x->lo >= 0 ? x->lo : (x->hi <= 0 ? -x->hi : 0);
-        result = ExactFloat{math::AbsFOp::create(b, materialize(*x)), 0, lo,
+        result = ExactFloat{math::AbsFOp::create(b, x->materialize(b)), 0, lo,
                             std::max(std::abs(x->lo), std::abs(x->hi))};
       }
     }
@@ -299,14 +304,7 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
       if (std::optional<ExactFloat> f =
               exactFloat(b, op.getOperand(0), map, firstIndexArgument(region),
                          floats)) {
-        Value value = f->base;
-        if (!value || f->offset != 0) {
-          Value offset = arith::ConstantFloatOp::create(
-              b, b.getF32Type(), APFloat(static_cast<float>(f->offset)));
-          value = value ? Value(arith::AddFOp::create(b, value, offset))
-                        : offset;
-        }
-        map.map(op.getResult(0), value);
+        map.map(op.getResult(0), f->materialize(b));
         continue;
       }
     // (The conversion's operand is an integer: it has no tangent.)
