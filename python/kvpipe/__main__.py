@@ -259,6 +259,7 @@ def _main(argv: Optional[List[str]]) -> int:
         return _cache_command(args)
 
     if args.command == "compile":
+        from kvpipe.attention import PREFILL_PLAN
         from kvpipe.kernels import compile_attention
 
         causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
@@ -358,9 +359,16 @@ def _main(argv: Optional[List[str]]) -> int:
                                  "cubin": k.cubin is not None,
                                  "shared_memory": k.abi["dynamic_shared_memory"]})
                     print(f"{k.name}: {k.describe()}")
+                    extra = []
                     if args.backward:  # bench --backward times deterministic mode too
-                        k = compile_attention(d, dtype, causal, backward=True,
-                                              deterministic=True)
+                        extra.append(dict(backward=True, deterministic=True))
+                    elif (causal and alignment == "top_left" and not window and not lengths
+                          and dv == d and not args.tune):
+                        # What kvpipe.attention launches for short causal
+                        # sequences (attention.PREFILL_PLAN).
+                        extra += [dict(planned) for _, planned in PREFILL_PLAN.get(d, ())]
+                    for tuning in extra:
+                        k = compile_attention(d, dtype, causal, **tuning)
                         rows.append({"kernel": k.name, "cached": k.cached,
                                      "compile_s": None if k.cached else k.compile_seconds,
                                      "cubin": k.cubin is not None,

@@ -655,7 +655,7 @@ def _check_differentiable(traced: Any, q: Any, causal: bool, deterministic: Opti
     if traced is None or not traced.has_score_mod:
         return
     d = tuple(q.shape)[-1]
-    if d not in kernels.VERIFIED_BACKWARD_HEAD_DIMS:
+    if d not in kernels.BACKWARD_HEAD_DIMS:
         return  # attention_backward names the head dim
     _, _, sliding_window = _check_masks(causal, mask_alignment, window_size)
     if not causal and not sliding_window:
@@ -1038,13 +1038,10 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             or strides; the message names it.
     """
     (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, v_dim) = _check_inputs(q, k, v, layout)
-    dims = (kernels.BACKWARD_HEAD_DIMS if kernels.UNVERIFIED_BACKWARD
-            else kernels.VERIFIED_BACKWARD_HEAD_DIMS)
+    dims = kernels.BACKWARD_HEAD_DIMS
     if d not in dims or v_dim != d:
         raise ValueError(f"the backward supports head dims {', '.join(map(str, dims))} with "
-                         f"v's equal to q's, got q's {d} and v's {v_dim}"
-                         + (" (head dim 96's backward is generated but not yet verified on "
-                            "the GPU)" if d == 96 and v_dim == d else ""))
+                         f"v's equal to q's, got q's {d} and v's {v_dim}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
     if deterministic is not None and not isinstance(deterministic, bool):

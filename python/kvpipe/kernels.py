@@ -36,12 +36,6 @@ HEAD_DIM_PAIRS = ((64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 
 #: Head dims of the backward family the compiler generates (V's equal to
 #: Q/K's; docs/backward.md).
 BACKWARD_HEAD_DIMS = (64, 96, 128)
-#: Those whose backward passed `check --backward` on the GPU: the runtime
-#: launches only these (96 is generated and assembles, but has not run yet;
-#: `check --backward` includes it, through UNVERIFIED_BACKWARD).
-VERIFIED_BACKWARD_HEAD_DIMS = (64, 128)
-#: Set by `check --backward` only: launch the unverified head dims too.
-UNVERIFIED_BACKWARD = False
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",

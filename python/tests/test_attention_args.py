@@ -277,11 +277,10 @@ def test_bad_masks_are_named_when_inputs_require_grad(kwargs, error, match):
             kvpipe.attention(_GradTensor(q.shape), k, v, **kwargs, **mods)
 
 
-def test_backward_head_dim_96_is_generated_but_not_launched_until_verified():
-    from kvpipe import kernels
+def test_backward_refuses_head_dims_it_does_not_generate():
     from kvpipe.attention import attention_backward
 
-    assert 96 in kernels.BACKWARD_HEAD_DIMS and 96 not in kernels.VERIFIED_BACKWARD_HEAD_DIMS
-    q = FakeTensor((1, 2, 16, 96))
-    with pytest.raises(ValueError, match="96's backward is generated but not yet verified"):
-        attention_backward(q, q, q, q, FakeTensor((1, 2, 16), dtype="float32"), q)
+    for d in (192, 256):
+        q = FakeTensor((1, 2, 16, d))
+        with pytest.raises(ValueError, match=f"head dims 64, 96, 128 .*got q's {d}"):
+            attention_backward(q, q, q, q, FakeTensor((1, 2, 16), dtype="float32"), q)

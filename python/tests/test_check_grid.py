@@ -84,3 +84,21 @@ def test_for_check_kernels_follow_the_prefill_plan():
     tuned = check.kernel_configs(with_kvcache=False, tuning={"block_n": 64})
     assert all(c.get("block_n") == 64 and "persistent" not in c for c in tuned
                if c["head_dim"] in (64, 128))
+
+
+def test_backward_kernel_configs_hold_the_forward_kernels_the_grid_launches():
+    # The backward check runs kvpipe.attention first: for a short causal
+    # case that is the prefill plan's kernel, which a cache filled for
+    # check --backward alone must hold.
+    from kvpipe.attention import prefill_plan
+
+    configs = check.backward_kernel_configs()
+    for case in check.backward_grid():
+        planned = prefill_plan(case.head_dim, case.head_dim, case.causal, "top_left", False,
+                               False, False, case.seq_q, case.seq_kv, {})
+        assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+                    **planned) in configs, case
+        assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+                    backward=True) in configs, case
+    assert any(c.get("persistent") and c["head_dim"] == 96 and c["dtype"] == "f16"
+               for c in configs)

@@ -90,6 +90,18 @@ def test_compile_head_dim_192_also_compiles_value_head_dim_128(capsys, cache, co
     assert "kvpipe_attention_d192_bf16_causal:" in out
 
 
+def test_compile_causal_also_compiles_the_prefill_plans_kernels(capsys, cache, compiler):
+    # kvpipe.attention launches PREFILL_PLAN's persistent kernels for short
+    # causal sequences: a cache filled by `compile` must hold them.
+    assert main(["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "yes"]) == 0
+    out = capsys.readouterr().out
+    assert "kvpipe_attention_d64_bf16_causal:" in out
+    assert "kvpipe_attention_d64_bf16_causal_consumer_warpgroups2_persistent1:" in out
+    assert "kvpipe_attention_d64_bf16_causal_persistent1:" in out
+    assert main(["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "no"]) == 0
+    assert "persistent" not in capsys.readouterr().out
+
+
 def test_cache_hit_says_cached(capsys, cache, compiler):
     argv = ["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "yes"]
     assert main(argv) == 0

@@ -17,6 +17,14 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK-LABEL: gpu.func @bwd(
 //  CHECK-SAME:   !kvpipe.tensor_map<box = [1, 1, 64, 32], element_type = bf16, swizzle = 64>
 //  CHECK-SAME:   !kvpipe.tensor_map<box = [1, 1, 128, 32], element_type = bf16, swizzle = 64>
+// The ABI's maps are the parameters' types (withTensorMapABI): the launcher
+// encodes 32-column boxes with the 64-byte swizzle, as the code expects.
+//  CHECK-SAME:   dk_map = {box = [1, 1, 64, 32], swizzle = 64 : i64}
+//  CHECK-SAME:   do_map = {box = [1, 1, 64, 32], swizzle = 64 : i64}
+//  CHECK-SAME:   dv_map = {box = [1, 1, 64, 32], swizzle = 64 : i64}
+//  CHECK-SAME:   k_map = {box = [1, 1, 128, 32], swizzle = 64 : i64}
+//  CHECK-SAME:   q_map = {box = [1, 1, 64, 32], swizzle = 64 : i64}
+//  CHECK-SAME:   v_map = {box = [1, 1, 128, 32], swizzle = 64 : i64}
 // K and V; the Q and dO rings; dS: [buffers][2 blocks][128 keys][32].
 //       CHECK:   memref<3x128x32xbf16, #gpu.address_space<workgroup>>
 //       CHECK:   memref<3x128x32xbf16, #gpu.address_space<workgroup>>

@@ -106,10 +106,20 @@ private:
                       function_ref<void(Value row, Value paddedRow,
                                         Value valid, Value lane)>
                           body);
-  /// The thread's vector of D/32 elements of row `row` of the (B, H, S, D)
-  /// tensor at `base` with element strides (batch, head, row).
-  Value rowElements(Value base, Value strides[3], Value row, Value lane,
-                    bool store = false, Value value = Value());
+  /// The row-wise kernels' split of a row among a warp's lanes: each lane
+  /// owns D/32 columns, in chunks of rowChunkElements() -- the largest power
+  /// of two dividing D/32, so that a chunk is one aligned vector access (2
+  /// at D 64, 4 at D 128; at D 96, three single columns, where one vector of
+  /// 3 at lane * 6 bytes would be misaligned) -- chunk j at column
+  /// rowChunkColumn(lane, j) = (32 j + lane) * rowChunkElements().
+  int64_t rowChunkElements() const {
+    int64_t perLane = c.headDim / 32;
+    return perLane & -perLane;
+  }
+  Value rowChunkColumn(Value lane, int64_t chunk);
+  /// The lane's D/32 elements (its chunks, in order) of row `row` of the
+  /// (B, H, S, D) tensor at `base` with element strides (batch, head, row).
+  Value rowElements(Value base, Value strides[3], Value row, Value lane);
 
   // Main kernel.
   void buildMainProducer();
@@ -196,7 +206,8 @@ gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  func->setAttr("kvpipe.attention_abi", abi);
+  func->setAttr("kvpipe.attention_abi",
+                withTensorMapABI(abi, func.getFunctionType()));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   params.assign(entry.getArguments().begin(), entry.getArguments().end());
@@ -236,24 +247,40 @@ void BackwardBuilder::forEachWarpRow(
   body(row, arith::AddIOp::create(b, rowBase, row), valid, lane);
 }
 
+Value BackwardBuilder::rowChunkColumn(Value lane, int64_t chunk) {
+  return arith::MulIOp::create(
+      b, arith::AddIOp::create(b, lane, index(32 * chunk)),
+      index(rowChunkElements()));
+}
+
 Value BackwardBuilder::rowElements(Value base, Value strides[3], Value row,
-                                   Value lane, bool store, Value value) {
-  int64_t perLane = c.headDim / 32;
-  Value offset = arith::AddIOp::create(
+                                   Value lane) {
+  int64_t width = rowChunkElements(), perLane = c.headDim / 32;
+  Value rowOffset = arith::AddIOp::create(
       b,
       arith::AddIOp::create(
           b, arith::MulIOp::create(b, toI64(batch), strides[0]),
           arith::MulIOp::create(b, toI64(head), strides[1])),
-      arith::AddIOp::create(
-          b, arith::MulIOp::create(b, toI64(row), strides[2]),
-          toI64(arith::MulIOp::create(b, lane, index(perLane)))));
-  Value addr = element(c.elementType, base, offset);
+      arith::MulIOp::create(b, toI64(row), strides[2]));
+  auto chunkType = VectorType::get({width}, c.elementType);
   auto type = VectorType::get({perLane}, c.elementType);
-  if (store) {
-    LLVM::StoreOp::create(b, value, addr, perLane * c.elementBytes());
-    return Value();
+  Value elements = arith::ConstantOp::create(
+      b, type, DenseElementsAttr::get(type, b.getZeroAttr(c.elementType)));
+  for (int64_t chunk = 0; chunk < perLane / width; ++chunk) {
+    Value addr = element(
+        c.elementType, base,
+        arith::AddIOp::create(b, rowOffset,
+                              toI64(rowChunkColumn(lane, chunk))));
+    Value loaded =
+        LLVM::LoadOp::create(b, chunkType, addr, width * c.elementBytes());
+    if (width == perLane)
+      return loaded;
+    for (int64_t i = 0; i < width; ++i)
+      elements = vector::InsertOp::create(
+          b, vector::ExtractOp::create(b, loaded, i), elements,
+          chunk * width + i);
   }
-  return LLVM::LoadOp::create(b, type, addr, perLane * c.elementBytes());
+  return elements;
 }
 
 gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
@@ -306,19 +333,20 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                                  gpu::ShuffleMode::XOR)
               .getShuffleResult());
     Value paddedOffset = toI64(paddedRow);
-    // This lane's D/32 elements of the dQ accumulator's row are zeroed.
-    Value dqOffset = arith::AddIOp::create(
-        b,
-        arith::MulIOp::create(b, paddedOffset,
-                              arith::ConstantIntOp::create(b, c.headDim, 64)),
-        toI64(arith::MulIOp::create(b, lane, index(perLane))));
-    auto f32Vec = VectorType::get({perLane}, b.getF32Type());
-    LLVM::StoreOp::create(
-        b,
-        arith::ConstantOp::create(b, f32Vec,
-                                  DenseElementsAttr::get(f32Vec, 0.0f)),
-        element(b.getF32Type(), p(PreprocessParam::DQAccum), dqOffset),
-        perLane * 4);
+    // This lane's chunks of the dQ accumulator's row are zeroed.
+    Value dqRow = arith::MulIOp::create(
+        b, paddedOffset, arith::ConstantIntOp::create(b, c.headDim, 64));
+    int64_t width = rowChunkElements();
+    auto zeroChunk = VectorType::get({width}, b.getF32Type());
+    Value zeros = arith::ConstantOp::create(
+        b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
+    for (int64_t chunk = 0; chunk < c.headDim / 32 / width; ++chunk)
+      LLVM::StoreOp::create(
+          b, zeros,
+          element(b.getF32Type(), p(PreprocessParam::DQAccum),
+                  arith::AddIOp::create(b, dqRow,
+                                        toI64(rowChunkColumn(lane, chunk)))),
+          width * 4);
     auto first = scf::IfOp::create(
         b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)),
         /*withElseRegion=*/false);
@@ -1310,11 +1338,6 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
                                                const AttentionConfig &c,
                                                AttentionBackwardRole role) {
   Builder b(ctx);
-  auto box = [&](int64_t rows) {
-    return b.getDictionaryAttr(
-        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, 64})),
-         b.getNamedAttr("swizzle", b.getI64IntegerAttr(128))});
-  };
   std::string element = c.elementType.isBF16() ? "bf16" : "f16";
   SmallVector<NamedAttribute> entries = {
       b.getNamedAttr("kernel", b.getStringAttr(name)),
@@ -1412,12 +1435,6 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
            {"batch", "i32"}},
           /*deterministic=*/c.deterministic, /*withMasks=*/true);
     entries.append(getModifierABI(b, c));
-    entries.push_back(b.getNamedAttr("q_map", box(AttentionConfig::kBackwardBlockM)));
-    entries.push_back(b.getNamedAttr("k_map", box(c.blockN)));
-    entries.push_back(b.getNamedAttr("v_map", box(c.blockN)));
-    entries.push_back(b.getNamedAttr("do_map", box(AttentionConfig::kBackwardBlockM)));
-    entries.push_back(b.getNamedAttr("dk_map", box(64)));
-    entries.push_back(b.getNamedAttr("dv_map", box(64)));
     break;
   case AttentionBackwardRole::Postprocess:
     entries.push_back(b.getNamedAttr("role", b.getStringAttr("postprocess")));

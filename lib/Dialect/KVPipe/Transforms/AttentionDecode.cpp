@@ -146,26 +146,12 @@ void KernelBuilder::buildPartialEpilogue(Value acc, const RowStats &state) {
 void kvpipe::detail::appendDecodeABI(Builder &b, StringRef name,
                                      const AttentionConfig &c,
                                      SmallVectorImpl<NamedAttribute> &entries) {
-  auto box = [&](ArrayRef<int64_t> shape, int64_t swizzleBytes) {
-    return b.getDictionaryAttr(
-        {b.getNamedAttr("box", b.getI64ArrayAttr(shape)),
-         b.getNamedAttr("swizzle", b.getI64IntegerAttr(swizzleBytes))});
-  };
   if (c.packGQA) {
     entries.push_back(b.getNamedAttr("pack_gqa", b.getI64IntegerAttr(c.packGQA)));
     // Query positions per tile (the grid's Q blocks divide seq_q by it).
     entries.push_back(b.getNamedAttr("queries_per_tile",
                                      b.getI64IntegerAttr(c.queriesPerTile())));
-    entries.push_back(b.getNamedAttr(
-        "q_map", box({1, 1, c.packedQueries(), c.packGQA, c.qkTileWidth()},
-                     c.qkSwizzleBytes())));
-    if (!c.splitKV)
-      entries.push_back(b.getNamedAttr(
-          "o_map", box({1, 1, c.packedQueries(), c.packGQA, c.vTileWidth()},
-                       c.vSwizzleBytes())));
   } else {
-    entries.push_back(b.getNamedAttr(
-        "q_map", box({1, 1, c.blockM(), c.qkTileWidth()}, c.qkSwizzleBytes())));
     entries.push_back(b.getNamedAttr("queries_per_tile",
                                      b.getI64IntegerAttr(c.blockM())));
   }

@@ -94,7 +94,9 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
       b.getDenseI32ArrayAttr({static_cast<int32_t>(c.threads()), 1, 1}));
   func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                 b.getI32IntegerAttr(1));
-  func->setAttr("kvpipe.attention_abi", getAttentionABI(ctx, name, c));
+  func->setAttr("kvpipe.attention_abi",
+                withTensorMapABI(getAttentionABI(ctx, name, c),
+                                 func.getFunctionType()));
 
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
@@ -494,17 +496,29 @@ static bool isVarlenPointer(AttentionParam p) {
          p == AttentionParam::Out;
 }
 
+DictionaryAttr kvpipe::withTensorMapABI(DictionaryAttr abi,
+                                        FunctionType kernelType) {
+  auto params = abi.getAs<ArrayAttr>("params");
+  assert(params && params.size() == kernelType.getNumInputs() &&
+         "the ABI names every parameter of the kernel");
+  Builder b(abi.getContext());
+  NamedAttrList entries(abi);
+  for (auto [name, type] : llvm::zip(params.getAsValueRange<StringAttr>(),
+                                     kernelType.getInputs())) {
+    auto map = dyn_cast<TensorMapType>(type);
+    if (!map)
+      continue;
+    entries.set(name, b.getDictionaryAttr(
+                          {b.getNamedAttr("box", b.getI64ArrayAttr(map.getBox())),
+                           b.getNamedAttr("swizzle", b.getI64IntegerAttr(
+                                                         map.getSwizzle()))}));
+  }
+  return entries.getDictionary(abi.getContext());
+}
+
 DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                                        const AttentionConfig &c) {
   Builder b(ctx);
-  // Each map's box and swizzle, which the launcher encodes as given: the
-  // tile layout is the compiler's choice (AttentionConfig::swizzleBytesFor).
-  auto box = [&](int64_t rows, int64_t swizzleBytes) {
-    int64_t width = swizzleBytes / c.elementBytes();
-    return b.getDictionaryAttr(
-        {b.getNamedAttr("box", b.getI64ArrayAttr({1, 1, rows, width})),
-         b.getNamedAttr("swizzle", b.getI64IntegerAttr(swizzleBytes))});
-  };
   std::string element = c.elementType.isBF16() ? "bf16" : "f16";
   // Names and kinds of the parameters, in order.
   SmallVector<StringRef> params;
@@ -560,8 +574,6 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
       b.getNamedAttr("params", b.getStrArrayAttr(params)),
       b.getNamedAttr("param_kinds", b.getDictionaryAttr(kinds)),
-      b.getNamedAttr("k_map", box(c.kvBoxRows(), c.qkSwizzleBytes())),
-      b.getNamedAttr("v_map", box(c.kvBoxRows(), c.vSwizzleBytes())),
   };
   // Only paged kernels name their page size (the K/V maps then describe
   // the whole cache, one page per B coordinate).
@@ -569,9 +581,6 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
     entries.push_back(
         b.getNamedAttr("page_size", b.getI64IntegerAttr(c.pageSize)));
   if (!c.splitKV && !c.packGQA) {
-    entries.push_back(
-        b.getNamedAttr("q_map", box(c.blockM(), c.qkSwizzleBytes())));
-    entries.push_back(b.getNamedAttr("o_map", box(64, c.vSwizzleBytes())));
     entries.append(modifiers);
     return b.getDictionaryAttr(entries);
   }

@@ -222,6 +222,13 @@ mlir::DictionaryAttr getAttentionBackwardABI(mlir::MLIRContext *ctx,
 llvm::SmallVector<mlir::NamedAttribute>
 getModifierABI(mlir::Builder &b, const AttentionConfig &config);
 
+/// `abi` with each tensor-map parameter's box and swizzle (`<name>:
+/// {box, swizzle}`), read from the kernel's parameter types: what the
+/// launcher encodes is what the generated code was built for, by
+/// construction. `abi`'s `params` names the kernel's parameters in order.
+mlir::DictionaryAttr withTensorMapABI(mlir::DictionaryAttr abi,
+                                      mlir::FunctionType kernelType);
+
 /// The kernel's ABI as an attribute (docs/kernel-abi.md); the generated
 /// function carries it as `kvpipe.attention_abi`.
 mlir::DictionaryAttr getAttentionABI(mlir::MLIRContext *ctx,
