@@ -362,11 +362,12 @@ def _main(argv: Optional[List[str]]) -> int:
                     extra = []
                     if args.backward:  # bench --backward times deterministic mode too
                         extra.append(dict(backward=True, deterministic=True))
-                    elif (causal and alignment == "top_left" and not window and not lengths
-                          and dv == d and not args.tune):
-                        # What kvpipe.attention launches for short causal
+                    elif (alignment == "top_left" and not window and not lengths and dv == d
+                          and not args.tune):
+                        # What kvpipe.attention launches for short
                         # sequences (attention.PREFILL_PLAN).
-                        extra += [dict(planned) for _, planned in PREFILL_PLAN.get(d, ())]
+                        extra += [dict(planned)
+                                  for _, planned in PREFILL_PLAN.get((d, causal), ())]
                     for tuning in extra:
                         k = compile_attention(d, dtype, causal, **tuning)
                         rows.append({"kernel": k.name, "cached": k.cached,

@@ -428,23 +428,26 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
                        _multiprocessors(device_index) if num_splits == 0 else 0, tuning)
 
 
-#: The prefill plan: the tuning of the plain causal kernels (top-left mask,
-#: no window, no KV lengths, no modifiers, V's head dim Q's) for sequences
-#: up to a length, first match; longer ones keep the head dim's defaults.
-#: Measured on the H200 (results/gpu-results.md, "Forward: persistent
-#: kernels for short causal sequences"): a persistent grid starts each SM's
-#: next tile while the last one's epilogue drains, which pays where the
-#: causal tiles are short; at head dim 64 two consumer warpgroups (128 query
-#: rows) also halve the masked work on the diagonal. D 64 1k +26 %, 2k +5 %,
-#: 4k +3 %; D 96 1k +12 % (2k even); D 128 1k +5 %, 2k +6 %, 4k +3 %; from
-#: 8k on they are slower (the grid's order no longer balances the causal
-#: work). Head dims 192 and 256 have no persistent kernel that fits in
-#: shared memory with their defaults.
-PREFILL_PLAN: Dict[int, Tuple[Tuple[int, Dict[str, Any]], ...]] = {
-    64: ((2048, {"consumer_warpgroups": 2, "persistent": True}),
-         (4096, {"persistent": True})),
-    96: ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
-    128: ((4096, {"persistent": True}),),
+#: The prefill plan: the tuning of the plain kernels (top-left mask, no
+#: window, no KV lengths, no modifiers, V's head dim Q's), by (head dim,
+#: causal), for sequences up to a length, first match; longer ones keep the
+#: head dim's defaults. Measured on the H200 (results/gpu-results.md,
+#: "Forward: persistent kernels for short causal sequences" and
+#: "Persistent kernels for short non-causal sequences"): a persistent grid
+#: starts each SM's next tile while the last one's epilogue drains, which
+#: pays where the tiles are short; at head dim 64 two consumer warpgroups
+#: (128 query rows) also halve the masked work on the diagonal. Causal: D 64
+#: 1k +26 %, 2k +5 %, 4k +3 %; D 96 1k +12 % (2k even); D 128 1k +5 %, 2k
+#: +6 %, 4k +3 %; from 8k on they are slower (the grid's order no longer
+#: balances the causal work). Non-causal: D 128 1k +4-5 % (2k on within
+#: noise); D 64 even and D 96 6-8 % slower at 1k. Head dims 192 and 256
+#: have no persistent kernel that fits in shared memory with their defaults.
+PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[int, Dict[str, Any]], ...]] = {
+    (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True}),
+                 (4096, {"persistent": True})),
+    (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
+    (128, True): ((4096, {"persistent": True}),),
+    (128, False): ((1024, {"persistent": True}),),
 }
 
 
@@ -452,11 +455,15 @@ def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignmen
                  sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
                  seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
     """The tuning of a plain forward launch: ``tuning`` as given when it is
-    not empty (the caller chose), else PREFILL_PLAN's choice for short causal
+    not empty (the caller chose), else PREFILL_PLAN's choice for short
     sequences, else none (the head dim's defaults)."""
-    if (tuning or not causal or mask_alignment != "top_left" or sliding_window or kv_lengths
+    if (tuning or (causal and mask_alignment != "top_left") or sliding_window or kv_lengths
             or modifiers or value_head_dim != head_dim):
         return tuning
+    for longest, planned in PREFILL_PLAN.get((head_dim, causal), ()):
+        if max(seq_q, seq_kv) <= longest:
+            return dict(planned)
+    return tuning
     for longest, planned in PREFILL_PLAN.get(head_dim, ()):
         if max(seq_q, seq_kv) <= longest:
             return dict(planned)

@@ -95,6 +95,9 @@ def default_grid() -> List[Case]:
     cases += [Case("bf16", 64, True, 1, 2, 1, 4500, 4500),
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
               Case("bf16", 64, True, 1, 2, 2, 300, 4200)]
+    # And non-causal ones past the plan's 1k at head dim 128.
+    cases += [Case("f16", 128, False, 1, 2, 2, 1500, 1500, "bshd"),
+              Case("bf16", 128, False, 2, 2, 1, 1100, 2000)]
     # The other head dims (their own tile shapes and, at 96, the 64-byte
     # swizzle): the same shapes in both dtypes, GQA, bshd and strided views,
     # and a long causal case.

@@ -34,8 +34,8 @@ from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, compare_grad
 
 #: The modifiers the grid checks (names of ModCase.mod): score modifiers,
 #: mask modifiers, and combinations.
-MODS = ("softcap", "alibi", "relbias", "causal_mod", "window_mod", "prefix_lm", "document",
-        "softcap+window_mod", "alibi+window_mod", "relbias+document")
+MODS = ("softcap", "alibi", "relbias", "calculus", "causal_mod", "window_mod", "prefix_lm",
+        "document", "softcap+window_mod", "alibi+window_mod", "relbias+document")
 
 SOFTCAP = 20.0
 WINDOW = (96, 0)  # the window_mod's (left, right)
@@ -111,6 +111,22 @@ def _aux_tensors(case: ModCase, torch: Any = None) -> Dict[str, Any]:
             "documents": torch.cumsum(starts, 0, dtype=torch.int32)}
 
 
+def calculus(score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+    """A score_mod made of the ops whose derivative rules no library
+    modifier uses -- exp, log, sqrt, division, select, maximum, sigmoid --
+    continuous (the select's branches meet at 0), so that the kernel and
+    the float32 reference agree where rounding flips the branch."""
+    gated = modifiers.where(score > 0.0, (score * score + 1.0).sqrt(), (score * 0.5).exp())
+    smooth = (gated + 1.0).log() + gated / (gated * 0.1 + 1.0)
+    return modifiers.maximum(smooth, score - 2.0) + score.sigmoid()
+
+
+def _reference_calculus(scores: Any, torch: Any) -> Any:
+    gated = torch.where(scores > 0, torch.sqrt(scores * scores + 1.0), torch.exp(scores * 0.5))
+    smooth = torch.log(gated + 1.0) + gated / (gated * 0.1 + 1.0)
+    return torch.maximum(smooth, scores - 2.0) + torch.sigmoid(scores)
+
+
 def case_modifiers(case: ModCase, aux: Dict[str, Any]) -> Tuple[Optional[Callable[..., Any]],
                                                                   Optional[Callable[..., Any]]]:
     """(score_mod, mask_mod) of the case, from the library."""
@@ -124,6 +140,8 @@ def case_modifiers(case: ModCase, aux: Dict[str, Any]) -> Tuple[Optional[Callabl
             score.append(modifiers.alibi(aux["slopes"]))
         elif part == "relbias":
             score.append(modifiers.relative_bias(aux["table"], MAX_DISTANCE))
+        elif part == "calculus":
+            score.append(calculus)
         elif part == "causal_mod":
             mask.append(modifiers.causal())
         elif part == "window_mod":
@@ -156,6 +174,8 @@ def _reference_modifier(case: ModCase, scores: Any, aux: Dict[str, Any], torch: 
         elif part == "relbias":
             rel = (j - i).clamp(-MAX_DISTANCE, MAX_DISTANCE) + MAX_DISTANCE
             scores = scores + aux["table"][:, rel][None]
+        elif part == "calculus":
+            scores = _reference_calculus(scores, torch)
         else:
             if part == "causal_mod":
                 m = j <= i
@@ -379,9 +399,12 @@ def _unique(configs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 #: The modifiers of the backward grid: every library modifier (score
 #: modifiers differentiated by the compiler, masks turned around), and
 #: "none" for the built-in masks alone (bottom-right causal, windows).
-BACKWARD_MODS = ("none", "softcap", "alibi", "relbias", "causal_mod", "window_mod",
-                 "prefix_lm", "document", "softcap+window_mod", "alibi+window_mod",
-                 "relbias+document", "softcap+prefix_lm")
+BACKWARD_MODS = ("none", "softcap", "alibi", "relbias", "calculus", "causal_mod",
+                 "window_mod", "prefix_lm", "document", "softcap+window_mod",
+                 "alibi+window_mod", "relbias+document", "softcap+prefix_lm")
+#: Modifiers the backward grid also runs in f16, whose dS (P^T times the
+#: score_mod's derivative, rounded to the element type) has less range.
+F16_BACKWARD_MODS = ("softcap", "alibi", "calculus", "relbias+document")
 
 
 def mods_backward_grid() -> List[ModCase]:
@@ -406,6 +429,10 @@ def mods_backward_grid() -> List[ModCase]:
                                      alignment="bottom_right"))
                 cases.append(ModCase(mod, d, 1, 4, 2, 400, 613, causal=True, window=(64, -1),
                                      alignment="bottom_right"))
+    for mod in F16_BACKWARD_MODS:
+        for d in (64, 128):
+            cases.append(ModCase(mod, d, 1, 6, 3, 300, 517, dtype="f16"))
+            cases.append(ModCase(mod, d, 1, 4, 2, 777, 777, causal=True, dtype="f16"))
     return cases
 
 
@@ -517,27 +544,31 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
     launches: each case's forward kernel and backward family (as
     kvpipe.attention and attention_backward choose them, the regions traced
     with shape-only tensors), and flash_attn_func's."""
-    from kvpipe.attention import normalise_window
+    from kvpipe.attention import normalise_window, prefill_plan
 
     wanted = []
 
     def add(case_mods: Tuple[Any, Any], d: int, causal: bool, alignment: str,
-            window: bool) -> None:
+            window: bool, sq: int, skv: int, dtype: str = "bf16") -> None:
         traced = modifiers.trace(*case_mods)
         if not causal and not window:
             alignment = "top_left"  # no mask: one kernel for both alignments
         regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
-        wanted.append(dict(head_dim=d, dtype="bf16", causal=causal, value_head_dim=None,
+        # Without modifiers kvpipe.attention may launch the prefill plan's
+        # kernel instead of the default one.
+        planned = prefill_plan(d, d, causal, alignment, window, False, bool(traced), sq, skv,
+                               {})
+        wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, value_head_dim=None,
                            mask_alignment=alignment, sliding_window=window,
-                           kv_lengths=False, **regions))
-        wanted.append(dict(head_dim=d, dtype="bf16", causal=causal, backward=True,
+                           kv_lengths=False, **regions, **planned))
+        wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, backward=True,
                            mask_alignment=alignment, sliding_window=window, **regions))
 
     for case in cases if cases is not None else mods_backward_grid():
         left, right = normalise_window(case.window, case.causal)
         add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
-            case.alignment, left >= 0 or right >= 0)
+            case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype)
     for sq, skv, causal, softcap, alibi in FLASH_BACKWARD_CASES:
         add((_flash_score_mod(softcap, alibi), None), 128, causal,
-            "top_left" if sq == skv else "bottom_right", False)
+            "top_left" if sq == skv else "bottom_right", False, sq, skv)
     return _unique(wanted)

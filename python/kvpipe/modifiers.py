@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["Value", "TracedModifiers", "TraceError", "trace", "soft_cap", "alibi",
            "relative_bias", "causal", "sliding_window", "prefix_lm", "document",
-           "and_masks", "or_masks", "compose_scores", "where", "load"]
+           "and_masks", "or_masks", "compose_scores", "where", "maximum", "minimum", "load"]
 
 
 class TraceError(TypeError):
@@ -302,6 +302,16 @@ def _min_max(is_min: bool, a: Any, b: Any) -> Value:
     else:
         op = "arith.minsi" if is_min else "arith.maxsi"
     return value._r.emit(f"{op} {x.name}, {y.name} : {type_}", type_)
+
+
+def maximum(a: Any, b: Any) -> Value:
+    """``torch.maximum`` on traced scalars (either may be a Python number)."""
+    return _min_max(False, a, b)
+
+
+def minimum(a: Any, b: Any) -> Value:
+    """``torch.minimum`` on traced scalars (either may be a Python number)."""
+    return _min_max(True, a, b)
 
 
 def where(condition: Any, a: Any, b: Any) -> Value:

@@ -61,11 +61,15 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(64, sq=100, skv=4097) == {}
     assert plan(128, sq=2048) == {"persistent": True}
     assert plan(128, sq=8192) == {}
+    assert plan(128, causal=False) == {"persistent": True}
+    assert plan(128, causal=False, sq=1025) == {}
+    assert plan(64, causal=False) == {} and plan(96, causal=False) == {}
     # Only the plain causal kernels: what the caller chose, the other masks,
     # KV lengths, modifiers and other head dims keep their defaults.
     assert plan(64, tuning={"block_n": 64}) == {"block_n": 64}
     for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"window": True},
                    {"lengths": True}, {"mods": True}):
+        # (D 64 non-causal has no plan either.)
         assert plan(64, **kwargs) == {}, kwargs
     assert plan(96) == {"consumer_warpgroups": 2, "persistent": True}
     assert plan(96, sq=2048) == {} and plan(256) == {} and plan(192, dv=128) == {}
@@ -80,6 +84,10 @@ def test_for_check_kernels_follow_the_prefill_plan():
     # The default causal kernels stay in the grid, through its long cases.
     assert any(c for c in plain if c["head_dim"] == 64 and "persistent" not in c)
     assert any(c for c in plain if c["head_dim"] == 128 and "persistent" not in c)
+    full = [c for c in configs if not c["causal"] and not c["sliding_window"]
+            and c["head_dim"] == 128 and c["value_head_dim"] is None]
+    for dtype in ("bf16", "f16"):  # the plan's non-causal kernel and the default
+        assert {c.get("persistent", False) for c in full if c["dtype"] == dtype} == {True, False}
     # Tuning given to check replaces the plan.
     tuned = check.kernel_configs(with_kvcache=False, tuning={"block_n": 64})
     assert all(c.get("block_n") == 64 and "persistent" not in c for c in tuned

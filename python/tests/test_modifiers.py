@@ -417,3 +417,40 @@ def test_attention_refuses_an_undifferentiable_score_mod_before_the_forward(
     with pytest.raises(ValueError, match="score_mod cannot be differentiated by kvpipe's "
                                          "backward: 'arith.remf' op cannot be differentiated"):
         kvpipe.attention(q, q, q, score_mod=lambda s, b, h, qi, ki: s % 2.0)
+
+
+def test_maximum_and_minimum_trace_to_the_float_or_integer_op():
+    traced = m.trace(lambda s, b, h, q, kv: m.maximum(s, 0.5) + m.minimum(q, kv))
+    lines = "\n".join(region_lines(traced.ir))
+    assert "arith.maximumf %score," in lines
+    assert "arith.minsi %q_idx, %kv_idx : index" in lines
+
+
+def test_the_calculus_check_modifier_uses_every_differentiated_op():
+    # check --mods [--backward] runs it on the GPU: the derivative rules of
+    # these ops (ScoreModDerivative.h) then meet torch's autograd.
+    from kvpipe import check_modifiers
+
+    lines = "\n".join(region_lines(m.trace(check_modifiers.calculus).ir))
+    for op in ("math.exp", "math.log", "math.sqrt", "arith.divf", "arith.select",
+               "arith.maximumf"):
+        assert op in lines, op
+    grid = check_modifiers.mods_backward_grid()
+    assert any(c.mod == "calculus" for c in grid)
+    assert {c.dtype for c in grid if c.mod == "calculus"} == {"bf16", "f16"}
+    configs = check_modifiers.mods_backward_kernel_configs()
+    assert any(c["dtype"] == "f16" and c.get("backward") for c in configs)
+
+
+def test_mods_backward_kernel_configs_hold_the_prefill_plans_forward_kernels():
+    # The grid's "none" cases (built-in masks alone) run kvpipe.attention
+    # without modifiers: a short top-left causal one launches the plan's
+    # persistent kernel, which a cache filled for the check must hold.
+    from kvpipe import check_modifiers
+
+    configs = check_modifiers.mods_backward_kernel_configs()
+    for d in (64, 128):
+        assert any(c["head_dim"] == d and c.get("persistent") and c["causal"]
+                   and "modifiers" not in c for c in configs), d
+    # With modifiers the default kernels stay.
+    assert not any(c.get("persistent") for c in configs if "modifiers" in c)

@@ -151,6 +151,18 @@ gpu.module @kernels {
 // -----
 
 gpu.module @kernels {
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    // expected-error @+1 {{reads auxiliary tensor #-1 but the kernel declares 1 in 'aux_types'}}
+    %x = kvpipe.aux_load -1[%h] : f32
+    kvpipe.yield %x : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [i32]}
   score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):

@@ -151,11 +151,13 @@ LogicalResult AuxLoadOp::verify() {
                             "kvpipe.attention_kernel";
   std::optional<ArrayAttr> aux = kernel.getAuxTypes();
   int64_t count = aux ? aux->size() : 0;
-  if (getAux() < 0 || getAux() >= count)
-    return emitOpError() << "reads auxiliary tensor #" << getAux()
+  // I64Attr reads back unsigned: a negative index is a huge one.
+  int64_t index = static_cast<int64_t>(getAux());
+  if (index < 0 || index >= count)
+    return emitOpError() << "reads auxiliary tensor #" << index
                          << " but the kernel declares " << count
                          << " in 'aux_types'";
-  Type declared = cast<TypeAttr>((*aux)[getAux()]).getValue();
+  Type declared = cast<TypeAttr>((*aux)[index]).getValue();
   if (declared != getType())
     return emitOpError() << "result type " << getType()
                          << " must be the element type of auxiliary tensor #"
