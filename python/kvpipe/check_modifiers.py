@@ -506,7 +506,9 @@ def run_flash_attn_backward_cases() -> List[Dict[str, Any]]:
         k, v = (torch.randn(b, skv, hkv, d, dtype=torch.bfloat16, device="cuda")
                 for _ in range(2))
         do = torch.randn_like(q)
-        slopes = torch.rand(b, h, device="cuda") * 0.3 if alibi else None
+        # Slopes that require grad, as an nn.Parameter: flash-attn takes
+        # them as constants (no gradient, no error).
+        slopes = (torch.rand(b, h, device="cuda") * 0.3).requires_grad_() if alibi else None
         row: Dict[str, Any] = {"case": (f"backward flash_attn_func softcap={softcap} "
                                         f"alibi={alibi} {'causal ' if causal else ''}"
                                         f"{sq}x{skv}")}
@@ -519,8 +521,13 @@ def run_flash_attn_backward_cases() -> List[Dict[str, Any]]:
             row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
             rows.append(_report(row))
             continue
+        if slopes is not None and slopes.grad is not None:
+            row.update(ok=False, error="alibi_slopes got a gradient (flash-attn gives none)")
+            rows.append(_report(row))
+            continue
         qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
-        scores = _flash_scores(qf, kf, causal, softcap, slopes, torch)
+        scores = _flash_scores(qf, kf, causal, softcap,
+                               None if slopes is None else slopes.detach(), torch)
         vt = vf.transpose(1, 2).repeat_interleave(h // hkv, dim=1)
         out = torch.matmul(torch.softmax(scores, dim=-1), vt).transpose(1, 2)
         out.backward(do.float())

@@ -70,6 +70,11 @@ def _score_mod(softcap: float, alibi_slopes: Any, q: Any, seq_kv: Any) -> Any:
         if shape not in ((heads,), (batch, heads)):
             raise ValueError(f"alibi_slopes must have shape ({heads},) or ({batch}, {heads}) "
                              f"(nheads or batch x nheads), got {shape}")
+        # flash-attn's alibi_slopes takes no gradient (its backward returns
+        # None for it): slopes that require grad (an nn.Parameter) are read
+        # as constants there, and so here.
+        if getattr(alibi_slopes, "requires_grad", False):
+            alibi_slopes = alibi_slopes.detach()
         # The diagonal's shift is read at run time: one kernel for all lengths.
         import torch
 
