@@ -24,6 +24,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from kvpipe import _tensors, cuda, kernels, tma
 from kvpipe import compiler as _compiler
+from kvpipe import modifiers as _modifiers
 from kvpipe._log import log
 
 LAYOUTS = ("bhsd", "bshd")
@@ -556,8 +557,6 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         if num_splits not in (0, 1) or pack_gqa is True:
             raise ValueError("score_mod and mask_mod cannot be combined with num_splits > 1 or "
                              "pack_gqa=True yet (the decode kernels have no modifiers)")
-        from kvpipe import modifiers as _modifiers
-
         traced = _modifiers.trace(score_mod, mask_mod)
         check_aux_grad(traced)
         if _needs_grad(q, k, v):
@@ -569,12 +568,13 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
 
             o, lse = attention_with_grad(q, k, v, causal, scale, layout, tuning,
                                          deterministic, mask_alignment, tuple(window_size),
-                                         score_mod, mask_mod)
+                                         score_mod, mask_mod, traced)
             return (o, lse) if return_lse else o
         return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
                               layout=layout, out=out, mask_alignment=mask_alignment,
                               window_size=window_size, kv_lengths=kv_lengths,
-                              score_mod=score_mod, mask_mod=mask_mod, **tuning)
+                              score_mod=score_mod, mask_mod=mask_mod, _traced=traced,
+                              **tuning)
     if _needs_grad(q, k, v):
         # Chosen (0, None) decode kernels fall back to the one the backward
         # pairs with; asked for ones are refused.
@@ -727,8 +727,12 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                    mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
                    kv_lengths: Any = None, num_splits: int = 1,
                    pack_gqa: Optional[bool] = False, score_mod: Any = None,
-                   mask_mod: Any = None, **tuning: int) -> Any:
+                   mask_mod: Any = None, _traced: Any = _modifiers.UNTRACED, **tuning: int) -> Any:
     """Launches the kernel (the operator's implementation).
+
+    ``_traced``: ``kvpipe.modifiers.trace(score_mod, mask_mod)`` where the
+    caller already traced them (each trace runs the callbacks in Python);
+    by default traced here.
 
     Args:
         q: ``(B, H_q, S_q, D)`` (``layout="bhsd"``, torch SDPA's) or
@@ -799,9 +803,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         causal = False  # one query at the end sees every key: the plain kernel
     scale = check_scale_and_out(scale, d, out, out_shape, q)
 
-    from kvpipe import modifiers as _modifiers
-
-    traced = _modifiers.trace(score_mod, mask_mod)
+    traced = (_modifiers.trace(score_mod, mask_mod) if _traced is _modifiers.UNTRACED
+              else _traced)
     _check_modifier_lengths(traced, sq, skv)
     if traced is not None and (num_splits != 1 or pack_gqa is not False):
         raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
@@ -1020,7 +1023,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                        deterministic: Optional[bool] = None,
                        mask_alignment: str = "top_left",
                        window_size: Tuple[int, int] = (-1, -1),
-                       score_mod: Any = None, mask_mod: Any = None) -> Tuple[Any, Any, Any]:
+                       score_mod: Any = None, mask_mod: Any = None,
+                       _traced: Any = _modifiers.UNTRACED) -> Tuple[Any, Any, Any]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v)`` for the
     output gradient ``do``, from the forward's ``o`` and ``lse`` (what
     ``attention(..., return_lse=True)`` returns), by kvpipe's backward kernels
@@ -1062,9 +1066,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                                                              window_size)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
-    from kvpipe import modifiers as _modifiers
-
-    traced = _modifiers.trace(score_mod, mask_mod)
+    traced = (_modifiers.trace(score_mod, mask_mod) if _traced is _modifiers.UNTRACED
+              else _traced)
     check_aux_grad(traced)
     _check_modifier_lengths(traced, sq, skv)
     if deterministic:

@@ -27,14 +27,15 @@ class AttentionFunction(torch.autograd.Function):
                 layout: str, tuning: Tuple[Tuple[str, Any], ...],
                 deterministic: Optional[bool], mask_alignment: str,
                 window_size: Tuple[int, int], score_mod: Optional[Callable[..., Any]],
-                mask_mod: Optional[Callable[..., Any]]) -> Tuple[Any, Any]:
+                mask_mod: Optional[Callable[..., Any]], traced: Any) -> Tuple[Any, Any]:
+        if traced is _modifiers.UNTRACED:
+            traced = _modifiers.trace(score_mod, mask_mod)
         o, lse = attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True,
                                 layout=layout, mask_alignment=mask_alignment,
                                 window_size=window_size, score_mod=score_mod,
-                                mask_mod=mask_mod, **dict(tuning))
+                                mask_mod=mask_mod, _traced=traced, **dict(tuning))
         # The modifiers' tensors are saved too, so that autograd refuses a
         # backward after one of them was changed in place.
-        traced = _modifiers.trace(score_mod, mask_mod)
         aux = tuple(traced.aux_tensors) if traced is not None else ()
         ctx.save_for_backward(q, k, v, o, lse, *aux)
         ctx.traced_ir = traced.ir if traced is not None else None
@@ -48,14 +49,15 @@ class AttentionFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, do: Any, _dlse: Any) -> Tuple[Any, ...]:
         q, k, v, o, lse, *aux = ctx.saved_tensors
-        check_same_modifiers(ctx.traced_ir, tuple(aux), ctx.score_mod, ctx.mask_mod)
+        traced = check_same_modifiers(ctx.traced_ir, tuple(aux), ctx.score_mod, ctx.mask_mod)
         dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=ctx.causal,
                                         scale=ctx.scale, layout=ctx.layout,
                                         deterministic=ctx.deterministic,
                                         mask_alignment=ctx.mask_alignment,
                                         window_size=ctx.window_size,
-                                        score_mod=ctx.score_mod, mask_mod=ctx.mask_mod)
-        return dq, dk, dv, None, None, None, None, None, None, None, None, None
+                                        score_mod=ctx.score_mod, mask_mod=ctx.mask_mod,
+                                        _traced=traced)
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
 
 
 def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
@@ -64,8 +66,11 @@ def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[fl
                         mask_alignment: str = "top_left",
                         window_size: Tuple[int, int] = (-1, -1),
                         score_mod: Optional[Callable[..., Any]] = None,
-                        mask_mod: Optional[Callable[..., Any]] = None) -> Tuple[Any, Any]:
-    """(o, lse) with a grad_fn for o."""
+                        mask_mod: Optional[Callable[..., Any]] = None,
+                        traced: Any = _modifiers.UNTRACED) -> Tuple[Any, Any]:
+    """(o, lse) with a grad_fn for o. ``traced``: the callbacks' trace where
+    the caller has it."""
     return AttentionFunction.apply(q, k, v, causal, scale, layout,
                                    tuple(sorted(tuning.items())), deterministic,
-                                   mask_alignment, tuple(window_size), score_mod, mask_mod)
+                                   mask_alignment, tuple(window_size), score_mod, mask_mod,
+                                   traced)

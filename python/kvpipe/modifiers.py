@@ -479,16 +479,23 @@ def trace(score_mod: Optional[Callable[..., Any]] = None,
                            score_mod is not None, mask_mod is not None)
 
 
+#: What the internal ``_traced`` arguments of kvpipe.attention's layers
+#: default to: the callee traces the callbacks itself. (None is a trace: no
+#: modifiers.)
+UNTRACED = object()
+
+
 def check_same_modifiers(forward_ir: Optional[str], forward_aux: Tuple[Any, ...],
                          score_mod: Optional[Callable[..., Any]],
-                         mask_mod: Optional[Callable[..., Any]]) -> None:
+                         mask_mod: Optional[Callable[..., Any]]) -> Optional[TracedModifiers]:
     """Raises RuntimeError unless the callbacks trace, at backward time, to
     the forward's regions over the same auxiliary tensors: the backward
     traces them again, and a captured Python value or tensor replaced in
     between would give the gradient of another function. (A captured tensor
-    changed in place is caught by autograd itself: the forward saves them.)"""
+    changed in place is caught by autograd itself: the forward saves them.)
+    Returns the new trace, for the backward's launch."""
     if forward_ir is None:
-        return
+        return None
     again = trace(score_mod, mask_mod)
     same = (again is not None and again.ir == forward_ir
             and len(again.aux_tensors) == len(forward_aux)
@@ -499,6 +506,7 @@ def check_same_modifiers(forward_ir: Optional[str], forward_aux: Tuple[Any, ...]
                            "backward than in the forward (a value or tensor they capture was "
                            "replaced in between): the gradient would not be that of the "
                            "forward")
+    return again
 
 
 # ---------------------------------------------------------------------------

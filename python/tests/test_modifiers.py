@@ -454,3 +454,26 @@ def test_mods_backward_kernel_configs_hold_the_prefill_plans_forward_kernels():
                    and "modifiers" not in c for c in configs), d
     # With modifiers the default kernels stay.
     assert not any(c.get("persistent") for c in configs if "modifiers" in c)
+
+
+def test_a_call_traces_its_callbacks_once(monkeypatch):
+    # kvpipe.attention traces the callbacks (running them in Python) once
+    # per call and hands the trace down; attention_impl and the backward
+    # trace only when called directly.
+    import kvpipe
+    from fakes import FakeTensor
+
+    calls = []
+    real = m.trace
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(m, "trace", counting)
+    q = FakeTensor((1, 2, 16, 64))
+    try:
+        kvpipe.attention(q, q, q, score_mod=lambda s, b, h, qi, kv: s * 2.0)
+    except Exception:  # no GPU here: the launch fails after the trace
+        pass
+    assert len(calls) == 1
