@@ -57,8 +57,12 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     %[[KEY:.*]] = arith.sitofp %{{.*}} : i32 to f32
 //       CHECK:     %[[D:.*]] = arith.subf %[[ROW]], %[[KEY]] : f32
 //       CHECK:     %[[A0:.*]] = math.absf %[[D]] : f32
-//       CHECK:     %[[B0:.*]] = arith.mulf %{{.*}}, %[[A0]] fastmath<contract> : f32
-//       CHECK:     arith.subf %{{.*}}, %[[B0]] fastmath<contract> : f32
+// score - slope * |d| is additive: the raw score minus (slope / scale) |d|,
+// the slope divided by the scale once for the tile.
+//       CHECK:     %[[SLOPE:.*]] = arith.mulf %{{.*}}, %[[INV:.*]] : f32
+//       CHECK:     %[[NEG:.*]] = arith.negf %[[SLOPE]] : f32
+//       CHECK:     %[[B0:.*]] = arith.mulf %[[A0]], %[[NEG]] fastmath<contract> : f32
+//       CHECK:     arith.addf %{{.*}}, %[[B0]] fastmath<contract> : f32
 // The next column: the same row difference, plus the column offset.
 //       CHECK:     %[[D1:.*]] = arith.addf %[[D]], %{{.*}} : f32
 //       CHECK:     math.absf %[[D1]] : f32
@@ -80,10 +84,12 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     %[[I:.*]] = arith.addi %{{.*}}, %{{.*}} : i32
 //       CHECK:     arith.sitofp %[[I]] : i32 to f32
 
-// The bias times the slope may contract (mul.f32, not mul.rn.f32) into the
-// FMA with the scaled score.
+// Per element one FMA of |d| with the tile's slope / scale into the raw
+// score (the softmax then scales it as the plain kernel does).
 // PTX-LABEL: .entry alibi(
 //       PTX: abs.f32 [[A:%r[0-9]+]], %r{{[0-9]+}};
-//  PTX-NEXT: mul.f32 [[B:%r[0-9]+]], [[A]], %r{{[0-9]+}};
-//  PTX-NEXT: neg.f32 [[N:%r[0-9]+]], [[B]];
-//  PTX-NEXT: fma.rn.f32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, [[N]];
+//       PTX: div.rn.f32
+//  PTX-NEXT: mul.rn.f32 [[S:%r[0-9]+]],
+//  PTX-NEXT: fma.rn.f32 %r{{[0-9]+}}, [[A]], [[S]], %r{{[0-9]+}};
+//       PTX: abs.f32 [[A1:%r[0-9]+]], %r{{[0-9]+}};
+//  PTX-NEXT: fma.rn.f32 %r{{[0-9]+}}, [[A1]], [[S]], %r{{[0-9]+}};

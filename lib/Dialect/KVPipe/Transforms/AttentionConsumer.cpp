@@ -196,7 +196,11 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
 }
 
 Value KernelBuilder::softmaxScaleLog2() {
-  return c.scoreMod ? f32(M_LOG2E) : param(AttentionParam::ScaleLog2);
+  // An additive score_mod leaves the scores in the raw domain (plus bias /
+  // scale): the plain kernel's scale applies.
+  return c.scoreMod && !getAdditiveScoreMod(*c.scoreMod)
+             ? f32(M_LOG2E)
+             : param(AttentionParam::ScaleLog2);
 }
 
 Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
@@ -208,7 +212,13 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
           arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
                                 index(2))),
       seqQ, seqKV, auxParams, c.auxTypes};
-  if (c.scoreMod) {
+  if (std::optional<AdditiveScoreMod> additive =
+          c.scoreMod ? getAdditiveScoreMod(*c.scoreMod) : std::nullopt) {
+    // score + bias, exponentiated as (s + bias / scale) * scale: the raw
+    // domain of the plain kernel, scaleLog2 unchanged.
+    Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);
+    s = buildAdditiveScoreMod(b, *c.scoreMod, *additive, s, inverseScale, at);
+  } else if (c.scoreMod) {
     // FlexAttention's score_mod sees the scaled score; the softmax then
     // exponentiates in base 2 what is already scaled.
     Value scale = arith::MulFOp::create(b, scaleLog2, f32(1.0 / M_LOG2E));

@@ -284,7 +284,8 @@ static void differentiate(ImplicitLocOpBuilder &b, Operation &op,
 /// (args[0]), built op by op next to the values (differentiate).
 static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
                           ValueRange args, const ModifierIndices &at,
-                          Value *derivative = nullptr) {
+                          Value *derivative = nullptr,
+                          IRMapping *inlined = nullptr) {
   Block &block = region.front();
   IRMapping map;
   map.map(block.getArguments(), args);
@@ -357,6 +358,8 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
       *derivative = arith::ConstantFloatOp::create(b, b.getF32Type(),
                                                    APFloat(0.0f));
   }
+  if (inlined)
+    *inlined = map;
   return map.lookup(yielded);
 }
 
@@ -436,6 +439,88 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
                                                         at.head),
                              row, key},
                             at);
+      });
+  return vector::FromElementsOp::create(b, s.getType(), scores);
+}
+
+/// The values of `region`'s block that depend on any of `args` (through
+/// its ops).
+static DenseSet<Value> dependents(Region &region, ArrayRef<unsigned> args) {
+  DenseSet<Value> set;
+  for (unsigned a : args)
+    set.insert(region.getArgument(a));
+  for (Operation &op : region.front())
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return set.count(v); }))
+      set.insert(op.result_begin(), op.result_end());
+  return set;
+}
+
+std::optional<AdditiveScoreMod> kvpipe::getAdditiveScoreMod(Region &region) {
+  Block &block = region.front();
+  Value yielded = cast<YieldOp>(block.getTerminator()).getValues().front();
+  Value score = region.getArgument(0);
+  DenseSet<Value> onScore = dependents(region, {0});
+  AdditiveScoreMod additive;
+  if (auto add = yielded.getDefiningOp<arith::AddFOp>()) {
+    additive.bias = add.getLhs() == score ? add.getRhs() : add.getLhs();
+    if (add.getLhs() != score && add.getRhs() != score)
+      return std::nullopt;
+  } else if (auto subtract = yielded.getDefiningOp<arith::SubFOp>()) {
+    if (subtract.getLhs() != score)
+      return std::nullopt;
+    additive.bias = subtract.getRhs();
+    additive.subtracted = true;
+  } else {
+    return std::nullopt;
+  }
+  if (onScore.count(additive.bias) ||
+      additive.bias.getParentRegion() != &region)
+    return std::nullopt;
+  // A factor of the bias that only the batch and head (and constants and
+  // the tensors read at them) determine: the same for every element of a
+  // warpgroup's tile.
+  unsigned first = firstIndexArgument(region);
+  DenseSet<Value> onPosition = dependents(region, {first + 2, first + 3});
+  if (auto product = additive.bias.getDefiningOp<arith::MulFOp>())
+    for (Value factor : {product.getLhs(), product.getRhs()})
+      if (!onPosition.count(factor) && !onScore.count(factor)) {
+        additive.uniformFactor = factor;
+        additive.otherFactor = factor == product.getLhs() ? product.getRhs()
+                                                          : product.getLhs();
+        break;
+      }
+  return additive;
+}
+
+Value kvpipe::buildAdditiveScoreMod(ImplicitLocOpBuilder &b, Region &region,
+                                    const AdditiveScoreMod &additive, Value s,
+                                    Value inverseScale,
+                                    const ModifierIndices &at) {
+  SmallVector<Value> scores = forEachElement(
+      b, region, at, [&](int64_t i, Value row, Value key) {
+        Value raw = vector::ExtractOp::create(b, s, i);
+        IRMapping inlined;
+        // The region's own addition is dead in the result (DCE drops it).
+        inlineRegion(b, region,
+                     {raw,
+                      arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
+                      arith::IndexCastOp::create(b, b.getI32Type(), at.head),
+                      row, key},
+                     at, /*derivative=*/nullptr, &inlined);
+        Value factor = inverseScale, other = inlined.lookup(additive.bias);
+        if (additive.uniformFactor) {
+          // uniform / scale once per tile (CSE merges the elements').
+          factor = arith::MulFOp::create(
+              b, inlined.lookup(additive.uniformFactor), inverseScale);
+          other = inlined.lookup(additive.otherFactor);
+        }
+        if (additive.subtracted)
+          factor = arith::NegFOp::create(b, factor);
+        Value term = arith::MulFOp::create(b, other, factor);
+        Value sum = arith::AddFOp::create(b, raw, term);
+        allowContraction(term.getDefiningOp());
+        allowContraction(sum.getDefiningOp());
+        return sum;
       });
   return vector::FromElementsOp::create(b, s.getType(), scores);
 }

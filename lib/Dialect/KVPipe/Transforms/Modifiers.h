@@ -48,6 +48,28 @@ mlir::Value buildScoreMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                           mlir::Value s, mlir::Value scale,
                           const ModifierIndices &at);
 
+/// A score_mod of the form `score + bias` or `score - bias`, `bias` not
+/// depending on the score (ALiBi, bias tables): the softmax can then work
+/// on the raw scores plus bias / scale, as the plain kernel does on the raw
+/// scores (one FMA per element instead of the scale's multiply and the
+/// bias's addition), and a bias `uniform * other` whose `uniform` only the
+/// batch and head determine (ALiBi's slope) absorbs 1 / scale once per tile.
+struct AdditiveScoreMod {
+  mlir::Value bias;
+  bool subtracted = false;
+  mlir::Value uniformFactor, otherFactor;
+};
+std::optional<AdditiveScoreMod> getAdditiveScoreMod(mlir::Region &region);
+
+/// For an additive score_mod: every element of `s` (raw q.k scores) plus
+/// (or minus) its bias times `inverseScale`: the modified scaled scores
+/// divided by the scale.
+mlir::Value buildAdditiveScoreMod(mlir::ImplicitLocOpBuilder &b,
+                                  mlir::Region &region,
+                                  const AdditiveScoreMod &additive,
+                                  mlir::Value s, mlir::Value inverseScale,
+                                  const ModifierIndices &at);
+
 /// The score_mod `region` and its derivative with respect to the score,
 /// for every element of `s` (raw q.k scores) multiplied by `scale`: the
 /// fragment of modified scaled scores and the fragment of d region / d s at
