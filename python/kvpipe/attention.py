@@ -465,10 +465,6 @@ def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignmen
         if max(seq_q, seq_kv) <= longest:
             return dict(planned)
     return tuning
-    for longest, planned in PREFILL_PLAN.get(head_dim, ()):
-        if max(seq_q, seq_kv) <= longest:
-            return dict(planned)
-    return tuning
 
 
 def _check_decode_args(num_splits: Any, pack_gqa: Any) -> None:
@@ -902,15 +898,30 @@ def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[
     return (out, lse) if return_lse else out
 
 
+#: The kernels take scale * log2(e) as an f32 and divide by it (additive
+#: score_mods): it must be a normal f32.
+_SCALE_RANGE = (2.0 ** -126 / math.log2(math.e), 2.0 ** 127 / math.log2(math.e))
+
+
+def checked_scale(scale: Any, head_dim: int) -> float:
+    """The softmax scale: ``1/sqrt(head_dim)`` by default, else ``scale``
+    checked (a positive number whose ``scale * log2(e)`` is a normal f32)."""
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+            or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    if not _SCALE_RANGE[0] <= scale <= _SCALE_RANGE[1]:
+        raise ValueError(f"scale must be between {_SCALE_RANGE[0]:.3g} and "
+                         f"{_SCALE_RANGE[1]:.3g} (scale * log2(e) a normal f32), got {scale!r}")
+    return float(scale)
+
+
 def check_scale_and_out(scale: Any, head_dim: int, out: Any, out_shape: Tuple[int, ...],
                         q: Any) -> float:
     """The softmax scale (default ``1/sqrt(head_dim)``), checked, and checks
     ``out`` (when given) against the output's shape and q's dtype and device."""
-    if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
-    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
-            or not math.isfinite(scale) or scale <= 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    scale = checked_scale(scale, head_dim)
     if out is not None:
         _tensors.check_tensor("out", out, rank=4, device="cuda", last_dim_contiguous=True,
                               stride_alignment_bytes=16)
@@ -1057,11 +1068,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
         raise TypeError(f"causal must be a bool, got {causal!r}")
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
-            or not math.isfinite(scale) or scale <= 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    scale = checked_scale(scale, d)
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
                                                              window_size)
     if not causal and not sliding_window:
@@ -1364,11 +1371,7 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
                                                              window_size)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if (isinstance(scale, bool) or not isinstance(scale, (int, float))
-            or not math.isfinite(scale) or scale <= 0):
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    scale = checked_scale(scale, d)
     for name, t, shape, dtype in (("out", out, (total_q, hq, dv), str(q.dtype)),
                                   ("lse_out", lse_out, (hq, total_q), "torch.float32")):
         if t is None:

@@ -500,6 +500,7 @@ def check_same_modifiers(forward_ir: Optional[str], forward_aux: Tuple[Any, ...]
     same = (again is not None and again.ir == forward_ir
             and len(again.aux_tensors) == len(forward_aux)
             and all(a.data_ptr() == b.data_ptr() and tuple(a.shape) == tuple(b.shape)
+                    and tuple(a.stride()) == tuple(b.stride()) and a.dtype == b.dtype
                     for a, b in zip(again.aux_tensors, forward_aux)))
     if not same:
         raise RuntimeError("kvpipe.attention: score_mod/mask_mod trace differently in the "

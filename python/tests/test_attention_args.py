@@ -138,6 +138,14 @@ def test_scale(scale):
         kvpipe.attention(q, k, v, scale=scale)
 
 
+@pytest.mark.parametrize("scale", [1e-39, 1e39])
+def test_scale_whose_log2_scaled_f32_is_not_normal(scale):
+    # The kernels take scale * log2(e) as an f32 and divide by it.
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="scale must be between .* normal f32"):
+        kvpipe.attention(q, k, v, scale=scale)
+
+
 def test_causal_must_be_bool():
     q, k, v = qkv()
     with pytest.raises(TypeError, match="causal must be a bool"):

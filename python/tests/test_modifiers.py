@@ -404,6 +404,18 @@ def test_backward_refuses_modifiers_that_trace_differently_than_in_the_forward()
     for score_mod in (m.alibi(other), m.alibi(slopes, shift=3), None):
         with pytest.raises(RuntimeError, match="trace differently in the backward"):
             m.check_same_modifiers(forward.ir, tuple(forward.aux_tensors), score_mod, None)
+    # The same storage and shape seen through other strides (t swapped
+    # for t.t()) is another tensor too.
+    table = Tensor((4, 4), dtype="float32")
+    transposed = Tensor((4, 4), strides=(1, 4), dtype="float32")
+    transposed.dtype = table.dtype
+    forward = m.trace(lambda s, b, h, q, kv: s + table[h, h])
+    with pytest.raises(RuntimeError, match="trace differently in the backward"):
+        m.check_same_modifiers(forward.ir, tuple(forward.aux_tensors),
+                               lambda s, b, h, q, kv: s + transposed[h, h], None)
+    again = m.check_same_modifiers(forward.ir, tuple(forward.aux_tensors),
+                                   lambda s, b, h, q, kv: s + table[h, h], None)
+    assert again.ir == forward.ir
 
 
 def test_attention_refuses_an_undifferentiable_score_mod_before_the_forward(

@@ -499,8 +499,10 @@ static bool isVarlenPointer(AttentionParam p) {
 DictionaryAttr kvpipe::withTensorMapABI(DictionaryAttr abi,
                                         FunctionType kernelType) {
   auto params = abi.getAs<ArrayAttr>("params");
-  assert(params && params.size() == kernelType.getNumInputs() &&
-         "the ABI names every parameter of the kernel");
+  // A generator bug, not bad input: the ABI and the kernel would disagree.
+  if (!params || params.size() != kernelType.getNumInputs())
+    llvm::report_fatal_error("kvpipe: a kernel's ABI does not name each of its "
+                             "parameters once, in order");
   Builder b(abi.getContext());
   NamedAttrList entries(abi);
   for (auto [name, type] : llvm::zip(params.getAsValueRange<StringAttr>(),
