@@ -799,8 +799,7 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         causal = False  # one query at the end sees every key: the plain kernel
     scale = check_scale_and_out(scale, d, out, out_shape, q)
 
-    traced = (_modifiers.trace(score_mod, mask_mod) if _traced is _modifiers.UNTRACED
-              else _traced)
+    traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
     _check_modifier_lengths(traced, sq, skv)
     if traced is not None and (num_splits != 1 or pack_gqa is not False):
         raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
@@ -1073,8 +1072,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                                                              window_size)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
-    traced = (_modifiers.trace(score_mod, mask_mod) if _traced is _modifiers.UNTRACED
-              else _traced)
+    traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
     check_aux_grad(traced)
     _check_modifier_lengths(traced, sq, skv)
     if deterministic:

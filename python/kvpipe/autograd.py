@@ -28,8 +28,7 @@ class AttentionFunction(torch.autograd.Function):
                 deterministic: Optional[bool], mask_alignment: str,
                 window_size: Tuple[int, int], score_mod: Optional[Callable[..., Any]],
                 mask_mod: Optional[Callable[..., Any]], traced: Any) -> Tuple[Any, Any]:
-        if traced is _modifiers.UNTRACED:
-            traced = _modifiers.trace(score_mod, mask_mod)
+        traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
         o, lse = attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True,
                                 layout=layout, mask_alignment=mask_alignment,
                                 window_size=window_size, score_mod=score_mod,

@@ -485,6 +485,13 @@ def trace(score_mod: Optional[Callable[..., Any]] = None,
 UNTRACED = object()
 
 
+def trace_unless_traced(traced: Any, score_mod: Optional[Callable[..., Any]],
+                        mask_mod: Optional[Callable[..., Any]]) -> Optional[TracedModifiers]:
+    """``traced`` where a caller passed its trace down, else
+    ``trace(score_mod, mask_mod)``: the callbacks run once per call."""
+    return trace(score_mod, mask_mod) if traced is UNTRACED else traced
+
+
 def check_same_modifiers(forward_ir: Optional[str], forward_aux: Tuple[Any, ...],
                          score_mod: Optional[Callable[..., Any]],
                          mask_mod: Optional[Callable[..., Any]]) -> Optional[TracedModifiers]:

@@ -425,6 +425,21 @@ forEachElement(ImplicitLocOpBuilder &b, Region &region,
   return results;
 }
 
+/// A region's block arguments for one element: the score (a score_mod's;
+/// null for a mask_mod), the batch and head as i32, the query and the key.
+static SmallVector<Value, 5> regionArguments(ImplicitLocOpBuilder &b,
+                                             const ModifierIndices &at,
+                                             Value score, Value query,
+                                             Value key) {
+  SmallVector<Value, 5> args;
+  if (score)
+    args.push_back(score);
+  args.append({arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
+               arith::IndexCastOp::create(b, b.getI32Type(), at.head), query,
+               key});
+  return args;
+}
+
 Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
                             Value scale, const ModifierIndices &at) {
   SmallVector<Value> scores = forEachElement(
@@ -433,12 +448,7 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
             b, vector::ExtractOp::create(b, s, i), scale);
         allowContraction(scaled.getDefiningOp());
         return inlineRegion(b, region,
-                            {scaled, arith::IndexCastOp::create(
-                                         b, b.getI32Type(), at.batch),
-                             arith::IndexCastOp::create(b, b.getI32Type(),
-                                                        at.head),
-                             row, key},
-                            at);
+                            regionArguments(b, at, scaled, row, key), at);
       });
   return vector::FromElementsOp::create(b, s.getType(), scores);
 }
@@ -501,12 +511,8 @@ Value kvpipe::buildAdditiveScoreMod(ImplicitLocOpBuilder &b, Region &region,
         Value raw = vector::ExtractOp::create(b, s, i);
         IRMapping inlined;
         // The region's own addition is dead in the result (DCE drops it).
-        inlineRegion(b, region,
-                     {raw,
-                      arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
-                      arith::IndexCastOp::create(b, b.getI32Type(), at.head),
-                      row, key},
-                     at, /*derivative=*/nullptr, &inlined);
+        inlineRegion(b, region, regionArguments(b, at, raw, row, key), at,
+                     /*derivative=*/nullptr, &inlined);
         Value factor = inverseScale, other = inlined.lookup(additive.bias);
         if (additive.uniformFactor) {
           // uniform / scale once per tile (CSE merges the elements').
@@ -537,10 +543,7 @@ kvpipe::buildScoreModWithDerivative(ImplicitLocOpBuilder &b, Region &region,
         allowContraction(scaled.getDefiningOp());
         Value derivative;
         Value value = inlineRegion(
-            b, region,
-            {scaled, arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
-             arith::IndexCastOp::create(b, b.getI32Type(), at.head), row, key},
-            at, &derivative);
+            b, region, regionArguments(b, at, scaled, row, key), at, &derivative);
         derivatives.push_back(derivative);
         return value;
       });
@@ -558,11 +561,8 @@ Value kvpipe::buildMaskModKeep(ImplicitLocOpBuilder &b, Region &region,
                                const ModifierIndices &at) {
   SmallVector<Value> kept = forEachElement(
       b, region, at, [&](int64_t, Value row, Value key) {
-        return inlineRegion(
-            b, region,
-            {arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
-             arith::IndexCastOp::create(b, b.getI32Type(), at.head), row, key},
-            at);
+        return inlineRegion(b, region,
+                            regionArguments(b, at, Value(), row, key), at);
       });
   return vector::FromElementsOp::create(
       b, VectorType::get({at.numElements}, b.getI1Type()), kept);
