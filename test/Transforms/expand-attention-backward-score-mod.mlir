@@ -83,7 +83,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-NEXT:       %[[NEGLSE:.*]] = arith.negf %[[LSE]] : vector<32xf32>
 //  CHECK-NEXT:       %[[EXPONENT:.*]] = math.fma %[[VALUES]], %[[LOG2E]], %[[NEGLSE]] : vector<32xf32>
 //  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[EXPONENT]] fastmath<afn> : vector<32xf32>
-//  CHECK-NEXT:       %[[P16:.*]] = arith.truncf %[[P]] : vector<32xf32> to vector<32xbf16>
+// P^T rounded two at a time (one cvt.rn.bf16x2 per pair, packedTrunc).
+//  CHECK-NEXT:       vector.extract %[[P]][0] : f32 from vector<32xf32>
+//  CHECK-NEXT:       vector.extract %[[P]][1] : f32 from vector<32xf32>
+//  CHECK-NEXT:       nvvm.convert.f32x2.to.bf16x2 %{{.*}}, %{{.*}} {rnd = #nvvm.fp_rnd_mode<rn>} : vector<2xbf16>
+//       CHECK:       %[[P16:.*]] = vector.from_elements %{{.*}} : vector<32xbf16>
 //  CHECK-NEXT:       %[[VANISHES:.*]] = arith.cmpf oeq, %[[P]], %[[ZERO]] : vector<32xf32>
 //  CHECK-NEXT:       %[[PD:.*]] = arith.mulf %[[P]], %[[DERIVS]] : vector<32xf32>
 //  CHECK-NEXT:       %[[PDZ:.*]] = arith.select %[[VANISHES]], %[[ZERO]], %[[PD]] : vector<32xi1>, vector<32xf32>
@@ -106,7 +110,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       llvm.getelementptr %[[AUX0]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
 //       CHECK:       llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 //       CHECK:       %[[P:.*]] = math.exp2 %{{.*}} : vector<32xf32>
-//  CHECK-NEXT:       %[[P16:.*]] = arith.truncf %[[P]] : vector<32xf32> to vector<32xbf16>
+// P^T rounded two at a time (one cvt.rn.bf16x2 per pair, packedTrunc).
+//  CHECK-NEXT:       vector.extract %[[P]][0] : f32 from vector<32xf32>
+//  CHECK-NEXT:       vector.extract %[[P]][1] : f32 from vector<32xf32>
+//  CHECK-NEXT:       nvvm.convert.f32x2.to.bf16x2 %{{.*}}, %{{.*}} {rnd = #nvvm.fp_rnd_mode<rn>} : vector<2xbf16>
+//       CHECK:       %[[P16:.*]] = vector.from_elements %{{.*}} : vector<32xbf16>
 //   CHECK-NOT:       arith.cmpf oeq
 //       CHECK:       %[[MASKED:.*]] = scf.if %{{.*}} -> (vector<32xbf16>) {
 //       CHECK:       %[[PF:.*]] = arith.extf %[[MASKED]] : vector<32xbf16> to vector<32xf32>
@@ -132,3 +140,6 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // and, through it, in the derivative.
 // PTX: .entry softcap(
 // PTX: ex2.approx
+// P^T's rounding is packed: no scalar bf16 conversion (F2F) in the kernels.
+// PTX-NOT: cvt.rn.bf16.f32
+// PTX: cvt.rn.bf16x2.f32

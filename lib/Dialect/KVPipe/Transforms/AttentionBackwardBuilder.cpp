@@ -106,6 +106,35 @@ private:
                       function_ref<void(Value row, Value paddedRow,
                                         Value valid, Value lane)>
                           body);
+  /// `v` (f32) rounded to the element type two at a time (cvt.rn.bf16x2 /
+  /// f16x2, one F2FP): P^T is both the dV wgmma's A operand (packed) and
+  /// extended back for dS, and from a plain truncf LLVM emits one scalar
+  /// cvt per element (F2F, on the same pipe as the exp2s) plus the packing.
+  Value packedTrunc(Value v) {
+    auto type = cast<VectorType>(v.getType());
+    auto pairType = VectorType::get({2}, c.elementType);
+    Value result = arith::ConstantOp::create(
+        b, VectorType::get(type.getShape(), c.elementType),
+        DenseElementsAttr::get(VectorType::get(type.getShape(), c.elementType),
+                               b.getZeroAttr(c.elementType)));
+    auto rn = NVVM::FPRoundingModeAttr::get(ctx, NVVM::FPRoundingMode::RN);
+    for (int64_t i = 0; i < type.getNumElements(); i += 2) {
+      Value lo = vector::ExtractOp::create(b, v, i);
+      Value hi = vector::ExtractOp::create(b, v, i + 1);
+      Value pair =
+          c.elementType.isBF16()
+              ? Value(NVVM::ConvertF32x2ToBF16x2Op::create(
+                    b, pairType, hi, lo, Value(), rn.getValue(),
+                    NVVM::SaturationMode::NONE, false))
+              : Value(NVVM::ConvertF32x2ToF16x2Op::create(
+                    b, pairType, hi, lo, Value(), rn.getValue(),
+                    NVVM::SaturationMode::NONE, false));
+      for (int64_t j : {0, 1})
+        result = vector::InsertOp::create(
+            b, vector::ExtractOp::create(b, pair, j), result, i + j);
+    }
+    return result;
+  }
   /// The row-wise kernels' split of a row among a warp's lanes: each lane
   /// owns D/32 columns, in chunks of rowChunkElements() -- the largest power
   /// of two dividing D/32, so that a chunk is one aligned vector access (2
@@ -1017,7 +1046,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
             arith::NegFOp::create(b, lse));
       }
       pT = math::Exp2Op::create(b, exponent, arith::FastMathFlags::afn);
-      pT16 = arith::TruncFOp::create(b, halfType, pT);
+      pT16 = packedTrunc(pT);
       pDT16 = pT16;
       if (dMod) {
         // Where P^T is 0 (underflowed) so is the product, whatever the
@@ -1056,7 +1085,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // registers (ptxas spilled ~200 bytes); the rounding is that of dS^T's
     // own conversion below.
     if (!modifiers) {
-      pT16 = arith::TruncFOp::create(b, halfType, pT);
+      pT16 = packedTrunc(pT);
       pDT16 = pT16;
     }
     dPT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dPT}, 0)
