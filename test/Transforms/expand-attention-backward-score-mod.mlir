@@ -64,11 +64,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //   CHECK-DAG:   %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<32xf32>
 //       CHECK:   consumers(2)
 //       CHECK:     scf.for
-//       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_wait %{{.*}} {pending = 1 : i64}
-// The log-sum-exp of the columns first, then per element: the scaled
-// score, the region, and the derivative chain (d x = 1 / 20; d tanh =
-// (1 - y^2) d x; d (20 y) = 20 d tanh).
+// The log-sum-exp of the columns before the wait, then per element: the
+// scaled score, the region, and the derivative chain (d x = 1 / 20; d tanh
+// = (1 - y^2) d x; d (20 y) = 20 d tanh).
 //       CHECK:       %[[LSE:.*]] = vector.from_elements
+//       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_wait %{{.*}} {pending = 1 : i64}
 //       CHECK:       %[[E0:.*]] = vector.extract %[[ST]][0] : f32 from vector<32xf32>
 //  CHECK-NEXT:       %[[S0:.*]] = arith.mulf %[[E0]], %[[SCALE]]{{( fastmath<contract>)?}} : f32
 //  CHECK-NEXT:       %[[X0:.*]] = arith.mulf %[[S0]], %[[INV]]{{( fastmath<contract>)?}} : f32

@@ -67,22 +67,28 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // The log-sum-exp and delta columns prefetched into L1 (two 128-byte lines
 // each) before the slot waits.
 //   CHECK-COUNT-4:   nvvm.prefetch level = L1
-// S^T = K_c Q^T and dP^T = V_c dO^T (SS), S^T retired first.
+// S^T = K_c Q^T and dP^T = V_c dO^T (SS); the per-column log-sum-exp (8
+// pair loads for 32 elements) while they run, ahead of the wait and the
+// mask's branch (ptxas hoists loads above neither); S^T retired first.
 //       CHECK:       kvpipe.consumer_wait
 //       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[QT:.*]] : memref<2x64x64xbf16, {{.*}} -> vector<32xf32>
 //       CHECK:       kvpipe.consumer_wait
 //       CHECK:       %[[DPT:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[DOT:.*]] : memref<2x64x64xbf16, {{.*}} -> vector<32xf32>
+//   CHECK-COUNT-8:   llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
+//       CHECK:       %[[LSE:.*]] = vector.from_elements
 //       CHECK:       kvpipe.warpgroup_wait %[[ST]] {pending = 1 : i64}
-// The mask on the blocks that need it, rows keys and columns queries.
+// The mask on the blocks that need it, rows keys and columns queries; P^T
+// by exp2.
 //       CHECK:       scf.if %{{.*}} -> (vector<32xf32>)
 //       CHECK:         arith.cmpi sge, %{{.*}}, %{{.*}} : vector<32xi32>
-// Per-column log-sum-exp (8 pair loads for 32 elements), P^T by exp2.
-//   CHECK-COUNT-8:   llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
-//       CHECK:       vector.from_elements
+//       CHECK:       arith.negf %[[LSE]]
 //       CHECK:       math.fma
-//       CHECK:       math.exp2 {{.*}} : vector<32xf32>
+//       CHECK:       %[[P:.*]] = math.exp2 {{.*}} : vector<32xf32>
 //       CHECK:       kvpipe.warpgroup_wait %[[DPT]] {pending = 0 : i64}
+// dS^T = P^T (dP^T - delta), from the fp32 P^T.
 //   CHECK-COUNT-8:   llvm.load {{.*}} -> vector<2xf32>
+//       CHECK:       %[[DIFF:.*]] = arith.subf %{{.*}}, %{{.*}} : vector<32xf32>
+//       CHECK:       arith.mulf %[[P]], %[[DIFF]] : vector<32xf32>
 // dV += P^T dO (RS), dS through shared memory, dQ = dS K with A read
 // MN-major, then dK += dS^T Q (RS): dQ retires while dK runs.
 //       CHECK:       %[[DV:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[DOT]], %{{.*}} {transpose_b} : vector<32xbf16>

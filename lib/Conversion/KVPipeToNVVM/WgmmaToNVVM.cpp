@@ -344,13 +344,26 @@ struct WarpgroupWaitOpLowering : ConvertOpToLLVMPattern<WarpgroupWaitOp> {
   }
 };
 
-/// Each thread stores its fragment pairs (adjacent columns, one 32-bit
-/// store each) at their swizzled addresses, in the accumulator layout of
-/// AccumulatorLayout.h (the thread's base row and column, plus each
-/// element's constant offset). The swizzle XORs the 16-byte chunk index
-/// (address bits 4..) with the row within the 8-row atom (bits 7..).
+/// Each warp stores its 16 x N part of the fragment with `stmatrix.x4`
+/// (four 8x8 b16 matrices per instruction). The accumulator layout is
+/// stmatrix's register layout (AccumulatorLayout.h: in each 8x8 matrix,
+/// thread l holds row l/4, columns 2(l%4) and +1 as one 32-bit pair), so
+/// pairs 4m .. 4m+3 -- rows +0/+8 of the 8-column groups 2m and 2m+1 -- are
+/// instruction m's four registers, and lane l gives the address of row l%8
+/// of matrix l/8. That row segment is one 16-byte chunk of the swizzled tile
+/// (a tile row is at least 32 bytes), and the swizzle XORs the chunk index
+/// (address bits 4..) with the row within the 8-row atom (bits 7..), which
+/// depends only on the lane's row. One instruction and one address per 8
+/// elements instead of four 32-bit stores with four addresses: the addresses
+/// are what a kernel keeps live across its loop (the backward's dS^T store
+/// spilled them).
 struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  /// Pairs per stmatrix.x4 and the columns one instruction covers.
+  static constexpr int64_t kPairsPerStore = 4;
+  static constexpr int64_t kColumnsPerStore =
+      2 * AccumulatorLayout::kColumnGroupWidth;
 
   LogicalResult
   matchAndRewrite(StoreFragmentOp op, OpAdaptor adaptor,
@@ -361,19 +374,48 @@ struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
         type, op.getSwizzle(), [] { return InFlightDiagnostic(); }, "dest");
     auto cst = [&](int64_t v) { return i32Constant(rewriter, loc, v); };
     using Layout = AccumulatorLayout;
+    // Pair 4m + k (elements 8m + 2k, +1) is matrix k of instruction m:
+    // rows 8 (k % 2) + [0, 8), columns 16 m + 8 (k / 2) + [0, 8).
+    static_assert(Layout::rowOffset(0) == 0 && Layout::rowOffset(2) == 8 &&
+                      Layout::rowOffset(4) == 0 && Layout::rowOffset(6) == 8,
+                  "pairs 4m+k: k%2 selects the row half");
+    static_assert(Layout::columnOffset(0) == 0 &&
+                      Layout::columnOffset(4) == Layout::kColumnGroupWidth &&
+                      Layout::columnOffset(8) == 2 * Layout::kColumnGroupWidth,
+                  "pairs 4m+k: k/2 selects the column group");
+    // 16-bit elements and swizzles of 32 bytes or more (the verifier).
+    assert(tile.width % kColumnsPerStore == 0 && "a row holds 16 columns");
+
     Value t = LLVM::URemOp::create(rewriter, loc, threadIdX(rewriter, loc),
                                    cst(Layout::kThreads));
     Value warp = LLVM::UDivOp::create(rewriter, loc, t, cst(Layout::kWarpSize));
     Value lane = LLVM::URemOp::create(rewriter, loc, t, cst(Layout::kWarpSize));
-    // Layout::threadRow and Layout::threadColumn, at run time.
-    Value rowBase = LLVM::AddOp::create(
+    // The matrix this lane addresses (lane / 8) and its row in it.
+    Value matrix = LLVM::UDivOp::create(rewriter, loc, lane, cst(8));
+    Value rowInMatrix = LLVM::URemOp::create(rewriter, loc, lane, cst(8));
+    Value row = LLVM::AddOp::create(
         rewriter, loc,
         LLVM::MulOp::create(rewriter, loc, warp, cst(Layout::kRowsPerWarp)),
-        LLVM::UDivOp::create(rewriter, loc, lane, cst(Layout::kLanesPerRow)));
-    Value colBase = LLVM::MulOp::create(
+        LLVM::AddOp::create(
+            rewriter, loc,
+            LLVM::MulOp::create(
+                rewriter, loc,
+                LLVM::URemOp::create(rewriter, loc, matrix, cst(2)),
+                cst(Layout::kRowHalfDistance)),
+            rowInMatrix));
+    Value columnInStore = LLVM::MulOp::create(
+        rewriter, loc, LLVM::UDivOp::create(rewriter, loc, matrix, cst(2)),
+        cst(Layout::kColumnGroupWidth));
+    Value rowBytes =
+        LLVM::MulOp::create(rewriter, loc, row, cst(tile.swizzleBytes));
+    // The swizzle's XOR: the row within the atom, at the chunk bits.
+    Value chunkXor = LLVM::ShlOp::create(
         rewriter, loc,
-        LLVM::URemOp::create(rewriter, loc, lane, cst(Layout::kLanesPerRow)),
-        cst(Layout::kColumnsPerLane));
+        LLVM::AndOp::create(rewriter, loc,
+                            LLVM::LShrOp::create(rewriter, loc, rowBytes,
+                                                 cst(7)),
+                            cst(tile.swizzleBytes / 16 - 1)),
+        cst(4));
     Value base = tileAddress(rewriter, loc, *getTypeConverter(), type,
                              adaptor.getDest());
     auto fragType = cast<VectorType>(op.getFragment().getType());
@@ -381,36 +423,30 @@ struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
     Value pairs = LLVM::BitcastOp::create(
         rewriter, loc, VectorType::get({numPairs}, rewriter.getI32Type()),
         adaptor.getFragment());
-    int64_t swizzleMask = tile.swizzleBytes / 16 - 1;
-    for (int64_t j = 0; j < numPairs; ++j) {
-      // Element i = 2j and its neighbour i + 1 (one column right).
-      int64_t i = 2 * j, col = Layout::columnOffset(i);
+    auto shape = NVVM::LdStMatrixShapeAttr::get(rewriter.getContext(), 8, 8);
+    for (int64_t m = 0; m < numPairs / kPairsPerStore; ++m) {
+      int64_t col = m * kColumnsPerStore;
       int64_t block = col / tile.width, colInBlock = col % tile.width;
-      Value row = LLVM::AddOp::create(rewriter, loc, rowBase,
-                                      cst(Layout::rowOffset(i)));
-      // Byte offset within the block, before the swizzle.
-      Value offset = LLVM::AddOp::create(
+      Value columnBytes = LLVM::MulOp::create(
           rewriter, loc,
-          LLVM::MulOp::create(rewriter, loc, row, cst(tile.swizzleBytes)),
-          LLVM::MulOp::create(
-              rewriter, loc,
-              LLVM::AddOp::create(rewriter, loc, colBase, cst(colInBlock)),
-              cst(tile.elementBytes)));
-      Value chunkXor = LLVM::ShlOp::create(
-          rewriter, loc,
-          LLVM::AndOp::create(
-              rewriter, loc,
-              LLVM::LShrOp::create(rewriter, loc, offset, cst(7)),
-              cst(swizzleMask)),
-          cst(4));
-      Value swizzled = LLVM::XOrOp::create(rewriter, loc, offset, chunkXor);
+          LLVM::AddOp::create(rewriter, loc, columnInStore, cst(colInBlock)),
+          cst(tile.elementBytes));
       Value bytes = LLVM::AddOp::create(
-          rewriter, loc, swizzled, cst(block * tile.blockStrideBytes()));
+          rewriter, loc,
+          LLVM::AddOp::create(
+              rewriter, loc, rowBytes,
+              LLVM::XOrOp::create(rewriter, loc, columnBytes, chunkXor)),
+          cst(block * tile.blockStrideBytes()));
       Value addr = LLVM::GEPOp::create(rewriter, loc, base.getType(),
                                        rewriter.getI8Type(), base,
                                        ValueRange{bytes});
-      Value pair = LLVM::ExtractElementOp::create(rewriter, loc, pairs, cst(j));
-      LLVM::StoreOp::create(rewriter, loc, pair, addr, /*alignment=*/4);
+      SmallVector<Value, kPairsPerStore> sources;
+      for (int64_t k = 0; k < kPairsPerStore; ++k)
+        sources.push_back(LLVM::ExtractElementOp::create(
+            rewriter, loc, pairs, cst(kPairsPerStore * m + k)));
+      NVVM::StMatrixOp::create(rewriter, loc, addr, sources,
+                               NVVM::MMALayout::row, shape,
+                               NVVM::LdStMatrixEltType::B16);
     }
     rewriter.eraseOp(op);
     return success();

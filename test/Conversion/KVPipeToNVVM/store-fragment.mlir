@@ -2,77 +2,78 @@
 
 // kvpipe.store_fragment: thread t of the warpgroup (w = t/32, l = t%32)
 // holds element i of the 64xN fragment at row 16w + l/4 + 8((i%4)/2),
-// column 8(i/4) + 2(l%4) + i%2 (gpu-workflow.md). Each adjacent pair is one
-// 32-bit store at the swizzled address: byte offset o = row * S + col * 2
-// within the column block, 16-byte chunk XOR (o >> 7) & (S/16 - 1) (the
-// TMA swizzle: CUTLASS Swizzle<3,4,3> for 128B, <1,4,3> for 32B), plus the
-// block's offset.
+// column 8(i/4) + 2(l%4) + i%2 (AccumulatorLayout.h): in every 8x8 block,
+// stmatrix's register layout. So pairs 4m .. 4m+3 (rows +0/+8 of the column
+// groups 2m, 2m+1) are one `stmatrix.x4`, and lane l addresses row l%8 of
+// matrix l/8: row 16w + 8((l/8)%2) + l%8, columns 16m + 8(l/16). The
+// address is the swizzled one: byte offset o = row * S + col * 2 within the
+// column block, 16-byte chunk XOR (o >> 7) & (S/16 - 1) (the TMA swizzle:
+// CUTLASS Swizzle<3,4,3> for 128B, <1,4,3> for 32B), which depends only on
+// the row since a 16-byte chunk never straddles a swizzled row, plus the
+// block's offset. (That this is the same map as one 32-bit store per pair
+// was checked exhaustively for every swizzle and N when it was written.)
 
 !t = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
 
 // CHECK-LABEL: func.func @swizzle128
 //  CHECK-SAME: (%[[F:[^:]*]]: vector<64xbf16>, %[[T:[^:]*]]: memref<2x64x64xbf16, #gpu.address_space<workgroup>>)
-//       CHECK:   %[[C128:.*]] = llvm.mlir.constant(128 : i32) : i32
 //       CHECK:   %[[TID:.*]] = nvvm.read.ptx.sreg.tid.x : i32
-//       CHECK:   %[[T128:.*]] = llvm.urem %[[TID]], %[[C128]] : i32
-//       CHECK:   %[[C32:.*]] = llvm.mlir.constant(32 : i32) : i32
-//       CHECK:   %[[W:.*]] = llvm.udiv %[[T128]], %[[C32]] : i32
-//       CHECK:   %[[C32B:.*]] = llvm.mlir.constant(32 : i32) : i32
-//       CHECK:   %[[L:.*]] = llvm.urem %[[T128]], %[[C32B]] : i32
-//       CHECK:   %[[C4:.*]] = llvm.mlir.constant(4 : i32) : i32
-//       CHECK:   %[[L4:.*]] = llvm.udiv %[[L]], %[[C4]] : i32
+//       CHECK:   %[[T128:.*]] = llvm.urem %[[TID]], %{{.*}} : i32
+//       CHECK:   %[[W:.*]] = llvm.udiv %[[T128]], %{{.*}} : i32
+//       CHECK:   %[[L:.*]] = llvm.urem %[[T128]], %{{.*}} : i32
+//       CHECK:   %[[C8:.*]] = llvm.mlir.constant(8 : i32) : i32
+//       CHECK:   %[[MAT:.*]] = llvm.udiv %[[L]], %[[C8]] : i32
+//       CHECK:   %[[RIM:.*]] = llvm.urem %[[L]], %{{.*}} : i32
+//       CHECK:   %[[HALF:.*]] = llvm.urem %[[MAT]], %{{.*}} : i32
+//       CHECK:   %[[HROW:.*]] = llvm.mul %[[HALF]], %{{.*}} : i32
+//       CHECK:   %[[INW:.*]] = llvm.add %[[HROW]], %[[RIM]] : i32
 //       CHECK:   %[[C16:.*]] = llvm.mlir.constant(16 : i32) : i32
 //       CHECK:   %[[W16:.*]] = llvm.mul %[[W]], %[[C16]] : i32
-//       CHECK:   %[[ROW:.*]] = llvm.add %[[W16]], %[[L4]] : i32
-//       CHECK:   %[[C2:.*]] = llvm.mlir.constant(2 : i32) : i32
-//       CHECK:   %[[C4B:.*]] = llvm.mlir.constant(4 : i32) : i32
-//       CHECK:   %[[LM:.*]] = llvm.urem %[[L]], %[[C4B]] : i32
-//       CHECK:   %[[COL:.*]] = llvm.mul %[[LM]], %[[C2]] : i32
+//       CHECK:   %[[ROW:.*]] = llvm.add %[[W16]], %[[INW]] : i32
+//       CHECK:   %[[GRP:.*]] = llvm.udiv %[[MAT]], %{{.*}} : i32
+//       CHECK:   %[[COL:.*]] = llvm.mul %[[GRP]], %{{.*}} : i32
+//       CHECK:   %[[S:.*]] = llvm.mlir.constant(128 : i32) : i32
+//       CHECK:   %[[RB:.*]] = llvm.mul %[[ROW]], %[[S]] : i32
+//       CHECK:   %[[SH4:.*]] = llvm.mlir.constant(4 : i32) : i32
+//       CHECK:   %[[M7:.*]] = llvm.mlir.constant(7 : i32) : i32
+//       CHECK:   %[[SH7:.*]] = llvm.mlir.constant(7 : i32) : i32
+//       CHECK:   %[[HI:.*]] = llvm.lshr %[[RB]], %[[SH7]] : i32
+//       CHECK:   %[[AT:.*]] = llvm.and %[[HI]], %[[M7]] : i32
+//       CHECK:   %[[X:.*]] = llvm.shl %[[AT]], %[[SH4]] : i32
 //       CHECK:   %[[BASE:.*]] = llvm.getelementptr %{{.*}} : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, bf16
 //       CHECK:   %[[PAIRS:.*]] = llvm.bitcast %[[F]] : vector<64xbf16> to vector<32xi32>
-// Pair 0: elements 0, 1 at (row, col).
-//       CHECK:   %[[R0:.*]] = llvm.add %[[ROW]], %{{.*}} : i32
+// Instruction 0: columns 0..15, pairs 0..3.
 //       CHECK:   %[[EB:.*]] = llvm.mlir.constant(2 : i32) : i32
 //       CHECK:   %[[K0:.*]] = llvm.mlir.constant(0 : i32) : i32
 //       CHECK:   %[[CC0:.*]] = llvm.add %[[COL]], %[[K0]] : i32
 //       CHECK:   %[[CB0:.*]] = llvm.mul %[[CC0]], %[[EB]] : i32
-//       CHECK:   %[[S:.*]] = llvm.mlir.constant(128 : i32) : i32
-//       CHECK:   %[[RB0:.*]] = llvm.mul %[[R0]], %[[S]] : i32
-//       CHECK:   %[[O0:.*]] = llvm.add %[[RB0]], %[[CB0]] : i32
-//       CHECK:   %[[SH4:.*]] = llvm.mlir.constant(4 : i32) : i32
-//       CHECK:   %[[M7:.*]] = llvm.mlir.constant(7 : i32) : i32
-//       CHECK:   %[[SH7:.*]] = llvm.mlir.constant(7 : i32) : i32
-//       CHECK:   %[[HI0:.*]] = llvm.lshr %[[O0]], %[[SH7]] : i32
-//       CHECK:   %[[AT0:.*]] = llvm.and %[[HI0]], %[[M7]] : i32
-//       CHECK:   %[[X0:.*]] = llvm.shl %[[AT0]], %[[SH4]] : i32
-//       CHECK:   %[[SW0:.*]] = llvm.xor %[[O0]], %[[X0]] : i32
 //       CHECK:   %[[BLK0:.*]] = llvm.mlir.constant(0 : i32) : i32
-//       CHECK:   %[[BY0:.*]] = llvm.add %[[SW0]], %[[BLK0]] : i32
+//       CHECK:   %[[SW0:.*]] = llvm.xor %[[CB0]], %[[X]] : i32
+//       CHECK:   %[[O0:.*]] = llvm.add %[[RB]], %[[SW0]] : i32
+//       CHECK:   %[[BY0:.*]] = llvm.add %[[O0]], %[[BLK0]] : i32
 //       CHECK:   %[[A0:.*]] = llvm.getelementptr %[[BASE]][%[[BY0]]] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
-//       CHECK:   %[[V0:.*]] = llvm.extractelement %[[PAIRS]][%{{.*}} : i32] : vector<32xi32>
-//       CHECK:   llvm.store %[[V0]], %[[A0]] {alignment = 4 : i64} : i32, !llvm.ptr<3>
-// Pair 1: elements 2, 3 at (row + 8, col).
-//       CHECK:   %[[EIGHT:.*]] = llvm.mlir.constant(8 : i32) : i32
-//       CHECK:   %[[R1:.*]] = llvm.add %[[ROW]], %[[EIGHT]] : i32
-//       CHECK:   %[[K1:.*]] = llvm.mlir.constant(0 : i32) : i32
+//       CHECK:   %[[I0:.*]] = llvm.mlir.constant(0 : i32) : i32
+//       CHECK:   %[[P0:.*]] = llvm.extractelement %[[PAIRS]][%[[I0]] : i32] : vector<32xi32>
+//       CHECK:   %[[I1:.*]] = llvm.mlir.constant(1 : i32) : i32
+//       CHECK:   %[[P1:.*]] = llvm.extractelement %[[PAIRS]][%[[I1]] : i32] : vector<32xi32>
+//       CHECK:   %[[I2:.*]] = llvm.mlir.constant(2 : i32) : i32
+//       CHECK:   %[[P2:.*]] = llvm.extractelement %[[PAIRS]][%[[I2]] : i32] : vector<32xi32>
+//       CHECK:   %[[I3:.*]] = llvm.mlir.constant(3 : i32) : i32
+//       CHECK:   %[[P3:.*]] = llvm.extractelement %[[PAIRS]][%[[I3]] : i32] : vector<32xi32>
+//       CHECK:   nvvm.stmatrix %[[A0]], %[[P0]], %[[P1]], %[[P2]], %[[P3]] {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
+// Instruction 1: columns 16..31, pairs 4..7.
+//       CHECK:   %[[K1:.*]] = llvm.mlir.constant(16 : i32) : i32
 //       CHECK:   llvm.add %[[COL]], %[[K1]] : i32
-//       CHECK:   llvm.mul %[[R1]], %{{.*}} : i32
-//       CHECK:   llvm.store
-// Pair 2: elements 4, 5 at (row, col + 8).
-//       CHECK:   llvm.add %[[ROW]], %{{.*}} : i32
-//       CHECK:   %[[K2:.*]] = llvm.mlir.constant(8 : i32) : i32
-//       CHECK:   llvm.add %[[COL]], %[[K2]] : i32
-//       CHECK:   llvm.store
-// Pairs 16..31 are columns 64..127: the second block, 64 * 128 B further.
-//   CHECK-COUNT-13:   llvm.store
-//       CHECK:   llvm.add %[[ROW]], %{{.*}} : i32
-//  CHECK-NEXT:   llvm.mlir.constant(2 : i32) : i32
-//  CHECK-NEXT:   %[[K16:.*]] = llvm.mlir.constant(0 : i32) : i32
-//  CHECK-NEXT:   llvm.add %[[COL]], %[[K16]] : i32
-//       CHECK:   %[[BLK1:.*]] = llvm.mlir.constant(8192 : i32) : i32
-//       CHECK:   llvm.add %{{.*}}, %[[BLK1]] : i32
-//       CHECK:   llvm.store
-//   CHECK-COUNT-15:   llvm.store
+//       CHECK:   llvm.mlir.constant(4 : i32) : i32
+//       CHECK:   nvvm.stmatrix
+// Instructions 4..7 are columns 64..127: the second block, 64 * 128 B further.
+//   CHECK-COUNT-2:   nvvm.stmatrix
+//       CHECK:   %[[K4:.*]] = llvm.mlir.constant(0 : i32) : i32
+//  CHECK-NEXT:   llvm.add %[[COL]], %[[K4]] : i32
+//       CHECK:   llvm.mlir.constant(8192 : i32) : i32
+//       CHECK:   nvvm.stmatrix
+//   CHECK-COUNT-3:   nvvm.stmatrix
+//   CHECK-NOT:   nvvm.stmatrix
 //   CHECK-NOT:   llvm.store
 //       CHECK:   return
 func.func @swizzle128(%f: vector<64xbf16>, %t: !t) {
@@ -83,24 +84,29 @@ func.func @swizzle128(%f: vector<64xbf16>, %t: !t) {
 // -----
 
 // 32B swizzle, f16, N = 32: rows of 32 bytes, mask 1 (XOR bit 4 with bit 7),
-// blocks of 64 * 32 B = 2048 B, 8 pairs.
+// blocks of 64 * 32 B = 2048 B, one instruction per block.
 !t = memref<2x64x16xf16, #gpu.address_space<workgroup>>
 
 // CHECK-LABEL: func.func @swizzle32
-//       CHECK:   llvm.bitcast %{{.*}} : vector<16xf16> to vector<8xi32>
+//       CHECK:   %[[T:.*]] = llvm.urem %{{.*}}, %{{.*}} : i32
+//       CHECK:   %[[L:.*]] = llvm.urem %[[T]], %{{.*}} : i32
+//       CHECK:   %[[MAT:.*]] = llvm.udiv %[[L]], %{{.*}} : i32
+//       CHECK:   %[[GRP:.*]] = llvm.udiv %[[MAT]], %{{.*}} : i32
+//       CHECK:   llvm.mul %[[GRP]], %{{.*}} : i32
 //       CHECK:   %[[S:.*]] = llvm.mlir.constant(32 : i32) : i32
 //       CHECK:   %[[RB:.*]] = llvm.mul %{{.*}}, %[[S]] : i32
-//       CHECK:   %[[O:.*]] = llvm.add %[[RB]], %{{.*}} : i32
 //       CHECK:   %[[SH4:.*]] = llvm.mlir.constant(4 : i32) : i32
 //       CHECK:   %[[M1:.*]] = llvm.mlir.constant(1 : i32) : i32
 //       CHECK:   %[[SH7:.*]] = llvm.mlir.constant(7 : i32) : i32
-//       CHECK:   %[[HI:.*]] = llvm.lshr %[[O]], %[[SH7]] : i32
+//       CHECK:   %[[HI:.*]] = llvm.lshr %[[RB]], %[[SH7]] : i32
 //       CHECK:   %[[AT:.*]] = llvm.and %[[HI]], %[[M1]] : i32
 //       CHECK:   %[[X:.*]] = llvm.shl %[[AT]], %[[SH4]] : i32
-//       CHECK:   llvm.xor %[[O]], %[[X]] : i32
-//   CHECK-COUNT-4:   llvm.store %{{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+//       CHECK:   llvm.bitcast %{{.*}} : vector<16xf16> to vector<8xi32>
+//       CHECK:   llvm.xor %{{.*}}, %[[X]] : i32
+//       CHECK:   nvvm.stmatrix
 //       CHECK:   llvm.mlir.constant(2048 : i32) : i32
-//   CHECK-COUNT-4:   llvm.store %{{.*}} {alignment = 4 : i64} : i32, !llvm.ptr<3>
+//       CHECK:   nvvm.stmatrix
+//   CHECK-NOT:   nvvm.stmatrix
 //   CHECK-NOT:   llvm.store
 func.func @swizzle32(%f: vector<16xf16>, %t: !t) {
   kvpipe.store_fragment %f, %t {swizzle = 32} : vector<16xf16>, !t
@@ -109,16 +115,22 @@ func.func @swizzle32(%f: vector<16xf16>, %t: !t) {
 
 // -----
 
-// 64B swizzle: mask 3 (XOR bits 4-5 with bits 7-8).
+// 64B swizzle: mask 3 (XOR bits 4-5 with bits 7-8), N = 32 in one block.
 !t = memref<64x32xbf16, #gpu.address_space<workgroup>>
 
 // CHECK-LABEL: func.func @swizzle64
+//       CHECK:   %[[T:.*]] = llvm.urem %{{.*}}, %{{.*}} : i32
+//       CHECK:   %[[L:.*]] = llvm.urem %[[T]], %{{.*}} : i32
+//       CHECK:   %[[MAT:.*]] = llvm.udiv %[[L]], %{{.*}} : i32
+//       CHECK:   %[[GRP:.*]] = llvm.udiv %[[MAT]], %{{.*}} : i32
+//       CHECK:   llvm.mul %[[GRP]], %{{.*}} : i32
 //       CHECK:   %[[S:.*]] = llvm.mlir.constant(64 : i32) : i32
 //       CHECK:   llvm.mul %{{.*}}, %[[S]] : i32
 //       CHECK:   llvm.mlir.constant(4 : i32) : i32
 //       CHECK:   %[[M3:.*]] = llvm.mlir.constant(3 : i32) : i32
 //       CHECK:   llvm.and %{{.*}}, %[[M3]] : i32
-//   CHECK-COUNT-8:   llvm.store
+//   CHECK-COUNT-2:   nvvm.stmatrix
+//   CHECK-NOT:   nvvm.stmatrix
 //   CHECK-NOT:   llvm.store
 func.func @swizzle64(%f: vector<16xbf16>, %t: !t) {
   kvpipe.store_fragment %f, %t {swizzle = 64} : vector<16xbf16>, !t

@@ -3,7 +3,7 @@
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a %t.ptx -o %t.cubin %}
 
 // The attention epilogue: each thread of the warpgroup writes its 64x64
-// bf16 fragment into the 128B-swizzled shared tile (32-bit stores), the
+// bf16 fragment into the 128B-swizzled shared tile (stmatrix), the
 // writes are made visible to the async proxy and the warpgroup synchronises,
 // then one thread stores the tile with a TMA bulk-group copy and waits for it.
 
@@ -13,8 +13,10 @@
 // CHECK-LABEL: .entry epilogue(
 // CHECK: .param .align 64 .b8 epilogue_param_0[128]
 // CHECK: .shared .align 1024 .b8 {{.*}}[8192];
-// 32 elements per thread, stored as 16 pairs.
-// CHECK-COUNT-16: st.shared.{{[bu]}}32
+// 32 elements per thread: 16 pairs, four stmatrix.x4 (8x8 matrices).
+// CHECK-COUNT-4: stmatrix.sync.aligned.m8n8.x4.shared.b16 [{{%rd[0-9]+}}], {{[{]}}{{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}};
+// CHECK-NOT: stmatrix
+// CHECK-NOT: st.shared
 // CHECK: fence.proxy.async.shared::cta;
 // CHECK: bar.sync 0;
 // Coordinates innermost first: column 0, row, head.

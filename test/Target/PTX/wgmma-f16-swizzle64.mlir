@@ -20,7 +20,7 @@
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}, p, 1, 1, 1;
 // CHECK: wgmma.commit_group.sync.aligned;
 // CHECK: wgmma.wait_group.sync.aligned 0;
-// CHECK-COUNT-16: st.shared.{{[bu]}}32
+// CHECK-COUNT-4: stmatrix.sync.aligned.m8n8.x4.shared.b16
 // CHECK: ret;
 
 module attributes {gpu.container_module} {

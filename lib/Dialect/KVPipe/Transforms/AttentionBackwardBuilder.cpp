@@ -1002,6 +1002,13 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     Value dOTile = buildSlotWait(b, sDO, stateDO, slotShape);
     Value dPT = WarpgroupMmaOp::create(b, sType, sVc, dOTile, Value(),
                                        kSwizzle);
+    // The log-sum-exp columns are loaded while the GEMMs run, ahead of the
+    // wait and of the mask's branch: ptxas does not hoist loads above
+    // either, and below them the loads' latency sat between S^T and the
+    // exp2s (with the dS^T store's addresses gone from the registers, the
+    // causal D 128 kernel ran 13 % slower that way, 2026-12-04).
+    Value lse = buildColumnVector(b, param(BackwardParam::LseLog2),
+                                  firstColumn, kBlockM / 2);
     // S^T first (pending = 1: dP^T may still be in flight), then P^T, then
     // dP^T and dS^T: the log-sum-exp and delta columns are never live at
     // once (at head dim 128, dK, dV, S^T, dP^T and both would exceed the
@@ -1009,7 +1016,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     sT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{sT}, 1)
              .getResult(0);
     // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta).
-    Value lse, pT, pT16, pDT16;
+    Value pT, pT16, pDT16;
     auto vectorOf = [&](Type type, double v) -> Value {
       auto vecType = VectorType::get({kBlockM / 2}, type);
       return arith::ConstantOp::create(
@@ -1023,14 +1030,11 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
       // of the scaled score: P^T (dP^T - delta) d score_mod / d s, the
       // derivative taken at the scaled score (Modifiers.cpp); dK and dQ then
       // take the scale as without one (epilogue, postprocess). With
-      // modifiers the log-sum-exp is loaded first and each (modified) score
-      // becomes P^T (and P^T d) at once, in the element type, which the
-      // masks then set to 0 (an infinite P^T of a masked score included):
-      // the scores and their derivatives are never live as fp32 fragments
-      // next to the mask's work (at head dim 128 that halved the soft-cap's
-      // spills, 2026-12-04).
-      lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
-                              kBlockM / 2);
+      // modifiers each (modified) score becomes P^T (and P^T d) at once, in
+      // the element type, which the masks then set to 0 (an infinite P^T of
+      // a masked score included): the scores and their derivatives are
+      // never live as fp32 fragments next to the mask's work (at head dim
+      // 128 that halved the soft-cap's spills, 2026-12-04).
       Value exponent, dMod;
       if (c.scoreMod) {
         Value modified;
@@ -1070,8 +1074,6 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
       pDT16 = masked.back();
     } else {
       sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
-      lse = buildColumnVector(b, param(BackwardParam::LseLog2), firstColumn,
-                              kBlockM / 2);
       pT = math::Exp2Op::create(
           b,
           math::FmaOp::create(b, sT,
@@ -1079,11 +1081,13 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                               arith::NegFOp::create(b, lse)),
           arith::FastMathFlags::afn);
     }
-    // dS^T is computed from P^T in the element type, as the dV wgmma reads
-    // it: the fp32 P^T is dead before dP^T and delta are live. At head dim
-    // 128 dK, dV, P^T, dP^T and delta in fp32 exceed the consumers' 240
-    // registers (ptxas spilled ~200 bytes); the rounding is that of dS^T's
-    // own conversion below.
+    // Without modifiers dS^T is computed from the fp32 P^T, which stays live
+    // across the dP^T wait next to its element-type copy for the dV wgmma.
+    // Extending the copy back instead (so that the fp32 P^T died early) cost
+    // 64 integer ops per Q block and was 3-4.5 % slower at head dim 64 once
+    // the dS^T store no longer held 16 addresses (stmatrix, 2026-12-04);
+    // with modifiers P^T d is a third value, and the element-type copies
+    // keep the scores' fp32 fragments dead (above).
     if (!modifiers) {
       pT16 = packedTrunc(pT);
       pDT16 = pT16;
@@ -1092,8 +1096,9 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
               .getResult(0);
     Value delta = buildColumnVector(b, param(BackwardParam::Delta),
                                     firstColumn, kBlockM / 2);
-    Value dST = arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, pDT16),
-                                      arith::SubFOp::create(b, dPT, delta));
+    Value dST = arith::MulFOp::create(
+        b, modifiers ? Value(arith::ExtFOp::create(b, sType, pDT16)) : pT,
+        arith::SubFOp::create(b, dPT, delta));
     Value dST16 = arith::TruncFOp::create(b, halfType, dST);
     // dV += P^T dO_i, dK += dS^T Q_i (A from registers, as P in O += P V).
     // With dQ's column split, dK is issued after dQ (FA3's order): dQ then

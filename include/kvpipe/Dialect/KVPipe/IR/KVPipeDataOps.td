@@ -226,7 +226,9 @@ def KVPipe_StoreFragmentOp : KVPipe_Op<"store_fragment",
     fragment (accumulator layout, see `kvpipe.warpgroup_mma`) into the
     shared-memory tile `dest` of logical shape [64][N] in the canonical
     swizzled layout (memref<(N/W) x 64 x W x T>), as the epilogue does before
-    a TMA store. Adjacent column pairs are written as one 32-bit store.
+    a TMA store. Each warp writes its 16 rows with `stmatrix.x4` (the
+    accumulator layout is stmatrix's register layout: four 8x8 matrices,
+    one 16-byte swizzled row segment per lane and instruction).
 
     ```mlir
     kvpipe.store_fragment %o, %tile {swizzle = 128}
