@@ -30,11 +30,13 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // PTXAS64: Compiling entry function 'fa_bwd_preprocess'
 // PTXAS64: 0 bytes spill stores, 0 bytes spill loads
 
-// Head dim 128: assembles, no warnings; the main kernel still spills about
-// 100 bytes (104 B stores, 124 B loads) (loop-invariant wgmma descriptors held in ordinary registers,
-// docs/backward.md), the pre- and postprocess none.
+// Head dim 128: assembles, no warnings; the main kernel spills under 200 B
+// of stores and of loads (120/176 B when written: the fp32 P^T and the
+// log-sum-exp columns held across the waits, docs/backward.md), the pre- and
+// postprocess none.
 // PTXAS128: Compiling entry function 'fa_bwd_postprocess'
 // PTXAS128: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS128: Compiling entry function 'fa_bwd'
+// PTXAS128: frame, {{1?[0-9]?[0-9]}} bytes spill stores, {{1?[0-9]?[0-9]}} bytes spill loads
 // PTXAS128: Compiling entry function 'fa_bwd_preprocess'
 // PTXAS128: 0 bytes spill stores, 0 bytes spill loads
