@@ -56,9 +56,10 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       %[[E:.*]] = math.fma %[[ST]], %{{.*}}, %{{.*}} : vector<32xf32>
 //  CHECK-NEXT:       %[[P:.*]] = math.exp2 %[[E]] fastmath<afn> : vector<32xf32>
 // P^T rounded two at a time (one cvt.rn.bf16x2 per pair, packedTrunc).
-//  CHECK-NEXT:       vector.extract %[[P]][0] : f32 from vector<32xf32>
-//  CHECK-NEXT:       vector.extract %[[P]][1] : f32 from vector<32xf32>
-//  CHECK-NEXT:       nvvm.convert.f32x2.to.bf16x2 %{{.*}}, %{{.*}} {rnd = #nvvm.fp_rnd_mode<rn>} : vector<2xbf16>
+// The high operand is the odd element (cvt.rn.bf16x2's a, the upper half).
+//  CHECK-NEXT:       %[[LO:.*]] = vector.extract %[[P]][0] : f32 from vector<32xf32>
+//  CHECK-NEXT:       %[[HI:.*]] = vector.extract %[[P]][1] : f32 from vector<32xf32>
+//  CHECK-NEXT:       nvvm.convert.f32x2.to.bf16x2 %[[HI]], %[[LO]] {rnd = #nvvm.fp_rnd_mode<rn>} : vector<2xbf16>
 //       CHECK:       %[[P16:.*]] = vector.from_elements %{{.*}} : vector<32xbf16>
 // The built-in masks (the tails) first, then whether the shape keeps the
 // whole tile.

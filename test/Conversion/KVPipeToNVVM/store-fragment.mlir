@@ -10,8 +10,8 @@
 // column block, 16-byte chunk XOR (o >> 7) & (S/16 - 1) (the TMA swizzle:
 // CUTLASS Swizzle<3,4,3> for 128B, <1,4,3> for 32B), which depends only on
 // the row since a 16-byte chunk never straddles a swizzled row, plus the
-// block's offset. (That this is the same map as one 32-bit store per pair
-// was checked exhaustively for every swizzle and N when it was written.)
+// block's offset. store-fragment-map.test checks the resulting map address
+// by address for every thread; this file checks the IR's shape.
 
 !t = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
 

@@ -989,8 +989,9 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     SmallVector<int64_t, 3> slotShape = {c.qkBlocks(), kBlockM, kW};
     // The log-sum-exp and delta of the queries (S^T's columns): prefetched
     // into L1 first, so that their global-memory latency overlaps the slot
-    // waits and the S^T and dP^T wgmmas; loaded where they are used (held
-    // in registers across the wgmmas, they made ptxas spill at head dim 128).
+    // waits and the S^T and dP^T wgmmas. The log-sum-exp is then loaded
+    // while the GEMMs run (below); delta after dP^T's wait, where it is used
+    // (ptxas sinks its loads there anyway).
     Value firstColumn = arith::AddIOp::create(
         b, arith::AddIOp::create(b, rowBase, qRow), threadColumn);
     for (BackwardParam values : {BackwardParam::LseLog2, BackwardParam::Delta})

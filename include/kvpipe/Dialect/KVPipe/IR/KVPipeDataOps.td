@@ -228,7 +228,9 @@ def KVPipe_StoreFragmentOp : KVPipe_Op<"store_fragment",
     swizzled layout (memref<(N/W) x 64 x W x T>), as the epilogue does before
     a TMA store. Each warp writes its 16 rows with `stmatrix.x4` (the
     accumulator layout is stmatrix's register layout: four 8x8 matrices,
-    one 16-byte swizzled row segment per lane and instruction).
+    one 16-byte swizzled row segment per lane and instruction), so the op is
+    warp-collective: all 32 lanes of each of the warpgroup's warps must
+    execute it together (never under a per-thread condition).
 
     ```mlir
     kvpipe.store_fragment %o, %tile {swizzle = 128}
