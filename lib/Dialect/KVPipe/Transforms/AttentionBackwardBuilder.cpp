@@ -113,27 +113,24 @@ private:
   Value packedTrunc(Value v) {
     auto type = cast<VectorType>(v.getType());
     auto pairType = VectorType::get({2}, c.elementType);
-    Value result = arith::ConstantOp::create(
-        b, VectorType::get(type.getShape(), c.elementType),
-        DenseElementsAttr::get(VectorType::get(type.getShape(), c.elementType),
-                               b.getZeroAttr(c.elementType)));
-    auto rn = NVVM::FPRoundingModeAttr::get(ctx, NVVM::FPRoundingMode::RN);
+    auto rn = NVVM::FPRoundingMode::RN;
+    SmallVector<Value> elements;
     for (int64_t i = 0; i < type.getNumElements(); i += 2) {
       Value lo = vector::ExtractOp::create(b, v, i);
       Value hi = vector::ExtractOp::create(b, v, i + 1);
       Value pair =
           c.elementType.isBF16()
               ? Value(NVVM::ConvertF32x2ToBF16x2Op::create(
-                    b, pairType, hi, lo, Value(), rn.getValue(),
+                    b, pairType, hi, lo, Value(), rn,
                     NVVM::SaturationMode::NONE, false))
               : Value(NVVM::ConvertF32x2ToF16x2Op::create(
-                    b, pairType, hi, lo, Value(), rn.getValue(),
+                    b, pairType, hi, lo, Value(), rn,
                     NVVM::SaturationMode::NONE, false));
       for (int64_t j : {0, 1})
-        result = vector::InsertOp::create(
-            b, vector::ExtractOp::create(b, pair, j), result, i + j);
+        elements.push_back(vector::ExtractOp::create(b, pair, j));
     }
-    return result;
+    return vector::FromElementsOp::create(
+        b, VectorType::get(type.getShape(), c.elementType), elements);
   }
   /// The row-wise kernels' split of a row among a warp's lanes: each lane
   /// owns D/32 columns, in chunks of rowChunkElements() -- the largest power
