@@ -1360,11 +1360,25 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     Returns:
         ``out`` ``(total_q, H_q, D_v)`` contiguous, or ``(out, lse)``. Only
         the sequences' rows are written: rows after ``cu_seqlens_q[-1]``
-        are left as they were.
+        are left as they were. With q, k or v requiring grad (and grad
+        mode on), ``out`` has a grad_fn: the backward is
+        :func:`attention_varlen_backward`.
 
     Raises:
         ValueError / TypeError: a bad argument, named.
     """
+    if _needs_grad(q, k, v):
+        if out is not None or lse_out is not None:
+            raise ValueError("out and lse_out cannot be given when q, k or v require grad "
+                             "(autograd records a new output)")
+        from kvpipe.autograd import varlen_attention_with_grad
+
+        # The arguments are checked by this function, called again there
+        # without grad.
+        o, lse = varlen_attention_with_grad(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                            max_seqlen_k, causal, scale, mask_alignment,
+                                            tuple(window_size), check_cu_seqlens, tuning)
+        return (o, lse) if return_lse else o
     batch, total_q, total_k, hq, hkv, d, dv, max_seqlen_q, max_seqlen_k = check_varlen_inputs(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
@@ -1427,6 +1441,59 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         kernel.launch(grid, (abi["threads"], 1, 1), args,
                       shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
+
+
+def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: Any,
+                              cu_seqlens_q: Any, cu_seqlens_k: Any, causal: bool = False,
+                              scale: Optional[float] = None, mask_alignment: str = "top_left",
+                              window_size: Tuple[int, int] = (-1, -1),
+                              deterministic: Optional[bool] = None) -> Tuple[Any, Any, Any]:
+    """The gradients ``(dq, dk, dv)`` of :func:`attention_varlen` for the
+    output gradient ``dout``, from its ``out`` and ``lse`` (``(H_q,
+    total_q)``), in the packed layouts of q, k and v.
+
+    Each sequence's gradients come from the backward family
+    (:func:`attention_backward`) on views of its rows: there is no packed
+    backward kernel yet, so this reads ``cu_seqlens`` back (one
+    synchronisation) and launches three kernels per sequence with keys and
+    queries; rows that belong to no sequence get zero gradients. Fine for
+    batches of long sequences; many short ones pay the launches.
+    """
+    _, total_q, total_k, hq, hkv, d, dv, _, _ = check_varlen_inputs(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, 1, 1)
+    for name, t, shape, dtype in (("out", out, (total_q, hq, dv), str(q.dtype)),
+                                  ("dout", dout, (total_q, hq, dv), str(q.dtype)),
+                                  ("lse", lse, (hq, total_q), "torch.float32")):
+        _tensors.check_tensor(name, t, rank=len(shape), device="cuda",
+                              last_dim_contiguous=False, stride_alignment_bytes=None)
+        if tuple(t.shape) != shape or str(t.dtype) != dtype:
+            raise ValueError(f"{name} must be a {dtype} tensor of shape {shape}, got "
+                             f"{t.dtype} {tuple(t.shape)}")
+    import torch
+
+    starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    dq, dk, dv_out = (torch.zeros_like(t, memory_format=torch.contiguous_format)
+                      for t in (q, k, v))
+
+    def rows(t: Any, start: int, end: int) -> Any:
+        return t[start:end].unsqueeze(0)  # (1, len, H, D): bshd
+
+    for b in range(len(starts_q) - 1):
+        q0, q1 = max(starts_q[b], 0), min(starts_q[b + 1], total_q)
+        k0, k1 = max(starts_k[b], 0), min(starts_k[b + 1], total_k)
+        if q1 <= q0 or k1 <= k0:
+            continue  # no queries, or no keys (out is 0): nothing flows back
+        # A sequence with as many queries as keys has one diagonal for both
+        # alignments: the top-left family then serves (and deterministic
+        # mode, which needs it).
+        alignment = "top_left" if q1 - q0 == k1 - k0 else mask_alignment
+        attention_backward(rows(q, q0, q1), rows(k, k0, k1), rows(v, k0, k1),
+                           rows(out, q0, q1), lse[:, q0:q1].unsqueeze(0),
+                           rows(dout, q0, q1), causal=causal, scale=scale, layout="bshd",
+                           dq=rows(dq, q0, q1), dk=rows(dk, k0, k1), dv=rows(dv_out, k0, k1),
+                           deterministic=deterministic, mask_alignment=alignment,
+                           window_size=window_size)
+    return dq, dk, dv_out
 
 
 def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: Any, lse: Any,

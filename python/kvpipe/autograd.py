@@ -17,7 +17,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 
 from kvpipe import modifiers as _modifiers
-from kvpipe.attention import attention_backward, attention_impl
+from kvpipe.attention import (attention_backward, attention_impl, attention_varlen,
+                              attention_varlen_backward)
 from kvpipe.modifiers import check_same_modifiers
 
 
@@ -73,3 +74,47 @@ def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[fl
                                    tuple(sorted(tuning.items())), deterministic,
                                    mask_alignment, tuple(window_size), score_mod, mask_mod,
                                    traced)
+
+
+class VarlenAttentionFunction(torch.autograd.Function):
+    """``attention_varlen`` with a backward (``attention_varlen_backward``)."""
+
+    @staticmethod
+    def forward(ctx: Any, q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                max_seqlen_q: int, max_seqlen_k: int, causal: bool, scale: Optional[float],
+                mask_alignment: str, window_size: Tuple[int, int],
+                check_cu_seqlens: Optional[bool],
+                tuning: Tuple[Tuple[str, Any], ...]) -> Tuple[Any, Any]:
+        with torch.no_grad():
+            o, lse = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                      max_seqlen_k, causal=causal, scale=scale,
+                                      return_lse=True, mask_alignment=mask_alignment,
+                                      window_size=window_size,
+                                      check_cu_seqlens=check_cu_seqlens, **dict(tuning))
+        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+        ctx.causal, ctx.scale = causal, scale
+        ctx.mask_alignment, ctx.window_size = mask_alignment, window_size
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx: Any, dout: Any, _dlse: Any) -> Tuple[Any, ...]:
+        q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+        dq, dk, dv = attention_varlen_backward(q, k, v, o, lse, dout.contiguous(),
+                                               cu_seqlens_q, cu_seqlens_k, causal=ctx.causal,
+                                               scale=ctx.scale,
+                                               mask_alignment=ctx.mask_alignment,
+                                               window_size=ctx.window_size)
+        return (dq, dk, dv) + (None,) * 10
+
+
+def varlen_attention_with_grad(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                               max_seqlen_q: int, max_seqlen_k: int, causal: bool,
+                               scale: Optional[float], mask_alignment: str,
+                               window_size: Tuple[int, int], check_cu_seqlens: Optional[bool],
+                               tuning: Dict[str, Any]) -> Tuple[Any, Any]:
+    """(out, lse) of ``attention_varlen`` with a grad_fn for out."""
+    return VarlenAttentionFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                         max_seqlen_k, causal, scale, mask_alignment,
+                                         tuple(window_size), check_cu_seqlens,
+                                         tuple(sorted(tuning.items())))

@@ -18,6 +18,11 @@ mask (``check.reference_mask``), query rows in chunks. Every case runs twice:
   must still be NaN -- a tile that stored past its sequence's end would
   have written there. (Between sequences, such a store would race with the
   next sequence's own: the whole output is compared in both runs.)
+
+The backward (``backward_cases``): ``flash_attn_varlen_func`` on inputs that
+require grad, ``.backward(dout)``, dq, dk and dv against float32 autograd of
+the per-sequence reference, on batches with a sequence without keys or
+queries, GQA, causal (bottom-right), a window, the backward's head dims.
 """
 
 from __future__ import annotations
@@ -122,6 +127,101 @@ def varlen_grid() -> List[VarlenCase]:
     return cases
 
 
+def backward_cases() -> List[VarlenCase]:
+    """Short batches (the float32 reference's autograd is per sequence):
+    every sequence has at least as many keys as queries where causal, so
+    that no row is without keys (whose reference gradient would be NaN)."""
+    return [
+        VarlenCase("bf16", 64, 4, 2, (1, 0, 200, 77, 513), (5, 3, 200, 300, 513), True,
+                   "bottom_right"),
+        VarlenCase("f16", 128, 4, 4, (300, 64, 1), (300, 128, 1)),
+        VarlenCase("bf16", 128, 6, 2, (130, 257), (400, 257), True, "bottom_right", (64, 0)),
+        VarlenCase("bf16", 96, 2, 2, (33, 190), (100, 190), True, "bottom_right"),
+    ]
+
+
+def backward_kernel_configs() -> List[Dict[str, Any]]:
+    """The ``compile_attention`` arguments of the kernels ``run_backward``
+    launches: the varlen forward, and the dense backward families that
+    ``attention_varlen_backward`` runs per sequence (top-left for sequences
+    as long as their keys)."""
+    wanted: List[Dict[str, Any]] = []
+    for case in backward_cases():
+        causal, alignment, window = _kernel_choice(case)
+        dims = dict(head_dim=case.head_dim, dtype=case.dtype,
+                    value_head_dim=case.value_head_dim)
+        wanted.append(dict(**dims, causal=causal, mask_alignment=alignment,
+                           sliding_window=window, varlen=True))
+        for seq_alignment in {alignment, "top_left"}:
+            if not (causal or window):
+                seq_alignment = "top_left"
+            wanted.append(dict(**dims, causal=causal, mask_alignment=seq_alignment,
+                               sliding_window=window, backward=True))
+    unique: List[Dict[str, Any]] = []
+    for config in wanted:
+        if config not in unique:
+            unique.append(config)
+    return unique
+
+
+def run_backward_case(case: VarlenCase, seed: int) -> Dict[str, Any]:
+    import torch
+
+    from kvpipe.flash_attn import flash_attn_varlen_func
+
+    torch.manual_seed(seed)
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    starts_q, starts_k = _offsets(case.lengths_q), _offsets(case.lengths_k)
+    total_q, total_k = starts_q[-1], starts_k[-1]
+    q = torch.randn(total_q, case.heads_q, case.head_dim, dtype=dtype, device="cuda")
+    k = torch.randn(total_k, case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
+    v = torch.randn(total_k, case.heads_kv, case.v_head_dim, dtype=dtype, device="cuda")
+    cu_q = torch.tensor(starts_q, dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor(starts_k, dtype=torch.int32, device="cuda")
+    scale = 1.0 / math.sqrt(case.head_dim)
+    row: Dict[str, Any] = {"case": "backward " + case.name}
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    try:
+        out = flash_attn_varlen_func(*leaves, cu_q, cu_k, max(case.lengths_q),
+                                     max(case.lengths_k), causal=case.causal,
+                                     window_size=case.window)
+        dout = torch.randn_like(out)
+        out.backward(dout)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    # The reference: float32 leaves, the per-sequence masked attention.
+    ref_leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    qf, kf, vf = ref_leaves
+    group = case.heads_q // case.heads_kv
+    loss = qf.sum() * 0.0
+    for s, (n_q, n_k) in enumerate(zip(case.lengths_q, case.lengths_k)):
+        if not n_q or not n_k:
+            continue
+        rows_q = slice(starts_q[s], starts_q[s] + n_q)
+        rows_k = slice(starts_k[s], starts_k[s] + n_k)
+        visible = reference_mask(n_q, n_k, case.causal, case.alignment, case.window,
+                                 q.device, torch)
+        o, _ = _masked_attention(qf[rows_q].transpose(0, 1),
+                                 kf[rows_k].transpose(0, 1).repeat_interleave(group, 0),
+                                 vf[rows_k].transpose(0, 1).repeat_interleave(group, 0),
+                                 scale, visible, torch)
+        loss = loss + (o.transpose(0, 1) * dout[rows_q].float()).sum()
+    loss.backward()
+    errors, ok = {}, True
+    for name, got, ref in zip(("dq", "dk", "dv"), (t.grad for t in leaves),
+                              (t.grad for t in ref_leaves)):
+        gf = got.float()
+        floor = 1e-3 * math.sqrt(ref.numel())
+        rel = float((gf - ref).norm() / max(float(ref.norm()), floor))
+        errors[name] = rel
+        ok = ok and bool(torch.isfinite(gf).all()) and rel < REL_TOLERANCE
+    row.update(ok=ok, rel=max(errors.values()), errors=errors, max_abs=float("nan"),
+               lse_err=0.0)
+    return row
+
+
 def _kernel_choice(case: VarlenCase) -> Tuple[bool, str, bool]:
     """(causal, mask_alignment, sliding_window) of the kernel attention_varlen
     picks for the case (no mask: the top-left kernel)."""
@@ -146,6 +246,8 @@ def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, A
                            value_head_dim=case.value_head_dim, mask_alignment=alignment,
                            sliding_window=window, varlen=True))
     wanted += bench_varlen.kernel_configs()
+    if cases is None:
+        wanted += backward_kernel_configs()
     unique: List[Dict[str, Any]] = []
     for config in wanted:
         if config not in unique:
@@ -272,8 +374,16 @@ def run_case(case: VarlenCase, seed: int, tail: bool) -> Dict[str, Any]:
 
 
 def run(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:
+    """The grid (forward, twice per case), then the backward cases."""
     cases = cases if cases is not None else varlen_grid()
     rows = []
+    for i, case in enumerate(backward_cases()):
+        start = time.perf_counter()
+        row = run_backward_case(case, seed=4242 + i)
+        row["seconds"] = round(time.perf_counter() - start, 3)
+        rows.append(row)
+        detail = f"rel {row['rel']:.2e}" if "rel" in row else row.get("error", "")
+        print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: {detail}", flush=True)
     for i, case in enumerate(cases):
         for tail in (False, True):
             start = time.perf_counter()

@@ -317,7 +317,9 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         window_size: ``(left, right)``, anchored the same way; -1 unbounded.
         softmax_scale: default ``1 / sqrt(headdim)``.
         dropout_p, softcap, alibi_slopes, block_table: must be 0 / None.
-        deterministic: accepted (the forward pass is deterministic).
+        deterministic: accepted; the forward is deterministic, and the
+            backward (inputs requiring grad: per sequence, the dense backward
+            family) follows ``torch.use_deterministic_algorithms``.
         return_attn_probs: also return the log-sum-exp (and ``None``).
 
     Returns:

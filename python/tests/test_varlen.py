@@ -256,3 +256,65 @@ def test_integer_maxima_of_other_types_are_accepted():
     with pytest.raises((ImportError, AttributeError, TypeError)) as info:
         flash_attn.flash_attn_varlen_func(*packed(), NumpyLikeInt(200), NumpyLikeInt(400))
     assert "must" not in str(info.value)
+
+
+class _GradTensor(FakeTensor):
+    requires_grad = True
+
+
+def test_outputs_in_place_are_refused_when_inputs_require_grad():
+    # An output written in place cannot carry a grad_fn.
+    q, k, v, cu_q, cu_k = packed()
+    with pytest.raises(ValueError, match="out and lse_out cannot be given when q, k or v "
+                                         "require grad"):
+        attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
+                                   200, 400, out=FakeTensor((300, 8, 128)))
+
+
+def test_inputs_requiring_grad_go_through_autograd(monkeypatch):
+    # With an input requiring grad (grad mode on: no torch here), the call is
+    # recorded by the autograd function, which runs the forward without grad
+    # and saves what the per-sequence backward needs.
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("kvpipe.autograd")
+    fake.varlen_attention_with_grad = lambda *args: calls.append(args) or ("o", "lse")
+    monkeypatch.setitem(sys.modules, "kvpipe.autograd", fake)
+    q, k, v, cu_q, cu_k = packed()
+    grad_q = _GradTensor(q.shape, ptr=0x100000)
+    assert attention.attention_varlen(grad_q, k, v, cu_q, cu_k, 200, 400, causal=True,
+                                      mask_alignment="bottom_right") == "o"
+    assert attention.attention_varlen(grad_q, k, v, cu_q, cu_k, 200, 400,
+                                      return_lse=True) == ("o", "lse")
+    (args, _) = calls
+    assert args[:7] == (grad_q, k, v, cu_q, cu_k, 200, 400)
+    assert args[7:10] == (True, None, "bottom_right")
+
+
+def test_the_backward_check_covers_the_backward_families():
+    # check --varlen's backward cases: a sequence without keys and one
+    # without queries, GQA, bottom-right causal, a window, the backward's
+    # head dims; compile --for-check --varlen holds the dense backward
+    # families the per-sequence backward launches (top-left for sequences as
+    # long as their keys).
+    cases = check_varlen.backward_cases()
+    assert any(0 in c.lengths_q for c in cases)
+    assert any(c.heads_q != c.heads_kv for c in cases)
+    assert any(c.causal and c.alignment == "bottom_right" for c in cases)
+    assert any(c.window != (-1, -1) for c in cases)
+    assert set(kernels.BACKWARD_HEAD_DIMS) <= {c.head_dim for c in cases}
+    configs = check_varlen.kernel_configs()
+    for case in cases:
+        causal, alignment, window = check_varlen._kernel_choice(case)
+        for kind in ({"varlen": True}, {"backward": True}):
+            assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                        value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                        sliding_window=window, **kind) in configs
+        if any(n_q == n_k for n_q, n_k in zip(case.lengths_q, case.lengths_k)) and causal:
+            assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                        value_head_dim=case.value_head_dim, mask_alignment="top_left",
+                        sliding_window=window, backward=True) in configs
+    for config in configs:
+        kernels.AttentionConfig.make(**config)
