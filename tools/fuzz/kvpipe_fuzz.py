@@ -777,6 +777,13 @@ KNOWN_UPSTREAM = [
                "type and asks for its bit width (array<index: ...>): "
                "llvm/llvm-project#179045, fixed upstream by "
                "llvm/llvm-project#179075 after 22.1"},
+    {"frame": "mlir::vector::FromElementsOp::parse",
+     "report": "vector.from_elements's parser sizes its operand type list "
+               "by the result vector's element count before checking it "
+               "against the operands: a shape such as vector<2^62 x f32> "
+               "aborts in SmallVector::grow (MLIR 22; found by the m_shape "
+               "mutation once the backward's packed rounding emitted "
+               "from_elements, 2026-12-04)"},
     {"input": r"(vector\.(insert|extract)|subview|reinterpret_cast|"
               r"extract_slice|insert_slice)[^\n]*\[[^\]\n]*"
               r"-9223372036854775808",
