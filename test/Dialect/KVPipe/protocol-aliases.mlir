@@ -186,3 +186,115 @@ func.func @q_released_per_block(%pq: !p, %pk: !p, %n: index, %e: i1) -> !p {
   }
   return %r : !p
 }
+
+// -----
+
+// A state picked between two pipelines by a branch: which pipeline it
+// waits on depends on the path (like arith.select of states).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @if_picks_pipeline(%a: !p, %b: !p, %c: i1, %e: i1) -> !p {
+  // expected-warning @below {{'scf.if' op cannot prove which pipeline this state belongs to: its branches yield states of different pipelines}}
+  %s = scf.if %c -> !p {
+    scf.yield %a : !p
+  } else {
+    scf.yield %b : !p
+  }
+  kvpipe.consumer_wait %s : !p
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @switch_picks_pipeline(%a: !p, %b: !p, %i: index, %e: i1) -> !p {
+  // expected-warning @below {{'scf.index_switch' op cannot prove which pipeline this state belongs to}}
+  %s = scf.index_switch %i -> !p
+  case 0 {
+    scf.yield %a : !p
+  }
+  default {
+    scf.yield %b : !p
+  }
+  kvpipe.consumer_wait %s : !p
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_picks_pipeline(%a: !p, %b: !p, %c: i1, %e: i1) -> !p {
+  // expected-warning @below {{'cf.cond_br' op cannot prove which pipeline this state belongs to: the branches to its block pass states of different pipelines}}
+  cf.cond_br %c, ^bb1(%a : !p), ^bb1(%b : !p)
+^bb1(%s: !p):
+  kvpipe.consumer_wait %s : !p
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// Corrected: two pipelines, a branch picks one only to read its ring index;
+// the pipelines keep their identities (one kvpipe.init each).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @if_picks_index_only(%producer: i1, %c: i1, %e: i1) -> index {
+  %a = kvpipe.create : !p
+  kvpipe.init %a : !p
+  %b = kvpipe.create : !p
+  kvpipe.init %b : !p
+  %s = scf.if %c -> !p {
+    scf.yield %a : !p
+  } else {
+    scf.yield %b : !p
+  }
+  %i = kvpipe.index %s : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %a : !p
+    kvpipe.producer_commit %a : !p
+    %a1 = kvpipe.step %a : !p
+    kvpipe.producer_acquire %b : !p
+    kvpipe.producer_commit %b : !p
+    %b1 = kvpipe.step %b : !p
+  } else {
+    kvpipe.consumer_wait %a : !p
+    %a1 = kvpipe.consumer_release %a, %e : !p
+    kvpipe.consumer_wait %b : !p
+    %b1 = kvpipe.consumer_release %b, %e : !p
+  }
+  return %i : index
+}
+
+// -----
+
+// The same state passed twice to one block, and an scf.while whose
+// condition forwards its two states swapped.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_same_twice(%p: !p) -> (!p, !p) {
+  // expected-error @below {{'cf.br' op passes the same state as operands #0 and #1 to one block}}
+  cf.br ^bb1(%p, %p : !p, !p)
+^bb1(%a: !p, %b: !p):
+  kvpipe.producer_acquire %a : !p
+  kvpipe.producer_commit %a : !p
+  // expected-note @below {{advanced here}}
+  %x = kvpipe.step %a : !p
+  // expected-error @below {{'func.return' op state used after it was advanced}}
+  return %x, %b : !p, !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @while_permuted(%a: !p, %b: !p, %c: i1, %e: i1) -> (!p, !p) {
+  %r:2 = scf.while (%x = %a, %y = %b) : (!p, !p) -> (!p, !p) {
+    scf.condition(%c) %y, %x : !p, !p
+  } do {
+  ^bb0(%x: !p, %y: !p):
+    kvpipe.consumer_wait %x : !p
+    %x1 = kvpipe.consumer_release %x, %e : !p
+    // expected-error @below {{'scf.yield' op yields at position #0 the state that the condition forwarded from position #1: the states trade places every iteration}}
+    // expected-error @below {{'scf.yield' op yields at position #1 the state that the condition forwarded from position #0}}
+    scf.yield %x1, %y : !p, !p
+  }
+  return %r#0, %r#1 : !p, !p
+}
