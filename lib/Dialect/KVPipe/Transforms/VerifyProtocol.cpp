@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvpipe/Dialect/KVPipe/Analysis/BarrierOrigins.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
@@ -831,18 +832,18 @@ private:
   // 5. Transaction bytes
   //===--------------------------------------------------------------------===//
 
-  /// The load of `loads` that comes first in the commit's block.
+  /// The load of `loads` that comes first in the commit's block (the call
+  /// that issues it, for a load in a helper).
   static Operation *getFirstLoad(ProducerCommitOp commit,
                                  const SlotLoads &loads) {
     Block *block = commit->getBlock();
     Operation *first = nullptr, *firstAncestor = nullptr;
-    for (const auto &entry : loads.loads) {
-      Operation *load = entry.first;
-      Operation *ancestor = block->findAncestorOpInBlock(*load);
+    for (const SlotLoads::Load &entry : loads.loads) {
+      Operation *ancestor = block->findAncestorOpInBlock(*entry.site);
       if (!ancestor)
         continue;
       if (!first || ancestor->isBeforeInBlock(firstAncestor)) {
-        first = load;
+        first = entry.site;
         firstAncestor = ancestor;
       }
     }
@@ -850,7 +851,8 @@ private:
   }
 
   void checkTransactions() {
-    DenseSet<Operation *> expected;
+    // (load, site) pairs some commit counted.
+    DenseSet<std::pair<Operation *, Operation *>> expected;
     DenseSet<std::pair<Value, int64_t>> uncounted;
     root->walk([&](ProducerCommitOp commit) {
       // collectSlotLoads reports its own failures at the commit.
@@ -860,8 +862,8 @@ private:
         uncounted.insert({commit.getPipeline(), commit.getStage()});
         return;
       }
-      for (auto &entry : loads->loads)
-        expected.insert(entry.first);
+      for (const SlotLoads::Load &entry : loads->loads)
+        expected.insert({entry.load, entry.site});
       Attribute recorded = commit->getAttr(kTransactionBytesAttrName);
       if (!recorded)
         return;
@@ -883,16 +885,52 @@ private:
         diag.attachNote(first->getLoc())
             << "the first of its " << loads->loads.size() << " TMA load(s)";
     });
+    // Every load completes on a producer barrier that a commit counts it
+    // on, at every call site of the helper that issues it.
+    CallSites sites(root);
     root->walk([&](TMALoadOp load) {
-      auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
-      if (!mbar || expected.contains(load) ||
-          uncounted.contains({mbar.getPipeline(), mbar.getStage()}))
-        return;
-      InFlightDiagnostic diag =
-          error(load) << "completes on a barrier that no producer_commit "
-                         "expects: the producer barrier"
-                      << where(mbar.getPipeline(), mbar.getStage());
-      diag.attachNote(mbar.getLoc()) << "the barrier";
+      for (const BarrierOrigin &origin : getBarrierOrigins(load, sites)) {
+        auto noteCalls = [&](InFlightDiagnostic &diag) {
+          for (Operation *call : origin.calls)
+            diag.attachNote(call->getLoc()) << "through this call";
+        };
+        if (origin.kind == BarrierOrigin::Kind::unknown) {
+          InFlightDiagnostic diag =
+              unproven(load)
+              << "which barrier this TMA load completes on: " << origin.reason
+              << " (a load is only proven on the producer "
+                 "barrier of a slot, from "
+                 "kvpipe.producer_mbar)";
+          diag.attachNote(origin.lostAt->getLoc())
+              << "the barrier is lost here";
+          noteCalls(diag);
+          continue;
+        }
+        if (origin.kind == BarrierOrigin::Kind::consumer) {
+          auto mbar = cast<ConsumerMBarOp>(origin.accessor);
+          InFlightDiagnostic diag =
+              error(load) << "completes on the consumer (empty) barrier: the "
+                             "consumers never see the data land (they wait on "
+                             "the producer barrier) and its bytes corrupt the "
+                             "barrier the producer acquires the slot on"
+                          << where(mbar.getPipeline(), mbar.getStage());
+          diag.attachNote(mbar.getLoc()) << "the barrier";
+          noteCalls(diag);
+          continue;
+        }
+        auto mbar = cast<ProducerMBarOp>(origin.accessor);
+        Operation *site =
+            origin.calls.empty() ? load.getOperation() : origin.calls.front();
+        if (expected.contains({load, site}) ||
+            uncounted.contains({mbar.getPipeline(), mbar.getStage()}))
+          continue;
+        InFlightDiagnostic diag =
+            error(load) << "completes on a barrier that no producer_commit "
+                           "expects: the producer barrier"
+                        << where(mbar.getPipeline(), mbar.getStage());
+        diag.attachNote(mbar.getLoc()) << "the barrier";
+        noteCalls(diag);
+      }
     });
   }
 
