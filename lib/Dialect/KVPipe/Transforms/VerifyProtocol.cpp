@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kvpipe/Dialect/KVPipe/Analysis/BarrierOrigins.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ChainGuards.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
@@ -1313,6 +1314,72 @@ private:
            user->hasTrait<OpTrait::ReturnLike>() || isFunctionReturn(user);
   }
 
+  /// Whether two conditions have the same value on every thread of the CTA.
+  bool isSameCondition(Value a, Value b) {
+    unsigned number = arithmetic.getValueNumber(a);
+    return number == arithmetic.getValueNumber(b) &&
+           !arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number));
+  }
+
+  /// Rule 5: the producer's chain ending at `producer` and the consumer's
+  /// ending at `consumer` run under the same conditions, apart from the
+  /// branch that splits the roles and conditions that pick threads of a
+  /// role (a thread id compared with a constant). Reports the first other
+  /// condition only one side is under; false when it did.
+  bool checkChainGuards(Value pipeline, Value producer, Value consumer,
+                        Operation *scope) {
+    SmallVector<ChainGuard> onProducer = getChainGuards(producer, scope);
+    SmallVector<ChainGuard> onConsumer = getChainGuards(consumer, scope);
+    size_t shared = 0;
+    while (shared < onProducer.size() && shared < onConsumer.size() &&
+           onProducer[shared] == onConsumer[shared])
+      ++shared;
+    ArrayRef<ChainGuard> producerOnly = ArrayRef(onProducer).drop_front(shared);
+    ArrayRef<ChainGuard> consumerOnly = ArrayRef(onConsumer).drop_front(shared);
+    // The role split: the two ends in different branches of one op.
+    if (!producerOnly.empty() && !consumerOnly.empty() &&
+        producerOnly.front().op == consumerOnly.front().op) {
+      producerOnly = producerOnly.drop_front();
+      consumerOnly = consumerOnly.drop_front();
+    }
+    auto matches = [&](const ChainGuard &guard, ArrayRef<ChainGuard> others) {
+      return llvm::any_of(others, [&](const ChainGuard &other) {
+        return guard.op->getName() == other.op->getName() &&
+               guard.region == other.region &&
+               guard.op->getAttrDictionary() == other.op->getAttrDictionary() &&
+               isSameCondition(guard.condition, other.condition);
+      });
+    };
+    auto check = [&](ArrayRef<ChainGuard> mine, ArrayRef<ChainGuard> theirs,
+                     bool isProducer, Value otherEnd) {
+      for (const ChainGuard &guard : mine) {
+        if (selectsThreads(guard.condition) || matches(guard, theirs))
+          continue;
+        Operation *otherAt = otherEnd.getDefiningOp()
+                                 ? otherEnd.getDefiningOp()
+                                 : otherEnd.getParentRegion()->getParentOp();
+        InFlightDiagnostic diag =
+            unproven(guard.op)
+            << "that the " << (isProducer ? "producer" : "consumer")
+            << " side runs whenever the "
+            << (isProducer ? "consumer" : "producer")
+            << " side does: its chain of states ends under this condition "
+               "and the other side's is not under the same one; where it "
+               "does not hold, the "
+            << (isProducer ? "consumers wait for slots nobody fills"
+                           : "producer waits for slots nobody releases")
+            << where(pipeline);
+        diag.attachNote(otherAt->getLoc())
+            << "where the " << (isProducer ? "consumer" : "producer")
+            << " side's chain ends";
+        return false;
+      }
+      return true;
+    };
+    return check(producerOnly, consumerOnly, true, consumer) &&
+           check(consumerOnly, producerOnly, false, producer);
+  }
+
   void checkTotals() {
     struct End {
       Value state;
@@ -1321,6 +1388,8 @@ private:
       /// The chain ends in unstructured control flow, whose paths are not
       /// counted.
       bool unstructured = false;
+      /// The function the chain is counted in.
+      Operation *scope = nullptr;
     };
     llvm::MapVector<Value, SmallVector<End>> producers, consumers;
     DenseMap<Value, Value> created;
@@ -1373,11 +1442,11 @@ private:
       if (base && base.getDefiningOp<CreateOp>())
         created[pipeline] = base;
       if (sides == PipelineSide::producer)
-        producers[pipeline].push_back({state, total, why, unstructured});
+        producers[pipeline].push_back({state, total, why, unstructured, scope});
       else if (sides == PipelineSide::consumer)
-        consumers[pipeline].push_back({state, total, why, unstructured});
+        consumers[pipeline].push_back({state, total, why, unstructured, scope});
       else if (sides == PipelineSide::none && !total && why)
-        producers[pipeline].push_back({state, total, why, unstructured});
+        producers[pipeline].push_back({state, total, why, unstructured, scope});
     }
 
     auto describeEnd = [&](End end) {
@@ -1478,6 +1547,21 @@ private:
         diag.attachNote(atom.getLoc()) << "the value";
         diag.attachNote(describeEnd(first)->getLoc())
             << "where the producer side ends";
+        continue;
+      }
+      // Equal counts, but each side runs its chain only under the
+      // conditions its end is nested in.
+      for (const End &producer : ends) {
+        bool reported = false;
+        for (const End &consumer : consumerIt->second)
+          if (producer.scope == consumer.scope &&
+              !checkChainGuards(pipeline, producer.state, consumer.state,
+                                producer.scope)) {
+            reported = true;
+            break;
+          }
+        if (reported)
+          break;
       }
     }
     // A consumer side without a producer in a function that creates the
