@@ -139,6 +139,8 @@ func.func @outer_state_index(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p
     // expected-error @below {{'kvpipe.index' op uses a state defined outside the loop that carries this pipeline}}
     %slot = kvpipe.index %p : !p
     %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    // (and the slot of %p, not the one of %s waited for, is read)
+    // expected-warning @below {{cannot prove that the slot this wgmma reads was waited for: its pipeline state is an argument of a function nothing in the module calls}}
     %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
     %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
     %t = kvpipe.consumer_release %s, %e : !p

@@ -1961,6 +1961,18 @@ private:
     return llvm::all_of(waited, [](bool w) { return w; });
   }
 
+  /// Whether the function holding `op` is called in the module: a read of
+  /// a slot it receives is then checked in each caller's context.
+  bool hasCallers(Operation *op) {
+    auto function = op->getParentOfType<FunctionOpInterface>();
+    if (!function)
+      return false;
+    if (!callSites)
+      callSites.emplace(root);
+    return !callSites->getCalls(function).empty();
+  }
+  std::optional<CallSites> callSites;
+
   /// Whether `slot` is a pipeline state the function receives: its waits
   /// are the caller's business.
   bool isFromCaller(Value slot) {
@@ -1992,13 +2004,25 @@ private:
         group.reads.push_back({slot, stage});
         group.guessed.push_back(guess);
         checkReadAfterRelease(mma, slot, stage);
-        if (isWaited(mma, slot, stage) ||
-            (callStack.empty() && isFromCaller(slot)) ||
+        bool fromCaller = callStack.empty() && isFromCaller(slot);
+        if (isWaited(mma, slot, stage) || (fromCaller && hasCallers(mma)) ||
             !reportedReads.insert({mma, slot}).second)
           continue;
         Operation *at = callStack.empty() ? mma.getOperation()
                                           : callStack.front().getOperation();
         auto type = cast<PipelineType>(slot.getType());
+        // The state comes from a caller outside the module, whose waits the
+        // checker does not see.
+        if (fromCaller) {
+          unproven(at) << "that the slot this wgmma reads was waited for: its "
+                          "pipeline state is an argument of a function "
+                          "nothing in the module calls, and no consumer_wait "
+                          "of the slot in the function runs before it"
+                       << where(slot, stage >= 0 && type.getQkStages() > 1
+                                          ? std::optional<int64_t>(stage)
+                                          : std::nullopt);
+          continue;
+        }
         if (stage < 0 && type.getQkStages() > 1 && isWaited(mma, slot, 0)) {
           unproven(at) << "which sub-stage of the slot this wgmma reads, and "
                           "not every sub-stage was waited for before it"
