@@ -44,6 +44,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -151,6 +152,7 @@ public:
     });
     checkReads();
     checkTransactions();
+    checkReleaseArrivals();
     return !hasErrors;
   }
 
@@ -932,6 +934,20 @@ private:
         diag.attachNote(mbar.getLoc()) << "the barrier";
         noteCalls(diag);
       }
+    });
+  }
+
+  /// A consumer_release whose `elected` operand is constant false: no
+  /// thread arrives on the consumer barrier, so the slot is never released.
+  void checkReleaseArrivals() {
+    root->walk([&](ConsumerReleaseOp release) {
+      if (!matchPattern(release.getElected(), m_Zero()))
+        return;
+      error(release) << "releases the slot with no thread: its elected "
+                        "operand is constant false, so nobody arrives on the "
+                        "consumer barrier and the producer's next acquire of "
+                        "the slot waits forever"
+                     << where(release.getPipeline(), release.getStage());
     });
   }
 
