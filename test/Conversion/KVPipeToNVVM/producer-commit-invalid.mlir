@@ -143,3 +143,19 @@ func.func @too_many_in_loop(%p: !p, %k: !k, %kt: !kt, %i: index) {
   kvpipe.producer_commit %p : !p
   return
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// The barrier is passed to a callee whose loads cannot be counted.
+func.func @barrier_to_external(%p: !p) {
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  // expected-note @below {{the call}}
+  func.call @ext(%b) : (!kvpipe.mbarrier) -> ()
+  // expected-error @below {{'kvpipe.producer_commit' op cannot derive its transaction bytes: its barrier is passed to a call whose callee is not in the module}}
+  kvpipe.producer_commit %p : !p
+  return
+}
+func.func private @ext(!kvpipe.mbarrier)

@@ -203,3 +203,39 @@ func.func @two_pipelines(%p: !p, %q: !p, %k: !k, %kt: !kt, %i: index) {
   kvpipe.producer_commit %q : !p
   return
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!k = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!kt = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// Loads a helper issues on the barrier passed to it are counted at the
+// call: 2 * 8192 (twice in the helper) * 3 (a loop of three calls) + 8192
+// (a helper calling the first once through another argument position).
+// CHECK-LABEL: func.func @loads_in_helpers
+//       CHECK:   %[[TX:.*]] = llvm.mlir.constant(57344 : i32) : i32
+//       CHECK:   nvvm.mbarrier.arrive.expect_tx %{{.*}}, %[[TX]] : !llvm.ptr<3>, i32
+func.func @loads_in_helpers(%p: !p, %k: !k, %kt: !kt, %i: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  scf.for %j = %c0 to %c3 step %c1 {
+    func.call @load2(%k, %i, %kt, %b) : (!k, index, !kt, !kvpipe.mbarrier) -> ()
+  }
+  func.call @load1(%b, %k, %kt) : (!kvpipe.mbarrier, !k, !kt) -> ()
+  kvpipe.producer_commit %p : !p
+  return
+}
+func.func private @load2(%k: !k, %i: index, %kt: !kt, %b: !kvpipe.mbarrier) {
+  kvpipe.tma_load %k[%i, %i, %i], %kt, %b : !k, !kt
+  kvpipe.tma_load %k[%i, %i, %i], %kt, %b : !k, !kt
+  return
+}
+func.func private @load1(%b: !kvpipe.mbarrier, %k: !k, %kt: !kt) {
+  %c0 = arith.constant 0 : index
+  kvpipe.tma_load %k[%c0, %c0, %c0], %kt, %b : !k, !kt
+  return
+}

@@ -139,6 +139,8 @@ func.func @outer_state_index(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p
     // expected-error @below {{'kvpipe.index' op uses a state defined outside the loop that carries this pipeline}}
     %slot = kvpipe.index %p : !p
     %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    // (and the slot of %p, not the one of %s waited for, is read)
+    // expected-warning @below {{cannot prove that the slot this wgmma reads was waited for: its pipeline state is an argument of a function nothing in the module calls}}
     %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
     %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
     %t = kvpipe.consumer_release %s, %e : !p
@@ -185,4 +187,116 @@ func.func @q_released_per_block(%pq: !p, %pk: !p, %n: index, %e: i1) -> !p {
     scf.yield %t : !p
   }
   return %r : !p
+}
+
+// -----
+
+// A state picked between two pipelines by a branch: which pipeline it
+// waits on depends on the path (like arith.select of states).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @if_picks_pipeline(%a: !p, %b: !p, %c: i1, %e: i1) -> !p {
+  // expected-warning @below {{'scf.if' op cannot prove which pipeline this state belongs to: its branches yield states of different pipelines}}
+  %s = scf.if %c -> !p {
+    scf.yield %a : !p
+  } else {
+    scf.yield %b : !p
+  }
+  kvpipe.consumer_wait %s : !p
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @switch_picks_pipeline(%a: !p, %b: !p, %i: index, %e: i1) -> !p {
+  // expected-warning @below {{'scf.index_switch' op cannot prove which pipeline this state belongs to}}
+  %s = scf.index_switch %i -> !p
+  case 0 {
+    scf.yield %a : !p
+  }
+  default {
+    scf.yield %b : !p
+  }
+  kvpipe.consumer_wait %s : !p
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_picks_pipeline(%a: !p, %b: !p, %c: i1, %e: i1) -> !p {
+  // expected-warning @below {{'cf.cond_br' op cannot prove which pipeline this state belongs to: the branches to its block pass states of different pipelines}}
+  cf.cond_br %c, ^bb1(%a : !p), ^bb1(%b : !p)
+^bb1(%s: !p):
+  kvpipe.consumer_wait %s : !p
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// Corrected: two pipelines, a branch picks one only to read its ring index;
+// the pipelines keep their identities (one kvpipe.init each).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @if_picks_index_only(%producer: i1, %c: i1, %e: i1) -> index {
+  %a = kvpipe.create : !p
+  kvpipe.init %a : !p
+  %b = kvpipe.create : !p
+  kvpipe.init %b : !p
+  %s = scf.if %c -> !p {
+    scf.yield %a : !p
+  } else {
+    scf.yield %b : !p
+  }
+  %i = kvpipe.index %s : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %a : !p
+    kvpipe.producer_commit %a : !p
+    %a1 = kvpipe.step %a : !p
+    kvpipe.producer_acquire %b : !p
+    kvpipe.producer_commit %b : !p
+    %b1 = kvpipe.step %b : !p
+  } else {
+    kvpipe.consumer_wait %a : !p
+    %a1 = kvpipe.consumer_release %a, %e : !p
+    kvpipe.consumer_wait %b : !p
+    %b1 = kvpipe.consumer_release %b, %e : !p
+  }
+  return %i : index
+}
+
+// -----
+
+// The same state passed twice to one block, and an scf.while whose
+// condition forwards its two states swapped.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_same_twice(%p: !p) -> (!p, !p) {
+  // expected-error @below {{'cf.br' op passes the same state as operands #0 and #1 to one block}}
+  cf.br ^bb1(%p, %p : !p, !p)
+^bb1(%a: !p, %b: !p):
+  kvpipe.producer_acquire %a : !p
+  kvpipe.producer_commit %a : !p
+  // expected-note @below {{advanced here}}
+  %x = kvpipe.step %a : !p
+  // expected-error @below {{'func.return' op state used after it was advanced}}
+  return %x, %b : !p, !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @while_permuted(%a: !p, %b: !p, %c: i1, %e: i1) -> (!p, !p) {
+  %r:2 = scf.while (%x = %a, %y = %b) : (!p, !p) -> (!p, !p) {
+    scf.condition(%c) %y, %x : !p, !p
+  } do {
+  ^bb0(%x: !p, %y: !p):
+    kvpipe.consumer_wait %x : !p
+    %x1 = kvpipe.consumer_release %x, %e : !p
+    // expected-error @below {{'scf.yield' op yields at position #0 the state that the condition forwarded from position #1: the states trade places every iteration}}
+    // expected-error @below {{'scf.yield' op yields at position #1 the state that the condition forwarded from position #0}}
+    scf.yield %x1, %y : !p, !p
+  }
+  return %r#0, %r#1 : !p, !p
 }

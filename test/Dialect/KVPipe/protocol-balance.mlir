@@ -274,3 +274,144 @@ func.func @not_comparable(%n: index, %m: index, %producer: i1, %e: i1, %go: i1) 
   }
   return
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// The producer runs its whole loop only when %has_work; the consumer always
+// consumes %n slots: when %has_work is false the consumer waits forever.
+func.func @producer_under_extra_condition(%n: index, %producer: i1, %has_work: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-warning-re @below {{'scf.if' op cannot prove that the producer side runs whenever the consumer side does: its chain of states ends under this condition and the other side's is not under the same one; where it does not hold, the consumers wait for slots nobody fills (pipeline created at {{.*}})}}
+    scf.if %has_work {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } else {
+    // expected-note @below {{where the consumer side's chain ends}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// One slot, filled only under %c (the consumer under %c's negation, not
+// %c): the consumer waits forever where %c is false.
+func.func @single_fill_under_condition(%producer: i1, %c: i1, %e: i1) {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-warning @below {{cannot prove that the producer side runs whenever the consumer side does}}
+    scf.if %c {
+      kvpipe.producer_acquire %p : !p
+      kvpipe.producer_commit %p : !p
+      %t = kvpipe.step %p : !p
+    }
+  } else {
+    kvpipe.consumer_wait %p : !p
+    // expected-note @below {{where the consumer side's chain ends}}
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// The consumer only consumes under a condition of its own: the producer
+// waits for the second lap's slot forever.
+func.func @consumer_under_extra_condition(%n: index, %producer: i1, %has_work: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{where the producer side's chain ends}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-warning @below {{cannot prove that the consumer side runs whenever the producer side does: its chain of states ends under this condition and the other side's is not under the same one; where it does not hold, the producer waits for slots nobody releases}}
+    scf.if %has_work {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// Correct: both sides under the same condition (the same value, or the
+// same computation of a kernel argument), around the role split or inside
+// each role; and the producer's chain run by one elected thread (a
+// condition on the thread id picks threads of the role, it does not decide
+// whether the role runs).
+func.func @same_conditions(%n: index, %producer: i1, %has_work: i1, %m: index, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    %tid = gpu.thread_id x
+    %elected = arith.cmpi eq, %tid, %c0 : index
+    scf.if %elected {
+      %w = arith.cmpi sgt, %m, %c0 : index
+      scf.if %w {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    }
+  } else {
+    %w = arith.cmpi sgt, %m, %c0 : index
+    scf.if %w {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+  }
+  %q = kvpipe.create : !p
+  kvpipe.init %q : !p
+  scf.if %has_work {
+    scf.if %producer {
+      kvpipe.producer_acquire %q : !p
+      kvpipe.producer_commit %q : !p
+      %t = kvpipe.step %q : !p
+    } else {
+      kvpipe.consumer_wait %q : !p
+      %t = kvpipe.consumer_release %q, %e : !p
+    }
+  }
+  return
+}

@@ -120,3 +120,40 @@ func.func @balanced(%p: !p, %c: i1, %e: i1) -> !p {
   %t = kvpipe.step %s : !p
   return %t : !p
 }
+
+// -----
+
+// Unstructured control flow and multi-block scf.execute_region: paths that
+// advance one state by different counts and merge.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_merge_different_counts(%p: !p, %c: i1) -> !p {
+  // expected-note @below {{the other branch}}
+  cf.cond_br %c, ^a, ^b(%p : !p)
+^a:
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
+  %y = kvpipe.step %p : !p
+  // expected-error @below {{'cf.br' op passes to a block a state advanced by 1 slot(s) from its base, where another branch passes it advanced by 0}}
+  cf.br ^b(%y : !p)
+^b(%z: !p):
+  return %z : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @execute_region_paths(%p: !p, %c: i1) -> !p {
+  // expected-error @below {{'scf.execute_region' op yields a state advanced in one branch but not in the other}}
+  %r = scf.execute_region -> !p {
+    cf.cond_br %c, ^a, ^b
+  ^a:
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    // expected-note @below {{advanced here}}
+    %y = kvpipe.step %p : !p
+    scf.yield %y : !p
+  ^b:
+    scf.yield %p : !p
+  }
+  return %r : !p
+}

@@ -151,3 +151,41 @@ func.func @pairs(%n: index, %e: i1) -> (!p1, !p2) {
   }
   return %r#0, %r#1 : !p1, !p2
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// The release's elected operand is constant false: no thread arrives on the
+// consumer barrier, so the producer's next lap waits forever. (Correct: the
+// elected thread of the consumer, %e.)
+func.func @release_elected_false(%n: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %false = arith.constant false
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %q = kvpipe.create : !p
+  kvpipe.init %q : !p
+  scf.if %producer {
+    %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %u = %q) -> (!p, !p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      kvpipe.producer_acquire %u : !p
+      kvpipe.producer_commit %u : !p
+      %v = kvpipe.step %u : !p
+      scf.yield %t, %v : !p, !p
+    }
+  } else {
+    %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %u = %q) -> (!p, !p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-error-re @below {{'kvpipe.consumer_release' op releases the slot with no thread: its elected operand is constant false, so nobody arrives on the consumer barrier and the producer's next acquire of the slot waits forever (sub-stage 0 of pipeline created at {{.*}})}}
+      %t = kvpipe.consumer_release %s, %false : !p
+      kvpipe.consumer_wait %u : !p
+      %v = kvpipe.consumer_release %u, %e : !p
+      scf.yield %t, %v : !p, !p
+    }
+  }
+  return
+}

@@ -240,3 +240,64 @@ func.func @waited_the_other_pipeline(%pk: !p, %pv: !p, %n: index, %e: i1, %q: !q
   }
   return %r#0, %r#1 : !p, !p
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+func.func private @slot_of(%s: !p) -> index {
+  %i = kvpipe.index %s : !p
+  return %i : index
+}
+
+// The wgmma runs before the wait, on the slot of a state the function
+// receives (its index computed in a helper), and nothing in the module
+// calls the function: no caller's wait can be shown to cover the read.
+func.func @argument_read_before_wait(%p: !p, %e: i1, %q: !q, %k: !ring) -> (!p, vector<64xf32>) {
+  %slot = func.call @slot_of(%p) : (!p) -> index
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // expected-warning-re @below {{'kvpipe.warpgroup_mma' op cannot prove that the slot this wgmma reads was waited for: its pipeline state is an argument of a function nothing in the module calls, and no consumer_wait of the slot in the function runs before it (pipeline argument #0 of @argument_read_before_wait : {{.*}})}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  kvpipe.consumer_wait %p : !p
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %d : !p, vector<64xf32>
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+func.func private @slot_of(%s: !p) -> index {
+  %i = kvpipe.index %s : !p
+  return %i : index
+}
+
+// Correct: the function waits for the slot of the state it receives before
+// reading it; the helper reading a received state's slot is checked at its
+// call, after the caller's wait.
+func.func @argument_waited(%p: !p, %e: i1, %q: !q, %k: !ring) -> (!p, vector<64xf32>) {
+  kvpipe.consumer_wait %p : !p
+  %slot = func.call @slot_of(%p) : (!p) -> index
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  %d2 = func.call @reads(%q, %k, %p) : (!q, !ring, !p) -> vector<64xf32>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %d : !p, vector<64xf32>
+}
+func.func private @reads(%q: !q, %k: !ring, %s: !p) -> vector<64xf32> {
+  %slot = kvpipe.index %s : !p
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  return %d : vector<64xf32>
+}

@@ -175,3 +175,156 @@ func.func @counted(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
   %r = kvpipe.step %q : !p
   return %r : !p
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// Loads in a helper that the producer barrier is passed to are counted at
+// the call: two 8 KiB loads, but the commit records one.
+func.func @helper_loads_disagree(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  // expected-note @below {{the first of its 2 TMA load(s)}}
+  func.call @load2(%map, %i, %t, %b) : (!map, index, !tile, !kvpipe.mbarrier) -> ()
+  // expected-error @below {{'kvpipe.producer_commit' op expect_tx of 8192 bytes disagrees with the 16384 bytes its TMA loads deliver (sub-stage 0 of pipeline argument #0 of @helper_loads_disagree}}
+  kvpipe.producer_commit %p {kvpipe.transaction_bytes = 8192 : i64} : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+func.func private @load2(%map: !map, %i: index, %t: !tile, %b: !kvpipe.mbarrier) {
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// Correct: the helper's loads are counted (16 KiB recorded, through a helper
+// of a helper, and without recorded bytes, derived for the lowering).
+func.func @helper_loads_counted(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  func.call @load2(%map, %i, %t, %b) : (!map, index, !tile, !kvpipe.mbarrier) -> ()
+  kvpipe.producer_commit %p {kvpipe.transaction_bytes = 16384 : i64} : !p
+  %q = kvpipe.step %p : !p
+  kvpipe.producer_acquire %q : !p
+  %c = kvpipe.producer_mbar %q : !p
+  func.call @outer(%c, %map, %i, %t) : (!kvpipe.mbarrier, !map, index, !tile) -> ()
+  kvpipe.producer_commit %q : !p
+  %r = kvpipe.step %q : !p
+  return %r : !p
+}
+func.func private @outer(%b: !kvpipe.mbarrier, %map: !map, %i: index, %t: !tile) {
+  func.call @load2(%map, %i, %t, %b) : (!map, index, !tile, !kvpipe.mbarrier) -> ()
+  return
+}
+func.func private @load2(%map: !map, %i: index, %t: !tile, %b: !kvpipe.mbarrier) {
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// The helper is called with the producer barrier after the commit's slot
+// was stepped past: its load is counted by no commit.
+func.func @helper_load_uncounted(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  kvpipe.producer_acquire %p : !p
+  // expected-note @below {{the barrier}}
+  %b = kvpipe.producer_mbar %p : !p
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  // expected-note @below {{through this call}}
+  func.call @load1(%map, %i, %t, %b) : (!map, index, !tile, !kvpipe.mbarrier) -> ()
+  return %q : !p
+}
+func.func private @load1(%map: !map, %i: index, %t: !tile, %b: !kvpipe.mbarrier) {
+  // expected-error @below {{'kvpipe.tma_load' op completes on a barrier that no producer_commit expects: the producer barrier (sub-stage 0 of pipeline argument #0 of @helper_load_uncounted}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// The barrier escapes to a callee whose body is not in the module: the
+// bytes it delivers cannot be derived.
+func.func @barrier_to_external(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  // expected-note @below {{the call}}
+  func.call @ext(%b) : (!kvpipe.mbarrier) -> ()
+  // expected-error @below {{'kvpipe.producer_commit' op cannot derive its transaction bytes: its barrier is passed to a call whose callee is not in the module, which may complete TMA loads on it}}
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+func.func private @ext(!kvpipe.mbarrier)
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// TMA completing on the consumer (empty) barrier, directly, with an
+// explicit slot index, and in a helper.
+func.func @load_on_consumer_barrier(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  kvpipe.producer_acquire %p : !p
+  // expected-note @below {{the barrier}}
+  %b = kvpipe.consumer_mbar %p : !p
+  // expected-error @below {{'kvpipe.tma_load' op completes on the consumer (empty) barrier: the consumers never see the data land (they wait on the producer barrier) and its bytes corrupt the barrier the producer acquires the slot on (sub-stage 0 of pipeline argument #0 of @load_on_consumer_barrier}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  // expected-note @below {{the barrier}}
+  %e = kvpipe.consumer_mbar %p[%i] : !p
+  // expected-error @below {{'kvpipe.tma_load' op completes on the consumer (empty) barrier}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %e : !map, !tile
+  // expected-note @below {{through this call}}
+  func.call @load1(%map, %i, %t, %b) : (!map, index, !tile, !kvpipe.mbarrier) -> ()
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+func.func private @load1(%map: !map, %i: index, %t: !tile, %b: !kvpipe.mbarrier) {
+  // expected-error @below {{'kvpipe.tma_load' op completes on the consumer (empty) barrier}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// A barrier chosen by arith.select, and one that comes from the kernel's
+// caller: the checker cannot tell which barrier the load completes on.
+// expected-note @below {{the barrier is lost here}}
+func.func @load_on_unknown_barrier(%p: !p, %map: !map, %i: index, %t: !tile, %c: i1, %x: !kvpipe.mbarrier) -> !p {
+  kvpipe.producer_acquire %p : !p
+  %b0 = kvpipe.producer_mbar %p : !p
+  %b1 = kvpipe.consumer_mbar %p : !p
+  // expected-note @below {{the barrier is lost here}}
+  %b = arith.select %c, %b0, %b1 : !kvpipe.mbarrier
+  // expected-warning @below {{'kvpipe.tma_load' op cannot prove which barrier this TMA load completes on: it is the result of 'arith.select', which the checker does not follow}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  // expected-warning @below {{cannot prove which barrier this TMA load completes on: it is argument #5 of @load_on_unknown_barrier, which nothing in the module calls}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %x : !map, !tile
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}

@@ -288,3 +288,167 @@ func.func @off_by_one_constant(%producer: i1, %e: i1) {
   }
   return
 }
+
+// -----
+
+// Loop bounds from values that may differ between threads (a thread id, a
+// warpgroup id, a load from memory) are not CTA-uniform: the producer's and
+// the consumer's threads each compute them, so the same SSA value on both
+// sides does not prove equal trip counts.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @thread_id_bound(%producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @below {{the value}}
+  %b = gpu.thread_id x
+  scf.if %producer {
+    // expected-note @below {{where the producer side ends}}
+    %r = scf.for %i = %c0 to %b step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-warning @below {{'scf.for' op cannot prove that the producer and consumer loops advance the same number of slots: both sides advance trips(loop at}}
+    %r = scf.for %i = %c0 to %b step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @warpgroup_and_memory_bounds(%n: index, %producer: i1, %e: i1, %buf: memref<index>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %wg = kvpipe.warpgroup_id : index
+  %b = arith.addi %n, %wg : index
+  // expected-note @below {{the value}}
+  %m = memref.load %buf[] : memref<index>
+  scf.if %producer {
+    // expected-note @below {{where the producer side ends}}
+    %r = scf.for %i = %c0 to %b step %c1 iter_args(%s = %p) -> (!p) {
+      %r2 = scf.for %j = %c0 to %m step %c1 iter_args(%s2 = %s) -> (!p) {
+        kvpipe.producer_acquire %s2 : !p
+        kvpipe.producer_commit %s2 : !p
+        %t = kvpipe.step %s2 : !p
+        scf.yield %t : !p
+      }
+      scf.yield %r2 : !p
+    }
+  } else {
+    // expected-warning @below {{both sides advance sum over the iterations of the loop at}}
+    %r = scf.for %i = %c0 to %b step %c1 iter_args(%s = %p) -> (!p) {
+      %r2 = scf.for %j = %c0 to %m step %c1 iter_args(%s2 = %s) -> (!p) {
+        kvpipe.consumer_wait %s2 : !p
+        %t = kvpipe.consumer_release %s2, %e : !p
+        scf.yield %t : !p
+      }
+      scf.yield %r2 : !p
+    }
+  }
+  return
+}
+
+// -----
+
+// Corrected: the block id and kernel arguments are CTA-uniform, and so is a
+// load of a read-only kernel input at a block-id address.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @uniform_bounds {
+  gpu.func @k(%lengths: !llvm.ptr<1>, %producer: i1, %e: i1) kernel {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %bx = gpu.block_id x
+    %bz = gpu.block_id z
+    %i64 = arith.index_cast %bz : index to i64
+    %at = llvm.getelementptr %lengths[%i64] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
+    %len = llvm.load %at : !llvm.ptr<1> -> i32
+    %n = arith.index_cast %len : i32 to index
+    %b = arith.addi %n, %bx : index
+    scf.if %producer {
+      %r = scf.for %i = %c0 to %b step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    } else {
+      %r = scf.for %i = %c0 to %b step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Integer semantics: an i8 `n + 100` wraps, so shifted i8 bounds with the
+// same span are not the same count; an unsigned loop from -1 to 1 runs no
+// iteration where the signed one runs two.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @i8_wrap(%n: i8, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : i8
+  %c1 = arith.constant 1 : i8
+  %c100 = arith.constant 100 : i8
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{where the producer side ends}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) : i8 {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    %m = arith.addi %n, %c100 : i8
+    // expected-warning @below {{cannot prove that the producer and consumer loops advance the same number of slots}}
+    %r = scf.for %i = %c100 to %m step %c1 iter_args(%s = %p) -> (!p) : i8 {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @unsigned_loop(%lb: index, %ub: index, %producer: i1, %e: i1) {
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{where the producer side ends}}
+    %r = scf.for %i = %lb to %ub step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-warning @below {{cannot prove that the producer and consumer loops advance the same number of slots}}
+    %r = scf.for unsigned %i = %lb to %ub step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}

@@ -96,3 +96,77 @@ func.func @odd_loops(%p: !p, %n: index) -> !p {
   }) : () -> !p
   return %g : !p
 }
+
+// -----
+
+// A cf loop that steps the function's state, not a block argument, every
+// iteration.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_loop_outer_state(%p: !p, %c: i1) {
+  // expected-warning @below {{'cf.br' op cannot prove that the producer and consumer sides advance the same number of slots through unstructured control flow}}
+  cf.br ^loop
+^loop:
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
+  // expected-error @below {{'kvpipe.step' op advances a state defined outside its loop, once per iteration: a path of branches leads back to this block without redefining the state}}
+  // expected-note @below {{a chain of the pipeline's states ends here}}
+  %y = kvpipe.step %p : !p
+  // expected-note @below {{the branch that starts the cycle}}
+  cf.cond_br %c, ^loop, ^exit
+^exit:
+  return
+}
+
+// -----
+
+// A producer that returns early on one path: the totals of unstructured
+// control flow are not counted.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_early_return(%producer: i1, %skip: i1, %e: i1) {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-warning @below {{cannot prove that the producer and consumer sides advance the same number of slots through unstructured control flow: the checker does not count the paths of 'cf' branches}}
+  cf.cond_br %producer, ^prod, ^cons
+^prod:
+  cf.cond_br %skip, ^done, ^fill
+^fill:
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
+  // expected-note @below {{a chain of the pipeline's states ends here}}
+  %t = kvpipe.step %p : !p
+  cf.br ^done
+^cons:
+  kvpipe.consumer_wait %p : !p
+  %u = kvpipe.consumer_release %p, %e : !p
+  cf.br ^done
+^done:
+  return
+}
+
+// -----
+
+// Pairing along the paths of cf branches: a wait released in a later block
+// is paired; a path that leaves with the wait open is an error.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_wait_release_across_blocks(%p: !p, %e: i1) -> !p {
+  kvpipe.consumer_wait %p : !p
+  cf.br ^rel
+^rel:
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_wait_early_exit(%p: !p, %c: i1, %e: i1) -> !p {
+  // expected-error @below {{'kvpipe.consumer_wait' op has no consumer_release of the same slot and sub-stage on every path after it}}
+  kvpipe.consumer_wait %p : !p
+  cf.cond_br %c, ^exit, ^rel
+^rel:
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+^exit:
+  // expected-note @below {{the path leaves here with it open}}
+  return %p : !p
+}

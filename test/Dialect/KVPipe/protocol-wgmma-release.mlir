@@ -187,3 +187,153 @@ func.func @sub_stages_retired(%p: !p2, %e: i1, %q: !q, %k: !ring) -> !p2 {
   %r1 = kvpipe.consumer_release %r0, %e stage 1 : !p2
   return %r1 : !p2
 }
+
+// -----
+
+// The slot index of a wgmma's tile through an scf.if (either branch may be
+// the slot), a loop's carried value, and helpers that return the index or
+// take the ring and the index: the wgmma reads the slot.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!q = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!ring = memref<2x128x64xbf16, #gpu.address_space<workgroup>>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @index_through_if(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %s2 = scf.if %c -> index {
+    scf.yield %slot : index
+  } else {
+    scf.yield %c0 : index
+  }
+  %tile = memref.subview %k[%s2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // expected-note @below {{the wgmma reading the slot, not retired before the release}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  // expected-error @below {{'kvpipe.consumer_release' op releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!q = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!ring = memref<2x128x64xbf16, #gpu.address_space<workgroup>>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @index_through_loop(%p: !p, %e: i1, %q: !q, %k: !ring, %n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %s2 = scf.for %i = %c0 to %n step %c1 iter_args(%x = %slot) -> (index) {
+    scf.yield %x : index
+  }
+  %tile = memref.subview %k[%s2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // expected-note @below {{the wgmma reading the slot}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  // expected-error @below {{releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  return %t : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!q = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!ring = memref<2x128x64xbf16, #gpu.address_space<workgroup>>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func private @slot_of(%s: !p) -> index {
+  %i = kvpipe.index %s : !p
+  return %i : index
+}
+func.func private @tile_at(%k: !ring, %i: index) -> !kt {
+  %v = memref.subview %k[%i, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  return %v : !kt
+}
+func.func @index_through_helpers(%p: !p, %e: i1, %q: !q, %k: !ring) -> !p {
+  kvpipe.consumer_wait %p : !p
+  %slot = func.call @slot_of(%p) : (!p) -> index
+  %tile = func.call @tile_at(%k, %slot) : (!ring, index) -> !kt
+  // expected-note @below {{the wgmma reading the slot}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  // expected-error @below {{releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  return %t : !p
+}
+
+// -----
+
+// A wgmma issued after the release of the slot it reads (its address
+// computed before): the producer may already be overwriting the slot.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!q = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!ring = memref<2x128x64xbf16, #gpu.address_space<workgroup>>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @wgmma_after_release(%p: !p, %e: i1, %q: !q, %k: !ring) -> (!p, vector<64xf32>) {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // expected-note @below {{the release}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  // expected-error @below {{'kvpipe.warpgroup_mma' op reads a slot after its consumer_release: the producer may already be overwriting it}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  return %t, %d : !p, vector<64xf32>
+}
+
+// -----
+
+// Corrected: the index through a helper and an scf.if, the group retired
+// before the release.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!q = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!ring = memref<2x128x64xbf16, #gpu.address_space<workgroup>>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func private @slot_of(%s: !p) -> index {
+  %i = kvpipe.index %s : !p
+  return %i : index
+}
+func.func @index_through_helper_retired(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring) -> (!p, vector<64xf32>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = func.call @slot_of(%p) : (!p) -> index
+  %s2 = scf.if %c -> index {
+    scf.yield %slot : index
+  } else {
+    scf.yield %c0 : index
+  }
+  %tile = memref.subview %k[%s2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %d : !p, vector<64xf32>
+}
+
+// -----
+
+// Groups followed across the blocks of unstructured control flow: on the
+// path that skips the second wgmma, `wait pending 1` leaves the first one
+// (reading the slot) in flight.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!q = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!ring = memref<2x128x64xbf16, #gpu.address_space<workgroup>>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @cf_paths(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring, %other: !kt, %o: vector<64xf32>) -> !p {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // expected-note @below {{the wgmma reading the slot}}
+  %a = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  cf.cond_br %c, ^more, ^join
+^more:
+  %b = kvpipe.warpgroup_mma %q, %other, %o : !q, !kt -> vector<64xf32>
+  cf.br ^join
+^join:
+  nvvm.wgmma.wait.group.sync.aligned 1
+  // expected-error @below {{releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}

@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OperationSupport.h"
@@ -152,19 +153,14 @@ void PipelineFlow::build() {
           unite(pipelineParents, forwarded, result);
         }
     } else if (isa<scf::IfOp, scf::IndexSwitchOp, scf::ExecuteRegionOp>(op)) {
+      // Merged once the states the branches yield are known to be of one
+      // pipeline (below).
       for (OpResult result : op->getResults()) {
         SmallVector<Value> yields;
         if (!isState(result) ||
             !getBranchYields(op, result.getResultNumber(), yields))
           continue;
-        bool sameSlot = true;
-        for (Value yielded : yields) {
-          unite(pipelineParents, result, yielded);
-          sameSlot &=
-              find(slotParents, yielded) == find(slotParents, yields.front());
-        }
-        if (sameSlot)
-          unite(slotParents, result, yields.front());
+        merges.push_back(Merge{result, {yields.begin(), yields.end()}, true});
       }
     } else if (auto branch = dyn_cast<BranchOpInterface>(op)) {
       for (unsigned i = 0, e = op->getNumSuccessors(); i < e; ++i) {
@@ -173,15 +169,19 @@ void PipelineFlow::build() {
         unsigned produced = operands.getProducedOperandCount();
         for (auto [index, forwarded] :
              llvm::enumerate(operands.getForwardedOperands()))
-          if (produced + index < successor->getNumArguments())
-            unite(pipelineParents, forwarded,
-                  successor->getArgument(produced + index));
+          if (produced + index < successor->getNumArguments() &&
+              isState(forwarded))
+            blockIncoming[successor->getArgument(produced + index)].push_back(
+                forwarded);
       }
     } else if (auto call = dyn_cast<CallOpInterface>(op)) {
       calls.push_back(call);
     }
   });
 
+  for (auto &[argument, incoming] : blockIncoming)
+    merges.push_back(Merge{argument, incoming, false});
+  mergeStates();
   // A call result is the argument its callee returns, advanced or not.
   for (CallOpInterface call : calls)
     for (OpResult result : call->getResults()) {
@@ -197,9 +197,71 @@ void PipelineFlow::build() {
         unite(slotParents, argument, result);
     }
 
+  mergeStates();
+  // What is left merges states of different pipelines: which one the
+  // merged state is depends on the path.
+  for (const Merge &merge : merges)
+    mixed.insert(merge.target);
+  merges.clear();
+
   for (Value state : states) {
     slotMembers[find(slotParents, state)].push_back(state);
     pipelineMembers[find(pipelineParents, state)].push_back(state);
+  }
+}
+
+bool PipelineFlow::isUnmodelled(Value state) {
+  // A state made by an op the analysis does not model (reported on its
+  // own as unproven) decides nothing about the pipeline of a merge.
+  auto result = dyn_cast<OpResult>(state);
+  if (!result)
+    return false;
+  Operation *owner = result.getOwner();
+  if (getResultState(owner) ||
+      isa<CreateOp, scf::ForOp, scf::WhileOp, scf::IfOp, scf::IndexSwitchOp,
+          scf::ExecuteRegionOp>(owner))
+    return false;
+  if (auto call = dyn_cast<CallOpInterface>(owner))
+    return !getCallAdvance(call, result.getResultNumber());
+  return true;
+}
+
+void PipelineFlow::mergeStates() {
+  // A merged state (an scf.if result, a block argument) is of the pipeline
+  // of what flows into it, when that is one pipeline; values already of
+  // its class (a loop's back edge) do not decide.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (unsigned i = 0; i < merges.size();) {
+      Merge &merge = merges[i];
+      Value own = find(pipelineParents, merge.target);
+      Value other;
+      bool one = true;
+      for (Value incoming : merge.incoming) {
+        Value cls = find(pipelineParents, incoming);
+        if (cls == own || isUnmodelled(incoming))
+          continue;
+        if (other && cls != other)
+          one = false;
+        other = cls;
+      }
+      if (!one) {
+        ++i;
+        continue;
+      }
+      if (other)
+        unite(pipelineParents, other, merge.target);
+      {
+        bool sameSlot = llvm::all_of(merge.incoming, [&](Value yielded) {
+          return find(slotParents, yielded) ==
+                 find(slotParents, merge.incoming.front());
+        });
+        if (sameSlot)
+          unite(slotParents, merge.target, merge.incoming.front());
+      }
+      merges.erase(merges.begin() + i);
+      changed = true;
+    }
   }
 }
 
@@ -302,7 +364,7 @@ std::optional<StateAdvance> PipelineFlow::traceAdvance(Value state,
       }
       return std::nullopt;
     }
-    if (!scope->isProperAncestor(def)) {
+    if (!scope->isProperAncestor(def) || isa<CreateOp>(def)) {
       result.base = value;
       return result;
     }
@@ -654,13 +716,122 @@ static bool isThreadDependent(Operation *op) {
          name == "nvvm.read.ptx.sreg.warpid" || name == "nvvm.elect.sync";
 }
 
-unsigned SlotArithmetic::intern(const std::string &key, Value example) {
+/// The kernel argument `pointer` is derived from through
+/// `llvm.getelementptr`, if any.
+static BlockArgument getKernelPointerArgument(Value pointer) {
+  for (unsigned guard = 0; guard < 32 && pointer; ++guard) {
+    if (auto argument = dyn_cast<BlockArgument>(pointer)) {
+      auto function = dyn_cast_or_null<FunctionOpInterface>(
+          argument.getOwner()->getParentOp());
+      if (!function || !argument.getOwner()->isEntryBlock())
+        return {};
+      auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(function.getOperation());
+      bool kernel = (gpuFunc && gpuFunc.isKernel()) ||
+                    function->hasAttr("gpu.kernel") ||
+                    function->hasAttr("nvvm.kernel");
+      return kernel ? argument : BlockArgument();
+    }
+    Operation *def = pointer.getDefiningOp();
+    if (!def || def->getName().getStringRef() != "llvm.getelementptr" ||
+        def->getNumOperands() == 0)
+      return {};
+    pointer = def->getOperand(0);
+  }
+  return {};
+}
+
+/// Whether every use of the kernel pointer argument `argument` (through
+/// `llvm.getelementptr`) is a plain `llvm.load`: nothing in the kernel writes
+/// through it or lets it escape.
+static bool isOnlyRead(BlockArgument argument) {
+  SmallVector<Value> worklist = {argument};
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value pointer = worklist.pop_back_val();
+    if (!seen.insert(pointer).second)
+      continue;
+    for (OpOperand &use : pointer.getUses()) {
+      Operation *user = use.getOwner();
+      StringRef name = user->getName().getStringRef();
+      if (name == "llvm.getelementptr" && use.getOperandNumber() == 0) {
+        llvm::append_range(worklist, user->getResults());
+        continue;
+      }
+      if (name == "llvm.load" && use.getOperandNumber() == 0 &&
+          !user->hasAttr("volatile_"))
+        continue;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<Value> SlotArithmetic::getReadOnlyKernelLoad(Operation *def) {
+  if (!def || def->getName().getStringRef() != "llvm.load" ||
+      def->getNumOperands() != 1 || def->hasAttr("volatile_"))
+    return std::nullopt;
+  if (Attribute ordering = def->getAttr("ordering")) {
+    auto integer = dyn_cast<IntegerAttr>(ordering);
+    std::string text = integer && integer.getInt() == 0 ? "not_atomic" : "";
+    llvm::raw_string_ostream os(text);
+    if (text.empty())
+      os << ordering;
+    if (text.find("not_atomic") == std::string::npos)
+      return std::nullopt; // an atomic load
+  }
+  Value address = def->getOperand(0);
+  auto type = dyn_cast<LLVM::LLVMPointerType>(address.getType());
+  if (!type || type.getAddressSpace() != 1)
+    return std::nullopt;
+  BlockArgument argument = getKernelPointerArgument(address);
+  if (!argument)
+    return std::nullopt;
+  auto [it, inserted] = readOnlyArguments.try_emplace(argument, false);
+  if (inserted)
+    it->second = isOnlyRead(argument);
+  if (!it->second)
+    return std::nullopt;
+  return address;
+}
+
+unsigned SlotArithmetic::intern(const std::string &key, Value example,
+                                Value nonUniform) {
   auto [it, inserted] = atoms.try_emplace(key, atomExamples.size());
   if (inserted) {
     atomExamples.push_back(example);
     atomKeys.push_back(key);
+    atomNonUniform.push_back(nonUniform);
   }
   return it->second;
+}
+
+bool SlotArithmetic::isUniform(const LinearExpr &expr) {
+  return !getNonUniformAtom(expr);
+}
+
+Value SlotArithmetic::getNonUniformAtom(const LinearExpr &expr) {
+  for (auto [atom, coef] : expr.terms)
+    if (atomNonUniform[atom])
+      return atomNonUniform[atom];
+  return {};
+}
+
+/// The bit width of an integer or index value (index counts as 64 bits).
+static unsigned getWidth(Value value) {
+  Type type = getElementTypeOrSelf(value.getType());
+  if (type.isIndex())
+    return 64;
+  if (type.isIntOrFloat())
+    return type.getIntOrFloatBitWidth();
+  return 64;
+}
+
+/// Whether `max`, an unsigned upper bound of `value`, shows that `value` is
+/// non-negative read as a signed integer of its width.
+static bool isSignedNonNegative(Value value, std::optional<uint64_t> max) {
+  unsigned width = getWidth(value);
+  return max && width >= 1 && width <= 64 &&
+         *max < (uint64_t(1) << (width - 1));
 }
 
 std::string SlotArithmetic::loopSignature(Operation *loop, unsigned depth) {
@@ -677,7 +848,7 @@ std::string SlotArithmetic::loopSignature(Operation *loop, unsigned depth) {
   };
   std::string sig;
   if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
-    sig = "for(";
+    sig = forOp.getUnsignedCmp() ? "foru(" : "for(";
     if (!keys({forOp.getLowerBound(), forOp.getUpperBound(), forOp.getStep()},
               sig))
       return "";
@@ -779,6 +950,16 @@ std::string SlotArithmetic::keyOf(Value value, unsigned depth) {
   }
 
   Operation *def = value.getDefiningOp();
+  // A load of a read-only kernel input at a CTA-uniform address.
+  if (std::optional<Value> address = getReadOnlyKernelLoad(def)) {
+    std::string inner = keyOf(*address, depth + 1);
+    if (inner.empty())
+      return "";
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << value.getType();
+    return "ldro(" + inner + ")" + text;
+  }
   if (isThreadDependent(def) || def->getNumRegions() != 0 ||
       !isMemoryEffectFree(def))
     return "";
@@ -834,13 +1015,16 @@ unsigned SlotArithmetic::getValueNumber(Value value) {
     return it->second;
   usedPlaceholder = false;
   std::string key = keyOf(value, 0);
-  // Values the analysis cannot number are their own atom: equal only to
-  // themselves, and only where no thread can see another value (the caller
-  // checks uniformity separately).
+  // Values the analysis cannot number are their own atom, equal only to
+  // themselves, and not CTA-uniform: a thread id, a load from memory, a
+  // result of an op with regions may differ between the producer's and the
+  // consumer's threads even where it is one SSA value
+  // (getNonUniformAtom).
+  bool uniform = !key.empty();
   if (key.empty())
     key = "opaque" + std::to_string(reinterpret_cast<uintptr_t>(
                          value.getAsOpaquePointer()));
-  unsigned number = intern(key, value);
+  unsigned number = intern(key, value, uniform ? Value() : value);
   if (!usedPlaceholder)
     numbers[value] = number;
   return number;
@@ -851,7 +1035,17 @@ LinearExpr SlotArithmetic::getLinear(Value value) {
   if (matchPattern(value, m_ConstantInt(&constant)) &&
       constant.getSignificantBits() <= 64)
     return LinearExpr::ofConstant(constant.getSExtValue());
-  if (Operation *def = value.getDefiningOp()) {
+  Operation *def = value.getDefiningOp();
+  // Only 64-bit arithmetic (index, i64), or arithmetic that is marked not
+  // to wrap, is the mathematical sum or product: an i8 or i32 `n + 100`
+  // wraps (docs/protocol-checking.md, "Assumptions").
+  bool exact = false;
+  if (def && isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(def)) {
+    exact = getWidth(value) >= 64;
+    if (auto flags = dyn_cast<arith::ArithIntegerOverflowFlagsInterface>(def))
+      exact |= flags.hasNoSignedWrap();
+  }
+  if (exact) {
     if (isa<arith::AddIOp, arith::SubIOp>(def)) {
       LinearExpr sum = getLinear(def->getOperand(0));
       if (sum.add(getLinear(def->getOperand(1)),
@@ -881,6 +1075,13 @@ std::optional<uint64_t> SlotArithmetic::getUnsignedMax(Value value,
   Operation *def = value.getDefiningOp();
   if (!def)
     return std::nullopt;
+  // A bound that does not fit the value's width wrapped: not a bound.
+  unsigned width = getWidth(value);
+  auto fits = [&](std::optional<uint64_t> bound) -> std::optional<uint64_t> {
+    if (bound && width < 64 && *bound >= (uint64_t(1) << width))
+      return std::nullopt;
+    return bound;
+  };
   auto max = [&](unsigned i) { return getUnsignedMax(def->getOperand(i), depth + 1); };
   auto divisor = [&]() -> std::optional<uint64_t> {
     APInt d;
@@ -920,14 +1121,14 @@ std::optional<uint64_t> SlotArithmetic::getUnsignedMax(Value value,
       return std::nullopt;
     if (isa<arith::MaxUIOp, arith::SelectOp>(def))
       return std::max(*a, *b);
-    return isa<arith::AddIOp>(def) ? llvm::checkedAddUnsigned(*a, *b)
-                                   : llvm::checkedMulUnsigned(*a, *b);
+    return fits(isa<arith::AddIOp>(def) ? llvm::checkedAddUnsigned(*a, *b)
+                                        : llvm::checkedMulUnsigned(*a, *b));
   }
   if (isa<arith::IndexCastUIOp, arith::ExtUIOp>(def)) {
     unsigned bits = getElementTypeOrSelf(def->getOperand(0).getType())
                         .getIntOrFloatBitWidth();
     if (bits < 64)
-      return (uint64_t(1) << bits) - 1;
+      return fits((uint64_t(1) << bits) - 1);
   }
   return std::nullopt;
 }
@@ -944,8 +1145,8 @@ bool SlotArithmetic::isNonNegative(const LinearExpr &expr,
     else if (StringRef(atomKeys[atom]).starts_with("trip") ||
              StringRef(atomKeys[atom]).starts_with("sum"))
       atomLow = 0;
-    else if (std::optional<uint64_t> max = getUnsignedMax(atomExamples[atom]);
-             max && *max < (uint64_t(1) << 63))
+    else if (isSignedNonNegative(atomExamples[atom],
+                                 getUnsignedMax(atomExamples[atom])))
       atomLow = 0;
     else
       return false;
@@ -971,6 +1172,26 @@ LinearExpr SlotArithmetic::getTripCount(Operation *loop,
   if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
     LinearExpr span = getLinear(forOp.getUpperBound());
     LinearExpr step = getLinear(forOp.getStep());
+    // An unsigned loop counts like a signed one where both bounds are
+    // non-negative; otherwise (lb = -1, ub = 1 runs no iteration unsigned,
+    // two signed) only like another unsigned loop of the same bounds.
+    if (forOp.getUnsignedCmp() &&
+        !llvm::all_of(ValueRange{forOp.getLowerBound(), forOp.getUpperBound()},
+                      [&](Value bound) {
+                        return isSignedNonNegative(bound,
+                                                   getUnsignedMax(bound));
+                      })) {
+      LinearExpr lower = getLinear(forOp.getLowerBound());
+      LinearExpr upper = getLinear(forOp.getUpperBound());
+      return LinearExpr::ofAtom(intern(
+          "tripu(" + serialise(lower, atomKeys) + "," +
+              serialise(upper, atomKeys) + "," + serialise(step, atomKeys) +
+              ")",
+          loop->getResult(0),
+          getNonUniformAtom(lower)   ? getNonUniformAtom(lower)
+          : getNonUniformAtom(upper) ? getNonUniformAtom(upper)
+                                     : getNonUniformAtom(step)));
+    }
     if (span.add(getLinear(forOp.getLowerBound()), -1) && step.isConstant() &&
         step.constant > 0) {
       if (span.isConstant()) {
@@ -985,7 +1206,7 @@ LinearExpr SlotArithmetic::getTripCount(Operation *loop,
       return LinearExpr::ofAtom(
           intern("trip(" + serialise(span, atomKeys) + ")/" +
                      std::to_string(step.constant),
-                 loop->getResult(0)));
+                 loop->getResult(0), getNonUniformAtom(span)));
     }
   }
   std::string sig = loopSignature(loop, 0);
@@ -1024,8 +1245,7 @@ void SlotArithmetic::addBranchFacts(Region *region, PathFacts &facts) {
   }
   // Normalise to "x > 0 holds in this region".
   bool positive = false;
-  std::optional<uint64_t> max = getUnsignedMax(x);
-  bool nonNegative = max && *max < (uint64_t(1) << 63);
+  bool nonNegative = isSignedNonNegative(x, getUnsignedMax(x));
   if (inThen)
     // Only for a non-negative x, so that "x <= 0" in the else branch is
     // "x == 0" (the peeled-iteration merge relies on it).
@@ -1096,7 +1316,8 @@ SlotArithmetic::traceAdvance(Value state, Operation *scope,
         if (sig.empty())
           return fail(def);
         loopTotal = LinearExpr::ofAtom(
-            intern("sum" + sig + "|" + serialise(*per, atomKeys), value));
+            intern("sum" + sig + "|" + serialise(*per, atomKeys), value,
+                   getNonUniformAtom(*per)));
       }
       if (!total.add(loopTotal))
         return fail(def);
@@ -1136,7 +1357,8 @@ SlotArithmetic::traceAdvance(Value state, Operation *scope,
         if (sig.empty())
           return fail(def);
         loopTotal = LinearExpr::ofAtom(
-            intern("sum" + sig + "|" + serialise(per, atomKeys), value));
+            intern("sum" + sig + "|" + serialise(per, atomKeys), value,
+                   getNonUniformAtom(per)));
       }
       if (!total.add(loopTotal) || !total.add(*last))
         return fail(def);

@@ -29,6 +29,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvpipe/Dialect/KVPipe/Analysis/BarrierOrigins.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ChainGuards.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
@@ -42,6 +44,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -138,9 +141,18 @@ public:
     checkBalance();
     checkBranches();
     checkTotals();
-    root->walk([&](Block *block) { checkBlock(*block); });
+    root->walk([&](Block *block) {
+      if (block->getParent()->hasOneBlock())
+        checkBlock(*block);
+    });
+    root->walk([&](Operation *op) {
+      for (Region &region : op->getRegions())
+        if (!region.hasOneBlock() && !region.empty())
+          checkCfPairing(region);
+    });
     checkReads();
     checkTransactions();
+    checkReleaseArrivals();
     return !hasErrors;
   }
 
@@ -217,6 +229,7 @@ private:
         Operation *advancer = advance->getOwner();
         Value state = advance->get();
         checkAdvanceInLoop(advancer, state);
+        checkAdvanceInCfLoop(advancer, state);
         for (Value member : flow.getSlotStates(slot))
           for (OpOperand &use : member.getUses()) {
             Operation *user = use.getOwner();
@@ -248,6 +261,50 @@ private:
                                 << where(state, getStageOf(advancer));
       diag.attachNote(parent->getLoc()) << "the loop";
       return;
+    }
+  }
+
+  /// The same in a loop of unstructured control flow: an advance in a block
+  /// that a path leads back to without passing the block that defines the
+  /// state advances the same state on every trip around the cycle.
+  void checkAdvanceInCfLoop(Operation *advancer, Value state) {
+    for (Operation *at = advancer; at; at = at->getParentOp()) {
+      Region *region = at->getParentRegion();
+      if (!region)
+        return;
+      Block *block = at->getBlock();
+      if (!region->hasOneBlock()) {
+        // The block of the state's definition in this region, if any.
+        Block *defining = region->findAncestorBlockInRegion(
+            *state.getParentBlock());
+        SmallVector<Block *> worklist(block->getSuccessors());
+        DenseSet<Block *> seen;
+        bool cycle = false;
+        while (!worklist.empty() && !cycle) {
+          Block *next = worklist.pop_back_val();
+          if (next == defining || !seen.insert(next).second)
+            continue;
+          if (next == block) {
+            cycle = true;
+            break;
+          }
+          llvm::append_range(worklist, next->getSuccessors());
+        }
+        if (cycle) {
+          InFlightDiagnostic diag =
+              error(advancer)
+              << "advances a state defined outside its loop, once per "
+                 "iteration: a path of branches leads back to this block "
+                 "without redefining the state; pass it as a block argument"
+              << where(state, getStageOf(advancer));
+          diag.attachNote(block->getTerminator()->getLoc())
+              << "the branch that starts the cycle";
+          return;
+        }
+      }
+      // Above the region that defines the state, a repetition redefines it.
+      if (region->isAncestor(state.getParentRegion()))
+        return;
     }
   }
 
@@ -503,6 +560,101 @@ private:
     }
   }
 
+  /// Pairing in a region of several blocks (unstructured control flow):
+  /// along every path, each wait (acquire) is closed by its release
+  /// (commit) before the region is left, and each release (commit) closes
+  /// an open wait (acquire). The sub-stage order is checked per block only
+  /// in structured code: where a pipeline of several sub-stages is used
+  /// across blocks, it is reported as unproven.
+  void checkCfPairing(Region &region) {
+    using Open = std::map<std::tuple<void *, int, int64_t>, Operation *>;
+    auto keyOf = [&](Operation *op) {
+      auto protocolOp = cast<PipelineProtocolOpInterface>(op);
+      return std::make_tuple(
+          flow.getSlot(protocolOp.getPipeline()).getAsOpaquePointer(),
+          int(protocolOp.getSide()), *protocolOp.getSubStage());
+    };
+    DenseMap<Block *, Open> in;
+    DenseSet<Block *> visited;
+    DenseSet<Operation *> reported;
+    bool disagree = false, multiStage = false;
+    Operation *disagreeAt = nullptr;
+    SmallVector<Block *> worklist = {&region.front()};
+    in[&region.front()] = {};
+    unsigned budget = 4096;
+    while (!worklist.empty() && budget--) {
+      Block *block = worklist.pop_back_val();
+      Open open = in[block];
+      for (Operation &op : *block) {
+        if (auto step = dyn_cast<StepOp>(op)) {
+          if (!visited.contains(block)) {
+            DenseMap<std::pair<Value, PipelineSide>, SlotPairing> unused;
+            checkStep(step, unused);
+          }
+          continue;
+        }
+        if (!opensOrCloses(&op) || staleUsers.contains(&op))
+          continue;
+        auto protocolOp = cast<PipelineProtocolOpInterface>(&op);
+        Value state = protocolOp.getPipeline();
+        if (cast<PipelineType>(state.getType()).getQkStages() > 1)
+          multiStage = true;
+        auto key = keyOf(&op);
+        if (protocolOp.opensSlot()) {
+          open[key] = &op;
+          continue;
+        }
+        if (open.erase(key))
+          continue;
+        if (reported.insert(&op).second)
+          error(&op) << "has no preceding "
+                     << getOpenerName(protocolOp.getSide())
+                     << " of the same slot and sub-stage on every path to it"
+                     << where(state, protocolOp.getSubStage());
+      }
+      visited.insert(block);
+      Operation *terminator = block->getTerminator();
+      if (block->getNumSuccessors() == 0) {
+        // Leaving the region: nothing may stay open.
+        for (auto &[key, opener] : open)
+          if (reported.insert(opener).second) {
+            auto protocolOp = cast<PipelineProtocolOpInterface>(opener);
+            InFlightDiagnostic diag =
+                error(opener)
+                << "has no "
+                << (protocolOp.getSide() == PipelineSide::consumer
+                        ? "consumer_release"
+                        : "producer_commit")
+                << " of the same slot and sub-stage on every path after it"
+                << where(protocolOp.getPipeline(), protocolOp.getSubStage());
+            diag.attachNote(terminator->getLoc())
+                << "the path leaves here with it open";
+          }
+        continue;
+      }
+      for (Block *successor : block->getSuccessors()) {
+        auto [it, inserted] = in.try_emplace(successor, open);
+        if (inserted) {
+          worklist.push_back(successor);
+          continue;
+        }
+        if (it->second != open && !disagree) {
+          disagree = true;
+          disagreeAt = terminator;
+        }
+      }
+    }
+    if (disagree)
+      unproven(disagreeAt)
+          << "that the waits and acquires still open are the same on every "
+             "path into a block: the paths of 'cf' branches into its "
+             "successor hold different open sub-stages";
+    else if (multiStage)
+      unproven(region.front().getTerminator())
+          << "the sub-stage order of a pipeline of several sub-stages across "
+             "the blocks of unstructured control flow";
+  }
+
   /// A producer steps past a slot after committing every sub-stage of it
   /// in the same block; a consumer advances with consumer_release.
   /// Whether any wait, release, acquire or commit works on `pipeline`: a
@@ -564,22 +716,40 @@ private:
 
   void checkBranches() {
     root->walk([&](Operation *op) {
-      if (!isa<scf::IfOp, scf::IndexSwitchOp>(op))
+      // A block of unstructured control flow merges the states its
+      // predecessors pass.
+      for (Region &region : op->getRegions())
+        if (!region.hasOneBlock())
+          for (Block &block : llvm::drop_begin(region))
+            for (BlockArgument argument : block.getArguments())
+              if (isState(argument))
+                checkMerge(argument);
+      if (!isa<scf::IfOp, scf::IndexSwitchOp, scf::ExecuteRegionOp>(op))
         return;
       for (OpResult result : op->getResults()) {
         if (!isa<PipelineType>(result.getType()))
           continue;
         SmallVector<std::optional<StateAdvance>> branches;
+        bool known = true;
         for (Region &region : op->getRegions()) {
-          auto yield =
-              region.hasOneBlock()
-                  ? dyn_cast<scf::YieldOp>(region.front().getTerminator())
-                  : nullptr;
-          if (!yield || result.getResultNumber() >= yield.getNumOperands())
-            return;
-          branches.push_back(flow.traceAdvance(
-              yield.getOperand(result.getResultNumber()), op));
+          // Each path out of the region: a single block, or each block of
+          // an scf.execute_region that yields.
+          for (Block &block : region) {
+            auto yield = dyn_cast<scf::YieldOp>(block.getTerminator());
+            if (!yield && region.hasOneBlock())
+              known = false;
+            if (!yield)
+              continue;
+            if (result.getResultNumber() >= yield.getNumOperands()) {
+              known = false;
+              continue;
+            }
+            branches.push_back(flow.traceAdvance(
+                yield.getOperand(result.getResultNumber()), op));
+          }
         }
+        if (!known)
+          return;
         if (branches.empty() || !llvm::all_of(branches, [](auto &branch) {
               return branch.has_value();
             }))
@@ -613,22 +783,70 @@ private:
     });
   }
 
+  /// A block argument of unstructured control flow whose predecessors pass
+  /// one state advanced by different counts (the cf form of the branch
+  /// rule). Values derived from the argument itself (a back edge) or from
+  /// another block argument are not compared.
+  void checkMerge(BlockArgument argument) {
+    Block *block = argument.getOwner();
+    Operation *scope = block->getParentOp();
+    struct Incoming {
+      StateAdvance advance;
+      Operation *branch;
+    };
+    SmallVector<Incoming> incoming;
+    for (auto it = block->pred_begin(); it != block->pred_end(); ++it) {
+      auto branch = dyn_cast<BranchOpInterface>((*it)->getTerminator());
+      if (!branch)
+        return;
+      for (unsigned i = 0, e = branch->getNumSuccessors(); i < e; ++i) {
+        if (branch->getSuccessor(i) != block)
+          continue;
+        Value forwarded =
+            branch.getSuccessorOperands(i)[argument.getArgNumber()];
+        if (!forwarded)
+          return;
+        std::optional<StateAdvance> advance =
+            flow.traceAdvance(forwarded, scope);
+        if (!advance)
+          return;
+        incoming.push_back({*advance, branch});
+      }
+    }
+    for (const Incoming &a : incoming)
+      for (const Incoming &b : incoming) {
+        if (a.advance.slots <= b.advance.slots ||
+            flow.getSlot(a.advance.base) != flow.getSlot(b.advance.base) ||
+            a.advance.base == Value(argument))
+          continue;
+        InFlightDiagnostic diag =
+            error(a.branch)
+            << "passes to a block a state advanced by " << a.advance.slots
+            << " slot(s) from its base, where another branch passes it "
+               "advanced by "
+            << b.advance.slots << where(argument);
+        diag.attachNote(b.branch->getLoc()) << "the other branch";
+        reportedBranches.insert(a.branch);
+        return;
+      }
+  }
+
   //===--------------------------------------------------------------------===//
   // 5. Transaction bytes
   //===--------------------------------------------------------------------===//
 
-  /// The load of `loads` that comes first in the commit's block.
+  /// The load of `loads` that comes first in the commit's block (the call
+  /// that issues it, for a load in a helper).
   static Operation *getFirstLoad(ProducerCommitOp commit,
                                  const SlotLoads &loads) {
     Block *block = commit->getBlock();
     Operation *first = nullptr, *firstAncestor = nullptr;
-    for (const auto &entry : loads.loads) {
-      Operation *load = entry.first;
-      Operation *ancestor = block->findAncestorOpInBlock(*load);
+    for (const SlotLoads::Load &entry : loads.loads) {
+      Operation *ancestor = block->findAncestorOpInBlock(*entry.site);
       if (!ancestor)
         continue;
       if (!first || ancestor->isBeforeInBlock(firstAncestor)) {
-        first = load;
+        first = entry.site;
         firstAncestor = ancestor;
       }
     }
@@ -636,7 +854,8 @@ private:
   }
 
   void checkTransactions() {
-    DenseSet<Operation *> expected;
+    // (load, site) pairs some commit counted.
+    DenseSet<std::pair<Operation *, Operation *>> expected;
     DenseSet<std::pair<Value, int64_t>> uncounted;
     root->walk([&](ProducerCommitOp commit) {
       // collectSlotLoads reports its own failures at the commit.
@@ -646,8 +865,8 @@ private:
         uncounted.insert({commit.getPipeline(), commit.getStage()});
         return;
       }
-      for (auto &entry : loads->loads)
-        expected.insert(entry.first);
+      for (const SlotLoads::Load &entry : loads->loads)
+        expected.insert({entry.load, entry.site});
       Attribute recorded = commit->getAttr(kTransactionBytesAttrName);
       if (!recorded)
         return;
@@ -669,16 +888,66 @@ private:
         diag.attachNote(first->getLoc())
             << "the first of its " << loads->loads.size() << " TMA load(s)";
     });
+    // Every load completes on a producer barrier that a commit counts it
+    // on, at every call site of the helper that issues it.
+    CallSites sites(root);
     root->walk([&](TMALoadOp load) {
-      auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
-      if (!mbar || expected.contains(load) ||
-          uncounted.contains({mbar.getPipeline(), mbar.getStage()}))
+      for (const BarrierOrigin &origin : getBarrierOrigins(load, sites)) {
+        auto noteCalls = [&](InFlightDiagnostic &diag) {
+          for (Operation *call : origin.calls)
+            diag.attachNote(call->getLoc()) << "through this call";
+        };
+        if (origin.kind == BarrierOrigin::Kind::unknown) {
+          InFlightDiagnostic diag =
+              unproven(load)
+              << "which barrier this TMA load completes on: " << origin.reason
+              << " (a load is only proven on the producer "
+                 "barrier of a slot, from "
+                 "kvpipe.producer_mbar)";
+          diag.attachNote(origin.lostAt->getLoc())
+              << "the barrier is lost here";
+          noteCalls(diag);
+          continue;
+        }
+        if (origin.kind == BarrierOrigin::Kind::consumer) {
+          auto mbar = cast<ConsumerMBarOp>(origin.accessor);
+          InFlightDiagnostic diag =
+              error(load) << "completes on the consumer (empty) barrier: the "
+                             "consumers never see the data land (they wait on "
+                             "the producer barrier) and its bytes corrupt the "
+                             "barrier the producer acquires the slot on"
+                          << where(mbar.getPipeline(), mbar.getStage());
+          diag.attachNote(mbar.getLoc()) << "the barrier";
+          noteCalls(diag);
+          continue;
+        }
+        auto mbar = cast<ProducerMBarOp>(origin.accessor);
+        Operation *site =
+            origin.calls.empty() ? load.getOperation() : origin.calls.front();
+        if (expected.contains({load, site}) ||
+            uncounted.contains({mbar.getPipeline(), mbar.getStage()}))
+          continue;
+        InFlightDiagnostic diag =
+            error(load) << "completes on a barrier that no producer_commit "
+                           "expects: the producer barrier"
+                        << where(mbar.getPipeline(), mbar.getStage());
+        diag.attachNote(mbar.getLoc()) << "the barrier";
+        noteCalls(diag);
+      }
+    });
+  }
+
+  /// A consumer_release whose `elected` operand is constant false: no
+  /// thread arrives on the consumer barrier, so the slot is never released.
+  void checkReleaseArrivals() {
+    root->walk([&](ConsumerReleaseOp release) {
+      if (!matchPattern(release.getElected(), m_Zero()))
         return;
-      InFlightDiagnostic diag =
-          error(load) << "completes on a barrier that no producer_commit "
-                         "expects: the producer barrier"
-                      << where(mbar.getPipeline(), mbar.getStage());
-      diag.attachNote(mbar.getLoc()) << "the barrier";
+      error(release) << "releases the slot with no thread: its elected "
+                        "operand is constant false, so nobody arrives on the "
+                        "consumer barrier and the producer's next acquire of "
+                        "the slot waits forever"
+                     << where(release.getPipeline(), release.getStage());
     });
   }
 
@@ -803,6 +1072,31 @@ private:
 
   void checkFlow() {
     DenseSet<Operation *> &reported = unfollowed;
+    // States merged from different pipelines by a branch: which pipeline a
+    // wait, release or step on them works on depends on the path. Reading
+    // only the ring index of either is harmless.
+    for (Value state : flow.getStates()) {
+      if (!flow.isMixed(state) ||
+          llvm::all_of(state.getUsers(),
+                       [](Operation *user) { return isa<IndexOp>(user); }))
+        continue;
+      Operation *at = state.getDefiningOp();
+      if (!at) {
+        Block *block = cast<BlockArgument>(state).getOwner();
+        at = block->hasNoPredecessors() ? block->getParentOp()
+                                 : (*block->pred_begin())->getTerminator();
+      }
+      if (!reported.insert(at).second)
+        continue;
+      unproven(at) << "which pipeline this state belongs to: "
+                   << (isa<BlockArgument>(state)
+                           ? "the branches to its block pass"
+                           : "its branches yield")
+                   << " states of different pipelines, so the slots waited "
+                      "for, released or advanced through it are not counted "
+                      "for either"
+                   << where(state);
+    }
     for (Value state : flow.getStates()) {
       if (auto result = dyn_cast<OpResult>(state)) {
         Operation *def = result.getOwner();
@@ -840,6 +1134,29 @@ private:
                    "slots it waits for, releases or advances are not counted"
                 << where(state);
           continue;
+        }
+        // The same state twice to one successor of a branch.
+        if (auto branch = dyn_cast<BranchOpInterface>(user)) {
+          for (unsigned i = 0, e = user->getNumSuccessors(); i < e; ++i) {
+            OperandRange forwarded =
+                branch.getSuccessorOperands(i).getForwardedOperands();
+            if (forwarded.empty())
+              continue;
+            unsigned begin = forwarded.getBeginOperandIndex();
+            unsigned number = use.getOperandNumber();
+            if (number < begin ||
+                number >= begin + forwarded.size())
+              continue;
+            for (unsigned j = begin; j < number; ++j)
+              if (user->getOperand(j) == state) {
+                error(user) << "passes the same state as operands #" << j
+                            << " and #" << number << " to one block: each "
+                               "copy walks the ring on its own, so the slots "
+                               "are waited for or filled twice"
+                            << where(state);
+                break;
+              }
+          }
         }
         // The same state twice in one loop, call or yield: two copies of one
         // slot, each advanced on its own.
@@ -894,6 +1211,8 @@ private:
           }
         }
       }
+      if (auto whileOp = dyn_cast<scf::WhileOp>(loop))
+        checkWhileCarries(whileOp);
       // The body works on the iter_arg, not on the state it came from.
       DenseSet<Value> pipelines;
       for (Value arg : carried)
@@ -929,6 +1248,67 @@ private:
     return value && isa<PipelineType>(value.getType());
   }
 
+  /// An `scf.while` carries each state around its own cycle: the state
+  /// yielded at position j comes (advanced or not) from the after-argument
+  /// that the condition forwarded from before-argument j, not from another
+  /// position's (the states would trade places) nor from outside the loop.
+  void checkWhileCarries(scf::WhileOp whileOp) {
+    scf::ConditionOp condition = whileOp.getConditionOp();
+    scf::YieldOp yield = whileOp.getYieldOp();
+    if (!condition || !yield)
+      return;
+    auto trace = [&](Value value) -> Value {
+      Value base;
+      PipelineSide sides = PipelineSide::none;
+      Operation *why = nullptr;
+      std::optional<LinearExpr> advance =
+          arithmetic.traceAdvance(value, whileOp, {}, base, sides, why);
+      return advance ? base : Value();
+    };
+    Block *before = whileOp.getBeforeBody(), *after = whileOp.getAfterBody();
+    for (auto [position, yielded] : llvm::enumerate(yield.getOperands())) {
+      if (!isState(yielded) || position >= before->getNumArguments())
+        continue;
+      Value base = trace(yielded);
+      if (!base)
+        continue;
+      auto afterArg = dyn_cast<BlockArgument>(base);
+      if (!afterArg || afterArg.getOwner() != after) {
+        if (!whileOp->isAncestor(base.getParentRegion()->getParentOp()))
+          error(yield) << "yields at position #" << position
+                       << " a state defined outside the loop instead of its "
+                          "argument advanced: every iteration restarts from "
+                          "the same slot"
+                       << where(yielded);
+        continue;
+      }
+      if (afterArg.getArgNumber() >= condition.getArgs().size())
+        continue;
+      Value forwarded = condition.getArgs()[afterArg.getArgNumber()];
+      Value origin = trace(forwarded);
+      auto beforeArg = dyn_cast_or_null<BlockArgument>(origin);
+      if (!origin)
+        continue;
+      if (beforeArg && beforeArg.getOwner() == before) {
+        if (beforeArg.getArgNumber() != position)
+          error(yield) << "yields at position #" << position
+                       << " the state that the condition forwarded from "
+                          "position #"
+                       << beforeArg.getArgNumber()
+                       << ": the states trade places every iteration"
+                       << where(yielded);
+        continue;
+      }
+      if (!whileOp->isAncestor(origin.getParentRegion()->getParentOp()))
+        error(condition) << "forwards at position #"
+                         << afterArg.getArgNumber()
+                         << " a state defined outside the loop instead of "
+                            "its argument: every iteration restarts from the "
+                            "same slot"
+                         << where(forwarded);
+    }
+  }
+
   //===--------------------------------------------------------------------===//
   // 8. Totals: the slots each side advances from the pipeline's creation
   //===--------------------------------------------------------------------===//
@@ -950,17 +1330,94 @@ private:
            user->hasTrait<OpTrait::ReturnLike>() || isFunctionReturn(user);
   }
 
+  /// Whether two conditions have the same value on every thread of the CTA.
+  bool isSameCondition(Value a, Value b) {
+    unsigned number = arithmetic.getValueNumber(a);
+    return number == arithmetic.getValueNumber(b) &&
+           !arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number));
+  }
+
+  /// Rule 5: the producer's chain ending at `producer` and the consumer's
+  /// ending at `consumer` run under the same conditions, apart from the
+  /// branch that splits the roles and conditions that pick threads of a
+  /// role (a thread id compared with a constant). Reports the first other
+  /// condition only one side is under; false when it did.
+  bool checkChainGuards(Value pipeline, Value producer, Value consumer,
+                        Operation *scope) {
+    SmallVector<ChainGuard> onProducer = getChainGuards(producer, scope);
+    SmallVector<ChainGuard> onConsumer = getChainGuards(consumer, scope);
+    size_t shared = 0;
+    while (shared < onProducer.size() && shared < onConsumer.size() &&
+           onProducer[shared] == onConsumer[shared])
+      ++shared;
+    ArrayRef<ChainGuard> producerOnly = ArrayRef(onProducer).drop_front(shared);
+    ArrayRef<ChainGuard> consumerOnly = ArrayRef(onConsumer).drop_front(shared);
+    // The role split: the two ends in different branches of one op.
+    if (!producerOnly.empty() && !consumerOnly.empty() &&
+        producerOnly.front().op == consumerOnly.front().op) {
+      producerOnly = producerOnly.drop_front();
+      consumerOnly = consumerOnly.drop_front();
+    }
+    auto matches = [&](const ChainGuard &guard, ArrayRef<ChainGuard> others) {
+      return llvm::any_of(others, [&](const ChainGuard &other) {
+        return guard.op->getName() == other.op->getName() &&
+               guard.region == other.region &&
+               guard.op->getAttrDictionary() == other.op->getAttrDictionary() &&
+               isSameCondition(guard.condition, other.condition);
+      });
+    };
+    auto check = [&](ArrayRef<ChainGuard> mine, ArrayRef<ChainGuard> theirs,
+                     bool isProducer, Value otherEnd) {
+      for (const ChainGuard &guard : mine) {
+        if (selectsThreads(guard.condition) || matches(guard, theirs))
+          continue;
+        Operation *otherAt = otherEnd.getDefiningOp()
+                                 ? otherEnd.getDefiningOp()
+                                 : otherEnd.getParentRegion()->getParentOp();
+        InFlightDiagnostic diag =
+            unproven(guard.op)
+            << "that the " << (isProducer ? "producer" : "consumer")
+            << " side runs whenever the "
+            << (isProducer ? "consumer" : "producer")
+            << " side does: its chain of states ends under this condition "
+               "and the other side's is not under the same one; where it "
+               "does not hold, the "
+            << (isProducer ? "consumers wait for slots nobody fills"
+                           : "producer waits for slots nobody releases")
+            << where(pipeline);
+        diag.attachNote(otherAt->getLoc())
+            << "where the " << (isProducer ? "consumer" : "producer")
+            << " side's chain ends";
+        return false;
+      }
+      return true;
+    };
+    return check(producerOnly, consumerOnly, true, consumer) &&
+           check(consumerOnly, producerOnly, false, producer);
+  }
+
   void checkTotals() {
     struct End {
       Value state;
       std::optional<LinearExpr> total;
       Operation *why = nullptr;
+      /// The chain ends in unstructured control flow, whose paths are not
+      /// counted.
+      bool unstructured = false;
+      /// The function the chain is counted in.
+      Operation *scope = nullptr;
     };
     llvm::MapVector<Value, SmallVector<End>> producers, consumers;
     DenseMap<Value, Value> created;
     for (Value state : flow.getStates()) {
       if (llvm::any_of(state.getUses(),
                        [](OpOperand &use) { return forwards(use); }))
+        continue;
+      // A state merged from several pipelines only to read a ring index:
+      // no chain of the protocol (checkFlow reports any other use).
+      if (flow.isMixed(state) &&
+          llvm::all_of(state.getUsers(),
+                       [](Operation *user) { return isa<IndexOp>(user); }))
         continue;
       Operation *scope = state.getParentRegion()->getParentOp();
       while (scope && !isa<FunctionOpInterface>(scope) && scope != root)
@@ -977,6 +1434,20 @@ private:
       Operation *why = nullptr;
       std::optional<LinearExpr> total =
           arithmetic.traceAdvance(state, scope, facts, base, sides, why);
+      // Under unstructured control flow (a region of several blocks) the
+      // chain runs on some paths only: which ones is not counted.
+      bool unstructured = false;
+      for (Region *region = state.getParentRegion(); region;
+           region = region->getParentOp()->getParentRegion()) {
+        if (!region->hasOneBlock()) {
+          unstructured = true;
+          total = std::nullopt;
+          why = region->front().getTerminator();
+          break;
+        }
+        if (region->getParentOp() == scope)
+          break;
+      }
       // A chain that ends inside a loop body without being carried out is
       // a state the loop drops: linear use (an old state yielded), the yield
       // rules (another state or an outer one yielded) report it.
@@ -987,11 +1458,11 @@ private:
       if (base && base.getDefiningOp<CreateOp>())
         created[pipeline] = base;
       if (sides == PipelineSide::producer)
-        producers[pipeline].push_back({state, total, why});
+        producers[pipeline].push_back({state, total, why, unstructured, scope});
       else if (sides == PipelineSide::consumer)
-        consumers[pipeline].push_back({state, total, why});
+        consumers[pipeline].push_back({state, total, why, unstructured, scope});
       else if (sides == PipelineSide::none && !total && why)
-        producers[pipeline].push_back({state, total, why});
+        producers[pipeline].push_back({state, total, why, unstructured, scope});
     }
 
     auto describeEnd = [&](End end) {
@@ -1017,6 +1488,17 @@ private:
         Operation *at = unknown->why ? unknown->why : describeEnd(*unknown);
         if (unfollowed.contains(at) || reportedBranches.contains(at))
           continue;
+        if (unknown->unstructured) {
+          InFlightDiagnostic diag =
+              unproven(at)
+              << "that the producer and consumer sides advance the same "
+                 "number of slots through unstructured control flow: the "
+                 "checker does not count the paths of 'cf' branches"
+              << where(pipeline);
+          diag.attachNote(describeEnd(*unknown)->getLoc())
+              << "a chain of the pipeline's states ends here";
+          continue;
+        }
         unproven(at) << "that the producer and consumer sides advance the "
                         "same number of slots: the checker cannot count the "
                         "slots through this op"
@@ -1026,9 +1508,11 @@ private:
       if (consumerIt == consumers.end())
         continue; // one side only: the other is a caller's or callee's
       const End &first = ends.front();
+      bool allEqual = true;
       for (const End &end : all) {
         if (*end.total == *first.total)
           continue;
+        allEqual = false;
         bool consumer = llvm::is_contained(
             llvm::map_range(consumerIt->second,
                             [](const End &e) { return e.state; }),
@@ -1055,6 +1539,45 @@ private:
               << "where the producer side ends";
         }
         break;
+      }
+      // Equal totals are equal counts only where each atom is the same on
+      // every thread: the producer's and the consumer's threads evaluate
+      // the bounds on their own.
+      if (!allEqual)
+        continue;
+      if (Value atom = arithmetic.getNonUniformAtom(*first.total)) {
+        const End &end = consumerIt->second.front();
+        std::string name;
+        llvm::raw_string_ostream os(name);
+        atom.printAsOperand(os, OpPrintingFlags());
+        InFlightDiagnostic diag =
+            unproven(describeEnd(end))
+            << "that the producer and consumer loops advance the same "
+               "number of slots: both sides advance "
+            << arithmetic.print(*first.total) << ", but " << name
+            << " is not known to be the same on every thread of the CTA (a "
+               "thread, lane or warpgroup id, a value loaded from memory, or "
+               "one the checker cannot follow), and the producer's and the "
+               "consumer's threads each compute it"
+            << where(pipeline);
+        diag.attachNote(atom.getLoc()) << "the value";
+        diag.attachNote(describeEnd(first)->getLoc())
+            << "where the producer side ends";
+        continue;
+      }
+      // Equal counts, but each side runs its chain only under the
+      // conditions its end is nested in.
+      for (const End &producer : ends) {
+        bool reported = false;
+        for (const End &consumer : consumerIt->second)
+          if (producer.scope == consumer.scope &&
+              !checkChainGuards(pipeline, producer.state, consumer.state,
+                                producer.scope)) {
+            reported = true;
+            break;
+          }
+        if (reported)
+          break;
       }
     }
     // A consumer side without a producer in a function that creates the
@@ -1128,7 +1651,8 @@ private:
         if (std::optional<int64_t> c = getConstantIntValue(offset))
           return std::to_string(*c);
         Value v = cast<Value>(offset);
-        return getSlotsOf(v, 0).empty() ? "?" : "slot";
+        Operation *unknown = nullptr;
+        return getSlotsOf(v, 0, unknown).empty() ? "?" : "slot";
       };
       if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
         key += "sv[";
@@ -1164,26 +1688,178 @@ private:
   }
 
   /// The slots whose kvpipe.index `value` is computed from, through pure
-  /// ops (and through callees being simulated, back to their callers).
-  SmallVector<Value> getSlotsOf(Value value, unsigned depth) {
+  /// ops, the branches of `scf.if` / `scf.index_switch`, callees that return
+  /// it (and through callees being simulated, back to their callers).
+  /// `unknown` is set to the op where the chain could not be followed: a
+  /// loop's carried value, a block argument, a call it cannot resolve.
+  SmallVector<Value> getSlotsOf(Value value, unsigned depth,
+                                Operation *&unknown, int start = -1) {
     SmallVector<Value> slots;
-    SmallVector<Value> worklist = {value};
-    DenseSet<Value> visited;
+    auto addAll = [&](ArrayRef<Value> more) {
+      for (Value slot : more)
+        if (!llvm::is_contained(slots, slot))
+          slots.push_back(slot);
+    };
+    if (depth > 8) {
+      unknown = value.getDefiningOp() ? value.getDefiningOp()
+                                      : value.getParentBlock()->getParentOp();
+      return slots;
+    }
+    // (value, call-stack level it lives at)
+    SmallVector<std::pair<Value, int>> worklist = {
+        {value, start < 0 ? int(callStack.size()) : start}};
+    DenseSet<std::pair<Value, int>> visited;
     while (!worklist.empty() && visited.size() < 512) {
-      Value v = worklist.pop_back_val();
-      if (!visited.insert(v).second)
+      auto [v, level] = worklist.pop_back_val();
+      if (!visited.insert({v, level}).second)
         continue;
+      if (auto argument = dyn_cast<BlockArgument>(v)) {
+        Operation *owner = argument.getOwner()->getParentOp();
+        // A simulated callee's argument: the caller's operand.
+        if (level > 0 &&
+            owner == flow.resolveCallee(callStack[level - 1]).getOperation() &&
+            argument.getOwner()->isEntryBlock()) {
+          worklist.push_back(
+              {callStack[level - 1].getArgOperands()[argument.getArgNumber()],
+               level - 1});
+          continue;
+        }
+        // A function's own argument: no slot index of its pipelines here.
+        if (isa_and_nonnull<FunctionOpInterface>(owner) &&
+            argument.getOwner()->isEntryBlock())
+          continue;
+        // A loop's induction variable runs from its bounds; a carried value
+        // is its initial value or one a previous iteration yielded; a block
+        // argument is what some predecessor forwards.
+        if (auto forOp = dyn_cast_or_null<scf::ForOp>(owner)) {
+          if (argument == forOp.getInductionVar()) {
+            for (Value bound : {forOp.getLowerBound(), forOp.getUpperBound(),
+                                forOp.getStep()})
+              worklist.push_back({bound, level});
+          } else {
+            unsigned position = argument.getArgNumber() - 1;
+            worklist.push_back({forOp.getInitArgs()[position], level});
+            worklist.push_back({forOp.getYieldedValues()[position], level});
+          }
+          continue;
+        }
+        if (auto whileOp = dyn_cast_or_null<scf::WhileOp>(owner)) {
+          unsigned position = argument.getArgNumber();
+          if (argument.getOwner() == whileOp.getBeforeBody()) {
+            worklist.push_back({whileOp.getInits()[position], level});
+            if (scf::YieldOp yield = whileOp.getYieldOp())
+              worklist.push_back({yield.getOperand(position), level});
+            else
+              unknown = owner;
+          } else if (scf::ConditionOp condition = whileOp.getConditionOp()) {
+            worklist.push_back({condition.getArgs()[position], level});
+          } else {
+            unknown = owner;
+          }
+          continue;
+        }
+        if (!argument.getOwner()->isEntryBlock()) {
+          Block *block = argument.getOwner();
+          for (auto it = block->pred_begin(); it != block->pred_end(); ++it) {
+            auto branch = dyn_cast<BranchOpInterface>((*it)->getTerminator());
+            if (!branch) {
+              unknown = (*it)->getTerminator();
+              continue;
+            }
+            for (unsigned i = 0, e = branch->getNumSuccessors(); i < e; ++i) {
+              if (branch->getSuccessor(i) != block)
+                continue;
+              SuccessorOperands operands = branch.getSuccessorOperands(i);
+              Value forwarded = operands[argument.getArgNumber()];
+              if (forwarded)
+                worklist.push_back({forwarded, level});
+              else
+                unknown = branch;
+            }
+          }
+          continue;
+        }
+        unknown = owner;
+        continue;
+      }
       Operation *def = v.getDefiningOp();
-      if (!def)
-        continue;
       if (auto index = dyn_cast<IndexOp>(def)) {
+        if (flow.isMixed(index.getPipeline())) {
+          unknown = def; // the index of one of several pipelines
+          continue;
+        }
+        // Map the state at the level the index op lives at.
+        SmallVector<CallOpInterface> saved(callStack);
+        callStack.resize(level);
         Value slot = flow.getSlot(mapState(index.getPipeline()));
+        callStack = std::move(saved);
         if (!llvm::is_contained(slots, slot))
           slots.push_back(slot);
         continue;
       }
-      if (def->getNumRegions() == 0 && isMemoryEffectFree(def))
-        llvm::append_range(worklist, def->getOperands());
+      unsigned result = cast<OpResult>(v).getResultNumber();
+      if (isa<scf::IfOp, scf::IndexSwitchOp>(def)) {
+        // Any branch's value: the union of what they yield.
+        for (Region &region : def->getRegions()) {
+          auto yield = region.hasOneBlock()
+                           ? dyn_cast<scf::YieldOp>(region.front().getTerminator())
+                           : nullptr;
+          if (!yield || result >= yield.getNumOperands()) {
+            unknown = def;
+            break;
+          }
+          worklist.push_back({yield.getOperand(result), level});
+        }
+        continue;
+      }
+      if (auto call = dyn_cast<CallOpInterface>(def)) {
+        FunctionOpInterface callee = flow.resolveCallee(call);
+        if (!callee || llvm::is_contained(callStack, call) ||
+            callStack.size() > 4) {
+          unknown = def;
+          continue;
+        }
+        // What the helper returns, in its terms.
+        SmallVector<CallOpInterface> saved(callStack);
+        callStack.resize(level);
+        callStack.push_back(call);
+        for (Block &block : callee.getFunctionBody())
+          if (block.mightHaveTerminator() &&
+              block.getTerminator()->hasTrait<OpTrait::ReturnLike>() &&
+              result < block.getTerminator()->getNumOperands())
+            addAll(getSlotsOf(block.getTerminator()->getOperand(result),
+                              depth + 1, unknown));
+        callStack = std::move(saved);
+        continue;
+      }
+      if (auto forOp = dyn_cast<scf::ForOp>(def)) {
+        worklist.push_back({forOp.getInitArgs()[result], level});
+        worklist.push_back({forOp.getYieldedValues()[result], level});
+        continue;
+      }
+      if (auto whileOp = dyn_cast<scf::WhileOp>(def)) {
+        if (scf::ConditionOp condition = whileOp.getConditionOp())
+          worklist.push_back({condition.getArgs()[result], level});
+        else
+          unknown = def;
+        continue;
+      }
+      if (isa<scf::ExecuteRegionOp>(def)) {
+        for (Block &block : def->getRegion(0)) {
+          auto yield = dyn_cast<scf::YieldOp>(block.getTerminator());
+          if (yield && result < yield.getNumOperands())
+            worklist.push_back({yield.getOperand(result), level});
+        }
+        continue;
+      }
+      if (def->getNumRegions() != 0) {
+        // Another op with regions: what it returns is not followed.
+        unknown = def;
+        continue;
+      }
+      if (isMemoryEffectFree(def))
+        for (Value operand : def->getOperands())
+          worklist.push_back({operand, level});
     }
     return slots;
   }
@@ -1222,14 +1898,14 @@ private:
       Operation *def = current.getDefiningOp();
       if (auto subview = dyn_cast<memref::SubViewOp>(def)) {
         for (Value offset : subview.getOffsets())
-          addAll(getSlotsOf(offset, depth));
+          addAll(getSlotsOf(offset, depth, unknown, level));
         current = subview.getSource();
       } else if (auto view = dyn_cast<memref::ViewOp>(def)) {
-        addAll(getSlotsOf(view.getByteShift(), depth));
+        addAll(getSlotsOf(view.getByteShift(), depth, unknown, level));
         current = view.getSource();
       } else if (auto reinterpret = dyn_cast<memref::ReinterpretCastOp>(def)) {
         for (Value offset : reinterpret.getOffsets())
-          addAll(getSlotsOf(offset, depth));
+          addAll(getSlotsOf(offset, depth, unknown, level));
         current = reinterpret.getSource();
       } else if (isa<memref::CastOp, memref::ExpandShapeOp,
                      memref::CollapseShapeOp, memref::TransposeOp,
@@ -1301,6 +1977,18 @@ private:
     return llvm::all_of(waited, [](bool w) { return w; });
   }
 
+  /// Whether the function holding `op` is called in the module: a read of
+  /// a slot it receives is then checked in each caller's context.
+  bool hasCallers(Operation *op) {
+    auto function = op->getParentOfType<FunctionOpInterface>();
+    if (!function)
+      return false;
+    if (!callSites)
+      callSites.emplace(root);
+    return !callSites->getCalls(function).empty();
+  }
+  std::optional<CallSites> callSites;
+
   /// Whether `slot` is a pipeline state the function receives: its waits
   /// are the caller's business.
   bool isFromCaller(Value slot) {
@@ -1331,13 +2019,26 @@ private:
         }
         group.reads.push_back({slot, stage});
         group.guessed.push_back(guess);
-        if (isWaited(mma, slot, stage) ||
-            (callStack.empty() && isFromCaller(slot)) ||
+        checkReadAfterRelease(mma, slot, stage);
+        bool fromCaller = callStack.empty() && isFromCaller(slot);
+        if (isWaited(mma, slot, stage) || (fromCaller && hasCallers(mma)) ||
             !reportedReads.insert({mma, slot}).second)
           continue;
         Operation *at = callStack.empty() ? mma.getOperation()
                                           : callStack.front().getOperation();
         auto type = cast<PipelineType>(slot.getType());
+        // The state comes from a caller outside the module, whose waits the
+        // checker does not see.
+        if (fromCaller) {
+          unproven(at) << "that the slot this wgmma reads was waited for: its "
+                          "pipeline state is an argument of a function "
+                          "nothing in the module calls, and no consumer_wait "
+                          "of the slot in the function runs before it"
+                       << where(slot, stage >= 0 && type.getQkStages() > 1
+                                          ? std::optional<int64_t>(stage)
+                                          : std::nullopt);
+          continue;
+        }
         if (stage < 0 && type.getQkStages() > 1 && isWaited(mma, slot, 0)) {
           unproven(at) << "which sub-stage of the slot this wgmma reads, and "
                           "not every sub-stage was waited for before it"
@@ -1364,6 +2065,56 @@ private:
     return &groups.back();
   }
   DenseSet<std::pair<Operation *, Value>> reportedReads;
+
+  /// A wgmma reading a slot (at `stage`, -1: unknown) after a
+  /// consumer_release of it on every path: the producer may already be
+  /// overwriting it. The release may be in the function of the wgmma or in
+  /// a caller being simulated before the call.
+  void checkReadAfterRelease(WarpgroupMmaOp mma, Value slot, int64_t stage) {
+    SmallVector<Operation *> anchors = {mma};
+    for (int level = callStack.size() - 1; level >= 0; --level)
+      anchors.push_back(callStack[level]);
+    Operation *at = callStack.empty() ? mma.getOperation()
+                                      : callStack.front().getOperation();
+    if (reportedAfterRelease.contains({at, slot}))
+      return;
+    auto type = cast<PipelineType>(slot.getType());
+    for (Operation *anchor : anchors) {
+      auto function = anchor->getParentOfType<FunctionOpInterface>();
+      Operation *scope = function ? function.getOperation() : root;
+      ConsumerReleaseOp found;
+      scope->walk([&](ConsumerReleaseOp rel) {
+        if (found || flow.getSlot(mapState(rel.getPipeline())) != slot ||
+            !dominance.properlyDominates(rel.getOperation(), anchor))
+          return;
+        if (stage >= 0 && type.getQkStages() > 1 && rel.getStage() != stage)
+          return;
+        found = rel;
+      });
+      if (!found)
+        continue;
+      reportedAfterRelease.insert({at, slot});
+      if (stage < 0 && type.getQkStages() > 1) {
+        InFlightDiagnostic diag =
+            unproven(at) << "that this wgmma does not read a sub-stage of the "
+                            "slot after its consumer_release: it reads the slot "
+                            "and the checker cannot tell which sub-stage"
+                         << where(found.getPipeline(), found.getStage());
+        diag.attachNote(found.getLoc()) << "the release";
+        return;
+      }
+      InFlightDiagnostic diag =
+          error(at) << "reads a slot after its consumer_release: the producer "
+                       "may already be overwriting it (issue the wgmma before "
+                       "the release, and retire it before releasing)"
+                    << where(found.getPipeline(), found.getStage());
+      diag.attachNote(found.getLoc()) << "the release";
+      if (at != mma.getOperation())
+        diag.attachNote(mma.getLoc()) << "the wgmma, in the callee";
+      return;
+    }
+  }
+  DenseSet<std::pair<Operation *, Value>> reportedAfterRelease;
   DenseSet<Operation *> reportedReleases;
 
   void release(ConsumerReleaseOp op, ArrayRef<Queue> states) {
@@ -1482,12 +2233,13 @@ private:
             callStack.size() < 4 && !callee.getFunctionBody().empty()) {
           callStack.push_back(call);
           SmallVector<Queue> result;
-          for (Block &body : callee.getFunctionBody()) {
+          Region &body = callee.getFunctionBody();
+          if (body.hasOneBlock()) {
             SmallVector<Queue> copy(states);
-            simulate(body, copy);
-            if (body.mightHaveTerminator() &&
-                body.getTerminator()->hasTrait<OpTrait::ReturnLike>())
-              llvm::append_range(result, copy);
+            simulate(body.front(), copy);
+            result = std::move(copy);
+          } else {
+            result = simulateCfg(body, states);
           }
           callStack.pop_back();
           if (!result.empty())
@@ -1531,20 +2283,53 @@ private:
       llvm::append_range(all, states);
     for (Region &region : op.getRegions()) {
       SmallVector<Queue> copy(states);
-      for (Block &block : region)
-        simulate(block, copy);
+      if (region.hasOneBlock()) {
+        simulate(region.front(), copy);
+      } else if (!region.empty()) {
+        copy = simulateCfg(region, copy);
+      }
       llvm::append_range(all, copy);
     }
     states.swap(all);
     dedupe(states);
   }
 
+  /// Runs a region of several blocks from `entry`: each block starts with
+  /// the groups its predecessors leave in flight (a cycle twice, like a
+  /// loop); returns what the blocks that leave the region leave.
+  SmallVector<Queue> simulateCfg(Region &region, ArrayRef<Queue> entry) {
+    DenseMap<Block *, SmallVector<Queue>> in;
+    in[&region.front()].assign(entry.begin(), entry.end());
+    SmallVector<Queue> exits;
+    for (unsigned round = 0; round < 2; ++round) {
+      for (Block &block : region) {
+        auto it = in.find(&block);
+        if (it == in.end())
+          continue;
+        SmallVector<Queue> current(it->second);
+        simulate(block, current);
+        if (block.getNumSuccessors() == 0) {
+          llvm::append_range(exits, current);
+          continue;
+        }
+        for (Block *successor : block.getSuccessors()) {
+          SmallVector<Queue> &target = in[successor];
+          llvm::append_range(target, current);
+          dedupe(target);
+        }
+      }
+    }
+    dedupe(exits);
+    return exits;
+  }
+
   void checkReads() {
     auto run = [&](Region &body) {
-      for (Block &block : body) {
-        SmallVector<Queue> states(1);
-        simulate(block, states);
-      }
+      SmallVector<Queue> states(1);
+      if (body.hasOneBlock())
+        simulate(body.front(), states);
+      else
+        simulateCfg(body, states);
     };
     if (auto function = dyn_cast<FunctionOpInterface>(root)) {
       if (!function.isExternal())

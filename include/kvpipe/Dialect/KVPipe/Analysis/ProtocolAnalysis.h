@@ -31,6 +31,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <map>
 #include <optional>
@@ -64,6 +65,12 @@ public:
   mlir::Value getSlot(mlir::Value state);
   /// The states of the slot whose representative is `slot`.
   llvm::ArrayRef<mlir::Value> getSlotStates(mlir::Value slot);
+  /// Whether `state` merges states of different pipelines (an `scf.if`,
+  /// `scf.index_switch` or `scf.execute_region` result, a block argument):
+  /// which pipeline it is depends on the path taken. Such a state is its
+  /// own pipeline for the analysis.
+  bool isMixed(mlir::Value state) const { return mixed.contains(state); }
+
   /// Every `scf.for` / `scf.while` under the root, in walk order.
   llvm::ArrayRef<mlir::Operation *> getLoops() const { return loops; }
 
@@ -124,6 +131,20 @@ private:
   void unite(llvm::DenseMap<mlir::Value, mlir::Value> &parents, mlir::Value a,
              mlir::Value b);
   void build();
+  void mergeStates();
+  bool isUnmodelled(mlir::Value state);
+
+  /// A state that merges others: the result of a branching op or a block
+  /// argument, with what flows into it.
+  struct Merge {
+    mlir::Value target;
+    llvm::SmallVector<mlir::Value, 2> incoming;
+    bool branches;
+  };
+  llvm::SmallVector<Merge> merges;
+  llvm::MapVector<mlir::Value, llvm::SmallVector<mlir::Value, 2>>
+      blockIncoming;
+  llvm::DenseSet<mlir::Value> mixed;
 
   mlir::Operation *root;
   mlir::SymbolTableCollection symbolTables;
@@ -221,14 +242,33 @@ public:
   /// Prints `expr` for a diagnostic, naming atoms by their values.
   std::string print(const LinearExpr &expr);
 
+  /// An atom of `expr` that is not known to be CTA-uniform (a value from a
+  /// thread id, a warpgroup id, memory, or anything the analysis cannot
+  /// number), named by an example value; null when every atom is uniform.
+  /// Two totals equal only through such an atom are not proven equal: the
+  /// producer's and the consumer's threads may see different values.
+  mlir::Value getNonUniformAtom(const LinearExpr &expr);
+
 private:
-  unsigned intern(const std::string &key, mlir::Value example);
+  /// `nonUniform`: the value that makes the atom differ between threads,
+  /// if it may.
+  unsigned intern(const std::string &key, mlir::Value example,
+                  mlir::Value nonUniform = {});
+  bool isUniform(const LinearExpr &expr);
+  /// The address of `def` when it is a plain `llvm.load` from global memory
+  /// through a pointer argument of a kernel that the kernel only reads (a
+  /// read-only kernel input: docs/protocol-checking.md, "Assumptions").
+  std::optional<mlir::Value> getReadOnlyKernelLoad(mlir::Operation *def);
+  llvm::DenseMap<mlir::Value, bool> readOnlyArguments;
   std::string keyOf(mlir::Value value, unsigned depth);
   std::string loopSignature(mlir::Operation *loop, unsigned depth);
   PipelineFlow &flow;
   std::map<std::string, unsigned> atoms;
   llvm::SmallVector<mlir::Value> atomExamples;
   llvm::SmallVector<std::string> atomKeys;
+  /// For each atom that may differ between the threads of the CTA, the
+  /// value that makes it differ (null for CTA-uniform atoms).
+  llvm::SmallVector<mlir::Value> atomNonUniform;
   llvm::DenseMap<mlir::Value, unsigned> numbers;
   /// Loops whose carried values are being numbered, innermost last.
   llvm::SmallVector<mlir::Operation *> inProgress;

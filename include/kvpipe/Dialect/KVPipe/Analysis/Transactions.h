@@ -27,17 +27,27 @@ inline constexpr int64_t kMaxTransactionBytes = (1 << 20) - 1;
 /// loads whose mbarrier is `kvpipe.producer_mbar` of the same state and
 /// sub-stage, in the commit's block between the matching `producer_acquire`
 /// and the state's next `step` (directly, or in `scf.for` loops of constant
-/// trip count, each load counted once per iteration).
+/// trip count, each load counted once per iteration), and the loads of
+/// helpers called there with that barrier as an argument (through calls to
+/// callees in the module, recursively, counted the same way).
 struct SlotLoads {
-  llvm::SmallVector<std::pair<TMALoadOp, int64_t>> loads; ///< load, count
+  struct Load {
+    TMALoadOp load;
+    int64_t count;
+    /// The load itself, or the call in the commit's function through which
+    /// it was reached.
+    mlir::Operation *site;
+  };
+  llvm::SmallVector<Load> loads;
   int64_t bytes = 0;
 };
 
 /// Collects the loads of `commit`'s slot. Fails, with an error at the commit,
 /// when a load completing on its barrier cannot be counted statically (under
-/// a condition or in a loop of unknown trip count), when the total exceeds
-/// what an mbarrier phase can track, or when a TMA-filled slot's pipeline
-/// has more than one producer (the elected thread arrives once).
+/// a condition or in a loop of unknown trip count, or the barrier passed to
+/// a callee that is not in the module, recursive, or branching), when the total
+/// exceeds what an mbarrier phase can track, or when a TMA-filled slot's
+/// pipeline has more than one producer (the elected thread arrives once).
 mlir::FailureOr<SlotLoads> collectSlotLoads(ProducerCommitOp commit);
 
 /// Computes the transaction bytes of every `producer_commit` under `root`
