@@ -393,19 +393,38 @@ struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
     // The matrix this lane addresses (lane / 8) and its row in it.
     Value matrix = LLVM::UDivOp::create(rewriter, loc, lane, cst(8));
     Value rowInMatrix = LLVM::URemOp::create(rewriter, loc, lane, cst(8));
-    Value row = LLVM::AddOp::create(
+    // Matrix k of instruction m holds the fragment's rows 16 warp + 8 (k % 2)
+    // + [0, 8) and columns 16 m + 8 (k / 2) + [0, 8).
+    Value fragmentRow = LLVM::AddOp::create(
         rewriter, loc,
         LLVM::MulOp::create(rewriter, loc, warp, cst(Layout::kRowsPerWarp)),
-        LLVM::AddOp::create(
-            rewriter, loc,
-            LLVM::MulOp::create(
-                rewriter, loc,
-                LLVM::URemOp::create(rewriter, loc, matrix, cst(2)),
-                cst(Layout::kRowHalfDistance)),
-            rowInMatrix));
-    Value columnInStore = LLVM::MulOp::create(
+        LLVM::MulOp::create(rewriter, loc,
+                            LLVM::URemOp::create(rewriter, loc, matrix, cst(2)),
+                            cst(Layout::kRowHalfDistance)));
+    Value fragmentColumn = LLVM::MulOp::create(
         rewriter, loc, LLVM::UDivOp::create(rewriter, loc, matrix, cst(2)),
         cst(Layout::kColumnGroupWidth));
+    // The tile row this lane addresses in instruction 0 and the first column
+    // of its 8: the fragment's row (+ the lane's row of the matrix) and
+    // column, or with `transpose` (stmatrix .trans: the lane addresses a row
+    // of the transposed matrix) the column (+ the lane's row) and row.
+    bool transpose = op.getTranspose();
+    Value row = LLVM::AddOp::create(
+        rewriter, loc, transpose ? fragmentColumn : fragmentRow, rowInMatrix);
+    Value column = transpose ? fragmentRow : fragmentColumn;
+    // Instruction m moves 16 columns on, or with `transpose` 16 rows down,
+    // which keeps the swizzle's XOR (the pattern repeats every 8 rows).
+    auto blockAndColumnBytes = [&](Value column) {
+      Value block = LLVM::UDivOp::create(rewriter, loc, column,
+                                         cst(tile.width));
+      Value inBlock = LLVM::MulOp::create(
+          rewriter, loc,
+          LLVM::URemOp::create(rewriter, loc, column, cst(tile.width)),
+          cst(tile.elementBytes));
+      return std::pair{LLVM::MulOp::create(rewriter, loc, block,
+                                           cst(tile.blockStrideBytes())),
+                       inBlock};
+    };
     Value rowBytes =
         LLVM::MulOp::create(rewriter, loc, row, cst(tile.swizzleBytes));
     // The swizzle's XOR: the row within the atom, at the chunk bits.
@@ -424,19 +443,35 @@ struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
         rewriter, loc, VectorType::get({numPairs}, rewriter.getI32Type()),
         adaptor.getFragment());
     auto shape = NVVM::LdStMatrixShapeAttr::get(rewriter.getContext(), 8, 8);
+    // With `transpose` the lane's column (so its block and chunk) is the
+    // same in every instruction.
+    Value fixedOffset;
+    if (transpose) {
+      auto [blockBytes, columnBytes] = blockAndColumnBytes(column);
+      fixedOffset = LLVM::AddOp::create(
+          rewriter, loc, LLVM::AddOp::create(rewriter, loc, rowBytes, blockBytes),
+          LLVM::XOrOp::create(rewriter, loc, columnBytes, chunkXor));
+    }
     for (int64_t m = 0; m < numPairs / kPairsPerStore; ++m) {
-      int64_t col = m * kColumnsPerStore;
-      int64_t block = col / tile.width, colInBlock = col % tile.width;
-      Value columnBytes = LLVM::MulOp::create(
-          rewriter, loc,
-          LLVM::AddOp::create(rewriter, loc, columnInStore, cst(colInBlock)),
-          cst(tile.elementBytes));
-      Value bytes = LLVM::AddOp::create(
-          rewriter, loc,
-          LLVM::AddOp::create(
-              rewriter, loc, rowBytes,
-              LLVM::XOrOp::create(rewriter, loc, columnBytes, chunkXor)),
-          cst(block * tile.blockStrideBytes()));
+      Value bytes;
+      if (transpose) {
+        bytes = LLVM::AddOp::create(
+            rewriter, loc, fixedOffset,
+            cst(m * kColumnsPerStore * tile.swizzleBytes));
+      } else {
+        int64_t col = m * kColumnsPerStore;
+        int64_t block = col / tile.width, colInBlock = col % tile.width;
+        Value columnBytes = LLVM::MulOp::create(
+            rewriter, loc,
+            LLVM::AddOp::create(rewriter, loc, column, cst(colInBlock)),
+            cst(tile.elementBytes));
+        bytes = LLVM::AddOp::create(
+            rewriter, loc,
+            LLVM::AddOp::create(
+                rewriter, loc, rowBytes,
+                LLVM::XOrOp::create(rewriter, loc, columnBytes, chunkXor)),
+            cst(block * tile.blockStrideBytes()));
+      }
       Value addr = LLVM::GEPOp::create(rewriter, loc, base.getType(),
                                        rewriter.getI8Type(), base,
                                        ValueRange{bytes});
@@ -444,9 +479,10 @@ struct StoreFragmentOpLowering : ConvertOpToLLVMPattern<StoreFragmentOp> {
       for (int64_t k = 0; k < kPairsPerStore; ++k)
         sources.push_back(LLVM::ExtractElementOp::create(
             rewriter, loc, pairs, cst(kPairsPerStore * m + k)));
-      NVVM::StMatrixOp::create(rewriter, loc, addr, sources,
-                               NVVM::MMALayout::row, shape,
-                               NVVM::LdStMatrixEltType::B16);
+      NVVM::StMatrixOp::create(
+          rewriter, loc, addr, sources,
+          transpose ? NVVM::MMALayout::col : NVVM::MMALayout::row, shape,
+          NVVM::LdStMatrixEltType::B16);
     }
     rewriter.eraseOp(op);
     return success();

@@ -631,6 +631,35 @@ func.func @store_fragment_f32(%f: vector<32xf32>,
 
 // -----
 
+// Transposed: the tile is [N][64], here 64 x 32.
+func.func @store_fragment_transposed_columns(%f: vector<32xbf16>,
+    %t: memref<64x32xbf16, #gpu.address_space<workgroup>>) {
+  // expected-error @+1 {{'kvpipe.store_fragment' op transposed destination must have 64 columns (one warpgroup's fragment rows), got 32}}
+  kvpipe.store_fragment %f, %t {swizzle = 64, transpose} : vector<32xbf16>, memref<64x32xbf16, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+func.func @store_fragment_transposed_size(%f: vector<32xbf16>,
+    %t: memref<2x96x32xbf16, #gpu.address_space<workgroup>>) {
+  // expected-error @+1 {{'kvpipe.store_fragment' op fragment must hold N/2 = 48 elements per thread for a transposed 96x64 tile, got 32}}
+  kvpipe.store_fragment %f, %t {swizzle = 64, transpose} : vector<32xbf16>, memref<2x96x32xbf16, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
+// stmatrix.x4 stores 16 fragment columns: 16 transposed rows at a time.
+func.func @store_fragment_transposed_rows(%f: vector<4xbf16>,
+    %t: memref<8x64xbf16, #gpu.address_space<workgroup>>) {
+  // expected-error @+1 {{'kvpipe.store_fragment' op transposed destination rows must be a multiple of 16, got 8}}
+  kvpipe.store_fragment %f, %t {transpose} : vector<4xbf16>, memref<8x64xbf16, #gpu.address_space<workgroup>>
+  return
+}
+
+// -----
+
 // 32-byte swizzle: rows of 16 bf16 elements, and 256-byte atoms.
 func.func @store_fragment_width(%f: vector<32xbf16>,
     %t: memref<2x64x32xbf16, #gpu.address_space<workgroup>>) {

@@ -205,6 +205,23 @@ LogicalResult StoreFragmentOp::verify() {
     return emitOpError() << "fragment element type " << frag.getElementType()
                          << " does not match the tile's "
                          << tile->elementType;
+  if (getTranspose()) {
+    // The fragment's transpose: [N][64].
+    if (tile->columns() != 64)
+      return emitOpError() << "transposed destination must have 64 columns "
+                              "(one warpgroup's fragment rows), got "
+                           << tile->columns();
+    if (frag.getNumElements() * 2 != tile->rows)
+      return emitOpError() << "fragment must hold N/2 = " << tile->rows / 2
+                           << " elements per thread for a transposed "
+                           << tile->rows << "x64 tile, got "
+                           << frag.getNumElements();
+    if (tile->rows % 16 != 0)
+      return emitOpError() << "transposed destination rows must be a "
+                              "multiple of 16, got "
+                           << tile->rows;
+    return success();
+  }
   if (tile->rows != 64)
     return emitOpError() << "destination must have 64 rows (one "
                             "warpgroup's fragment), got "

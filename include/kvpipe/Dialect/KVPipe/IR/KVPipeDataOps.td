@@ -232,13 +232,22 @@ def KVPipe_StoreFragmentOp : KVPipe_Op<"store_fragment",
     warp-collective: all 32 lanes of each of the warpgroup's warps must
     execute it together (never under a per-thread condition).
 
+    With `transpose` the tile holds the fragment's transpose, logical shape
+    [N][64] (memref<(64/W) x N x W x T>): element (r, n) of the fragment goes
+    to row n, column r (`stmatrix.x4.trans`). The backward at head dims 192
+    and 256 accumulates dK^T and dV^T (rows: head-dim columns) and stores
+    them this way into tiles laid out as K and V rows for the TMA store.
+
     ```mlir
     kvpipe.store_fragment %o, %tile {swizzle = 128}
         : vector<64xbf16>, memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+    kvpipe.store_fragment %dkt, %rows {swizzle = 64, transpose}
+        : vector<32xbf16>, memref<2x64x32xbf16, #gpu.address_space<workgroup>>
     ```
   }];
   let arguments = (ins KVPipe_HalfFragment:$fragment, AnyMemRef:$dest,
-                       DefaultValuedAttr<I64Attr, "128">:$swizzle);
+                       DefaultValuedAttr<I64Attr, "128">:$swizzle,
+                       UnitAttr:$transpose);
   let assemblyFormat =
       "$fragment `,` $dest attr-dict `:` type($fragment) `,` type($dest)";
   let hasVerifier = 1;
