@@ -593,6 +593,17 @@ def backward_grid() -> List[Case]:
                   Case("bf16", 96, causal, 1, 2, 2, 300, 77),
                   Case("bf16", 96, causal, 2, 8, 2, 160, 333),
                   Case("bf16", 96, causal, 1, 4, 2, 190, 257, "bshd", True)]
+    # Head dims 192 and 256 (the head dim split over the consumer warpgroups,
+    # dK^T and dV^T stored transposed; 96 and 64 keys per CTA): the same
+    # shapes, and a longer causal one crossing many K/V blocks.
+    for head_dim in (192, 256):
+        for causal in (False, True):
+            cases += [Case("bf16", head_dim, causal, 1, 2, 2, 197, 197),
+                      Case("f16", head_dim, causal, 1, 2, 2, 100, 300),
+                      Case("bf16", head_dim, causal, 1, 2, 2, 300, 77),
+                      Case("bf16", head_dim, causal, 2, 8, 2, 160, 333),
+                      Case("bf16", head_dim, causal, 1, 4, 2, 190, 257, "bshd", True)]
+        cases.append(Case("bf16", head_dim, True, 1, 2, 2, 1000, 1000))
     return cases
 
 
@@ -633,7 +644,11 @@ def deterministic_cases() -> List[Case]:
             Case("bf16", 64, True, 1, 1, 1, 17408, 17408),
             Case("bf16", 128, False, 1, 8, 2, 1000, 3000),
             Case("f16", 64, True, 3, 4, 1, 777, 777, layout="bshd"),
-            Case("bf16", 64, False, 2, 6, 3, 129, 65)]
+            Case("bf16", 64, False, 2, 6, 3, 129, 65),
+            # The split head dim: three consumer warpgroups' turns per K/V
+            # block of 96 keys (192), and 64-key blocks (256).
+            Case("bf16", 192, True, 1, 4, 2, 1000, 1000),
+            Case("bf16", 256, False, 1, 4, 4, 513, 700)]
 
 
 def run_deterministic(repeats: int = 3) -> List[Dict[str, Any]]:

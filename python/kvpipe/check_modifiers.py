@@ -410,7 +410,8 @@ F16_BACKWARD_MODS = ("softcap", "alibi", "calculus", "relbias+document")
 def mods_backward_grid() -> List[ModCase]:
     """Every modifier at D 64 and 128 on odd lengths with S_q = S_kv,
     S_q < S_kv and S_q > S_kv, GQA; and with the built-in masks: top-left
-    and bottom-right causal, windows in both alignments."""
+    and bottom-right causal, windows in both alignments. Fewer at D 192 and
+    256."""
     cases = []
     shapes = [(2, 4, 2, 333, 333), (1, 6, 3, 300, 517), (1, 4, 4, 517, 300)]
     for mod in BACKWARD_MODS:
@@ -433,6 +434,19 @@ def mods_backward_grid() -> List[ModCase]:
         for d in (64, 128):
             cases.append(ModCase(mod, d, 1, 6, 3, 300, 517, dtype="f16"))
             cases.append(ModCase(mod, d, 1, 4, 2, 777, 777, causal=True, dtype="f16"))
+    # The split head dim (192, 256: S's rows are queries, masks as the
+    # forward's): every modifier without a mask and bottom-right causal, and
+    # the windows.
+    for d in (192, 256):
+        for mod in BACKWARD_MODS:
+            if mod != "none":
+                cases.append(ModCase(mod, d, 1, 6, 3, 300, 517))
+            cases.append(ModCase(mod, d, 1, 4, 2, 517, 300, causal=True,
+                                 alignment="bottom_right"))
+        cases.append(ModCase("none", d, 2, 4, 1, 500, 613, window=(128, 32),
+                             alignment="bottom_right"))
+        cases.append(ModCase("none", d, 1, 4, 2, 400, 613, causal=True, window=(64, -1),
+                             alignment="bottom_right"))
     return cases
 
 

@@ -35,7 +35,7 @@ HEAD_DIMS = (64, 96, 128, 192, 256)
 HEAD_DIM_PAIRS = ((64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256))
 #: Head dims of the backward family the compiler generates (V's equal to
 #: Q/K's; docs/backward.md).
-BACKWARD_HEAD_DIMS = (64, 96, 128)
+BACKWARD_HEAD_DIMS = (64, 96, 128, 192, 256)
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
@@ -168,7 +168,8 @@ class AttentionConfig:
                              "fixed per head dim (docs/backward.md)")
         if backward and (head_dim not in BACKWARD_HEAD_DIMS or value_head_dim is not None
                          or kv_lengths):
-            raise ValueError("backward=True supports head_dim 64, 96 and 128 without "
+            raise ValueError("backward=True supports head_dim "
+                             f"{', '.join(map(str, BACKWARD_HEAD_DIMS))} without "
                              "value_head_dim or kv_lengths (docs/backward.md)")
         if backward and deterministic and (sliding_window or mask_alignment != "top_left"
                                            and causal):

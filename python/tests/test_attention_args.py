@@ -288,7 +288,12 @@ def test_bad_masks_are_named_when_inputs_require_grad(kwargs, error, match):
 def test_backward_refuses_head_dims_it_does_not_generate():
     from kvpipe.attention import attention_backward
 
-    for d in (192, 256):
-        q = FakeTensor((1, 2, 16, d))
-        with pytest.raises(ValueError, match=f"head dims 64, 96, 128 .*got q's {d}"):
-            attention_backward(q, q, q, q, FakeTensor((1, 2, 16), dtype="float32"), q)
+    # DeepSeek's 192/128: v's head dim differs from q's.
+    q, v = FakeTensor((1, 2, 16, 192)), FakeTensor((1, 2, 16, 128))
+    with pytest.raises(ValueError, match="head dims 64, 96, 128, 192, 256 with v's equal "
+                                         "to q's, got q's 192 and v's 128"):
+        attention_backward(q, q, v, v, FakeTensor((1, 2, 16), dtype="float32"), v)
+    # A head dim no family has: the input check names it first.
+    q = FakeTensor((1, 2, 16, 160))
+    with pytest.raises(ValueError, match="q's head dim must be one of"):
+        attention_backward(q, q, q, q, FakeTensor((1, 2, 16), dtype="float32"), q)

@@ -28,7 +28,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK-NEXT: %[[KVB:.*]] = arith.subi %[[LASTKV]], %block_id_x : index
 // CHECK: arith.muli %[[KVB]], %c128{{.*}} : index
 // Causal: K/V block n's turn at Q block i is m - n, m the last K/V block
-// reaching the Q block, min(i * 64 / 128, ceil(seq_kv / 128) - 1).
+// reaching the Q block, min((i * 64 + 63) / 128, ceil(seq_kv / 128) - 1).
 // The dS buffer's parity, then the turn-taking one.
 // CHECK: arith.remui %{{.*}}, %c2{{.*}} : index
 // CHECK: %[[PARITY:.*]] = arith.remui %{{.*}}, %c2{{.*}} : index
@@ -37,7 +37,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: %[[BLOCKS:.*]] = arith.ceildivui %{{.*}}, %c128{{.*}} : index
 // CHECK-NEXT: %[[LASTBLOCK:.*]] = arith.subi %[[BLOCKS]], %c1{{.*}} : index
 // CHECK: %[[ROW:.*]] = arith.muli %{{.*}}, %c64{{.*}} : index
-// CHECK-NEXT: %[[REACH:.*]] = arith.divui %[[ROW]], %c128{{.*}} : index
+// CHECK-NEXT: %[[LASTQ:.*]] = arith.addi %[[ROW]], %c63{{.*}} : index
+// CHECK-NEXT: %[[REACH:.*]] = arith.divui %[[LASTQ]], %c128{{.*}} : index
 // CHECK-NEXT: %[[M:.*]] = arith.minui %[[REACH]], %[[LASTBLOCK]] : index
 // CHECK-NEXT: %[[ORDER:.*]] = arith.subi %[[M]], %[[KVB]] : index
 // CHECK-NEXT: %[[TURN:.*]] = arith.index_cast %[[ORDER]] : index to i32

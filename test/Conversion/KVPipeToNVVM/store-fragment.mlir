@@ -26,12 +26,12 @@
 //       CHECK:   %[[RIM:.*]] = llvm.urem %[[L]], %{{.*}} : i32
 //       CHECK:   %[[HALF:.*]] = llvm.urem %[[MAT]], %{{.*}} : i32
 //       CHECK:   %[[HROW:.*]] = llvm.mul %[[HALF]], %{{.*}} : i32
-//       CHECK:   %[[INW:.*]] = llvm.add %[[HROW]], %[[RIM]] : i32
 //       CHECK:   %[[C16:.*]] = llvm.mlir.constant(16 : i32) : i32
 //       CHECK:   %[[W16:.*]] = llvm.mul %[[W]], %[[C16]] : i32
-//       CHECK:   %[[ROW:.*]] = llvm.add %[[W16]], %[[INW]] : i32
+//       CHECK:   %[[FROW:.*]] = llvm.add %[[W16]], %[[HROW]] : i32
 //       CHECK:   %[[GRP:.*]] = llvm.udiv %[[MAT]], %{{.*}} : i32
 //       CHECK:   %[[COL:.*]] = llvm.mul %[[GRP]], %{{.*}} : i32
+//       CHECK:   %[[ROW:.*]] = llvm.add %[[FROW]], %[[RIM]] : i32
 //       CHECK:   %[[S:.*]] = llvm.mlir.constant(128 : i32) : i32
 //       CHECK:   %[[RB:.*]] = llvm.mul %[[ROW]], %[[S]] : i32
 //       CHECK:   %[[SH4:.*]] = llvm.mlir.constant(4 : i32) : i32
@@ -134,5 +134,46 @@ func.func @swizzle32(%f: vector<16xf16>, %t: !t) {
 //   CHECK-NOT:   llvm.store
 func.func @swizzle64(%f: vector<16xbf16>, %t: !t) {
   kvpipe.store_fragment %f, %t {swizzle = 64} : vector<16xbf16>, !t
+  return
+}
+
+// -----
+
+// transpose: the tile is the fragment's transpose, [N][64] = 96 x 64 in two
+// 64B-swizzled column blocks. Lane l addresses row 16 m + 8 (l / 16) + l % 8
+// of instruction m (a fragment column) at columns 16 w + 8 ((l / 8) % 2) (its
+// fragment rows): the column block and the XOR are the same in every
+// instruction, which moves 16 rows (16 * 64 B) down. stmatrix .trans
+// (layout col). store-fragment-map.test checks every address.
+!t = memref<2x96x32xbf16, #gpu.address_space<workgroup>>
+
+// CHECK-LABEL: func.func @transposed
+//       CHECK:   %[[W:.*]] = llvm.udiv %{{.*}}, %{{.*}} : i32
+//       CHECK:   %[[L:.*]] = llvm.urem %{{.*}}, %{{.*}} : i32
+//       CHECK:   %[[MAT:.*]] = llvm.udiv %[[L]], %{{.*}} : i32
+//       CHECK:   %[[RIM:.*]] = llvm.urem %[[L]], %{{.*}} : i32
+//       CHECK:   %[[FROW:.*]] = llvm.add %{{.*}}, %{{.*}} : i32
+//       CHECK:   %[[GRP:.*]] = llvm.udiv %[[MAT]], %{{.*}} : i32
+//       CHECK:   %[[FCOL:.*]] = llvm.mul %[[GRP]], %{{.*}} : i32
+//       CHECK:   %[[ROW:.*]] = llvm.add %[[FCOL]], %[[RIM]] : i32
+//       CHECK:   %[[W32:.*]] = llvm.mlir.constant(32 : i32) : i32
+//       CHECK:   %[[BLK:.*]] = llvm.udiv %[[FROW]], %[[W32]] : i32
+//       CHECK:   %[[INB:.*]] = llvm.urem %[[FROW]], %{{.*}} : i32
+//       CHECK:   %[[STRIDE:.*]] = llvm.mlir.constant(6144 : i32) : i32
+//       CHECK:   %[[BB:.*]] = llvm.mul %[[BLK]], %[[STRIDE]] : i32
+//       CHECK:   %[[SW:.*]] = llvm.xor %{{.*}}, %{{.*}} : i32
+//       CHECK:   %[[RB:.*]] = llvm.add %{{.*}}, %[[BB]] : i32
+//       CHECK:   %[[FIXED:.*]] = llvm.add %[[RB]], %[[SW]] : i32
+//       CHECK:   %[[C0:.*]] = llvm.mlir.constant(0 : i32) : i32
+//       CHECK:   llvm.add %[[FIXED]], %[[C0]] : i32
+//       CHECK:   nvvm.stmatrix {{.*}}layout = #nvvm.mma_layout<col>
+//       CHECK:   %[[C1024:.*]] = llvm.mlir.constant(1024 : i32) : i32
+//       CHECK:   llvm.add %[[FIXED]], %[[C1024]] : i32
+//       CHECK:   nvvm.stmatrix {{.*}}layout = #nvvm.mma_layout<col>
+//   CHECK-COUNT-4:   nvvm.stmatrix {{.*}}layout = #nvvm.mma_layout<col>
+//   CHECK-NOT:   nvvm.stmatrix
+//   CHECK-NOT:   llvm.store
+func.func @transposed(%f: vector<48xbf16>, %t: !t) {
+  kvpipe.store_fragment %f, %t {swizzle = 64, transpose} : vector<48xbf16>, !t
   return
 }

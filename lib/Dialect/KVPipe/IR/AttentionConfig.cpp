@@ -85,12 +85,10 @@ AttentionConfig::get(AttentionKernelOp op,
     for (Attribute type : *aux)
       c.auxTypes.push_back(cast<TypeAttr>(type).getValue());
   if (c.backward) {
-    if (c.headDim != 64 && c.headDim != 96 && c.headDim != 128)
-      return emitError() << "'head_dim' must be 64, 96 or 128 with "
-                            "'backward', got "
-                         << c.headDim;
     // The backward's tiles are fixed (docs/backward.md): two consumer
-    // warpgroups of 64 K/V rows each, Q/dO streamed in blocks of 64 rows.
+    // warpgroups of 64 K/V rows each, Q/dO streamed in blocks of 64 rows;
+    // above head dim 128 the warpgroups split the head dim (FA3's sm_90
+    // choices: three warpgroups and 96 keys at 192, two and 64 at 256).
     std::pair<StringRef, bool> tuning[] = {
         {"block_n", op.getBlockN().has_value()},
         {"kv_stages", op.getKvStages().has_value()},
@@ -112,11 +110,13 @@ AttentionConfig::get(AttentionKernelOp op,
                            << "' is not supported with 'backward' (the "
                               "backward kernels' tiles are fixed per head "
                               "dim, docs/backward.md)";
-    c.consumerWarpgroups = 2;
-    c.blockN = 64 * c.consumerWarpgroups;
+    c.consumerWarpgroups = c.headDim == 192 ? 3 : 2;
+    c.blockN = (c.backwardSplitsHeadDim() ? 32 : 64) * c.consumerWarpgroups;
     c.kvStages = 1;
     c.producerRegisters = 24;
-    c.consumerRegisters = 240;
+    // The register file's 64 K per CTA: 24 for the producer warpgroup, the
+    // rest (a multiple of 8) for the consumers.
+    c.consumerRegisters = c.consumerWarpgroups == 3 ? 160 : 240;
     c.overlapSoftmax = c.pingpong = c.persistent = false;
     // The masks of the forward's block skipping (bottom-right alignment,
     // windows), turned around: a K/V block's Q blocks (MaskBounds).

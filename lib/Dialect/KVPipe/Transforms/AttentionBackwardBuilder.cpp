@@ -32,9 +32,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BackwardBuilder.h"
 #include "Fragment.h"
-#include "KernelBuilder.h"
-#include "Modifiers.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
@@ -54,175 +53,8 @@
 using namespace mlir;
 using namespace kvpipe;
 
-namespace {
+using kvpipe::detail::BackwardBuilder;
 
-class BackwardBuilder : kvpipe::detail::ScalarBuilder {
-public:
-  BackwardBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config,
-                  StringRef family)
-      : ScalarBuilder(b), c(config), ctx(b.getContext()), family(family) {}
-
-  gpu::GPUFuncOp buildPreprocess();
-  gpu::GPUFuncOp buildMain();
-  gpu::GPUFuncOp buildPostprocess();
-
-private:
-  static constexpr int64_t kBlockM = AttentionConfig::kBackwardBlockM;
-  // Every shared-memory tile (K, V, the Q and dO rings, dS) uses the head
-  // dim's layout (AttentionConfig::swizzleBytesFor): column blocks of kW
-  // elements, kSwizzle bytes a row -- 64 and 128 at head dims 64 and 128,
-  // 32 and 64 at 96 -- so that every wgmma reads its two operands in one
-  // swizzle. dS (keys x kBlockM queries) then has kBlockM / kW blocks.
-  // (kW, kSwizzle, kDSBlocks: members below.)
-
-  Type ptrType() const { return LLVM::LLVMPointerType::get(ctx, 1); }
-  TensorMapType tensorMapType(int64_t rows) const {
-    return TensorMapType::get(ctx, {1, 1, rows, kW}, c.elementType,
-                              kSwizzle);
-  }
-  MemRefType sharedType(ArrayRef<int64_t> shape) const {
-    return MemRefType::get(
-        shape, c.elementType, MemRefLayoutAttrInterface(),
-        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
-  }
-  Value toI64(Value v) {
-    return arith::IndexCastOp::create(b, b.getI64Type(), v);
-  }
-  Value param(BackwardParam p) {
-    return params[static_cast<unsigned>(p)];
-  }
-
-  /// A kernel with `types` parameters, `threads` per CTA and its ABI.
-  gpu::GPUFuncOp createKernel(StringRef name, ArrayRef<Type> types,
-                              int64_t threads, DictionaryAttr abi);
-  /// The address of element `offset` (i64) of `T` at `base`.
-  Value element(Type t, Value base, Value offset) {
-    return LLVM::GEPOp::create(b, ptrType(), t, base, ValueRange{offset});
-  }
-  /// For the row-wise kernels: `body(row, valid)` for each of the 16 rows a
-  /// warp of the CTA's 64-row block takes, with the kernel's row and
-  /// padded-row bases set.
-  void forEachWarpRow(Value seqQ, Value headsQ,
-                      function_ref<void(Value row, Value paddedRow,
-                                        Value valid, Value lane)>
-                          body);
-  /// `v` (f32) rounded to the element type two at a time (cvt.rn.bf16x2 /
-  /// f16x2, one F2FP): P^T is both the dV wgmma's A operand (packed) and
-  /// extended back for dS, and from a plain truncf LLVM emits one scalar
-  /// cvt per element (F2F, on the same pipe as the exp2s) plus the packing.
-  Value packedTrunc(Value v) {
-    auto type = cast<VectorType>(v.getType());
-    auto pairType = VectorType::get({2}, c.elementType);
-    auto rn = NVVM::FPRoundingMode::RN;
-    SmallVector<Value> elements;
-    for (int64_t i = 0; i < type.getNumElements(); i += 2) {
-      Value lo = vector::ExtractOp::create(b, v, i);
-      Value hi = vector::ExtractOp::create(b, v, i + 1);
-      Value pair =
-          c.elementType.isBF16()
-              ? Value(NVVM::ConvertF32x2ToBF16x2Op::create(
-                    b, pairType, hi, lo, Value(), rn,
-                    NVVM::SaturationMode::NONE, false))
-              : Value(NVVM::ConvertF32x2ToF16x2Op::create(
-                    b, pairType, hi, lo, Value(), rn,
-                    NVVM::SaturationMode::NONE, false));
-      for (int64_t j : {0, 1})
-        elements.push_back(vector::ExtractOp::create(b, pair, j));
-    }
-    return vector::FromElementsOp::create(
-        b, VectorType::get(type.getShape(), c.elementType), elements);
-  }
-  /// The row-wise kernels' split of a row among a warp's lanes: each lane
-  /// owns D/32 columns, in chunks of rowChunkElements() -- the largest power
-  /// of two dividing D/32, so that a chunk is one aligned vector access (2
-  /// at D 64, 4 at D 128; at D 96, three single columns, where one vector of
-  /// 3 at lane * 6 bytes would be misaligned) -- chunk j at column
-  /// rowChunkColumn(lane, j) = (32 j + lane) * rowChunkElements().
-  int64_t rowChunkElements() const {
-    int64_t perLane = c.headDim / 32;
-    return perLane & -perLane;
-  }
-  Value rowChunkColumn(Value lane, int64_t chunk);
-  /// The lane's D/32 elements (its chunks, in order) of row `row` of the
-  /// (B, H, S, D) tensor at `base` with element strides (batch, head, row).
-  Value rowElements(Value base, Value strides[3], Value row, Value lane);
-
-  // Main kernel.
-  void buildMainProducer();
-  void buildMainConsumer(Value consumer);
-  Value maskTransposed(Value sT, Value qRow, Value keyRow0, Value keyRow1,
-                       Value tileKeyRow);
-  /// With modifiers: each of `values` (fragments of S^T's shape) set to its
-  /// `fills` element where the built-in masks or the mask_mod drop the key.
-  SmallVector<Value> maskTransposedValues(ValueRange values,
-                                          ArrayRef<Value> fills, Value qRow,
-                                          Value tileKeyRow);
-  /// Whether the S^T tile of Q block row `qRow` crosses a built-in mask's
-  /// bound (a uniform i1), and the per-element verdict inside (built in the
-  /// branch).
-  Value transposedMaskNeeded(Value qRow, Value tileKeyRow);
-  Value transposedValid(Value qRow);
-  /// The K/V block's Q-block range [qBegin, qEnd) from the masks (the
-  /// forward's block skipping turned around: MaskBounds, MaskModShape).
-  void narrowQueryBlocks();
-  /// The modifiers' view of the consumer's S^T fragment for Q block row
-  /// `qRow` (rows keys, columns queries).
-  ModifierIndices transposedIndices(Value qRow) {
-    return {kBlockM / 2, batch,    head,      keyRow0,    keyRow1,
-            arith::AddIOp::create(b, qRow, threadColumn),
-            seqQ,        seqKV,    auxParams, c.auxTypes, /*transposed=*/true};
-  }
-  void storeGradient(Value acc, Value tile, Value map, Value barrierId,
-                     Value keyRow);
-  /// Deterministic mode: the `elected` thread waits until the i32 counter at
-  /// `semaphore` reaches `turn` (acquire, GPU scope), then the warpgroup
-  /// meets at `barrierId`.
-  void buildOrderedTurnWait(Value semaphore, Value turn, Value elected,
-                            Value barrierId);
-  /// ... and after its additions, meets again and the `elected` thread
-  /// passes the turn on (counter + 1, release, GPU scope).
-  void buildOrderedTurnEnd(Value semaphore, Value elected, Value barrierId);
-  /// The `elected` thread waits until its bulk groups have read their
-  /// shared-memory sources.
-  void waitBulkReads(Value elected) {
-    auto wait = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(wait.thenBlock());
-    NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
-                                         b.getUnitAttr());
-  }
-
-  const AttentionConfig &c;
-  // The head dim's tile layout (see above); after `c`, which they read.
-  const int64_t kW = c.qkTileWidth();
-  const int64_t kSwizzle = c.qkSwizzleBytes();
-  const int64_t kDSBlocks = kBlockM / kW;
-  MLIRContext *ctx;
-  StringRef family;
-  SmallVector<Value> params;
-
-  // Main kernel values.
-  /// The CTA's K/V block (blockIdx.x, reversed in deterministic causal mode).
-  Value kvBlock;
-  Value seqQ, seqKV, headsQ, batch, head, kvHead, kvRow0, qBegin, numQBlocks,
-      rowBase;
-  /// The Q blocks past the last one the masks let see a key of the CTA
-  /// (numQBlocks without a left bound).
-  Value qEnd;
-  /// The masks other than none and top-left causal (bottom-right alignment,
-  /// windows): the same bounds as the forward's (KernelParts.h).
-  std::optional<MaskBounds> bounds;
-  std::optional<MaskModShape> maskShape;
-  SmallVector<Value> auxParams;
-  /// Consumer: its thread's two keys (S^T rows) and first query column
-  /// offset; with `bounds`, the queries each key keeps and the tile's
-  /// uniform limits (the highest first query, the lowest last query).
-  Value keyRow0, keyRow1, threadColumn;
-  Value firstQuery0, firstQuery1, lastQuery0, lastQuery1, tileFirstQuery,
-      tileLastQuery;
-  Value sK, sV, sQ, sDO, sDS, pipeKV, pipeQ, pipeDO;
-  AlignedSharedMemory shared;
-};
 
 gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
                                              ArrayRef<Type> types,
@@ -531,9 +363,12 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
 
 gpu::GPUFuncOp BackwardBuilder::buildMain() {
   Type i32Type = b.getI32Type(), f32Type = b.getF32Type();
+  // The rows of a dK / dV store: a warpgroup's 64 keys, or with the head
+  // dim split all the CTA's keys (a warpgroup's column blocks).
+  int64_t gradientRows = c.backwardSplitsHeadDim() ? c.blockN : 64;
   SmallVector<Type> types = {
       tensorMapType(kBlockM), tensorMapType(c.blockN), tensorMapType(c.blockN),
-      tensorMapType(kBlockM), tensorMapType(64),      tensorMapType(64),
+      tensorMapType(kBlockM), tensorMapType(gradientRows), tensorMapType(gradientRows),
       ptrType(),              ptrType(),              ptrType(),
       i32Type,                i32Type,                i32Type,
       f32Type,                f32Type,                i32Type,
@@ -613,18 +448,28 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
     return shared.view(b, offset, type);
   };
   int64_t stages = AttentionConfig::kBackwardStages;
+  int64_t doStages = c.backwardDOStages();
+  int64_t buffers = AttentionConfig::kBackwardDSBuffers;
   sK = view(0, sharedType({c.qkBlocks(), c.blockN, kW}));
   sV = view(c.backwardVOffset(), sharedType({c.qkBlocks(), c.blockN, kW}));
   sQ = view(c.backwardQOffset(),
             sharedType({stages, c.qkBlocks(), kBlockM, kW}));
   sDO = view(c.backwardDOOffset(),
-             sharedType({stages, c.qkBlocks(), kBlockM, kW}));
-  // dS: [buffers][64 / kW][consumers x 64 keys][kW queries]; consumer c's
-  // tile is keys [64 c, 64 c + 64), and a buffer is the [block_n][64]
-  // MN-major A of dQ = dS K over all the CTA's keys.
-  sDS = view(c.backwardDSOffset(),
-             sharedType({AttentionConfig::kBackwardDSBuffers, kDSBlocks,
-                         c.consumerWarpgroups * kBlockM, kW}));
+             sharedType({doStages, c.qkBlocks(), kBlockM, kW}));
+  if (c.backwardSplitsHeadDim()) {
+    // dS and P: [buffers][block_n / kW][64 queries][kW keys]; consumer c's
+    // tile is column block c (its 32 keys), and a buffer is the K-major A of
+    // dQ = dS K and the MN-major B of dV^T = dO^T P and dK^T = Q^T dS.
+    auto type = sharedType({buffers, c.blockN / kW, kBlockM, kW});
+    sDS = view(c.backwardDSOffset(), type);
+    sP = view(c.backwardPOffset(), type);
+  } else {
+    // dS: [buffers][64 / kW][consumers x 64 keys][kW queries]; consumer c's
+    // tile is keys [64 c, 64 c + 64), and a buffer is the [block_n][64]
+    // MN-major A of dQ = dS K over all the CTA's keys.
+    sDS = view(c.backwardDSOffset(),
+               sharedType({buffers, kDSBlocks, c.blockN, kW}));
+  }
 
   auto pipelineType = [&](int64_t slots) {
     return PipelineType::get(ctx, slots, /*qk_stages=*/1, /*producers=*/1,
@@ -632,7 +477,7 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   };
   pipeKV = CreateOp::create(b, pipelineType(1));
   pipeQ = CreateOp::create(b, pipelineType(stages));
-  pipeDO = CreateOp::create(b, pipelineType(stages));
+  pipeDO = CreateOp::create(b, pipelineType(doStages));
   for (Value pipe : {pipeKV, pipeQ, pipeDO})
     InitOp::create(b, pipe);
 
@@ -648,7 +493,10 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
     b.setInsertionPointToStart(producer.thenBlock());
     buildMainProducer();
     b.setInsertionPointToStart(&roles.getConsumerBlock());
-    buildMainConsumer(roles.getConsumerIndex());
+    if (c.backwardSplitsHeadDim())
+      buildSplitHeadConsumer(roles.getConsumerIndex());
+    else
+      buildMainConsumer(roles.getConsumerIndex());
   }
   gpu::ReturnOp::create(b);
   return func;
@@ -827,10 +675,10 @@ Value BackwardBuilder::maskTransposed(Value sT, Value qRow, Value keyRow0,
                            [&]() -> Value { return transposedValid(qRow); });
 }
 
-SmallVector<Value> BackwardBuilder::maskTransposedValues(ValueRange values,
-                                                         ArrayRef<Value> fills,
-                                                         Value qRow,
-                                                         Value tileKeyRow) {
+SmallVector<Value> BackwardBuilder::maskValues(
+    ValueRange values, ArrayRef<Value> fills, Value needed,
+    function_ref<Value()> valid, Value qRow, Value firstKey, int64_t keys,
+    function_ref<ModifierIndices()> at) {
   // `keep` applied to every value, where `condition` does not hold (a
   // uniform branch).
   auto maskUnless = [&](ValueRange in, Value condition,
@@ -848,20 +696,55 @@ SmallVector<Value> BackwardBuilder::maskTransposedValues(ValueRange values,
     scf::YieldOp::create(b, out);
     return SmallVector<Value>(ifMask.getResults());
   };
-  Value needed = transposedMaskNeeded(qRow, tileKeyRow);
   SmallVector<Value> masked = maskUnless(
       values, arith::XOrIOp::create(b, needed, arith::ConstantIntOp::create(b, 1, 1)),
-      [&] { return transposedValid(qRow); });
+      valid);
   if (!c.maskMod)
     return masked;
   // The mask_mod per element where its shape does not prove every element
   // of the tile kept (a uniform branch), as the forward.
   Value allKept = maskShape->buildAllKept(
-      b, qRow, arith::AddIOp::create(b, qRow, index(kBlockM - 1)), tileKeyRow,
-      arith::AddIOp::create(b, tileKeyRow, index(63)));
-  return maskUnless(masked, allKept, [&] {
-    return buildMaskModKeep(b, *c.maskMod, transposedIndices(qRow));
-  });
+      b, qRow, arith::AddIOp::create(b, qRow, index(kBlockM - 1)), firstKey,
+      arith::AddIOp::create(b, firstKey, index(keys - 1)));
+  return maskUnless(masked, allKept,
+                    [&] { return buildMaskModKeep(b, *c.maskMod, at()); });
+}
+
+Value BackwardBuilder::dqTurn(Value qBlock, Value consumer) {
+  // The order of a warpgroup's dQ contributions: the K/V blocks that reach a
+  // Q block are 0 .. m (causal: those whose first key is at most the block's
+  // last query), so (K/V block, consumer) numbers them without gaps. Without
+  // the mask every CTA starts at Q block 0 and they take their turns in K/V
+  // block order. With it, K/V block n starts at Q block qBegin(n) =
+  // n * block_n / 64, where it is the last block that reaches the Q block:
+  // the turns go from the last K/V block down (m - n), so that each CTA's
+  // first Q block is its own at once, instead of waiting for every CTA
+  // before it to walk down to it.
+  Value order = kvBlock;
+  if (c.causal) {
+    // m: the K/V block of the Q block's last query (block_n need not be a
+    // multiple of 64: 96 at head dim 192).
+    Value lastKVBlock = arith::MinUIOp::create(
+        b,
+        arith::DivUIOp::create(
+            b,
+            arith::AddIOp::create(
+                b, arith::MulIOp::create(b, qBlock, index(kBlockM)),
+                index(kBlockM - 1)),
+            index(c.blockN)),
+        arith::SubIOp::create(
+            b, arith::CeilDivUIOp::create(b, seqKV, index(c.blockN)),
+            index(1)));
+    order = arith::SubIOp::create(b, lastKVBlock, kvBlock);
+  }
+  // With dQ's columns split each warpgroup adds its own columns (a turn
+  // each, in warpgroup order); taking turns by Q block, one warpgroup of the
+  // CTA adds: a turn per CTA.
+  if (!c.backwardSplitsDQColumns())
+    return toI32(order);
+  return toI32(arith::AddIOp::create(
+      b, arith::MulIOp::create(b, order, index(c.consumerWarpgroups)),
+      consumer));
 }
 
 void BackwardBuilder::buildMainConsumer(Value consumer) {
@@ -872,15 +755,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   Value elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
   Value barrierId = toI32(
       arith::AddIOp::create(b, consumer, index(AttentionConfig::kEpilogueBarriers)));
-  // The order of this warpgroup's dQ contributions (deterministic mode): the
-  // K/V blocks that reach a Q block are 0 .. m (causal: those whose first key
-  // is at most the block's last query), so (K/V block, consumer) numbers
-  // them without gaps. Without the mask every CTA starts at Q block 0 and
-  // they take their turns in K/V block order. With it, K/V block n starts at
-  // Q block qBegin(n) = n * block_n / 64, where it is the last block that
-  // reaches the Q block: the turns go from the last K/V block down (m - n),
-  // so that each CTA's first Q block is its own at once, instead of waiting
-  // for every CTA before it to walk down to it.
+  // This warpgroup's dQ turn (deterministic mode, dqTurn).
   Value turn;
   // dQ's split (AttentionConfig::backwardSplitsDQColumns): warpgroup c
   // computes column blocks [c n, c n + n) of dQ over all block_n keys;
@@ -890,30 +765,8 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
   // per CTA.
   bool split = c.backwardSplitsDQColumns();
   int64_t ownBlocks = split ? c.qkBlocks() / c.consumerWarpgroups : c.qkBlocks();
-  auto turnAt = [&](Value qBlock) -> Value {
-    Value order = kvBlock;
-    if (c.causal) {
-      Value lastKVBlock = arith::MinUIOp::create(
-          b,
-          arith::DivUIOp::create(
-              b, arith::MulIOp::create(b, qBlock, index(kBlockM)),
-              index(c.blockN)),
-          arith::SubIOp::create(
-              b, arith::CeilDivUIOp::create(b, seqKV, index(c.blockN)),
-              index(1)));
-      order = arith::SubIOp::create(b, lastKVBlock, kvBlock);
-    }
-    // With the split each warpgroup adds its own columns (a turn each, in
-    // warpgroup order); taking turns by Q block, one warpgroup of the CTA
-    // adds: a turn per CTA.
-    if (!split)
-      return toI32(order);
-    return toI32(arith::AddIOp::create(
-        b, arith::MulIOp::create(b, order, index(c.consumerWarpgroups)),
-        consumer));
-  };
   if (c.deterministic && !c.causal)
-    turn = turnAt(Value());
+    turn = dqTurn(Value(), consumer);
 
   // This warpgroup's 64 K and V rows, and its dS tile.
   Value tileRow = arith::MulIOp::create(b, consumer, index(64));
@@ -1063,11 +916,15 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                     arith::MulFOp::create(b, pT, dMod)));
       }
       Value zero16 = vectorOf(c.elementType, 0.0);
-      SmallVector<Value> masked =
-          pDT16 == pT16
-              ? maskTransposedValues({pT16}, {zero16}, qRow, tileKeyRow)
-              : maskTransposedValues({pT16, pDT16}, {zero16, zero16}, qRow,
-                                     tileKeyRow);
+      SmallVector<Value> toMask = {pT16}, fills = {zero16};
+      if (pDT16 != pT16) {
+        toMask.push_back(pDT16);
+        fills.push_back(zero16);
+      }
+      SmallVector<Value> masked = maskValues(
+          toMask, fills, transposedMaskNeeded(qRow, tileKeyRow),
+          [&] { return transposedValid(qRow); }, qRow, tileKeyRow, 64,
+          [&] { return transposedIndices(qRow); });
       pT16 = masked[0];
       pDT16 = masked.back();
     } else {
@@ -1170,7 +1027,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                 b, arith::DivUIOp::create(b, rowBase, index(kBlockM)),
                 loop.getInductionVar())));
         buildOrderedTurnWait(semaphore,
-                             c.causal ? turnAt(loop.getInductionVar()) : turn,
+                             c.causal ? dqTurn(loop.getInductionVar(), consumer) : turn,
                              elected, barrierId);
       }
       Value firstBlock = arith::MulIOp::create(
@@ -1337,8 +1194,6 @@ void BackwardBuilder::buildOrderedTurnEnd(Value semaphore, Value elected,
       LLVM::TailCallKindAttr::get(ctx, LLVM::tailcallkind::TailCallKind::None),
       /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
 }
-
-} // namespace
 
 SmallVector<gpu::GPUFuncOp>
 kvpipe::buildAttentionBackwardSkeleton(OpBuilder &builder, Location loc,

@@ -121,8 +121,12 @@ struct AttentionConfig {
   int64_t kvBoxRows() const {
     return pageSize ? std::min(pageSize, blockN) : blockN;
   }
-  /// Q and K tiles: rows of head_dim elements.
-  int64_t qkSwizzleBytes() const { return swizzleBytesFor(headDim); }
+  /// Q and K tiles: rows of head_dim elements. The backward at head dims
+  /// above 128 lays every tile out in 64-byte swizzle spans (32 columns), the
+  /// width of one warpgroup's keys in its P and dS tiles (docs/backward.md).
+  int64_t qkSwizzleBytes() const {
+    return backwardSplitsHeadDim() ? 64 : swizzleBytesFor(headDim);
+  }
   int64_t qkTileWidth() const { return qkSwizzleBytes() / elementBytes(); }
   int64_t qkBlocks() const { return headDim / qkTileWidth(); }
   /// V and O tiles: rows of value_head_dim elements.
@@ -151,25 +155,42 @@ struct AttentionConfig {
   }
 
   /// Backward (docs/backward.md): Q/dO rows per streamed block, and the
-  /// K/V rows per CTA (blockN: 64 per consumer warpgroup).
+  /// K/V rows per CTA (blockN: 64 per consumer warpgroup, or 32 when the
+  /// head dim is split).
   static constexpr int64_t kBackwardBlockM = 64;
   static constexpr int64_t kBackwardStages = 2;
+  /// Head dims above 128 (FA3's sm_90 backward at 192 and 256): dK and dV
+  /// do not fit a warpgroup's registers for 64 keys, so the warpgroups split
+  /// the head dim instead of the keys. Warpgroup c computes S = Q K^T and
+  /// dP = dO V^T for its 32 keys, writes P and dS to shared memory, and
+  /// accumulates dV^T and dK^T for its head_dim / consumers rows (all the
+  /// CTA's keys) and dQ for its columns.
+  bool backwardSplitsHeadDim() const { return backward && headDim > 128; }
+  /// The dO ring's slots: one when the head dim is split (its 227 KiB hold
+  /// two Q slots, one dO slot and the P and dS buffers; FA3's Stages_dO).
+  int64_t backwardDOStages() const {
+    return backwardSplitsHeadDim() ? 1 : kBackwardStages;
+  }
   int64_t backwardQTileBytes() const {
     return kBackwardBlockM * headDim * elementBytes();
   }
   /// Byte offsets in the dynamic shared memory of the backward's main
-  /// kernel: K, V, the Q ring, the dO ring, the consumers' dS tiles, their
-  /// dQ staging tiles.
+  /// kernel: K, V, the Q ring, the dO ring, the dS buffers (and with the
+  /// head dim split, the P buffers), the consumers' dQ staging tiles.
   int64_t backwardVOffset() const { return kTileBytes(); }
   int64_t backwardQOffset() const { return kTileBytes() + vTileBytes(); }
   int64_t backwardDOOffset() const {
     return backwardQOffset() + kBackwardStages * backwardQTileBytes();
   }
   int64_t backwardDSOffset() const {
-    return backwardDOOffset() + kBackwardStages * backwardQTileBytes();
+    return backwardDOOffset() + backwardDOStages() * backwardQTileBytes();
   }
-  int64_t backwardDSTileBytes() const {
-    return 64 * kBackwardBlockM * elementBytes();
+  /// One buffer of dS (or P): the CTA's block_n keys x 64 queries.
+  int64_t backwardDSBufferBytes() const {
+    return blockN * kBackwardBlockM * elementBytes();
+  }
+  int64_t backwardPOffset() const {
+    return backwardDSOffset() + kBackwardDSBuffers * backwardDSBufferBytes();
   }
   /// Whether each consumer warpgroup computes its own column blocks of dQ
   /// over all block_n keys (FA3's split: it needs a column block of 64 per
@@ -177,8 +198,8 @@ struct AttentionConfig {
   /// block, each computing all of dQ (head dim 64). Either way dQ reads both
   /// warpgroups' dS tiles, which are double buffered (docs/backward.md).
   bool backwardSplitsDQColumns() const {
-    return qkBlocks() >= consumerWarpgroups &&
-           qkBlocks() % consumerWarpgroups == 0;
+    return backwardSplitsHeadDim() || (qkBlocks() >= consumerWarpgroups &&
+                                       qkBlocks() % consumerWarpgroups == 0);
   }
   static constexpr int64_t kBackwardDSBuffers = 2;
   /// The named barrier of both consumer warpgroups (dS tiles written; the
@@ -188,14 +209,18 @@ struct AttentionConfig {
   /// dQ of a Q block (its column blocks, or all of them), in
   /// fragment order (AccumulatorLayout.h), added to the accumulator by one
   /// bulk reduction.
+  /// With the head dim split, a warpgroup stages and reduces its dQ
+  /// columns one column block (kW) at a time.
   int64_t backwardDQOffset() const {
-    return backwardDSOffset() +
-           kBackwardDSBuffers * consumerWarpgroups * backwardDSTileBytes();
+    return backwardPOffset() + (backwardSplitsHeadDim()
+                                    ? kBackwardDSBuffers * backwardDSBufferBytes()
+                                    : 0);
   }
   int64_t backwardDQTileBytes() const {
-    return kBackwardBlockM *
-           (backwardSplitsDQColumns() ? headDim / consumerWarpgroups : headDim) *
-           4;
+    int64_t columns = backwardSplitsHeadDim()   ? qkTileWidth()
+                      : backwardSplitsDQColumns() ? headDim / consumerWarpgroups
+                                                  : headDim;
+    return kBackwardBlockM * columns * 4;
   }
   int64_t backwardSharedMemoryBytes() const {
     return kAlignmentSlack + backwardDQOffset() +

@@ -1,0 +1,454 @@
+//===- AttentionBackwardSplitHead.cpp - backward consumers, head dim > 128 -===//
+//
+// At head dims 192 and 256 a warpgroup cannot hold dK and dV of 64 keys
+// (2 x 64 x 256 fp32 are 256 registers a thread). FA3's sm_90 backward
+// (hopper/flash_bwd_launch_template.h: 3 warpgroups and 96 keys at 192, 2
+// and 80 at 256, dKV_swapAB) splits the head dim instead, and so do these
+// consumers (docs/backward.md, "Head dims 192 and 256"). Warpgroup c of W,
+// per Q block i of 64 queries:
+//
+//   S = Q_i K_c^T, dP = dO_i V_c^T      its 32 keys (SS, N = 32)
+//   P = exp2(S c - lse), dS = P (dP - delta)   rows queries, as the forward
+//   P, dS -> buffer i % 2, column block c  (store_fragment; all meet)
+//   dV^T_c += dO_i^T P, dK^T_c += Q_i^T dS  its D / W head-dim rows, all
+//                                            block_n keys (SS, MN-major A, B)
+//   dQ_i[:, its columns] = dS K            a column block (kW) at a time,
+//                                            staged and bulk-reduced
+//
+// and in the epilogue dK^T and dV^T are stored transposed (stmatrix .trans)
+// into the K and V tiles as rows of keys, for the TMA stores of its column
+// blocks. Every tile is in 64-byte swizzle spans (kW = 32), the width of a
+// warpgroup's keys in P and dS, so that each wgmma reads both operands in
+// one swizzle.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BackwardBuilder.h"
+#include "Fragment.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using kvpipe::detail::BackwardBuilder;
+
+Value BackwardBuilder::splitHeadMaskNeeded(Value qRow, Value firstKey) {
+  // Only a tile crossing seq_q, seq_kv or a bound of the Q block's rows
+  // needs the mask (a uniform branch): the first row has the lowest right
+  // bound, the last row the highest left bound.
+  Value lastKey = arith::AddIOp::create(b, firstKey, index(kW - 1));
+  Value needed = arith::OrIOp::create(
+      b,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                            arith::AddIOp::create(b, qRow, index(kBlockM)),
+                            seqQ),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::uge, lastKey, seqKV));
+  if (c.causal && !bounds)
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, lastKey, qRow));
+  if (bounds && c.masksRight())
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, lastKey,
+                              bounds->lastKeyOf(b, qRow)));
+  if (bounds && c.masksLeft())
+    needed = arith::OrIOp::create(
+        b, needed,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::slt, firstKey,
+            bounds->firstKeyOf(
+                b, arith::AddIOp::create(b, qRow, index(kBlockM - 1)))));
+  return needed;
+}
+
+Value BackwardBuilder::splitHeadValid(Value qRow, Value firstKey) {
+  int64_t n = kW / 2;
+  Fragment frag(b, n);
+  auto i32Vec = VectorType::get({n}, b.getI32Type());
+  Value keys = arith::AddIOp::create(
+      b,
+      vector::BroadcastOp::create(
+          b, i32Vec, toI32(arith::AddIOp::create(b, firstKey, threadColumn))),
+      frag.columnOffsets());
+  Value queries = frag.perRow(toI32(queryRow0), toI32(queryRow1));
+  auto splat = [&](Value v) {
+    return vector::BroadcastOp::create(b, i32Vec, toI32(v));
+  };
+  Value valid = arith::AndIOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::slt, queries, splat(seqQ)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, keys, splat(seqKV)));
+  if (c.causal && !bounds)
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sle, keys, queries));
+  // The forward's predicate: firstKeyOf(m) <= n <= lastKeyOf(m).
+  if (bounds && c.masksRight())
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::sle, keys,
+            frag.perRow(toI32(bounds->lastKeyOf(b, queryRow0)),
+                        toI32(bounds->lastKeyOf(b, queryRow1)))));
+  if (bounds && c.masksLeft())
+    valid = arith::AndIOp::create(
+        b, valid,
+        arith::CmpIOp::create(
+            b, arith::CmpIPredicate::sge, keys,
+            frag.perRow(toI32(bounds->firstKeyOf(b, queryRow0)),
+                        toI32(bounds->firstKeyOf(b, queryRow1)))));
+  return valid;
+}
+
+void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
+  const int64_t numWarpgroups = c.consumerWarpgroups;
+  // This warpgroup's head-dim rows of dK^T and dV^T, in wgmma M blocks of 64
+  // (kW columns of the tiles each 64 / kW column blocks), and its column
+  // blocks of dQ.
+  const int64_t rowBlocks = c.headDim / numWarpgroups / 64;
+  const int64_t tilesPerRowBlock = 64 / kW;
+  const int64_t dqBlocks = c.qkBlocks() / numWarpgroups;
+  // S and dP: 64 queries x kW keys; dK^T, dV^T: 64 head-dim rows x block_n.
+  auto sType = VectorType::get({kW / 2}, b.getF32Type());
+  auto halfType = VectorType::get({kW / 2}, c.elementType);
+  auto gradType = VectorType::get({c.blockN / 2}, b.getF32Type());
+  auto dqType = VectorType::get({kW / 2}, b.getF32Type());
+
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value t = arith::RemUIOp::create(b, tid, index(128));
+  Value warp = arith::DivUIOp::create(b, t, index(32));
+  Value lane = arith::RemUIOp::create(b, t, index(32));
+  Value elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
+  Value barrierId = toI32(arith::AddIOp::create(
+      b, consumer, index(AttentionConfig::kEpilogueBarriers)));
+  Value consumersBarrier = i32(AttentionConfig::kBackwardConsumersBarrier);
+  int64_t consumerThreads = 128 * numWarpgroups;
+  Value turn;
+  if (c.deterministic && !c.causal)
+    turn = dqTurn(Value(), consumer);
+
+  // This warpgroup's keys: rows [kW c, kW c + kW) of the K and V tiles.
+  Value keyOffset = arith::MulIOp::create(b, consumer, index(kW));
+  Value firstKey = arith::AddIOp::create(b, kvRow0, keyOffset);
+  Value sKc = buildTileView(b, sK, {b.getIndexAttr(0), keyOffset, b.getIndexAttr(0)},
+                            {c.qkBlocks(), kW, kW});
+  Value sVc = buildTileView(b, sV, {b.getIndexAttr(0), keyOffset, b.getIndexAttr(0)},
+                            {c.qkBlocks(), kW, kW});
+  Value threadRow = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, warp, index(AccumulatorLayout::kRowsPerWarp)),
+      arith::DivUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow)));
+  threadColumn = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow)),
+      index(AccumulatorLayout::kColumnsPerLane));
+  // The first of this warpgroup's tile column blocks in the head dim.
+  Value firstRowTile = arith::MulIOp::create(
+      b, consumer, index(rowBlocks * tilesPerRowBlock));
+  Value firstDQBlock = arith::MulIOp::create(b, consumer, index(dqBlocks));
+  // The dQ staging tile: one column block of 64 x kW fp32 in fragment order.
+  Value sDQc = shared.view(
+      b,
+      arith::AddIOp::create(
+          b, index(c.backwardDQOffset()),
+          arith::MulIOp::create(b, consumer, index(c.backwardDQTileBytes()))),
+      MemRefType::get({kBlockM * kW}, b.getF32Type(),
+                      MemRefLayoutAttrInterface(),
+                      gpu::AddressSpaceAttr::get(ctx,
+                                                 gpu::AddressSpace::Workgroup)));
+
+  ConsumerWaitOp::create(b, pipeKV, nullptr);
+  Value zero = arith::ConstantOp::create(
+      b, gradType, DenseElementsAttr::get(gradType, 0.0f));
+  SmallVector<Value> inits = {pipeQ, pipeDO};
+  inits.append(2 * rowBlocks, zero);
+  Value scaleLog2 = param(BackwardParam::ScaleLog2);
+
+  auto loop = scf::ForOp::create(b, qBegin, qEnd, index(1), inits);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value stateQ = loop.getRegionIterArg(0), stateDO = loop.getRegionIterArg(1);
+    SmallVector<Value> dVT(loop.getRegionIterArgs().slice(2, rowBlocks));
+    SmallVector<Value> dKT(
+        loop.getRegionIterArgs().slice(2 + rowBlocks, rowBlocks));
+    Value qBlock = loop.getInductionVar();
+    Value qRow = arith::MulIOp::create(b, qBlock, index(kBlockM));
+    queryRow0 = arith::AddIOp::create(b, qRow, threadRow);
+    queryRow1 = arith::AddIOp::create(
+        b, queryRow0, index(AccumulatorLayout::kRowHalfDistance));
+    SmallVector<int64_t, 3> slotShape = {c.qkBlocks(), kBlockM, kW};
+    // S = Q_i K_c^T and dP = dO_i V_c^T.
+    Value qTile = buildSlotWait(b, sQ, stateQ, slotShape);
+    Value s = WarpgroupMmaOp::create(b, sType, qTile, sKc, Value(), kSwizzle);
+    Value doTile = buildSlotWait(b, sDO, stateDO, slotShape);
+    Value dP = WarpgroupMmaOp::create(b, sType, doTile, sVc, Value(), kSwizzle);
+    // The log-sum-exp and delta of the thread's two queries, loaded while
+    // the GEMMs run (ptxas hoists loads above neither the waits nor the
+    // mask's branch).
+    Fragment frag(b, kW / 2);
+    auto rowValues = [&](BackwardParam values) {
+      Value row0 = arith::AddIOp::create(b, rowBase, queryRow0);
+      auto load = [&](Value row) -> Value {
+        return LLVM::LoadOp::create(
+            b, b.getF32Type(),
+            element(b.getF32Type(), param(values), toI64(row)), 4);
+      };
+      return frag.perRow(
+          load(row0),
+          load(arith::AddIOp::create(
+              b, row0, index(AccumulatorLayout::kRowHalfDistance))));
+    };
+    Value lse = rowValues(BackwardParam::LseLog2);
+    Value delta = rowValues(BackwardParam::Delta);
+    s = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{s}, 1)
+            .getResult(0);
+    // P = exp2(S c - lse_log2) and dS = P (dP - delta), as the keys-split
+    // consumers compute P^T and dS^T (AttentionBackwardBuilder.cpp).
+    Value p, p16, pd16;
+    bool modifiers = c.scoreMod || c.maskMod;
+    auto at = [&] { return splitHeadIndices(qRow, firstKey); };
+    if (modifiers) {
+      Value exponent, dMod;
+      if (c.scoreMod) {
+        Value modified;
+        std::tie(modified, dMod) = buildScoreModWithDerivative(
+            b, *c.scoreMod, s, param(BackwardParam::Scale), at());
+        exponent = math::FmaOp::create(
+            b, modified, vector::BroadcastOp::create(b, sType, f32(M_LOG2E)),
+            arith::NegFOp::create(b, lse));
+      } else {
+        exponent = math::FmaOp::create(
+            b, s, vector::BroadcastOp::create(b, sType, scaleLog2),
+            arith::NegFOp::create(b, lse));
+      }
+      p = math::Exp2Op::create(b, exponent, arith::FastMathFlags::afn);
+      p16 = packedTrunc(p);
+      pd16 = p16;
+      if (dMod) {
+        // Where P is 0 (underflowed) so is the product, whatever the
+        // derivative at the raw score is.
+        Value zeros = arith::ConstantOp::create(
+            b, sType, DenseElementsAttr::get(sType, 0.0f));
+        Value vanishes =
+            arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p, zeros);
+        pd16 = packedTrunc(arith::SelectOp::create(
+            b, vanishes, zeros, arith::MulFOp::create(b, p, dMod)));
+      }
+      Value zero16 = arith::ConstantOp::create(
+          b, halfType,
+          DenseElementsAttr::get(halfType,
+                                 FloatAttr::get(c.elementType, 0.0).getValue()));
+      SmallVector<Value> toMask = {p16}, fills = {zero16};
+      if (pd16 != p16) {
+        toMask.push_back(pd16);
+        fills.push_back(zero16);
+      }
+      SmallVector<Value> masked = maskValues(
+          toMask, fills, splitHeadMaskNeeded(qRow, firstKey),
+          [&] { return splitHeadValid(qRow, firstKey); }, qRow, firstKey, kW,
+          at);
+      p16 = masked[0];
+      pd16 = masked.back();
+    } else {
+      s = buildMaskedScores(b, s, splitHeadMaskNeeded(qRow, firstKey),
+                            [&] { return splitHeadValid(qRow, firstKey); });
+      p = math::Exp2Op::create(
+          b,
+          math::FmaOp::create(b, s,
+                              vector::BroadcastOp::create(b, sType, scaleLog2),
+                              arith::NegFOp::create(b, lse)),
+          arith::FastMathFlags::afn);
+      p16 = pd16 = packedTrunc(p);
+    }
+    dP = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dP}, 0)
+             .getResult(0);
+    Value dS16 = packedTrunc(arith::MulFOp::create(
+        b, modifiers ? Value(arith::ExtFOp::create(b, sType, pd16)) : p,
+        arith::SubFOp::create(b, dP, delta)));
+
+    // P and dS to this warpgroup's column block of buffer i % 2, visible to
+    // the async proxy, and every warpgroup's written before any reads them.
+    // A buffer is written again two Q blocks later, after every warpgroup
+    // passed the barrier of the block between, by which it had retired the
+    // wgmmas reading it (below: all retire within their Q block).
+    OpFoldResult buffer = OpFoldResult(
+        arith::RemUIOp::create(b, qBlock, index(2)));
+    for (auto [value, tiles] : {std::pair{p16, sP}, std::pair{dS16, sDS}})
+      StoreFragmentOp::create(
+          b, value,
+          buildTileView(b, tiles,
+                        {buffer, OpFoldResult(consumer), b.getIndexAttr(0),
+                         b.getIndexAttr(0)},
+                        {kBlockM, kW}),
+          kSwizzle);
+    NVVM::FenceProxyOp::create(
+        b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
+                            nullptr, Value());
+    auto wholeBuffer = [&](Value tiles) {
+      return buildTileView(b, tiles,
+                           {buffer, b.getIndexAttr(0), b.getIndexAttr(0),
+                            b.getIndexAttr(0)},
+                           {c.blockN / kW, kBlockM, kW});
+    };
+    Value pBuffer = wholeBuffer(sP), dsBuffer = wholeBuffer(sDS);
+    // dV^T += dO_i^T P and dK^T += Q_i^T dS over all block_n keys: A is
+    // the slot's column blocks of this warpgroup's head-dim rows read
+    // MN-major, B the buffer read MN-major. dV^T first: dO's single slot is
+    // released as soon as they retire.
+    auto rowsOfSlot = [&](Value slot, int64_t m) {
+      return buildTileView(
+          b, slot,
+          {OpFoldResult(arith::AddIOp::create(
+               b, firstRowTile, index(m * tilesPerRowBlock))),
+           b.getIndexAttr(0), b.getIndexAttr(0)},
+          {tilesPerRowBlock, kBlockM, kW});
+    };
+    for (int64_t m = 0; m < rowBlocks; ++m)
+      dVT[m] = WarpgroupMmaOp::create(b, gradType, rowsOfSlot(doTile, m),
+                                      pBuffer, dVT[m], kSwizzle,
+                                      /*transpose_b=*/true,
+                                      /*transpose_a=*/true);
+    for (int64_t m = 0; m < rowBlocks; ++m)
+      dKT[m] = WarpgroupMmaOp::create(b, gradType, rowsOfSlot(qTile, m),
+                                      dsBuffer, dKT[m], kSwizzle,
+                                      /*transpose_b=*/true,
+                                      /*transpose_a=*/true);
+    // dQ's column blocks: dS (K-major A) times a column block of K (B,
+    // MN-major). The first is issued before dV^T and dK^T are retired.
+    auto issueDQ = [&](int64_t j) -> Value {
+      Value kBlock = buildTileView(
+          b, sK,
+          {OpFoldResult(arith::AddIOp::create(b, firstDQBlock, index(j))),
+           b.getIndexAttr(0), b.getIndexAttr(0)},
+          {1, c.blockN, kW});
+      return WarpgroupMmaOp::create(b, dqType, dsBuffer, kBlock, Value(),
+                                    kSwizzle, /*transpose_b=*/true);
+    };
+    Value dQ = issueDQ(0);
+    // In flight: dV^T, dK^T, dQ_0. Retire dV^T, release dO_i; retire dK^T,
+    // release Q_i (dQ reads neither).
+    auto dvWait = WarpgroupWaitOp::create(b, TypeRange(ValueRange(dVT)), dVT,
+                                          rowBlocks + 1);
+    for (int64_t m = 0; m < rowBlocks; ++m)
+      dVT[m] = dvWait.getResult(m);
+    Value nextDO = ConsumerReleaseOp::create(b, stateDO, elected, nullptr);
+    auto dkWait = WarpgroupWaitOp::create(b, TypeRange(ValueRange(dKT)), dKT, 1);
+    for (int64_t m = 0; m < rowBlocks; ++m)
+      dKT[m] = dkWait.getResult(m);
+    Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
+
+    // Each column block: retired (the next one issued first), staged in
+    // fragment order once the previous reduction has read the staging tile,
+    // and added to its range of dq_accum by one bulk reduction. In
+    // deterministic mode only in this warpgroup's turn, and the reductions
+    // complete before the turn is passed on.
+    Value semaphore;
+    if (c.deterministic) {
+      semaphore = element(
+          b.getI32Type(), param(BackwardParam::DQSemaphore),
+          toI64(arith::AddIOp::create(
+              b, arith::DivUIOp::create(b, rowBase, index(kBlockM)), qBlock)));
+      buildOrderedTurnWait(semaphore,
+                           c.causal ? dqTurn(qBlock, consumer) : turn, elected,
+                           barrierId);
+    }
+    Value rowStart = arith::MulIOp::create(
+        b, arith::AddIOp::create(b, rowBase, qRow), index(c.headDim));
+    for (int64_t j = 0; j < dqBlocks; ++j) {
+      Value next = j + 1 < dqBlocks ? issueDQ(j + 1) : Value();
+      dQ = WarpgroupWaitOp::create(b, TypeRange{dqType}, ValueRange{dQ},
+                                   next ? 1 : 0)
+               .getResult(0);
+      waitBulkReads(elected);
+      NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr,
+                              Value());
+      buildFragmentOrderStore(b, dQ, sDQc, t, 0);
+      NVVM::FenceProxyOp::create(
+          b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+      NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr,
+                              Value());
+      {
+        auto reduce = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(reduce.thenBlock());
+        // A column block of kW is a contiguous range of the 64-row block
+        // in fragment order (AccumulatorLayout.h).
+        Value blockStart = arith::AddIOp::create(
+            b, rowStart,
+            arith::MulIOp::create(
+                b, arith::AddIOp::create(b, firstDQBlock, index(j)),
+                index(kBlockM * kW)));
+        buildBulkReduceAddF32(
+            b,
+            element(b.getF32Type(), param(BackwardParam::DQAccum),
+                    toI64(blockStart)),
+            sDQc, c.backwardDQTileBytes());
+        NVVM::CpAsyncBulkCommitGroupOp::create(b);
+        if (c.deterministic && j + 1 == dqBlocks)
+          NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                               UnitAttr());
+      }
+      dQ = next;
+    }
+    if (c.deterministic)
+      buildOrderedTurnEnd(semaphore, elected, barrierId);
+    SmallVector<Value> yields = {nextQ, nextDO};
+    yields.append(dVT);
+    yields.append(dKT);
+    scf::YieldOp::create(b, yields);
+  }
+
+  // Epilogue: dK = scale dS^T Q and dV, transposed into the K and V tiles
+  // as rows of keys (every warpgroup's dQ has read K and its dP its V rows:
+  // all meet first), then the TMA stores of this warpgroup's column blocks.
+  NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
+                          nullptr, Value());
+  Value scale = param(BackwardParam::Scale);
+  for (int64_t m = 0; m < rowBlocks; ++m) {
+    Value firstTile = arith::AddIOp::create(
+        b, firstRowTile, index(m * tilesPerRowBlock));
+    auto rowsOf = [&](Value tile) {
+      return buildTileView(
+          b, tile, {OpFoldResult(firstTile), b.getIndexAttr(0), b.getIndexAttr(0)},
+          {tilesPerRowBlock, c.blockN, kW});
+    };
+    Value dK = FragmentRescaleOp::create(
+        b, gradType, loop.getResult(2 + rowBlocks + m), scale, scale);
+    StoreFragmentOp::create(b, packedTrunc(dK), rowsOf(sK), kSwizzle,
+                            /*transpose=*/true);
+    StoreFragmentOp::create(b, packedTrunc(loop.getResult(2 + m)), rowsOf(sV),
+                            kSwizzle, /*transpose=*/true);
+  }
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+  auto store = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(store.thenBlock());
+    for (auto [tile, map] : {std::pair{sK, param(BackwardParam::DKMap)},
+                             std::pair{sV, param(BackwardParam::DVMap)}}) {
+      for (int64_t col = 0; col < rowBlocks * tilesPerRowBlock; ++col) {
+        Value tileIndex = arith::AddIOp::create(b, firstRowTile, index(col));
+        Value block = buildTileView(
+            b, tile, {OpFoldResult(tileIndex), b.getIndexAttr(0), b.getIndexAttr(0)},
+            {c.blockN, kW});
+        TMAStoreOp::create(
+            b, block, map,
+            ValueRange{batch, head, kvRow0,
+                       arith::MulIOp::create(b, tileIndex, index(kW))});
+      }
+    }
+    NVVM::CpAsyncBulkCommitGroupOp::create(b);
+    // The stores read the K/V tiles: they must finish before the CTA exits.
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                         b.getUnitAttr());
+  }
+  ConsumerReleaseOp::create(b, pipeKV, elected, nullptr);
+}

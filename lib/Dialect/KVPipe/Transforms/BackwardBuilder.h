@@ -1,0 +1,223 @@
+//===- BackwardBuilder.h - the attention backward family --------*- C++ -*-===//
+//
+// The state of generating the backward's three kernels
+// (AttentionBackwardBuilder.cpp: the preprocess, the postprocess and the main
+// kernel with the consumers that split the K/V block's keys, head dims up to
+// 128; AttentionBackwardSplitHead.cpp: the consumers that split the head dim,
+// 192 and 256). Private to the Transforms library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_BACKWARDBUILDER_H
+#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_BACKWARDBUILDER_H
+
+#include "KernelBuilder.h"
+#include "Modifiers.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace kvpipe::detail {
+
+using namespace mlir;
+
+class BackwardBuilder : kvpipe::detail::ScalarBuilder {
+public:
+  BackwardBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config,
+                  StringRef family)
+      : ScalarBuilder(b), c(config), ctx(b.getContext()), family(family) {}
+
+  gpu::GPUFuncOp buildPreprocess();
+  gpu::GPUFuncOp buildMain();
+  gpu::GPUFuncOp buildPostprocess();
+
+private:
+  static constexpr int64_t kBlockM = AttentionConfig::kBackwardBlockM;
+  // Every shared-memory tile (K, V, the Q and dO rings, dS) uses the head
+  // dim's layout (AttentionConfig::swizzleBytesFor): column blocks of kW
+  // elements, kSwizzle bytes a row -- 64 and 128 at head dims 64 and 128,
+  // 32 and 64 at 96 -- so that every wgmma reads its two operands in one
+  // swizzle. dS (keys x kBlockM queries) then has kBlockM / kW blocks.
+  // (kW, kSwizzle, kDSBlocks: members below.)
+
+  Type ptrType() const { return LLVM::LLVMPointerType::get(ctx, 1); }
+  TensorMapType tensorMapType(int64_t rows) const {
+    return TensorMapType::get(ctx, {1, 1, rows, kW}, c.elementType,
+                              kSwizzle);
+  }
+  MemRefType sharedType(ArrayRef<int64_t> shape) const {
+    return MemRefType::get(
+        shape, c.elementType, MemRefLayoutAttrInterface(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+  }
+  Value toI64(Value v) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  }
+  Value param(BackwardParam p) {
+    return params[static_cast<unsigned>(p)];
+  }
+
+  /// A kernel with `types` parameters, `threads` per CTA and its ABI.
+  gpu::GPUFuncOp createKernel(StringRef name, ArrayRef<Type> types,
+                              int64_t threads, DictionaryAttr abi);
+  /// The address of element `offset` (i64) of `T` at `base`.
+  Value element(Type t, Value base, Value offset) {
+    return LLVM::GEPOp::create(b, ptrType(), t, base, ValueRange{offset});
+  }
+  /// For the row-wise kernels: `body(row, valid)` for each of the 16 rows a
+  /// warp of the CTA's 64-row block takes, with the kernel's row and
+  /// padded-row bases set.
+  void forEachWarpRow(Value seqQ, Value headsQ,
+                      function_ref<void(Value row, Value paddedRow,
+                                        Value valid, Value lane)>
+                          body);
+  /// `v` (f32) rounded to the element type two at a time (cvt.rn.bf16x2 /
+  /// f16x2, one F2FP): P^T is both the dV wgmma's A operand (packed) and
+  /// extended back for dS, and from a plain truncf LLVM emits one scalar
+  /// cvt per element (F2F, on the same pipe as the exp2s) plus the packing.
+  Value packedTrunc(Value v) {
+    auto type = cast<VectorType>(v.getType());
+    auto pairType = VectorType::get({2}, c.elementType);
+    auto rn = NVVM::FPRoundingMode::RN;
+    SmallVector<Value> elements;
+    for (int64_t i = 0; i < type.getNumElements(); i += 2) {
+      Value lo = vector::ExtractOp::create(b, v, i);
+      Value hi = vector::ExtractOp::create(b, v, i + 1);
+      Value pair =
+          c.elementType.isBF16()
+              ? Value(NVVM::ConvertF32x2ToBF16x2Op::create(
+                    b, pairType, hi, lo, Value(), rn,
+                    NVVM::SaturationMode::NONE, false))
+              : Value(NVVM::ConvertF32x2ToF16x2Op::create(
+                    b, pairType, hi, lo, Value(), rn,
+                    NVVM::SaturationMode::NONE, false));
+      for (int64_t j : {0, 1})
+        elements.push_back(vector::ExtractOp::create(b, pair, j));
+    }
+    return vector::FromElementsOp::create(
+        b, VectorType::get(type.getShape(), c.elementType), elements);
+  }
+  /// The row-wise kernels' split of a row among a warp's lanes: each lane
+  /// owns D/32 columns, in chunks of rowChunkElements() -- the largest power
+  /// of two dividing D/32, so that a chunk is one aligned vector access (2
+  /// at D 64, 4 at D 128; at D 96, three single columns, where one vector of
+  /// 3 at lane * 6 bytes would be misaligned) -- chunk j at column
+  /// rowChunkColumn(lane, j) = (32 j + lane) * rowChunkElements().
+  int64_t rowChunkElements() const {
+    int64_t perLane = c.headDim / 32;
+    return perLane & -perLane;
+  }
+  Value rowChunkColumn(Value lane, int64_t chunk);
+  /// The lane's D/32 elements (its chunks, in order) of row `row` of the
+  /// (B, H, S, D) tensor at `base` with element strides (batch, head, row).
+  Value rowElements(Value base, Value strides[3], Value row, Value lane);
+
+  // Main kernel.
+  void buildMainProducer();
+  void buildMainConsumer(Value consumer);
+  Value maskTransposed(Value sT, Value qRow, Value keyRow0, Value keyRow1,
+                       Value tileKeyRow);
+  /// With modifiers: each of `values` (score-shaped fragments) set to its
+  /// `fills` element where the built-in masks drop it (`needed`: whether the
+  /// tile crosses a bound, uniform; `valid`: the per-element verdict, built
+  /// in the branch) or the mask_mod does (on the tile of the Q block at
+  /// `qRow` and the `keys` keys from `firstKey`, where its shape does not
+  /// prove every element kept; `at`: the fragment's indices).
+  SmallVector<Value> maskValues(ValueRange values, ArrayRef<Value> fills,
+                                Value needed, function_ref<Value()> valid,
+                                Value qRow, Value firstKey, int64_t keys,
+                                function_ref<ModifierIndices()> at);
+  /// Whether the S^T tile of Q block row `qRow` crosses a built-in mask's
+  /// bound (a uniform i1), and the per-element verdict inside (built in the
+  /// branch).
+  Value transposedMaskNeeded(Value qRow, Value tileKeyRow);
+  Value transposedValid(Value qRow);
+  /// The consumers that split the head dim (head dims 192 and 256,
+  /// AttentionBackwardSplitHead.cpp): warpgroup `consumer`'s 32 keys of S
+  /// and dP, its head-dim rows of dK^T and dV^T, its columns of dQ.
+  void buildSplitHeadConsumer(Value consumer);
+  /// Their masks: S's rows are queries, its columns keys (`firstKey` the
+  /// warpgroup's first), as the forward's.
+  Value splitHeadMaskNeeded(Value qRow, Value firstKey);
+  Value splitHeadValid(Value qRow, Value firstKey);
+  ModifierIndices splitHeadIndices(Value qRow, Value firstKey) {
+    return {kW / 2,   batch,    head,      queryRow0, queryRow1,
+            arith::AddIOp::create(b, firstKey, threadColumn),
+            seqQ,        seqKV,    auxParams, c.auxTypes, /*transposed=*/false};
+  }
+  /// Deterministic mode: the turn of consumer warpgroup `consumer` to add
+  /// to dQ of Q block `qBlock` (null without the causal mask, where it does
+  /// not depend on the block).
+  Value dqTurn(Value qBlock, Value consumer);
+  /// The K/V block's Q-block range [qBegin, qEnd) from the masks (the
+  /// forward's block skipping turned around: MaskBounds, MaskModShape).
+  void narrowQueryBlocks();
+  /// The modifiers' view of the consumer's S^T fragment for Q block row
+  /// `qRow` (rows keys, columns queries).
+  ModifierIndices transposedIndices(Value qRow) {
+    return {kBlockM / 2, batch,    head,      keyRow0,    keyRow1,
+            arith::AddIOp::create(b, qRow, threadColumn),
+            seqQ,        seqKV,    auxParams, c.auxTypes, /*transposed=*/true};
+  }
+  /// Deterministic mode: the `elected` thread waits until the i32 counter at
+  /// `semaphore` reaches `turn` (acquire, GPU scope), then the warpgroup
+  /// meets at `barrierId`.
+  void buildOrderedTurnWait(Value semaphore, Value turn, Value elected,
+                            Value barrierId);
+  /// ... and after its additions, meets again and the `elected` thread
+  /// passes the turn on (counter + 1, release, GPU scope).
+  void buildOrderedTurnEnd(Value semaphore, Value elected, Value barrierId);
+  /// The `elected` thread waits until its bulk groups have read their
+  /// shared-memory sources.
+  void waitBulkReads(Value elected) {
+    auto wait = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(wait.thenBlock());
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),
+                                         b.getUnitAttr());
+  }
+
+  const AttentionConfig &c;
+  // The head dim's tile layout (see above); after `c`, which they read.
+  const int64_t kW = c.qkTileWidth();
+  const int64_t kSwizzle = c.qkSwizzleBytes();
+  const int64_t kDSBlocks = kBlockM / kW;
+  MLIRContext *ctx;
+  StringRef family;
+  SmallVector<Value> params;
+
+  // Main kernel values.
+  /// The CTA's K/V block (blockIdx.x, reversed in deterministic causal mode).
+  Value kvBlock;
+  Value seqQ, seqKV, headsQ, batch, head, kvHead, kvRow0, qBegin, numQBlocks,
+      rowBase;
+  /// The Q blocks past the last one the masks let see a key of the CTA
+  /// (numQBlocks without a left bound).
+  Value qEnd;
+  /// The masks other than none and top-left causal (bottom-right alignment,
+  /// windows): the same bounds as the forward's (KernelParts.h).
+  std::optional<MaskBounds> bounds;
+  std::optional<MaskModShape> maskShape;
+  SmallVector<Value> auxParams;
+  /// Consumer: its thread's two keys (S^T rows) and first query column
+  /// offset; with `bounds`, the queries each key keeps and the tile's
+  /// uniform limits (the highest first query, the lowest last query).
+  Value keyRow0, keyRow1, threadColumn;
+  /// Split-head consumer: its thread's two query rows of the Q block.
+  Value queryRow0, queryRow1;
+  Value firstQuery0, firstQuery1, lastQuery0, lastQuery1, tileFirstQuery,
+      tileLastQuery;
+  Value sK, sV, sQ, sDO, sDS, sP, pipeKV, pipeQ, pipeDO;
+  AlignedSharedMemory shared;
+};
+
+} // namespace kvpipe::detail
+
+#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_BACKWARDBUILDER_H
