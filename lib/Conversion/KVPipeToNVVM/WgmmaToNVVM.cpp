@@ -97,7 +97,19 @@ SmemOperand makeSmemOperand(OpBuilder &b, Location loc,
       b, loc, LLVM::LShrOp::create(b, loc, addr, i64Constant(b, loc, 4)),
       i64Constant(b, loc, 0x3FFF));
   Value desc = LLVM::OrOp::create(b, loc, start, i64Constant(b, loc, high));
-  return {tile, kMajor, desc};
+  // The descriptor is pinned where the wgmma is (a `mov` that LLVM may not
+  // move): the k-steps' descriptors derived from it stay next to their
+  // wgmmas. Otherwise, for a tile that does not change in a loop (the
+  // backward's K and V rows), LLVM hoists every k-step's 64-bit descriptor
+  // out of the loop and ptxas keeps them in ordinary registers across it,
+  // spilling, and moves each to a uniform register (R2UR) before its wgmma
+  // (backward D 128: 120 / 176 bytes of spills and 51 R2URs; pinned, 12 / 12
+  // and 2; 2026-12-04). ptxas computes the pinned ones in uniform registers.
+  auto pinned = LLVM::InlineAsmOp::create(
+      b, loc, b.getI64Type(), ValueRange{desc}, "mov.b64 $0, $1;", "=l,l",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+  return {tile, kMajor, pinned.getResult(0)};
 }
 
 Type f32Struct(MLIRContext *ctx, int64_t n) {

@@ -13,7 +13,8 @@
 
 // CHECK-LABEL: func.func @rs_zero_init
 //  CHECK-SAME: (%[[P:.*]]: vector<16xbf16>, %[[B:.*]]: memref<2x8x16xbf16, #gpu.address_space<workgroup>>)
-//       CHECK:   %[[DB:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DBRAW:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DB:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DBRAW]] : (i64) -> i64
 //       CHECK:   %[[UNDEF:.*]] = llvm.mlir.undef : f32
 //       CHECK:   %[[REGS:.*]] = llvm.bitcast %[[P]] : vector<16xbf16> to vector<8xi32>
 //       CHECK:   %[[A0:.*]] = llvm.extractelement %[[REGS]][%{{.*}} : i32] : vector<8xi32>

@@ -6,7 +6,9 @@
 // H200 in shared/docs/gpu-workflow.md):
 //   ((addr >> 4) & 0x3FFF) | (1 << 16) | (64 << 32) | (1 << 62)
 //   = start | 4611686293305360384
-// (LBO unused = 1, SBO = 1024 B = 8 rows of 128 B, layout 1 = 128B swizzle).
+// (LBO unused = 1, SBO = 1024 B = 8 rows of 128 B, layout 1 = 128B swizzle),
+// pinned at the wgmma by a side-effecting mov so that LLVM does not hoist the
+// k-steps' descriptors out of loops (WgmmaToNVVM.cpp).
 // A k-step of 16 bf16 is 32 bytes (+2 in the descriptor's 16-byte units)
 // inside a 128-byte row; K beyond the 64-element row continues in the next
 // column block, one block stride (8192 B for 64 rows: +512) further.
@@ -26,14 +28,16 @@
 //       CHECK:   %[[BSHR:.*]] = llvm.lshr %[[BADDR]], %[[FOUR]] : i64
 //       CHECK:   %[[BSTART:.*]] = llvm.and %[[BSHR]], %[[MASK]] : i64
 //       CHECK:   %[[HI:.*]] = llvm.mlir.constant(4611686293305360384 : i64) : i64
-//       CHECK:   %[[DB:.*]] = llvm.or %[[BSTART]], %[[HI]] : i64
+//       CHECK:   %[[DBRAW:.*]] = llvm.or %[[BSTART]], %[[HI]] : i64
+//       CHECK:   %[[DB:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DBRAW]] : (i64) -> i64
 // No accumulator: undefined registers, and scale-d = 0 on the first step.
 //       CHECK:   %[[UNDEF:.*]] = llvm.mlir.undef : f32
 // Descriptor of A.
 //       CHECK:   %[[APTR:.*]] = llvm.getelementptr {{.*}} : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, bf16
 //       CHECK:   %[[AADDR:.*]] = llvm.ptrtoint %[[APTR]] : !llvm.ptr<3> to i64
 //       CHECK:   llvm.lshr %[[AADDR]]
-//       CHECK:   %[[DA:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DARAW:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DA:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DARAW]] : (i64) -> i64
 //       CHECK:   nvvm.wgmma.fence.aligned
 //       CHECK:   %[[ACC0:.*]] = llvm.insertvalue %[[UNDEF]], %{{.*}}[3] : !llvm.struct<(f32, f32, f32, f32)>
 //       CHECK:   %[[D0:.*]] = nvvm.wgmma.mma_async %[[DA]], %[[DB]], %[[ACC0]], <m = 64, n = 8, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>] : !llvm.struct<(f32, f32, f32, f32)> -> !llvm.struct<(f32, f32, f32, f32)>

@@ -11,9 +11,11 @@
 
 // CHECK-LABEL: func.func @swizzle64
 //       CHECK:   %[[BHI:.*]] = llvm.mlir.constant(-9223371899415756800 : i64) : i64
-//       CHECK:   %[[DB:.*]] = llvm.or %{{.*}}, %[[BHI]] : i64
+//       CHECK:   %[[DBRAW:.*]] = llvm.or %{{.*}}, %[[BHI]] : i64
+//       CHECK:   %[[DB:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DBRAW]] : (i64) -> i64
 //       CHECK:   %[[AHI:.*]] = llvm.mlir.constant(-9223371899415756800 : i64) : i64
-//       CHECK:   %[[DA:.*]] = llvm.or %{{.*}}, %[[AHI]] : i64
+//       CHECK:   %[[DARAW:.*]] = llvm.or %{{.*}}, %[[AHI]] : i64
+//       CHECK:   %[[DA:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DARAW]] : (i64) -> i64
 //       CHECK:   nvvm.wgmma.mma_async %[[DA]], %[[DB]], %{{.*}}, <m = 64, n = 8, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
 // k = 16: 32 bytes into the row.
 //       CHECK:   %[[B1:.*]] = llvm.mlir.constant(2 : i64) : i64
@@ -47,8 +49,10 @@ func.func @swizzle64(%a: !a, %b: !b) -> vector<4xf32> {
 
 // CHECK-LABEL: func.func @swizzle32
 //       CHECK:   %[[BHI:.*]] = llvm.mlir.constant(-4611685949707845632 : i64) : i64
-//       CHECK:   %[[DB:.*]] = llvm.or %{{.*}}, %[[BHI]] : i64
-//       CHECK:   %[[DA:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DBRAW:.*]] = llvm.or %{{.*}}, %[[BHI]] : i64
+//       CHECK:   %[[DB:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DBRAW]] : (i64) -> i64
+//       CHECK:   %[[DARAW:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DA:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DARAW]] : (i64) -> i64
 //       CHECK:   nvvm.wgmma.mma_async %[[DA]], %[[DB]], {{.*}} <m = 64, n = 8, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 //       CHECK:   llvm.mlir.constant(16 : i64) : i64
 //       CHECK:   llvm.mlir.constant(128 : i64) : i64
@@ -74,7 +78,8 @@ func.func @swizzle32(%a: !a, %b: !b) -> vector<4xf32> {
 
 // CHECK-LABEL: func.func @swizzle64_mn
 //       CHECK:   %[[HI:.*]] = llvm.mlir.constant(-9223371899407433728 : i64) : i64
-//       CHECK:   %[[DV:.*]] = llvm.or %{{.*}}, %[[HI]] : i64
+//       CHECK:   %[[DVRAW:.*]] = llvm.or %{{.*}}, %[[HI]] : i64
+//       CHECK:   %[[DV:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DVRAW]] : (i64) -> i64
 //       CHECK:   llvm.inline_asm {{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
 //       CHECK:   %[[S1:.*]] = llvm.mlir.constant(64 : i64) : i64
 //       CHECK:   llvm.add %[[DV]], %[[S1]] : i64
@@ -92,7 +97,8 @@ func.func @swizzle64_mn(%p: vector<16xbf16>, %v: !v) -> vector<32xf32> {
 
 // CHECK-LABEL: func.func @swizzle32_mn
 //       CHECK:   %[[HI:.*]] = llvm.mlir.constant(-4611685949703716864 : i64) : i64
-//       CHECK:   %[[DV:.*]] = llvm.or %{{.*}}, %[[HI]] : i64
+//       CHECK:   %[[DVRAW:.*]] = llvm.or %{{.*}}, %[[HI]] : i64
+//       CHECK:   %[[DV:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DVRAW]] : (i64) -> i64
 //       CHECK:   llvm.inline_asm {{.*}}wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {{.*}}, p, 1, 1, 1;
 //       CHECK:   %[[S1:.*]] = llvm.mlir.constant(32 : i64) : i64
 //       CHECK:   llvm.add %[[DV]], %[[S1]] : i64

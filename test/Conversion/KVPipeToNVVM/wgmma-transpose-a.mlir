@@ -16,7 +16,8 @@
 // B's descriptor, then A's: both MN-major, of the same shape.
 //       CHECK:   llvm.mlir.constant(4611686293322072064 : i64) : i64
 //       CHECK:   llvm.mlir.constant(4611686293322072064 : i64) : i64
-//       CHECK:   %[[DA:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DARAW:.*]] = llvm.or %{{.*}}, %{{.*}} : i64
+//       CHECK:   %[[DA:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DARAW]] : (i64) -> i64
 //       CHECK:   nvvm.wgmma.fence.aligned
 //       CHECK:   nvvm.wgmma.mma_async %[[DA]], %{{.*}}, %{{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
 // B's k-step, then A's: 16 rows of 128 B further (128 in units of 16 B).

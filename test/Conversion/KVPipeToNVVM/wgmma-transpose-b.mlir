@@ -17,10 +17,12 @@
 //       CHECK:   %[[VSHR:.*]] = llvm.lshr %[[VADDR]], %{{.*}} : i64
 //       CHECK:   %[[VSTART:.*]] = llvm.and %[[VSHR]], %{{.*}} : i64
 //       CHECK:   %[[VHI:.*]] = llvm.mlir.constant(4611686293338849280 : i64) : i64
-//       CHECK:   %[[DV:.*]] = llvm.or %[[VSTART]], %[[VHI]] : i64
+//       CHECK:   %[[DVRAW:.*]] = llvm.or %[[VSTART]], %[[VHI]] : i64
+//       CHECK:   %[[DV:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DVRAW]] : (i64) -> i64
 // A is K-major: the usual high bits.
 //       CHECK:   %[[AHI:.*]] = llvm.mlir.constant(4611686293305360384 : i64) : i64
-//       CHECK:   %[[DA:.*]] = llvm.or %{{.*}}, %[[AHI]] : i64
+//       CHECK:   %[[DARAW:.*]] = llvm.or %{{.*}}, %[[AHI]] : i64
+//       CHECK:   %[[DA:.*]] = llvm.inline_asm has_side_effects "mov.b64 $0, $1;", "=l,l" %[[DARAW]] : (i64) -> i64
 //       CHECK:   nvvm.wgmma.fence.aligned
 //       CHECK:   nvvm.wgmma.mma_async %[[DA]], %[[DV]], %{{.*}}, <m = 64, n = 128, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 //       CHECK:   %[[S1:.*]] = llvm.mlir.constant(128 : i64) : i64
