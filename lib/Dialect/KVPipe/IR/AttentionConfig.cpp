@@ -125,6 +125,14 @@ AttentionConfig::get(AttentionKernelOp op,
     c.kvLengths = c.varlen = false;
     // The deterministic dQ turns number the K/V blocks that reach a Q block
     // 0 .. m, which only the top-left causal mask (or none) guarantees.
+    // The tiles are fixed per head dim and fit (docs/backward.md, "Shared
+    // memory and registers"); a layout change that outgrows the 227 KiB is
+    // caught here rather than at launch.
+    if (c.backwardSharedMemoryBytes() > kMaxSharedMemoryBytes)
+      return emitError() << "the backward at head dim " << c.headDim
+                         << " needs " << c.backwardSharedMemoryBytes()
+                         << " bytes of shared memory, more than the "
+                         << kMaxSharedMemoryBytes;
     if (c.deterministic && c.slidingWindow)
       return emitError() << "'sliding_window' is not supported with "
                             "'deterministic' in the backward (the ordered dQ "

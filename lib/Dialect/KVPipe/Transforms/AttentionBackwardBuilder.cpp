@@ -507,7 +507,7 @@ void BackwardBuilder::buildMainProducer() {
                             BackwardParam::VMap, BackwardParam::DOMap})
     TMAPrefetchOp::create(b, param(map));
   // Loads every column block of `rows` rows at `row` into `tile` (a slot
-  // view [D/64][rows][64]), completing on `barrier`.
+  // view [D/kW][rows][kW]), completing on `barrier`.
   auto loadRows = [&](Value map, Value tile, Value headIndex, Value row,
                       int64_t rows, Value barrier) {
     for (int64_t col = 0; col < c.qkBlocks(); ++col) {

@@ -40,11 +40,13 @@ public:
 
 private:
   static constexpr int64_t kBlockM = AttentionConfig::kBackwardBlockM;
-  // Every shared-memory tile (K, V, the Q and dO rings, dS) uses the head
-  // dim's layout (AttentionConfig::swizzleBytesFor): column blocks of kW
+  // Every shared-memory tile (K, V, the Q and dO rings, dS, P) uses the
+  // head dim's layout (AttentionConfig::qkSwizzleBytes): column blocks of kW
   // elements, kSwizzle bytes a row -- 64 and 128 at head dims 64 and 128,
-  // 32 and 64 at 96 -- so that every wgmma reads its two operands in one
-  // swizzle. dS (keys x kBlockM queries) then has kBlockM / kW blocks.
+  // 32 and 64 at 96, 192 and 256 -- so that every wgmma reads its two
+  // operands in one swizzle. dS (keys x kBlockM queries) then has
+  // kBlockM / kW blocks (with the head dim split: queries x block_n keys,
+  // block_n / kW).
   // (kW, kSwizzle, kDSBlocks: members below.)
 
   Type ptrType() const { return LLVM::LLVMPointerType::get(ctx, 1); }

@@ -202,8 +202,8 @@ struct AttentionConfig {
                                        qkBlocks() % consumerWarpgroups == 0);
   }
   static constexpr int64_t kBackwardDSBuffers = 2;
-  /// The named barrier of both consumer warpgroups (dS tiles written; the
-  /// backward has no ping-pong schedule, whose barriers these are).
+  /// The named barrier of all the consumer warpgroups (dS tiles written;
+  /// the backward has no ping-pong schedule, whose barriers these are).
   static constexpr int64_t kBackwardConsumersBarrier = kScheduleBarriers;
   /// The consumers' dQ staging tiles: each warpgroup's 64-row fp32 part of
   /// dQ of a Q block (its column blocks, or all of them), in
