@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from kvpipe import _tensors, cuda, kernels, tma
 from kvpipe import compiler as _compiler
@@ -558,7 +558,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         if _needs_grad(q, k, v):
             _check_grad_args(out, kv_lengths, deterministic, causal, mask_alignment,
                              window_size, mask_mod)
-            _check_differentiable(traced, q, causal, deterministic, mask_alignment,
+            _check_differentiable(traced, q, v, causal, deterministic, mask_alignment,
                                   window_size)
             from kvpipe.autograd import attention_with_grad
 
@@ -649,7 +649,8 @@ def _check_modifier_lengths(traced: Any, sq: int, skv: int) -> None:
                              f"below 2**23 = {MAX_MODIFIER_SEQUENCE}, got {length}")
 
 
-def _check_differentiable(traced: Any, q: Any, causal: bool, deterministic: Optional[bool],
+def _check_differentiable(traced: Any, q: Any, v: Any, causal: bool,
+                          deterministic: Optional[bool],
                           mask_alignment: str, window_size: Tuple[int, int]) -> None:
     """Compiles (or finds in the cache) the backward family of a score_mod
     before the forward runs, so that a region the backward cannot
@@ -657,15 +658,15 @@ def _check_differentiable(traced: Any, q: Any, causal: bool, deterministic: Opti
     ``.backward()``. Without a compiler this is left to the backward."""
     if traced is None or not traced.has_score_mod:
         return
-    d = tuple(q.shape)[-1]
-    if d not in kernels.BACKWARD_HEAD_DIMS:
-        return  # attention_backward names the head dim
+    d, v_dim = tuple(q.shape)[-1], tuple(v.shape)[-1]
+    if (d, v_dim) not in kernels.BACKWARD_HEAD_DIM_PAIRS:
+        return  # attention_backward names the head dims
     _, _, sliding_window = _check_masks(causal, mask_alignment, window_size)
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # as attention_backward: one family for both
     try:
         _compile_backward(backward_config_args(d, q.dtype, causal, bool(deterministic),
-                                               mask_alignment, sliding_window),
+                                               mask_alignment, sliding_window, v_dim),
                           (traced.ir, traced.aux_types))
     except _compiler.CompilerNotFoundError:
         return
@@ -963,16 +964,28 @@ def _aux_arguments(traced: Any, q: Any) -> Dict[str, Any]:
     return values
 
 
+class BackwardConfig(NamedTuple):
+    """What selects a backward family (and keys its cache), besides the
+    modifiers: ``backward_config_args`` builds it from a call's arguments."""
+    head_dim: int
+    dtype: str
+    causal: bool
+    deterministic: bool
+    mask_alignment: str = "top_left"
+    sliding_window: bool = False
+    #: V's head dim where it differs from Q/K's (192/128), else None.
+    value_head_dim: Optional[int] = None
+
+
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
 
 
-def _backward_kernels(config_args: Tuple[Any, ...], device_index: int,
+def _backward_kernels(config_args: BackwardConfig, device_index: int,
                       modifiers: Tuple[str, Tuple[str, ...]] = ("", ())
                       ) -> Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]:
     """The loaded backward family (role -> (kernel, ABI)), compiled or cached
-    once; ``config_args``: head dim, dtype, causal, deterministic, and the
-    mask alignment and sliding window where given; ``modifiers``: the traced
-    regions and aux types, as for the forward (the cache key)."""
+    once; ``modifiers``: the traced regions and aux types, as for the forward
+    (the cache key)."""
     key = (config_args, device_index, modifiers)
     found = _loaded_backward.get(key)
     if found is not None:
@@ -994,28 +1007,25 @@ def _backward_kernels(config_args: Tuple[Any, ...], device_index: int,
     return found
 
 
-def _compile_backward(config_args: Tuple[Any, ...],
+def _compile_backward(config: BackwardConfig,
                       modifiers: Tuple[str, Tuple[str, ...]]) -> Any:
-    """The compiled (or cached) backward family of ``config_args``
-    (``backward_config_args``) and ``modifiers`` (regions, aux types)."""
-    head_dim, dtype, causal, deterministic, *masks = config_args
-    mask_alignment, sliding_window = tuple(masks) + ("top_left", False)[len(masks):]
-    return kernels.compile_attention(head_dim, dtype, causal, backward=True,
-                                     deterministic=deterministic,
-                                     mask_alignment=mask_alignment,
-                                     sliding_window=sliding_window,
+    """The compiled (or cached) backward family of ``config`` and
+    ``modifiers`` (regions, aux types)."""
+    return kernels.compile_attention(config.head_dim, config.dtype, config.causal,
+                                     backward=True, deterministic=config.deterministic,
+                                     mask_alignment=config.mask_alignment,
+                                     sliding_window=config.sliding_window,
+                                     value_head_dim=config.value_head_dim,
                                      modifiers=modifiers[0], aux_types=modifiers[1])
 
 
 def backward_config_args(head_dim: int, dtype: Any, causal: bool, deterministic: bool,
-                         mask_alignment: str = "top_left",
-                         sliding_window: bool = False) -> Tuple[Any, ...]:
-    """The key of a backward family (``_backward_kernels``): the masks only
-    where they are not the default, so the plain families' keys stay."""
-    args: Tuple[Any, ...] = (head_dim, kernels.dtype_name(dtype), causal, deterministic)
-    if mask_alignment != "top_left" or sliding_window:
-        args += (mask_alignment, sliding_window)
-    return args
+                         mask_alignment: str = "top_left", sliding_window: bool = False,
+                         value_head_dim: Optional[int] = None) -> BackwardConfig:
+    """The key of a backward family (``_backward_kernels``)."""
+    return BackwardConfig(head_dim, kernels.dtype_name(dtype), causal, deterministic,
+                          mask_alignment, sliding_window,
+                          None if value_head_dim in (None, head_dim) else value_head_dim)
 
 
 def _kernel_ready(name: str, t: Any) -> Any:
@@ -1041,7 +1051,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     (docs/backward.md): preprocess, main, postprocess.
 
     ``q``, ``k``, ``v``, ``causal``, ``scale`` and ``layout`` as for the
-    forward; ``o`` and ``do`` have q's shape, ``lse`` is fp32 ``(B, H_q,
+    forward (head dims 64, 96, 128, 192, 256, and 192 with v's 128); ``o``
+    and ``do`` have q's shape with v's head dim, ``lse`` is fp32 ``(B, H_q,
     S_q)``. ``dq``, ``dk``, ``dv``: optional outputs of q's, k's and v's
     shapes, dtype and layout (written in place; any strides the forward
     accepts). ``deterministic``: bit-identical gradients run to run (the
@@ -1059,10 +1070,10 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             or strides; the message names it.
     """
     (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, v_dim) = _check_inputs(q, k, v, layout)
-    dims = kernels.BACKWARD_HEAD_DIMS
-    if d not in dims or v_dim != d:
-        raise ValueError(f"the backward supports head dims {', '.join(map(str, dims))} with "
-                         f"v's equal to q's, got q's {d} and v's {v_dim}")
+    if (d, v_dim) not in kernels.BACKWARD_HEAD_DIM_PAIRS:
+        raise ValueError("the backward supports head dims "
+                         f"{', '.join(map(str, kernels.BACKWARD_HEAD_DIMS))} with v's equal to "
+                         f"q's, and q's 192 with v's 128, got q's {d} and v's {v_dim}")
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be a bool, got {causal!r}")
     if deterministic is not None and not isinstance(deterministic, bool):
@@ -1079,12 +1090,14 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
         _check_grad_args(None, None, deterministic, causal, mask_alignment, window_size,
                          mask_mod)
     # Copied below where the kernels cannot read them as they are.
+    # O and dO: q's shape with v's head dim.
+    o_shape = tuple(q.shape)[:-1] + (v_dim,)
     for name, t in (("o", o), ("do", do)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=False,
                               stride_alignment_bytes=None)
-        if tuple(t.shape) != tuple(q.shape) or str(t.dtype) != str(q.dtype):
-            raise ValueError(f"{name} must have q's shape {tuple(q.shape)} and dtype {q.dtype}, "
-                             f"got {tuple(t.shape)} and {t.dtype}")
+        if tuple(t.shape) != o_shape or str(t.dtype) != str(q.dtype):
+            raise ValueError(f"{name} must have the shape {o_shape} (q's, with v's head dim) "
+                             f"and q's dtype {q.dtype}, got {tuple(t.shape)} and {t.dtype}")
     _tensors.check_tensor("lse", lse, rank=3, device="cuda", last_dim_contiguous=False,
                           stride_alignment_bytes=None)
     if tuple(lse.shape) != (b, hq, sq) or str(lse.dtype) != "torch.float32":
@@ -1111,7 +1124,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
 
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     family = _backward_kernels(backward_config_args(d, q.dtype, causal, deterministic,
-                                                    mask_alignment, sliding_window),
+                                                    mask_alignment, sliding_window, v_dim),
                                device_index,
                                *([(traced.ir, traced.aux_types)] if traced else []))
     block_m = family["main"][1]["block_m"]
@@ -1137,7 +1150,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
         kv_layout = layout
     else:
         dk_out = torch.empty((b, hq, skv, d), dtype=q.dtype, device=q.device)
-        dv_out = torch.empty((b, hq, skv, d), dtype=q.dtype, device=q.device)
+        dv_out = torch.empty((b, hq, skv, v_dim), dtype=q.dtype, device=q.device)
         kv_layout = "bhsd"
 
     def strides(t: Any, t_layout: str) -> Tuple[int, ...]:
@@ -1185,7 +1198,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     # GQA/MQA: a K/V head's gradient is the sum over its query heads.
     summed = []
     for name, buf, out_t, like in (("dk", dk_out, dk, k), ("dv", dv_out, dv, v)):
-        total = buf.view(b, hkv, group, skv, d).sum(dim=2, dtype=torch.float32).to(q.dtype)
+        total = buf.view(b, hkv, group, skv, buf.shape[-1]).sum(
+            dim=2, dtype=torch.float32).to(q.dtype)
         if layout == "bshd":
             total = total.transpose(1, 2)
         if out_t is None:

@@ -604,6 +604,12 @@ def backward_grid() -> List[Case]:
                       Case("bf16", head_dim, causal, 2, 8, 2, 160, 333),
                       Case("bf16", head_dim, causal, 1, 4, 2, 190, 257, "bshd", True)]
         cases.append(Case("bf16", head_dim, True, 1, 2, 2, 1000, 1000))
+    # 192 with V's 128 (DeepSeek's): two of the three warpgroups hold dV^T.
+    for causal in (False, True):
+        cases += [Case("bf16", 192, causal, 1, 2, 2, 197, 300, value_head_dim=128),
+                  Case("f16", 192, causal, 2, 8, 2, 160, 333, value_head_dim=128),
+                  Case("bf16", 192, causal, 1, 4, 2, 190, 257, "bshd", True,
+                       value_head_dim=128)]
     return cases
 
 
@@ -617,12 +623,13 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
     for case in backward_grid():
         # The forward kernel attention_impl launches (the prefill plan's for
         # short causal sequences), then the backward family.
-        planned = prefill_plan(case.head_dim, case.head_dim, case.causal, "top_left", False,
+        planned = prefill_plan(case.head_dim, case.v_head_dim, case.causal, "top_left", False,
                                False, False, case.seq_q, case.seq_kv, {})
-        for config in (dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
-                            **planned),
-                       dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
-                            backward=True)):
+        dims = dict(head_dim=case.head_dim)
+        if case.value_head_dim is not None:
+            dims["value_head_dim"] = case.value_head_dim
+        for config in (dict(**dims, dtype=case.dtype, causal=case.causal, **planned),
+                       dict(**dims, dtype=case.dtype, causal=case.causal, backward=True)):
             if config not in configs:
                 configs.append(config)
     for case in deterministic_cases():
@@ -714,13 +721,14 @@ def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
     q = _make(case, "q", case.heads_q, case.seq_q, torch)
     k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
     v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
-    do = torch.randn_like(q, memory_format=torch.contiguous_format)
     scale = 1.0 / math.sqrt(case.head_dim)
     row: Dict[str, Any] = {"case": case.name}
     try:
         with torch.no_grad():
             o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
                                       layout=case.layout)
+        # dO has O's shape (v's head dim).
+        do = torch.randn_like(o, memory_format=torch.contiguous_format)
         # Poisoned outputs: every element the kernels miss stays NaN.
         outs = [torch.full_like(t, float("nan"), memory_format=torch.contiguous_format)
                 for t in (q, k, v)]

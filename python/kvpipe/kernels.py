@@ -33,9 +33,10 @@ HEAD_DIMS = (64, 96, 128, 192, 256)
 #: The (Q/K head dim, V head dim) pairs the compiler generates: equal dims,
 #: and 192 with 128 (DeepSeek's).
 HEAD_DIM_PAIRS = ((64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256))
-#: Head dims of the backward family the compiler generates (V's equal to
-#: Q/K's; docs/backward.md).
+#: Head dims of the backward family the compiler generates (docs/backward.md):
+#: V's equal to Q/K's, and 192 with 128.
 BACKWARD_HEAD_DIMS = (64, 96, 128, 192, 256)
+BACKWARD_HEAD_DIM_PAIRS = tuple((d, d) for d in BACKWARD_HEAD_DIMS) + ((192, 128),)
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
@@ -166,11 +167,11 @@ class AttentionConfig:
             raise ValueError(f"tuning attributes ({', '.join(sorted(tuning))}) are not "
                              "supported with backward=True: the backward kernels' tiles are "
                              "fixed per head dim (docs/backward.md)")
-        if backward and (head_dim not in BACKWARD_HEAD_DIMS or value_head_dim is not None
+        if backward and ((head_dim, value_head_dim or head_dim) not in BACKWARD_HEAD_DIM_PAIRS
                          or kv_lengths):
             raise ValueError("backward=True supports head_dim "
-                             f"{', '.join(map(str, BACKWARD_HEAD_DIMS))} without "
-                             "value_head_dim or kv_lengths (docs/backward.md)")
+                             f"{', '.join(map(str, BACKWARD_HEAD_DIMS))} (and 192 with "
+                             "value_head_dim 128) without kv_lengths (docs/backward.md)")
         if backward and deterministic and (sliding_window or mask_alignment != "top_left"
                                            and causal):
             raise ValueError("deterministic=True with backward=True supports the top-left "

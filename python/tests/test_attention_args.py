@@ -215,8 +215,9 @@ def test_backward_valid_arguments_reach_the_launch():
 
 
 @pytest.mark.parametrize("name,value,message", [
-    ("do", FakeTensor((2, 4, 101, 128)), "do must have q's shape"),
-    ("o", FakeTensor((2, 4, 100, 128), dtype="float16"), "o must have q's shape .* and dtype"),
+    ("do", FakeTensor((2, 4, 101, 128)),
+     r"do must have the shape \(2, 4, 100, 128\) \(q's, with v's head dim\)"),
+    ("o", FakeTensor((2, 4, 100, 128), dtype="float16"), "o must have the shape .* and q's dtype"),
     ("lse", FakeTensor((2, 4, 100)), "lse must be float32 of shape"),
     ("lse", FakeTensor((2, 4, 99), dtype="float32"), "lse must be float32 of shape"),
     ("dk", FakeTensor((2, 4, 100, 128)), "dk must have the shape \\(2, 4, 120, 128\\)"),
@@ -288,12 +289,23 @@ def test_bad_masks_are_named_when_inputs_require_grad(kwargs, error, match):
 def test_backward_refuses_head_dims_it_does_not_generate():
     from kvpipe.attention import attention_backward
 
-    # DeepSeek's 192/128: v's head dim differs from q's.
-    q, v = FakeTensor((1, 2, 16, 192)), FakeTensor((1, 2, 16, 128))
-    with pytest.raises(ValueError, match="head dims 64, 96, 128, 192, 256 with v's equal "
-                                         "to q's, got q's 192 and v's 128"):
+    # Every (q, v) head-dim pair the forward takes has a backward family
+    # (kernels.BACKWARD_HEAD_DIM_PAIRS): the others are refused by the input
+    # check, naming the head dims.
+    from kvpipe import kernels
+    assert set(kernels.HEAD_DIM_PAIRS) <= set(kernels.BACKWARD_HEAD_DIM_PAIRS)
+    q, v = FakeTensor((1, 2, 16, 128)), FakeTensor((1, 2, 16, 64))
+    with pytest.raises(ValueError, match="v's head dim must be one of .* got 64"):
         attention_backward(q, q, v, v, FakeTensor((1, 2, 16), dtype="float32"), v)
-    # A head dim no family has: the input check names it first.
     q = FakeTensor((1, 2, 16, 160))
     with pytest.raises(ValueError, match="q's head dim must be one of"):
         attention_backward(q, q, q, q, FakeTensor((1, 2, 16), dtype="float32"), q)
+
+
+def test_backward_takes_192_with_v_128_and_checks_o_against_v():
+    from kvpipe.attention import attention_backward
+
+    # o and do have q's shape with v's head dim: one of q's is refused.
+    q, v = FakeTensor((1, 2, 16, 192)), FakeTensor((1, 2, 16, 128))
+    with pytest.raises(ValueError, match=r"o must have the shape \(1, 2, 16, 128\)"):
+        attention_backward(q, q, v, q, FakeTensor((1, 2, 16), dtype="float32"), v)

@@ -187,7 +187,7 @@ def test_modifiers_reach_the_declaration_and_the_cache_key():
     ({"aux_types": ("f32",)}, ValueError, "aux_types need modifiers"),
     ({"modifiers": "score_mod {}", "aux_types": ("f16",)}, ValueError, "'f32' or 'i32'"),
     ({"modifiers": "score_mod {}", "backward": True, "kv_lengths": True}, ValueError,
-     "without value_head_dim or kv_lengths"),
+     "without kv_lengths"),
     ({"backward": True, "deterministic": True, "sliding_window": True}, ValueError,
      "deterministic=True with backward=True supports the top-left causal mask or none"),
 ])

@@ -14,11 +14,14 @@
 // the 64-byte swizzle. The epilogue stores dK^T and dV^T transposed into the
 // K and V tiles (rows: keys) for 96-row TMA stores. The 256 declaration
 // (two warpgroups, 64 keys) goes through --kvpipe-to-ptx and ptxas too: the
-// pinned wgmma descriptors keep both kernels free of spills.
+// pinned wgmma descriptors keep the kernels free of spills. With V's head
+// dim 128 at 192 (DeepSeek's), V's two 64-row blocks of dV^T go to
+// warpgroups 0 and 1: the third issues and stores no dV (uniform branches).
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @bwd {head_dim = 192 : i64, element_type = bf16, causal = true, backward = true}
   kvpipe.attention_kernel @bwd256 {head_dim = 256 : i64, element_type = f16, causal = false, backward = true}
+  kvpipe.attention_kernel @bwd192v128 {head_dim = 192 : i64, value_head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
 }
 
 // CHECK-LABEL: gpu.func @bwd(
@@ -82,6 +85,34 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // Two 64-row blocks of dV^T and of dK^T, 64 keys each (32 fp32).
 //   CHECK-COUNT-4:   kvpipe.warpgroup_mma {{.*}}transpose_a, transpose_b{{.*}} -> vector<32xf32>
 
+// CHECK-LABEL: gpu.func @bwd192v128(
+//  CHECK-SAME:   block_n = 96
+//  CHECK-SAME:   value_head_dim = 128
+// V: [4 blocks][96 keys][32]; the dO ring's slot: [4][64][32].
+//       CHECK:   memref<4x96x32xbf16, #gpu.address_space<workgroup>>
+//       CHECK:   memref<1x4x64x32xbf16, #gpu.address_space<workgroup>>
+//       CHECK:   %[[HASDV:.*]] = arith.cmpi ult, %{{.*}}, %c2 : index
+// dP = dO V_c^T over V's 128 columns.
+//       CHECK:   kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64} : memref<4x64x32xbf16, {{.*}}>, memref<4x32x32xbf16, {{.*}}> -> vector<16xf32>
+// dV^T only where the warpgroup has rows of it; the wait retires it or
+// nothing, and dO is released either way.
+//       CHECK:   %[[DV:.*]] = scf.if %[[HASDV]] -> (vector<48xf32>) {
+//  CHECK-NEXT:     %{{.*}} = memref.subview
+//  CHECK-NEXT:     %[[MMA:.*]] = kvpipe.warpgroup_mma {{.*}}transpose_a, transpose_b{{.*}} -> vector<48xf32>
+//  CHECK-NEXT:     scf.yield %[[MMA]]
+//       CHECK:   kvpipe.warpgroup_mma {{.*}}transpose_a, transpose_b{{.*}} -> vector<48xf32>
+//       CHECK:   kvpipe.warpgroup_wait %[[DV]] {pending = 2 : i64}
+//  CHECK-NEXT:   kvpipe.consumer_release
+// The epilogue's dV store, and its TMA stores, under the same condition.
+//       CHECK:   scf.if %[[HASDV]] {
+//  CHECK-NEXT:     memref.subview
+//       CHECK:     kvpipe.store_fragment %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose} : vector<48xbf16>, memref<2x96x32xbf16
+//       CHECK:   scf.if %[[HASDV]] {
+//  CHECK-NEXT:     memref.subview
+//  CHECK-NEXT:     kvpipe.tma_store %{{.*}}, %arg5
+
+// PTXAS: Compiling entry function 'bwd192v128'
+// PTXAS: bytes spill stores
 // PTXAS: Compiling entry function 'bwd256'
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Compiling entry function 'bwd'

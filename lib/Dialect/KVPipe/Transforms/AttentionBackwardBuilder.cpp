@@ -105,15 +105,15 @@ void BackwardBuilder::forEachWarpRow(
   body(row, arith::AddIOp::create(b, rowBase, row), valid, lane);
 }
 
-Value BackwardBuilder::rowChunkColumn(Value lane, int64_t chunk) {
+Value BackwardBuilder::rowChunkColumn(Value lane, int64_t chunk,
+                                      int64_t width) {
   return arith::MulIOp::create(
-      b, arith::AddIOp::create(b, lane, index(32 * chunk)),
-      index(rowChunkElements()));
+      b, arith::AddIOp::create(b, lane, index(32 * chunk)), index(width));
 }
 
 Value BackwardBuilder::rowElements(Value base, Value strides[3], Value row,
-                                   Value lane) {
-  int64_t width = rowChunkElements(), perLane = c.headDim / 32;
+                                   Value lane, int64_t dim) {
+  int64_t width = rowChunkElements(dim), perLane = dim / 32;
   Value rowOffset = arith::AddIOp::create(
       b,
       arith::AddIOp::create(
@@ -128,7 +128,7 @@ Value BackwardBuilder::rowElements(Value base, Value strides[3], Value row,
     Value addr = element(
         c.elementType, base,
         arith::AddIOp::create(b, rowOffset,
-                              toI64(rowChunkColumn(lane, chunk))));
+                              toI64(rowChunkColumn(lane, chunk, width))));
     Value loaded =
         LLVM::LoadOp::create(b, chunkType, addr, width * c.elementBytes());
     if (width == perLane)
@@ -163,7 +163,8 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
   Value dOStrides[3] = {p(PreprocessParam::DOStrideB),
                         p(PreprocessParam::DOStrideH),
                         p(PreprocessParam::DOStrideS)};
-  int64_t perLane = c.headDim / 32;
+  // O and dO rows: value_head_dim columns; dQ's: head_dim.
+  int64_t perLane = c.valueHeadDim / 32;
   forEachWarpRow(seqQ, headsQ, [&](Value row, Value paddedRow, Value valid,
                                    Value lane) {
     // The warp's part of rowsum(dO * O): 0 for a padding row.
@@ -176,9 +177,11 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
       b.setInsertionPointToStart(ifValid.thenBlock());
       auto f32Vec = VectorType::get({perLane}, b.getF32Type());
       Value o = arith::ExtFOp::create(
-          b, f32Vec, rowElements(p(PreprocessParam::O), oStrides, row, lane));
+          b, f32Vec, rowElements(p(PreprocessParam::O), oStrides, row, lane,
+                                 c.valueHeadDim));
       Value dO = arith::ExtFOp::create(
-          b, f32Vec, rowElements(p(PreprocessParam::DO), dOStrides, row, lane));
+          b, f32Vec, rowElements(p(PreprocessParam::DO), dOStrides, row, lane,
+                                 c.valueHeadDim));
       Value partial = vector::ReductionOp::create(
           b, vector::CombiningKind::ADD, arith::MulFOp::create(b, o, dO));
       scf::YieldOp::create(b, partial);
@@ -194,7 +197,7 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
     // This lane's chunks of the dQ accumulator's row are zeroed.
     Value dqRow = arith::MulIOp::create(
         b, paddedOffset, arith::ConstantIntOp::create(b, c.headDim, 64));
-    int64_t width = rowChunkElements();
+    int64_t width = rowChunkElements(c.headDim);
     auto zeroChunk = VectorType::get({width}, b.getF32Type());
     Value zeros = arith::ConstantOp::create(
         b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
@@ -202,8 +205,8 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
       LLVM::StoreOp::create(
           b, zeros,
           element(b.getF32Type(), p(PreprocessParam::DQAccum),
-                  arith::AddIOp::create(b, dqRow,
-                                        toI64(rowChunkColumn(lane, chunk)))),
+                  arith::AddIOp::create(
+                      b, dqRow, toI64(rowChunkColumn(lane, chunk, width)))),
           width * 4);
     auto first = scf::IfOp::create(
         b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)),
@@ -451,11 +454,11 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   int64_t doStages = c.backwardDOStages();
   int64_t buffers = AttentionConfig::kBackwardDSBuffers;
   sK = view(0, sharedType({c.qkBlocks(), c.blockN, kW}));
-  sV = view(c.backwardVOffset(), sharedType({c.qkBlocks(), c.blockN, kW}));
+  sV = view(c.backwardVOffset(), sharedType({c.vBlocks(), c.blockN, kW}));
   sQ = view(c.backwardQOffset(),
             sharedType({stages, c.qkBlocks(), kBlockM, kW}));
   sDO = view(c.backwardDOOffset(),
-             sharedType({doStages, c.qkBlocks(), kBlockM, kW}));
+             sharedType({doStages, c.vBlocks(), kBlockM, kW}));
   if (c.backwardSplitsHeadDim()) {
     // dS and P: [buffers][block_n / kW][64 queries][kW keys]; consumer c's
     // tile is column block c (its 32 keys), and a buffer is the K-major A of
@@ -507,10 +510,12 @@ void BackwardBuilder::buildMainProducer() {
                             BackwardParam::VMap, BackwardParam::DOMap})
     TMAPrefetchOp::create(b, param(map));
   // Loads every column block of `rows` rows at `row` into `tile` (a slot
-  // view [D/kW][rows][kW]), completing on `barrier`.
+  // view [blocks][rows][kW]: Q and K have head_dim columns, V and dO
+  // value_head_dim), completing on `barrier`.
   auto loadRows = [&](Value map, Value tile, Value headIndex, Value row,
                       int64_t rows, Value barrier) {
-    for (int64_t col = 0; col < c.qkBlocks(); ++col) {
+    int64_t blocks = cast<MemRefType>(tile.getType()).getShape().front();
+    for (int64_t col = 0; col < blocks; ++col) {
       Value block = buildTileView(
           b, tile, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
           {rows, kW});
@@ -541,10 +546,12 @@ void BackwardBuilder::buildMainProducer() {
     ProducerAcquireOp::create(b, state, nullptr);
     Value slotIndex = IndexOp::create(b, state);
     Value barrier = ProducerMBarOp::create(b, state, nullptr);
+    ArrayRef<int64_t> slotShape =
+        cast<MemRefType>(ring.getType()).getShape().drop_front();
     Value tile = buildTileView(
         b, ring,
         {slotIndex, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
-        {c.qkBlocks(), kBlockM, kW});
+        slotShape);
     loadRows(map, tile, head, qRow, kBlockM, barrier);
     ProducerCommitOp::create(b, state, nullptr);
     next.push_back(StepOp::create(b, state));
@@ -1238,6 +1245,10 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
       b.getNamedAttr("block_m",
                      b.getI64IntegerAttr(AttentionConfig::kBackwardBlockM)),
   };
+  // V's head dim where it differs (192/128): dO, O and dV have its columns.
+  if (c.valueHeadDim != c.headDim)
+    entries.push_back(b.getNamedAttr("value_head_dim",
+                                     b.getI64IntegerAttr(c.valueHeadDim)));
   // Only kernels with other masks than top-left causal or modifiers name
   // them: the others' ABI is unchanged.
   if (c.maskAlignment != MaskAlignment::TopLeft || c.slidingWindow) {

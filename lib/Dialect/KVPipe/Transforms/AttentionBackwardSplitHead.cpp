@@ -107,9 +107,15 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   const int64_t numWarpgroups = c.consumerWarpgroups;
   // This warpgroup's head-dim rows of dK^T and dV^T, in wgmma M blocks of 64
   // (kW columns of the tiles each 64 / kW column blocks), and its column
-  // blocks of dQ.
-  const int64_t rowBlocks = c.headDim / numWarpgroups / 64;
+  // blocks of dQ. V's rows (value_head_dim) are split the same way when
+  // their blocks divide among the warpgroups; otherwise (192/128: two
+  // blocks, three warpgroups) warpgroup c < value_head_dim / 64 has block c
+  // and the others none (`hasDV`, uniform in the warpgroup).
   const int64_t tilesPerRowBlock = 64 / kW;
+  const int64_t kRowBlocks = c.headDim / numWarpgroups / 64;
+  const int64_t vBlocksTotal = c.valueHeadDim / 64;
+  const bool vSplitEvenly = vBlocksTotal % numWarpgroups == 0;
+  const int64_t vRowBlocks = vSplitEvenly ? vBlocksTotal / numWarpgroups : 1;
   const int64_t dqBlocks = c.qkBlocks() / numWarpgroups;
   // S and dP: 64 queries x kW keys; dK^T, dV^T: 64 head-dim rows x block_n.
   auto sType = VectorType::get({kW / 2}, b.getF32Type());
@@ -136,16 +142,32 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   Value sKc = buildTileView(b, sK, {b.getIndexAttr(0), keyOffset, b.getIndexAttr(0)},
                             {c.qkBlocks(), kW, kW});
   Value sVc = buildTileView(b, sV, {b.getIndexAttr(0), keyOffset, b.getIndexAttr(0)},
-                            {c.qkBlocks(), kW, kW});
+                            {c.vBlocks(), kW, kW});
+  Value hasDV = vSplitEvenly
+                    ? Value()
+                    : Value(arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                                  consumer, index(vBlocksTotal)));
+  // `body` where this warpgroup has rows of dV^T (a uniform branch when
+  // not every warpgroup has).
+  auto withDV = [&](function_ref<void()> body) {
+    if (!hasDV)
+      return body();
+    auto ifDV = scf::IfOp::create(b, hasDV, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifDV.thenBlock());
+    body();
+  };
   Value threadRow = arith::AddIOp::create(
       b, arith::MulIOp::create(b, warp, index(AccumulatorLayout::kRowsPerWarp)),
       arith::DivUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow)));
   threadColumn = arith::MulIOp::create(
       b, arith::RemUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow)),
       index(AccumulatorLayout::kColumnsPerLane));
-  // The first of this warpgroup's tile column blocks in the head dim.
-  Value firstRowTile = arith::MulIOp::create(
-      b, consumer, index(rowBlocks * tilesPerRowBlock));
+  // The first of this warpgroup's tile column blocks in the head dims.
+  Value firstKRowTile = arith::MulIOp::create(
+      b, consumer, index(kRowBlocks * tilesPerRowBlock));
+  Value firstVRowTile = arith::MulIOp::create(
+      b, consumer, index(vRowBlocks * tilesPerRowBlock));
   Value firstDQBlock = arith::MulIOp::create(b, consumer, index(dqBlocks));
   // The dQ staging tile: one column block of 64 x kW fp32 in fragment order.
   Value sDQc = shared.view(
@@ -162,7 +184,7 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   Value zero = arith::ConstantOp::create(
       b, gradType, DenseElementsAttr::get(gradType, 0.0f));
   SmallVector<Value> inits = {pipeQ, pipeDO};
-  inits.append(2 * rowBlocks, zero);
+  inits.append(vRowBlocks + kRowBlocks, zero);
   Value scaleLog2 = param(BackwardParam::ScaleLog2);
 
   auto loop = scf::ForOp::create(b, qBegin, qEnd, index(1), inits);
@@ -170,19 +192,18 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value stateQ = loop.getRegionIterArg(0), stateDO = loop.getRegionIterArg(1);
-    SmallVector<Value> dVT(loop.getRegionIterArgs().slice(2, rowBlocks));
+    SmallVector<Value> dVT(loop.getRegionIterArgs().slice(2, vRowBlocks));
     SmallVector<Value> dKT(
-        loop.getRegionIterArgs().slice(2 + rowBlocks, rowBlocks));
+        loop.getRegionIterArgs().slice(2 + vRowBlocks, kRowBlocks));
     Value qBlock = loop.getInductionVar();
     Value qRow = arith::MulIOp::create(b, qBlock, index(kBlockM));
     queryRow0 = arith::AddIOp::create(b, qRow, threadRow);
     queryRow1 = arith::AddIOp::create(
         b, queryRow0, index(AccumulatorLayout::kRowHalfDistance));
-    SmallVector<int64_t, 3> slotShape = {c.qkBlocks(), kBlockM, kW};
     // S = Q_i K_c^T and dP = dO_i V_c^T.
-    Value qTile = buildSlotWait(b, sQ, stateQ, slotShape);
+    Value qTile = buildSlotWait(b, sQ, stateQ, {c.qkBlocks(), kBlockM, kW});
     Value s = WarpgroupMmaOp::create(b, sType, qTile, sKc, Value(), kSwizzle);
-    Value doTile = buildSlotWait(b, sDO, stateDO, slotShape);
+    Value doTile = buildSlotWait(b, sDO, stateDO, {c.vBlocks(), kBlockM, kW});
     Value dP = WarpgroupMmaOp::create(b, sType, doTile, sVc, Value(), kSwizzle);
     // The log-sum-exp and delta of the thread's two queries, loaded while
     // the GEMMs run (ptxas hoists loads above neither the waits nor the
@@ -299,21 +320,38 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
     // the slot's column blocks of this warpgroup's head-dim rows read
     // MN-major, B the buffer read MN-major. dV^T first: dO's single slot is
     // released as soon as they retire.
-    auto rowsOfSlot = [&](Value slot, int64_t m) {
+    auto rowsOfSlot = [&](Value slot, Value firstTile, int64_t m) {
       return buildTileView(
           b, slot,
           {OpFoldResult(arith::AddIOp::create(
-               b, firstRowTile, index(m * tilesPerRowBlock))),
+               b, firstTile, index(m * tilesPerRowBlock))),
            b.getIndexAttr(0), b.getIndexAttr(0)},
           {tilesPerRowBlock, kBlockM, kW});
     };
-    for (int64_t m = 0; m < rowBlocks; ++m)
-      dVT[m] = WarpgroupMmaOp::create(b, gradType, rowsOfSlot(doTile, m),
-                                      pBuffer, dVT[m], kSwizzle,
-                                      /*transpose_b=*/true,
-                                      /*transpose_a=*/true);
-    for (int64_t m = 0; m < rowBlocks; ++m)
-      dKT[m] = WarpgroupMmaOp::create(b, gradType, rowsOfSlot(qTile, m),
+    auto issueDV = [&](int64_t m) -> Value {
+      return WarpgroupMmaOp::create(b, gradType,
+                                    rowsOfSlot(doTile, firstVRowTile, m),
+                                    pBuffer, dVT[m], kSwizzle,
+                                    /*transpose_b=*/true,
+                                    /*transpose_a=*/true);
+    };
+    if (!hasDV) {
+      for (int64_t m = 0; m < vRowBlocks; ++m)
+        dVT[m] = issueDV(m);
+    } else {
+      // One block or none: the wait below retires it or nothing.
+      auto ifDV = scf::IfOp::create(b, TypeRange{gradType}, hasDV,
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifDV.thenBlock());
+      scf::YieldOp::create(b, issueDV(0));
+      b.setInsertionPointToStart(ifDV.elseBlock());
+      scf::YieldOp::create(b, dVT[0]);
+      dVT[0] = ifDV.getResult(0);
+    }
+    for (int64_t m = 0; m < kRowBlocks; ++m)
+      dKT[m] = WarpgroupMmaOp::create(b, gradType,
+                                      rowsOfSlot(qTile, firstKRowTile, m),
                                       dsBuffer, dKT[m], kSwizzle,
                                       /*transpose_b=*/true,
                                       /*transpose_a=*/true);
@@ -332,12 +370,12 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
     // In flight: dV^T, dK^T, dQ_0. Retire dV^T, release dO_i; retire dK^T,
     // release Q_i (dQ reads neither).
     auto dvWait = WarpgroupWaitOp::create(b, TypeRange(ValueRange(dVT)), dVT,
-                                          rowBlocks + 1);
-    for (int64_t m = 0; m < rowBlocks; ++m)
+                                          kRowBlocks + 1);
+    for (int64_t m = 0; m < vRowBlocks; ++m)
       dVT[m] = dvWait.getResult(m);
     Value nextDO = ConsumerReleaseOp::create(b, stateDO, elected, nullptr);
     auto dkWait = WarpgroupWaitOp::create(b, TypeRange(ValueRange(dKT)), dKT, 1);
-    for (int64_t m = 0; m < rowBlocks; ++m)
+    for (int64_t m = 0; m < kRowBlocks; ++m)
       dKT[m] = dkWait.getResult(m);
     Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
 
@@ -409,21 +447,29 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   NVVM::BarrierOp::create(b, Type(), consumersBarrier, i32(consumerThreads),
                           nullptr, Value());
   Value scale = param(BackwardParam::Scale);
-  for (int64_t m = 0; m < rowBlocks; ++m) {
-    Value firstTile = arith::AddIOp::create(
-        b, firstRowTile, index(m * tilesPerRowBlock));
-    auto rowsOf = [&](Value tile) {
-      return buildTileView(
-          b, tile, {OpFoldResult(firstTile), b.getIndexAttr(0), b.getIndexAttr(0)},
-          {tilesPerRowBlock, c.blockN, kW});
-    };
-    Value dK = FragmentRescaleOp::create(
-        b, gradType, loop.getResult(2 + rowBlocks + m), scale, scale);
-    StoreFragmentOp::create(b, packedTrunc(dK), rowsOf(sK), kSwizzle,
+  // Rows [64 m, 64 m + 64) of this warpgroup's part of dK^T or dV^T, stored
+  // transposed into their column blocks of `tile`.
+  auto storeTransposed = [&](Value grad, Value tile, Value firstTile,
+                             int64_t m) {
+    Value view = buildTileView(
+        b, tile,
+        {OpFoldResult(arith::AddIOp::create(b, firstTile,
+                                            index(m * tilesPerRowBlock))),
+         b.getIndexAttr(0), b.getIndexAttr(0)},
+        {tilesPerRowBlock, c.blockN, kW});
+    StoreFragmentOp::create(b, packedTrunc(grad), view, kSwizzle,
                             /*transpose=*/true);
-    StoreFragmentOp::create(b, packedTrunc(loop.getResult(2 + m)), rowsOf(sV),
-                            kSwizzle, /*transpose=*/true);
-  }
+  };
+  for (int64_t m = 0; m < kRowBlocks; ++m)
+    storeTransposed(
+        FragmentRescaleOp::create(b, gradType,
+                                  loop.getResult(2 + vRowBlocks + m), scale,
+                                  scale),
+        sK, firstKRowTile, m);
+  withDV([&] {
+    for (int64_t m = 0; m < vRowBlocks; ++m)
+      storeTransposed(loop.getResult(2 + m), sV, firstVRowTile, m);
+  });
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
@@ -432,10 +478,11 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(store.thenBlock());
-    for (auto [tile, map] : {std::pair{sK, param(BackwardParam::DKMap)},
-                             std::pair{sV, param(BackwardParam::DVMap)}}) {
-      for (int64_t col = 0; col < rowBlocks * tilesPerRowBlock; ++col) {
-        Value tileIndex = arith::AddIOp::create(b, firstRowTile, index(col));
+    // The TMA stores of `blocks` column blocks of `tile` from `firstTile`.
+    auto storeBlocks = [&](Value tile, Value map, Value firstTile,
+                           int64_t blocks) {
+      for (int64_t col = 0; col < blocks; ++col) {
+        Value tileIndex = arith::AddIOp::create(b, firstTile, index(col));
         Value block = buildTileView(
             b, tile, {OpFoldResult(tileIndex), b.getIndexAttr(0), b.getIndexAttr(0)},
             {c.blockN, kW});
@@ -444,7 +491,13 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
             ValueRange{batch, head, kvRow0,
                        arith::MulIOp::create(b, tileIndex, index(kW))});
       }
-    }
+    };
+    storeBlocks(sK, param(BackwardParam::DKMap), firstKRowTile,
+                kRowBlocks * tilesPerRowBlock);
+    withDV([&] {
+      storeBlocks(sV, param(BackwardParam::DVMap), firstVRowTile,
+                  vRowBlocks * tilesPerRowBlock);
+    });
     NVVM::CpAsyncBulkCommitGroupOp::create(b);
     // The stores read the K/V tiles: they must finish before the CTA exits.
     NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),

@@ -106,20 +106,23 @@ private:
     return vector::FromElementsOp::create(
         b, VectorType::get(type.getShape(), c.elementType), elements);
   }
-  /// The row-wise kernels' split of a row among a warp's lanes: each lane
-  /// owns D/32 columns, in chunks of rowChunkElements() -- the largest power
-  /// of two dividing D/32, so that a chunk is one aligned vector access (2
-  /// at D 64, 4 at D 128; at D 96, three single columns, where one vector of
-  /// 3 at lane * 6 bytes would be misaligned) -- chunk j at column
-  /// rowChunkColumn(lane, j) = (32 j + lane) * rowChunkElements().
-  int64_t rowChunkElements() const {
-    int64_t perLane = c.headDim / 32;
+  /// The row-wise kernels' split of a row of `dim` columns among a warp's
+  /// lanes: each lane owns dim/32 columns, in chunks of
+  /// rowChunkElements(dim) -- the largest power of two dividing dim/32, so
+  /// that a chunk is one aligned vector access (2 at 64, 4 at 128; at 96,
+  /// three single columns, where one vector of 3 at lane * 6 bytes would be
+  /// misaligned) -- chunk j at column rowChunkColumn(lane, j, width) =
+  /// (32 j + lane) * width.
+  int64_t rowChunkElements(int64_t dim) const {
+    int64_t perLane = dim / 32;
     return perLane & -perLane;
   }
-  Value rowChunkColumn(Value lane, int64_t chunk);
-  /// The lane's D/32 elements (its chunks, in order) of row `row` of the
-  /// (B, H, S, D) tensor at `base` with element strides (batch, head, row).
-  Value rowElements(Value base, Value strides[3], Value row, Value lane);
+  Value rowChunkColumn(Value lane, int64_t chunk, int64_t width);
+  /// The lane's dim/32 elements (its chunks, in order) of row `row` of the
+  /// (B, H, S, dim) tensor at `base` with element strides (batch, head,
+  /// row).
+  Value rowElements(Value base, Value strides[3], Value row, Value lane,
+                    int64_t dim);
 
   // Main kernel.
   void buildMainProducer();

@@ -130,7 +130,9 @@ struct AttentionConfig {
   int64_t qkTileWidth() const { return qkSwizzleBytes() / elementBytes(); }
   int64_t qkBlocks() const { return headDim / qkTileWidth(); }
   /// V and O tiles: rows of value_head_dim elements.
-  int64_t vSwizzleBytes() const { return swizzleBytesFor(valueHeadDim); }
+  int64_t vSwizzleBytes() const {
+    return backwardSplitsHeadDim() ? 64 : swizzleBytesFor(valueHeadDim);
+  }
   int64_t vTileWidth() const { return vSwizzleBytes() / elementBytes(); }
   int64_t vBlocks() const { return valueHeadDim / vTileWidth(); }
 
@@ -174,6 +176,10 @@ struct AttentionConfig {
   int64_t backwardQTileBytes() const {
     return kBackwardBlockM * headDim * elementBytes();
   }
+  /// dO (and O) rows have value_head_dim elements.
+  int64_t backwardDOTileBytes() const {
+    return kBackwardBlockM * valueHeadDim * elementBytes();
+  }
   /// Byte offsets in the dynamic shared memory of the backward's main
   /// kernel: K, V, the Q ring, the dO ring, the dS buffers (and with the
   /// head dim split, the P buffers), the consumers' dQ staging tiles.
@@ -183,7 +189,7 @@ struct AttentionConfig {
     return backwardQOffset() + kBackwardStages * backwardQTileBytes();
   }
   int64_t backwardDSOffset() const {
-    return backwardDOOffset() + backwardDOStages() * backwardQTileBytes();
+    return backwardDOOffset() + backwardDOStages() * backwardDOTileBytes();
   }
   /// One buffer of dS (or P): the CTA's block_n keys x 64 queries.
   int64_t backwardDSBufferBytes() const {
