@@ -22,7 +22,7 @@ mask (``check.reference_mask``), query rows in chunks. Every case runs twice:
 The backward (``backward_cases``): ``flash_attn_varlen_func`` on inputs that
 require grad, ``.backward(dout)``, dq, dk and dv against float32 autograd of
 the per-sequence reference, on batches with a sequence without keys or
-queries, GQA, causal (bottom-right), a window, the backward's head dims.
+queries, GQA, causal (bottom-right), a window, head dims 64 to 256.
 """
 
 from __future__ import annotations
@@ -137,6 +137,8 @@ def backward_cases() -> List[VarlenCase]:
         VarlenCase("f16", 128, 4, 4, (300, 64, 1), (300, 128, 1)),
         VarlenCase("bf16", 128, 6, 2, (130, 257), (400, 257), True, "bottom_right", (64, 0)),
         VarlenCase("bf16", 96, 2, 2, (33, 190), (100, 190), True, "bottom_right"),
+        VarlenCase("bf16", 256, 2, 1, (190, 33), (190, 100), True, "bottom_right"),
+        VarlenCase("bf16", 192, 4, 2, (100, 250), (300, 250), value_head_dim=128),
     ]
 
 

@@ -295,8 +295,8 @@ def test_inputs_requiring_grad_go_through_autograd(monkeypatch):
 
 def test_the_backward_check_covers_the_backward_families():
     # check --varlen's backward cases: a sequence without keys and one
-    # without queries, GQA, bottom-right causal, a window, the backward's
-    # head dims; compile --for-check --varlen holds the dense backward
+    # without queries, GQA, bottom-right causal, a window, every head dim
+    # pair's tiles; compile --for-check --varlen holds the dense backward
     # families the per-sequence backward launches (top-left for sequences as
     # long as their keys).
     cases = check_varlen.backward_cases()
@@ -304,7 +304,8 @@ def test_the_backward_check_covers_the_backward_families():
     assert any(c.heads_q != c.heads_kv for c in cases)
     assert any(c.causal and c.alignment == "bottom_right" for c in cases)
     assert any(c.window != (-1, -1) for c in cases)
-    assert set(kernels.BACKWARD_HEAD_DIMS) <= {c.head_dim for c in cases}
+    assert {64, 96, 128, 192, 256} <= {c.head_dim for c in cases}
+    assert any(c.value_head_dim == 128 for c in cases)
     configs = check_varlen.kernel_configs()
     for case in cases:
         causal, alignment, window = check_varlen._kernel_choice(case)
