@@ -1344,7 +1344,8 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                      mask_alignment: str = "top_left",
                      window_size: Tuple[int, int] = (-1, -1),
                      check_cu_seqlens: Optional[bool] = None, out: Any = None,
-                     lse_out: Any = None, **tuning: int) -> Any:
+                     lse_out: Any = None, score_mod: Any = None, mask_mod: Any = None,
+                     **tuning: int) -> Any:
     """Attention over a batch of sequences packed without padding (the
     ``varlen`` kernel; flash-attn's ``flash_attn_varlen_func`` layout).
 
@@ -1370,6 +1371,11 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
             dtype and device.
         lse_out: an optional fp32 ``(H_q, total_q)`` contiguous log-sum-exp
             output (with ``return_lse``).
+        score_mod, mask_mod: FlexAttention-style callbacks, as for
+            :func:`attention`, traced into the kernel (docs/modifiers.md):
+            ``b`` is the sequence's index, ``q_idx`` and ``kv_idx`` its query's
+            and key's positions in the sequence. Not with inputs requiring
+            grad yet.
 
     Returns:
         ``out`` ``(total_q, H_q, D_v)`` contiguous, or ``(out, lse)``. Only
@@ -1381,7 +1387,14 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     Raises:
         ValueError / TypeError: a bad argument, named.
     """
+    traced = _modifiers.trace(score_mod, mask_mod)
+    check_aux_grad(traced)
     if _needs_grad(q, k, v):
+        if traced is not None:
+            raise NotImplementedError(
+                "score_mod/mask_mod with attention_varlen on inputs that require grad: the "
+                "varlen backward runs per sequence, where the regions' b index would not be "
+                "the sequence's (docs/serving.md)")
         if out is not None or lse_out is not None:
             raise ValueError("out and lse_out cannot be given when q, k or v require grad "
                              "(autograd records a new output)")
@@ -1398,6 +1411,7 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
                                                              window_size)
     scale = checked_scale(scale, d)
+    _check_modifier_lengths(traced, max_seqlen_q, max_seqlen_k)
     for name, t, shape, dtype in (("out", out, (total_q, hq, dv), str(q.dtype)),
                                   ("lse_out", lse_out, (hq, total_q), "torch.float32")):
         if t is None:
@@ -1442,9 +1456,12 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
     kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
                                dv if dv != d else None, mask_alignment, sliding_window, False),
-                              device_index, tuple(sorted(tuning.items())), varlen=True)
+                              device_index, tuple(sorted(tuning.items())),
+                              (traced.ir, traced.aux_types) if traced else ("", ()),
+                              varlen=True)
     args = varlen_kernel_arguments(abi, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-                                   max_seqlen_q, max_seqlen_k, scale, (window_left, window_right))
+                                   max_seqlen_q, max_seqlen_k, scale, (window_left, window_right),
+                                   _aux_arguments(traced, q) if traced else {})
     grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, varlen B=%d H=%d/%d "
         "total=%d/%d max=%d/%d", abi["kernel"], grid, abi["threads"],
@@ -1513,10 +1530,12 @@ def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: 
 def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: Any, lse: Any,
                             cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
                             max_seqlen_k: int, scale: float,
-                            window: Tuple[int, int]) -> list:
+                            window: Tuple[int, int],
+                            aux: Optional[Dict[str, Any]] = None) -> list:
     """The launch arguments of a ``varlen`` kernel: the packed tensors'
     maps as ``(1, total, H, D)``, the maxima as seq_q / seq_kv, the offsets,
-    the output's address and rows (docs/kernel-abi.md)."""
+    the output's address and rows, the modifiers' tensors (``aux<i>``;
+    docs/kernel-abi.md)."""
     hq, hkv = tuple(q.shape)[1], tuple(k.shape)[1]
     return kernel_arguments(abi, {
         "q_map": ("q", _PackedView(q), "bshd"), "k_map": ("k", _PackedView(k), "bshd"),
@@ -1526,4 +1545,5 @@ def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: An
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": tuple(cu_seqlens_q.shape)[0] - 1,
         "window_left": window[0], "window_right": window[1],
         "cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
-        "o": out.data_ptr(), "total_q": tuple(q.shape)[0]})
+        "o": out.data_ptr(), "total_q": tuple(q.shape)[0],
+        **{name: t.data_ptr() for name, t in (aux or {}).items()}})

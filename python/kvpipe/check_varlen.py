@@ -127,6 +127,107 @@ def varlen_grid() -> List[VarlenCase]:
     return cases
 
 
+#: flash_attn_varlen_func's softcap and ALiBi (each sequence's own diagonal)
+#: through the varlen kernel's score_mod: (case, softcap, alibi).
+MODIFIER_CASES = [
+    (VarlenCase("bf16", 128, 4, 2, (1, 200, 77, 513), (5, 300, 77, 513), True, "bottom_right"),
+     30.0, True),
+    (VarlenCase("f16", 64, 4, 4, (300, 64, 0), (300, 128, 7)), 0.0, True),
+    (VarlenCase("bf16", 128, 8, 2, (190, 33), (190, 100)), 50.0, False),
+]
+
+
+def _flash_varlen_score_mod(case: VarlenCase, softcap: float, alibi: bool) -> Any:
+    """What flash_attn_varlen_func traces for a case (``_varlen_score_mod``),
+    with shape-only tensors: the kernel ``compile --for-check --varlen``
+    must hold."""
+    from kvpipe import modifiers
+    from kvpipe.check_modifiers import _ShapeOnly
+
+    mods = []
+    if softcap:
+        mods.append(modifiers.soft_cap(softcap))
+    if alibi:
+        mods.append(modifiers.alibi(_ShapeOnly((case.heads_q,), "float32"), 0,
+                                    kv_lengths=_ShapeOnly((len(case.lengths_q),), "int32")))
+    return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
+
+
+def modifier_kernel_configs() -> List[Dict[str, Any]]:
+    from kvpipe import modifiers
+
+    configs = []
+    for case, softcap, alibi in MODIFIER_CASES:
+        traced = modifiers.trace(_flash_varlen_score_mod(case, softcap, alibi))
+        causal, alignment, window = _kernel_choice(case)
+        configs.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                            value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                            sliding_window=window, varlen=True, modifiers=traced.ir,
+                            aux_types=traced.aux_types))
+    return configs
+
+
+def run_modifier_case(case: VarlenCase, softcap: float, alibi: bool,
+                      seed: int) -> Dict[str, Any]:
+    """flash_attn_varlen_func with softcap / alibi_slopes against a float32
+    reference per sequence (flash-attn's formulas)."""
+    import torch
+
+    from kvpipe.flash_attn import flash_attn_varlen_func
+
+    torch.manual_seed(seed)
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    starts_q, starts_k = _offsets(case.lengths_q), _offsets(case.lengths_k)
+    q = torch.randn(starts_q[-1], case.heads_q, case.head_dim, dtype=dtype, device="cuda")
+    k = torch.randn(starts_k[-1], case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
+    v = torch.randn(starts_k[-1], case.heads_kv, case.v_head_dim, dtype=dtype, device="cuda")
+    cu_q = torch.tensor(starts_q, dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor(starts_k, dtype=torch.int32, device="cuda")
+    slopes = (torch.rand(case.heads_q, device="cuda") * 0.5 if alibi else None)
+    scale = 1.0 / math.sqrt(case.head_dim)
+    row: Dict[str, Any] = {"case": f"{case.name} softcap {softcap} alibi {alibi}"}
+    try:
+        out, lse, _ = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(case.lengths_q),
+                                             max(case.lengths_k), causal=case.causal,
+                                             softcap=softcap, alibi_slopes=slopes,
+                                             return_attn_probs=True)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    group = case.heads_q // case.heads_kv
+    rel_worst, lse_worst = 0.0, 0.0
+    for s, (n_q, n_k) in enumerate(zip(case.lengths_q, case.lengths_k)):
+        if not n_q:
+            continue
+        rows_q = slice(starts_q[s], starts_q[s] + n_q)
+        rows_k = slice(starts_k[s], starts_k[s] + n_k)
+        qs = q[rows_q].transpose(0, 1).float()
+        ks = k[rows_k].transpose(0, 1).float().repeat_interleave(group, 0)
+        vs = v[rows_k].transpose(0, 1).float().repeat_interleave(group, 0)
+        scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
+        if softcap:
+            scores = softcap * torch.tanh(scores / softcap)
+        if alibi:
+            i = torch.arange(n_q, device="cuda")[:, None]
+            j = torch.arange(n_k, device="cuda")[None, :]
+            scores = scores - slopes[:, None, None] * (i + n_k - n_q - j).abs()
+        visible = reference_mask(n_q, n_k, case.causal, case.alignment, case.window,
+                                 q.device, torch)
+        if visible is not None:
+            scores = scores.masked_fill(~visible, float("-inf"))
+        ref_lse = torch.logsumexp(scores, dim=-1)
+        empty = torch.isneginf(ref_lse)
+        ref = torch.matmul(torch.softmax(scores, dim=-1), vs).masked_fill(empty[..., None], 0.0)
+        ref_lse = ref_lse.masked_fill(empty, float("inf"))
+        rel, lse_err = _compare(out[rows_q], lse[:, rows_q], ref.transpose(0, 1), ref_lse,
+                                torch)
+        rel_worst, lse_worst = max(rel_worst, rel), max(lse_worst, lse_err)
+    row.update(ok=rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE, rel=rel_worst,
+               max_abs=float("nan"), lse_err=lse_worst)
+    return row
+
+
 def backward_cases() -> List[VarlenCase]:
     """Short batches (the float32 reference's autograd is per sequence):
     every sequence has at least as many keys as queries where causal, so
@@ -249,7 +350,7 @@ def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, A
                            sliding_window=window, varlen=True))
     wanted += bench_varlen.kernel_configs()
     if cases is None:
-        wanted += backward_kernel_configs()
+        wanted += backward_kernel_configs() + modifier_kernel_configs()
     unique: List[Dict[str, Any]] = []
     for config in wanted:
         if config not in unique:
@@ -379,6 +480,14 @@ def run(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:
     """The grid (forward, twice per case), then the backward cases."""
     cases = cases if cases is not None else varlen_grid()
     rows = []
+    for i, (case, softcap, alibi) in enumerate(MODIFIER_CASES):
+        start = time.perf_counter()
+        row = run_modifier_case(case, softcap, alibi, seed=2424 + i)
+        row["seconds"] = round(time.perf_counter() - start, 3)
+        rows.append(row)
+        detail = (f"rel {row['rel']:.2e} lse {row['lse_err']:.2e}" if "rel" in row
+                  else row.get("error", ""))
+        print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: {detail}", flush=True)
     for i, case in enumerate(backward_cases()):
         start = time.perf_counter()
         row = run_backward_case(case, seed=4242 + i)

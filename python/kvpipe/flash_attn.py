@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from kvpipe import _tensors, modifiers
-from kvpipe.attention import MAX_SPLITS, attention, attention_varlen, normalise_window
+from kvpipe.attention import (MAX_SPLITS, attention, attention_varlen, check_varlen_inputs,
+                              normalise_window)
 
 __all__ = ["flash_attn_func", "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
@@ -86,6 +87,31 @@ def _score_mod(softcap: float, alibi_slopes: Any, q: Any, seq_kv: Any) -> Any:
             mods.append(modifiers.alibi(alibi_slopes, shift, kv_lengths=seq_kv))
     if not mods:
         return None
+    return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
+
+
+def _varlen_score_mod(softcap: float, alibi_slopes: Any, q: Any, cu_seqlens_q: Any,
+                      cu_seqlens_k: Any) -> Any:
+    """``_score_mod`` for packed sequences: the regions' ``b`` is the
+    sequence, and ALiBi's diagonal is each sequence's ``seqlen_k -
+    seqlen_q``, read from an int32 tensor of the differences."""
+    mods = []
+    if softcap:
+        mods.append(modifiers.soft_cap(softcap))
+    if alibi_slopes is not None:
+        heads, batch = tuple(q.shape)[1], tuple(cu_seqlens_q.shape)[0] - 1
+        _tensors.check_tensor("alibi_slopes", alibi_slopes, rank=(1, 2), dtype="f32",
+                              device="cuda", last_dim_contiguous=False,
+                              stride_alignment_bytes=None)
+        shape = tuple(alibi_slopes.shape)
+        if shape not in ((heads,), (batch, heads)):
+            raise ValueError(f"alibi_slopes must have shape ({heads},) or ({batch}, {heads}) "
+                             f"(nheads or batch x nheads), got {shape}")
+        if getattr(alibi_slopes, "requires_grad", False):
+            alibi_slopes = alibi_slopes.detach()  # as flash-attn: no gradient
+        lengths_q = cu_seqlens_q[1:] - cu_seqlens_q[:-1]
+        lengths_k = cu_seqlens_k[1:] - cu_seqlens_k[:-1]
+        mods.append(modifiers.alibi(alibi_slopes, 0, kv_lengths=lengths_k - lengths_q))
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
 
 
@@ -316,7 +342,11 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
             ``n_q`` queries and ``n_k`` keys sees keys up to ``i + n_k - n_q``).
         window_size: ``(left, right)``, anchored the same way; -1 unbounded.
         softmax_scale: default ``1 / sqrt(headdim)``.
-        dropout_p, softcap, alibi_slopes, block_table: must be 0 / None.
+        softcap: > 0: ``softcap * tanh(s / softcap)`` of the scaled scores.
+        alibi_slopes: fp32 ``(nheads,)`` or ``(batch, nheads)``: the scores
+            get ``- slope * |i + seqlen_k - seqlen_q - j|``, each sequence's
+            own lengths.
+        dropout_p, block_table: must be 0 / None.
         deterministic: accepted; the forward is deterministic, and the
             backward (inputs requiring grad: per sequence, the dense backward
             family) follows ``torch.use_deterministic_algorithms``.
@@ -326,12 +356,6 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         ``out`` ``(total_q, nheads, headdim)``, or ``(out, softmax_lse, None)``
         with ``softmax_lse`` fp32 ``(nheads, total_q)``.
     """
-    # Refused here whatever _check_common accepts: the varlen kernels take
-    # no score modifiers, and ignoring one would be a wrong answer.
-    if alibi_slopes is not None:
-        raise _unsupported("alibi_slopes", "not with variable-length batches")
-    if not isinstance(softcap, bool) and isinstance(softcap, (int, float)) and softcap != 0.0:
-        raise _unsupported("softcap", "not with variable-length batches")
     window = _check_common(dropout_p, softcap, alibi_slopes, window_size, causal)
     if block_table is not None:
         raise _unsupported("block_table", "paged KV caches")
@@ -339,10 +363,14 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     if not isinstance(return_attn_probs, bool):
         raise TypeError(f"return_attn_probs must be a bool, got {return_attn_probs!r}")
+    score_mod = None
+    if softcap or alibi_slopes is not None:
+        check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        score_mod = _varlen_score_mod(softcap, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k)
     result = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                               causal=causal, scale=softmax_scale,
                               return_lse=return_attn_probs, mask_alignment="bottom_right",
-                              window_size=window)
+                              window_size=window, score_mod=score_mod)
     if return_attn_probs:
         out, lse = result
         return out, lse, None

@@ -188,8 +188,6 @@ class AttentionConfig:
         if modifiers and (split_kv or pack_gqa):
             raise ValueError("score_mod and mask_mod cannot be combined with split_kv or "
                              "pack_gqa yet")
-        if modifiers and varlen:
-            raise ValueError("score_mod and mask_mod cannot be combined with varlen yet")
         _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,
                                                           pack_gqa=pack_gqa))
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),

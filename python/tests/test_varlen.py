@@ -47,13 +47,39 @@ def test_valid_arguments_reach_the_launch():
 
 @pytest.mark.parametrize("kwargs,match", [
     ({"dropout_p": 0.1}, "dropout_p"),
-    ({"softcap": 30.0}, "softcap"),
-    ({"alibi_slopes": FakeTensor((8,), dtype="float32")}, "alibi_slopes"),
     ({"block_table": FakeTensor((3, 4), dtype="int32")}, "block_table"),
 ])
 def test_unsupported_arguments_are_named(kwargs, match):
     with pytest.raises(NotImplementedError, match=match):
         flash_attn.flash_attn_varlen_func(*packed(), 200, 400, **kwargs)
+
+
+def test_softcap_and_alibi_become_a_score_mod_of_the_varlen_kernel(monkeypatch):
+    # flash-attn's softcap and alibi_slopes with packed sequences: a
+    # score_mod traced into the varlen kernel (b: the sequence), ALiBi's
+    # diagonal from each sequence's own lengths.
+    seen = {}
+
+    def fake_varlen(*args, score_mod=None, **kwargs):
+        seen["score_mod"] = score_mod
+        return "out"
+
+    monkeypatch.setattr(flash_attn, "attention_varlen", fake_varlen)
+    assert flash_attn.flash_attn_varlen_func(*packed(), 200, 400, softcap=30.0) == "out"
+    ir = kvpipe.modifiers.trace(seen["score_mod"]).ir
+    assert "math.tanh" in ir
+    # A bad slopes shape is named before anything reads cu_seqlens.
+    with pytest.raises(ValueError, match=r"alibi_slopes must have shape \(8,\) or \(3, 8\)"):
+        flash_attn.flash_attn_varlen_func(*packed(), 200, 400,
+                                          alibi_slopes=FakeTensor((7,), dtype="float32"))
+
+
+def test_varlen_modifiers_with_grad_are_refused_by_name():
+    # The per-sequence backward would give the regions b = 0.
+    q, k, v, cu_q, cu_k = packed()
+    with pytest.raises(NotImplementedError, match="score_mod/mask_mod with attention_varlen"):
+        attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
+                                   200, 400, score_mod=lambda s, b, h, qi, kv: s * 2.0)
 
 
 @pytest.mark.parametrize("change,error,match", [
@@ -319,3 +345,35 @@ def test_the_backward_check_covers_the_backward_families():
                         sliding_window=window, backward=True) in configs
     for config in configs:
         kernels.AttentionConfig.make(**config)
+
+
+def test_compile_for_check_varlen_holds_the_modifier_kernels():
+    # check --varlen's flash-attn softcap / ALiBi cases launch kernels traced
+    # from the same score_mod flash_attn_varlen_func builds: their IR must be
+    # in compile --for-check --varlen's list, or the GPU machine (no
+    # compiler) would miss them.
+    class Loadable(FakeTensor):
+        def __getitem__(self, index):
+            return kvpipe.modifiers.load(self, index)
+
+    class Lengths(FakeTensor):
+        def __sub__(self, other):  # lengths_k - lengths_q: the diagonals
+            return Loadable(self.shape, dtype="int32")
+
+    class Offsets(FakeTensor):
+        # cu_seqlens: slices and differences give the per-sequence lengths.
+        def __getitem__(self, key):
+            return self
+
+        def __sub__(self, other):
+            return Lengths((self.shape[0] - 1,), dtype="int32")
+
+    configs = check_varlen.kernel_configs()
+    for case, softcap, alibi in check_varlen.MODIFIER_CASES:
+        q = FakeTensor((sum(case.lengths_q), case.heads_q, case.head_dim))
+        offsets = Offsets((len(case.lengths_q) + 1,), dtype="int32")
+        slopes = Loadable((case.heads_q,), dtype="float32") if alibi else None
+        traced = kvpipe.modifiers.trace(
+            flash_attn._varlen_score_mod(softcap, slopes, q, offsets, offsets))
+        assert any(c.get("modifiers") == traced.ir and c["head_dim"] == case.head_dim
+                   for c in configs), case.name

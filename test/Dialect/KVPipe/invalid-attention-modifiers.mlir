@@ -109,18 +109,6 @@ gpu.module @kernels {
 // -----
 
 gpu.module @kernels {
-  // expected-error @+1 {{'score_mod' and 'mask_mod' are not supported with 'varlen' yet}}
-  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, varlen = true}
-  mask_mod {
-  ^bb0(%b: index, %h: index, %q: index, %kv: index):
-    %t = arith.constant true
-    kvpipe.yield %t : i1
-  }
-}
-
-// -----
-
-gpu.module @kernels {
   // expected-error @+1 {{'aux_types' element #1 must be f32 or i32, got 'f16'}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32, f16]}
   score_mod {

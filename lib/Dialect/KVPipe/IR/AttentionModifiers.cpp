@@ -115,11 +115,6 @@ LogicalResult AttentionKernelOp::verifyRegions() {
   if (hasModifiers && (getSplitKv().value_or(false) || getPackGqa()))
     return emitOpError() << "'score_mod' and 'mask_mod' are not supported "
                             "with 'split_kv' or 'pack_gqa' yet";
-  // A varlen tile's rows are positions in a packed batch: which query and
-  // key indices the regions should see there is not settled yet.
-  if (hasModifiers && getVarlen().value_or(false))
-    return emitOpError() << "'score_mod' and 'mask_mod' are not supported "
-                            "with 'varlen' yet";
   if (std::optional<ArrayAttr> aux = getAuxTypes()) {
     for (auto [i, attr] : llvm::enumerate(*aux)) {
       Type type = cast<TypeAttr>(attr).getValue();
