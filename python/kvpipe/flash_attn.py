@@ -15,10 +15,10 @@ and the log-sum-exp is fp32 ``(batch, nheads, seqlen_q)`` (varlen: ``(nheads, to
 
 What kvpipe does not compute yet raises ``NotImplementedError`` naming the
 argument (dropout, rotary embeddings, ``cache_batch_idx``, ``cache_leftpad``,
-soft-capping and ALiBi with a paged cache or variable-length batches); ``softcap``
-and ``alibi_slopes`` are score modifiers (kvpipe.modifiers), differentiable with
-respect to q, k and v (the slopes themselves get no gradient: slopes that require
-grad are refused); a wrong
+soft-capping and ALiBi with a paged cache, and with variable-length batches on
+inputs that require grad); ``softcap`` and ``alibi_slopes`` are score modifiers
+(kvpipe.modifiers), differentiable with respect to q, k and v (the slopes
+themselves get no gradient, as flash-attn's); a wrong
 argument raises ``ValueError``/``TypeError`` naming it, before any launch.
 """
 
@@ -347,9 +347,8 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
             get ``- slope * |i + seqlen_k - seqlen_q - j|``, each sequence's
             own lengths.
         dropout_p, block_table: must be 0 / None.
-        deterministic: accepted; the forward is deterministic, and the
-            backward (inputs requiring grad: per sequence, the dense backward
-            family) follows ``torch.use_deterministic_algorithms``.
+        deterministic: the backward's (inputs requiring grad: per sequence,
+            the dense backward family); the forward is deterministic.
         return_attn_probs: also return the log-sum-exp (and ``None``).
 
     Returns:
@@ -370,7 +369,8 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     result = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                               causal=causal, scale=softmax_scale,
                               return_lse=return_attn_probs, mask_alignment="bottom_right",
-                              window_size=window, score_mod=score_mod)
+                              window_size=window, score_mod=score_mod,
+                              deterministic=deterministic)
     if return_attn_probs:
         out, lse = result
         return out, lse, None

@@ -26,6 +26,15 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %r = arith.subf %s, %m : f32
     kvpipe.yield %r : f32
   }
+  kvpipe.attention_kernel @softcap {head_dim = 64 : i64, element_type = f16, causal = false, varlen = true}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %c = arith.constant 3.000000e+01 : f32
+    %x = arith.divf %s, %c : f32
+    %t = math.tanh %x fastmath<afn> : f32
+    %r = arith.mulf %t, %c : f32
+    kvpipe.yield %r : f32
+  }
 }
 
 // CHECK-LABEL: gpu.func @alibi(
@@ -44,5 +53,13 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-NEXT:   %[[B64:.*]] = arith.extsi %[[B]] : i32 to i64
 //  CHECK-NEXT:   %[[SHP:.*]] = llvm.getelementptr %[[SHIFTS]][%[[B64]]]
 //  CHECK-NEXT:   llvm.load %[[SHP]] invariant
+
+// A score_mod that is not an added bias: the softmax runs on the modified
+// scaled scores with log2(e), and so does the log-sum-exp (not scale_log2,
+// %arg8, as without one).
+// CHECK-LABEL: gpu.func @softcap(
+//       CHECK:   %[[LOG2E:.*]] = arith.constant 1.44269502 : f32
+//       CHECK:   math.log2
+//  CHECK-NEXT:   arith.mulf %{{.*}}, %[[LOG2E]] : f32
 
 // PTXAS: 0 bytes spill stores, 0 bytes spill loads
