@@ -116,6 +116,9 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   const int64_t vBlocksTotal = c.valueHeadDim / 64;
   const bool vSplitEvenly = vBlocksTotal % numWarpgroups == 0;
   const int64_t vRowBlocks = vSplitEvenly ? vBlocksTotal / numWarpgroups : 1;
+  assert(c.headDim % (64 * numWarpgroups) == 0 &&
+         (vSplitEvenly || vBlocksTotal < numWarpgroups) &&
+         "AttentionConfig's head dims split into 64-row blocks per warpgroup");
   const int64_t dqBlocks = c.qkBlocks() / numWarpgroups;
   // S and dP: 64 queries x kW keys; dK^T, dV^T: 64 head-dim rows x block_n.
   auto sType = VectorType::get({kW / 2}, b.getF32Type());
