@@ -1330,7 +1330,8 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                      mask_alignment: str = "top_left",
                      window_size: Tuple[int, int] = (-1, -1),
                      check_cu_seqlens: Optional[bool] = None, out: Any = None,
-                     lse_out: Any = None, **tuning: int) -> Any:
+                     lse_out: Any = None, deterministic: Optional[bool] = None,
+                     **tuning: int) -> Any:
     """Attention over a batch of sequences packed without padding (the
     ``varlen`` kernel; flash-attn's ``flash_attn_varlen_func`` layout).
 
@@ -1356,6 +1357,9 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
             dtype and device.
         lse_out: an optional fp32 ``(H_q, total_q)`` contiguous log-sum-exp
             output (with ``return_lse``).
+        deterministic: with inputs requiring grad, the backward's
+            (:func:`attention_backward`'s, per sequence); None follows
+            ``torch.are_deterministic_algorithms_enabled()``.
 
     Returns:
         ``out`` ``(total_q, H_q, D_v)`` contiguous, or ``(out, lse)``. Only
@@ -1375,9 +1379,12 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
 
         # The arguments are checked by this function, called again there
         # without grad.
+        if deterministic is not None and not isinstance(deterministic, bool):
+            raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
         o, lse = varlen_attention_with_grad(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                             max_seqlen_k, causal, scale, mask_alignment,
-                                            tuple(window_size), check_cu_seqlens, tuning)
+                                            tuple(window_size), check_cu_seqlens, tuning,
+                                            deterministic)
         return (o, lse) if return_lse else o
     batch, total_q, total_k, hq, hkv, d, dv, max_seqlen_q, max_seqlen_k = check_varlen_inputs(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -1472,6 +1479,14 @@ def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: 
     import torch
 
     starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    # Read back anyway: overlapping sequences would overwrite each other's
+    # gradients, so the offsets are checked here.
+    for name, starts, total in (("cu_seqlens_q", starts_q, total_q),
+                                ("cu_seqlens_k", starts_k, total_k)):
+        if starts[0] != 0 or starts[-1] > total or any(
+                a > b for a, b in zip(starts, starts[1:])):
+            raise ValueError(f"{name} must start at 0, never decrease and end at most at "
+                             f"{total} (the packed rows), got {starts}")
     dq, dk, dv_out = (torch.zeros_like(t, memory_format=torch.contiguous_format)
                       for t in (q, k, v))
 

@@ -84,7 +84,8 @@ class VarlenAttentionFunction(torch.autograd.Function):
                 max_seqlen_q: int, max_seqlen_k: int, causal: bool, scale: Optional[float],
                 mask_alignment: str, window_size: Tuple[int, int],
                 check_cu_seqlens: Optional[bool],
-                tuning: Tuple[Tuple[str, Any], ...]) -> Tuple[Any, Any]:
+                tuning: Tuple[Tuple[str, Any], ...],
+                deterministic: Optional[bool]) -> Tuple[Any, Any]:
         with torch.no_grad():
             o, lse = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                       max_seqlen_k, causal=causal, scale=scale,
@@ -94,6 +95,7 @@ class VarlenAttentionFunction(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
         ctx.causal, ctx.scale = causal, scale
         ctx.mask_alignment, ctx.window_size = mask_alignment, window_size
+        ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -104,17 +106,19 @@ class VarlenAttentionFunction(torch.autograd.Function):
                                                cu_seqlens_q, cu_seqlens_k, causal=ctx.causal,
                                                scale=ctx.scale,
                                                mask_alignment=ctx.mask_alignment,
-                                               window_size=ctx.window_size)
-        return (dq, dk, dv) + (None,) * 10
+                                               window_size=ctx.window_size,
+                                               deterministic=ctx.deterministic)
+        return (dq, dk, dv) + (None,) * 11
 
 
 def varlen_attention_with_grad(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
                                max_seqlen_q: int, max_seqlen_k: int, causal: bool,
                                scale: Optional[float], mask_alignment: str,
                                window_size: Tuple[int, int], check_cu_seqlens: Optional[bool],
-                               tuning: Dict[str, Any]) -> Tuple[Any, Any]:
+                               tuning: Dict[str, Any],
+                               deterministic: Optional[bool] = None) -> Tuple[Any, Any]:
     """(out, lse) of ``attention_varlen`` with a grad_fn for out."""
     return VarlenAttentionFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                          max_seqlen_k, causal, scale, mask_alignment,
                                          tuple(window_size), check_cu_seqlens,
-                                         tuple(sorted(tuning.items())))
+                                         tuple(sorted(tuning.items())), deterministic)

@@ -317,9 +317,8 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         window_size: ``(left, right)``, anchored the same way; -1 unbounded.
         softmax_scale: default ``1 / sqrt(headdim)``.
         dropout_p, softcap, alibi_slopes, block_table: must be 0 / None.
-        deterministic: accepted; the forward is deterministic, and the
-            backward (inputs requiring grad: per sequence, the dense backward
-            family) follows ``torch.use_deterministic_algorithms``.
+        deterministic: the backward's (inputs requiring grad: per sequence,
+            the dense backward family); the forward is deterministic.
         return_attn_probs: also return the log-sum-exp (and ``None``).
 
     Returns:
@@ -342,7 +341,7 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     result = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                               causal=causal, scale=softmax_scale,
                               return_lse=return_attn_probs, mask_alignment="bottom_right",
-                              window_size=window)
+                              window_size=window, deterministic=deterministic)
     if return_attn_probs:
         out, lse = result
         return out, lse, None
