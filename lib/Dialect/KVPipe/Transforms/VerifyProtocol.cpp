@@ -247,12 +247,23 @@ private:
   }
 
   /// A state defined outside a loop and advanced inside it is advanced once
-  /// per iteration: the second iteration uses it after it was advanced.
+  /// per iteration: the second iteration uses it after it was advanced. A
+  /// `kvpipe.for_each_tile` is such a loop: the persistent rewrite runs its
+  /// region once per tile the CTA takes.
   void checkAdvanceInLoop(Operation *advancer, Value state) {
     Operation *definedIn = state.getParentRegion()->getParentOp();
     for (Operation *parent = advancer->getParentOp();
          parent && !parent->isAncestor(definedIn);
          parent = parent->getParentOp()) {
+      if (isa<ForEachTileOp>(parent)) {
+        InFlightDiagnostic diag =
+            error(advancer)
+            << "advances a state defined outside its 'kvpipe.for_each_tile', "
+               "once per tile: carry it as an iter_arg of the tile loop"
+            << where(state, getStageOf(advancer));
+        diag.attachNote(parent->getLoc()) << "the tile loop";
+        return;
+      }
       if (!isa<LoopLikeOpInterface>(parent))
         continue;
       InFlightDiagnostic diag = error(advancer)
