@@ -933,9 +933,14 @@ private:
           continue;
         }
         auto mbar = cast<ProducerMBarOp>(origin.accessor);
-        Operation *site =
-            origin.calls.empty() ? load.getOperation() : origin.calls.front();
-        if (expected.contains({load, site}) ||
+        // The commit that counts the load is in the function of the load,
+        // or of one of the calls that pass its barrier or its state down
+        // (then the load is recorded at that function's call).
+        if (expected.contains({load, load}) ||
+            llvm::any_of(origin.calls,
+                         [&](Operation *site) {
+                           return expected.contains({load, site});
+                         }) ||
             uncounted.contains({mbar.getPipeline(), mbar.getStage()}))
           continue;
         InFlightDiagnostic diag =
