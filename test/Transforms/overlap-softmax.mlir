@@ -25,6 +25,11 @@ func.func @kv_loop(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
   kvpipe.warp_roles producer registers(24) {
   } consumers(2) registers(240) {
   ^bb0(%consumer: index):
+    // One elected thread per consumer warpgroup releases (consumers = 2).
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %t = arith.remui %tid, %c128 : index
+    %el = arith.cmpi eq, %t, %c0 : index
     // The whole is guarded by n > 0 (else the inputs pass through).
     //      CHECK: %[[ANY:.*]] = arith.cmpi ugt, %{{.*}}, %[[C0]] : index
     //      CHECK: %[[R:.*]]:4 = scf.if %[[ANY]] -> (
@@ -70,7 +75,7 @@ func.func @kv_loop(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
       %kt = memref.subview %k[%ks, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
       %s = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
       %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
-      %nk = kvpipe.consumer_release %sk, %e : !p
+      %nk = kvpipe.consumer_release %sk, %el : !p
       // The softmax: anything between K's release and O's rescale.
       %j32 = arith.index_cast %j : index to i32
       %mx = kvpipe.fragment_row_max %s1[0] : vector<64xf32>
@@ -84,7 +89,7 @@ func.func @kv_loop(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
       %vt = memref.subview %v[%vs, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
       %o2 = kvpipe.warpgroup_mma %p16, %vt, %o1 {transpose_b} : vector<64xbf16>, !tile -> vector<64xf32>
       %o3 = kvpipe.warpgroup_wait %o2 {pending = 0} : vector<64xf32>
-      %nv = kvpipe.consumer_release %sv, %e : !p
+      %nv = kvpipe.consumer_release %sv, %el : !p
       scf.yield %nk, %nv, %o3, %mn : !p, !p, vector<64xf32>, f32
     }
   }
@@ -117,6 +122,12 @@ func.func @kv_loop_from(%first: index, %n: index, %pk: !p, %pv: !p, %e: i1, %q: 
   kvpipe.warp_roles producer registers(24) {
   } consumers(2) registers(240) {
   ^bb0(%consumer: index):
+    // One elected thread per consumer warpgroup releases (consumers = 2).
+    %c0w = arith.constant 0 : index
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %t = arith.remui %tid, %c128 : index
+    %el = arith.cmpi eq, %t, %c0w : index
     %r:4 = scf.for %j = %first to %n step %c1
         iter_args(%sk = %pk, %sv = %pv, %o = %zero, %mi = %m)
         -> (!p, !p, vector<64xf32>, f32) {
@@ -125,7 +136,7 @@ func.func @kv_loop_from(%first: index, %n: index, %pk: !p, %pv: !p, %e: i1, %q: 
       %kt = memref.subview %k[%ks, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
       %s = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
       %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
-      %nk = kvpipe.consumer_release %sk, %e : !p
+      %nk = kvpipe.consumer_release %sk, %el : !p
       %j32 = arith.index_cast %j : index to i32
       %mx = kvpipe.fragment_row_max %s1[0] : vector<64xf32>
       %mn = arith.maxnumf %mi, %mx : f32
@@ -138,7 +149,7 @@ func.func @kv_loop_from(%first: index, %n: index, %pk: !p, %pv: !p, %e: i1, %q: 
       %vt = memref.subview %v[%vs, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
       %o2 = kvpipe.warpgroup_mma %p16, %vt, %o1 {transpose_b} : vector<64xbf16>, !tile -> vector<64xf32>
       %o3 = kvpipe.warpgroup_wait %o2 {pending = 0} : vector<64xf32>
-      %nv = kvpipe.consumer_release %sv, %e : !p
+      %nv = kvpipe.consumer_release %sv, %el : !p
       scf.yield %nk, %nv, %o3, %mn : !p, !p, vector<64xf32>, f32
     }
   }

@@ -123,8 +123,12 @@ func.func @tiles(%qmap: !qmap, %omap: !omap, %pq: !pq, %pad: index,
     // CHECK-NEXT: scf.if %[[ELECTED]] {
     // CHECK-NEXT:   nvvm.cp.async.bulk.wait_group 0 {read}
     // CHECK-NEXT: }
+    // One elected thread of the consumer warpgroup (thread 0 of the CTA is
+    // in the producer's: tid == 0 would elect no consumer thread).
     %tid = gpu.thread_id x
-    %elected = arith.cmpi eq, %tid, %c0 : index
+    %c128 = arith.constant 128 : index
+    %lane = arith.remui %tid, %c128 : index
+    %elected = arith.cmpi eq, %lane, %c0 : index
     %c64 = arith.constant 64 : index
     %first = arith.muli %c, %c64 : index
     %rows = memref.subview %q[0, %first, 0] [2, 64, 64] [1, 1, 1] : !qtile to !rows

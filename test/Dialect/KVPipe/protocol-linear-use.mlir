@@ -212,3 +212,93 @@ func.func @linear(%c: i1, %e: i1) -> (!p, index) {
   %i1 = kvpipe.index %r : !p
   return %r, %i1 : !p, index
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// The tile loop's body steps the state from outside it instead of its block
+// argument: the persistent rewrite runs the region once per tile, so every
+// tile advances the same state (audit w05).
+func.func @tile_loop_steps_outer_state() {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @below {{the tile loop}}
+  kvpipe.for_each_tile {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    // expected-error @below {{'kvpipe.step' op advances a state defined outside its 'kvpipe.for_each_tile', once per tile: carry it as an iter_arg of the tile loop (pipeline created at}}
+    %t = kvpipe.step %p : !p
+    kvpipe.yield
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// The same through a loop inside the tile loop that starts from the outer
+// state: each tile restarts the loop at the outer state's slot.
+func.func @tile_loop_inner_loop_on_outer_state(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @below {{the tile loop}}
+  kvpipe.for_each_tile {
+    // expected-error @below {{'scf.for' op advances a state defined outside its 'kvpipe.for_each_tile', once per tile}}
+    %u = scf.for %i = %c0 to %n step %c1 iter_args(%a = %p) -> (!p) {
+      kvpipe.producer_acquire %a : !p
+      kvpipe.producer_commit %a : !p
+      %t = kvpipe.step %a : !p
+      scf.yield %t : !p
+    }
+    kvpipe.yield
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// Corrected: the tile loop carries the state and the body advances its block
+// argument. No linear-use error; the checker does not follow states through
+// the tile loop's arguments (rule 3), which it reports as unproven.
+func.func @tile_loop_carries_state(%n: index) -> (!p, index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-warning @below {{cannot prove what the pipeline state of block argument #0 of 'kvpipe.for_each_tile' is}}
+  %r = kvpipe.for_each_tile iter_args(%p : !p) {
+  ^bb0(%s: !p):
+    %u = scf.for %i = %c0 to %n step %c1 iter_args(%a = %s) -> (!p) {
+      kvpipe.producer_acquire %a : !p
+      kvpipe.producer_commit %a : !p
+      %t = kvpipe.step %a : !p
+      scf.yield %t : !p
+    }
+    kvpipe.yield %u : !p
+  } -> !p
+  %i = kvpipe.index %r : !p
+  return %r, %i : !p, index
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// Corrected: the tile loop only reads the outer state's slot index, which
+// does not advance it.
+func.func @tile_loop_reads_outer_index(%buf: memref<2xindex>) {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.for_each_tile {
+    %i = kvpipe.index %p : !p
+    memref.store %i, %buf[%i] : memref<2xindex>
+    kvpipe.yield
+  }
+  return
+}

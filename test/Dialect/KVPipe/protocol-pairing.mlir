@@ -189,3 +189,201 @@ func.func @release_elected_false(%n: index, %producer: i1, %e: i1) {
   }
   return
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// Two consumer warpgroups each release every slot through their elected
+// thread, but the pipeline expects one arrival: each release completes the
+// consumer barrier's phase twice (audit d02).
+func.func @two_warpgroups_one_consumer(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @below {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } consumers(2) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %lane = arith.remui %tid, %c128 : index
+    %e = arith.cmpi eq, %lane, %c0 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-error-re @below {{'kvpipe.consumer_release' op 2 threads of the 2 consumer warpgroups arrive on the consumer barrier per release (1, 1 per warpgroup), but the pipeline expects consumers = 1: the phase completes early, and the producer refills the slot while a consumer warpgroup may still read it (sub-stage 0 of pipeline created at {{.*}})}}
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// `tid == 0` elects thread 0 of the CTA, which is in the producer warpgroup:
+// no consumer thread arrives and the producer's next lap waits forever.
+func.func @tid_zero_in_consumer_region(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @below {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c0 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-error @below {{'kvpipe.consumer_release' op 0 threads of the 1 consumer warpgroup arrive on the consumer barrier per release (0 per warpgroup), but the pipeline expects consumers = 1: the phase never completes}}
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// Every consumer thread arrives (elected = true), 256 arrivals for a barrier
+// that expects one per warpgroup.
+func.func @every_thread_releases(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @below {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } consumers(2) registers(240) {
+  ^bb0(%ci: index):
+    %true = arith.constant true
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-error @below {{'kvpipe.consumer_release' op 256 threads of the 2 consumer warpgroups arrive on the consumer barrier per release (128, 128 per warpgroup), but the pipeline expects consumers = 2}}
+      %t = kvpipe.consumer_release %s, %true : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// The elected operand is a kernel argument: every consumer thread or none
+// arrives, which the checker cannot count.
+// expected-note @below {{this value}}
+func.func @elected_from_argument(%n: index, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } consumers(2) registers(240) {
+  ^bb0(%ci: index):
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-warning @below {{cannot prove how many threads arrive on the consumer barrier (the pipeline expects 2): the checker cannot evaluate, per consumer thread, a value the release's elected operand or a condition around it is computed from}}
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+
+// Corrected d02: one elected thread per consumer warpgroup, consumers = 2.
+func.func @one_elected_per_warpgroup(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } consumers(2) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %lane = arith.remui %tid, %c128 : index
+    %e = arith.cmpi eq, %lane, %c0 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 3>
+
+// Corrected: the first thread of the warpgroup, from kvpipe.warpgroup_id
+// (three warpgroups, three arrivals).
+func.func @elected_from_warpgroup_id(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } consumers(3) registers(152) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %c128 = arith.constant 128 : index
+    %first = arith.muli %wg, %c128 : index
+    %e = arith.cmpi eq, %tid, %first : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}

@@ -328,3 +328,92 @@ func.func @load_on_unknown_barrier(%p: !p, %map: !map, %i: index, %t: !tile, %c:
   %q = kvpipe.step %p : !p
   return %q : !p
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// Correct: a helper receives the state, takes its producer barrier and
+// issues the loads; the caller acquires and commits. The loads are counted
+// through the call (16 KiB recorded; the second slot's through a helper of a
+// helper, in a loop of two iterations, and derived for the lowering).
+func.func @state_helper_counted(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  kvpipe.producer_acquire %p : !p
+  func.call @load2(%p, %map, %i, %t) : (!p, !map, index, !tile) -> ()
+  kvpipe.producer_commit %p {kvpipe.transaction_bytes = 16384 : i64} : !p
+  %q = kvpipe.step %p : !p
+  kvpipe.producer_acquire %q : !p
+  scf.for %j = %c0 to %c2 step %c1 {
+    func.call @outer(%q, %map, %i, %t) : (!p, !map, index, !tile) -> ()
+  }
+  kvpipe.producer_commit %q {kvpipe.transaction_bytes = 32768 : i64} : !p
+  %r = kvpipe.step %q : !p
+  return %r : !p
+}
+func.func private @outer(%s: !p, %map: !map, %i: index, %t: !tile) {
+  func.call @load2(%s, %map, %i, %t) : (!p, !map, index, !tile) -> ()
+  return
+}
+func.func private @load2(%s: !p, %map: !map, %i: index, %t: !tile) {
+  %b = kvpipe.producer_mbar %s : !p
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// The same helper, but the commit records one load's bytes.
+func.func @state_helper_disagree(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  kvpipe.producer_acquire %p : !p
+  // expected-note @below {{the first of its 2 TMA load(s)}}
+  func.call @load2(%p, %map, %i, %t) : (!p, !map, index, !tile) -> ()
+  // expected-error @below {{'kvpipe.producer_commit' op expect_tx of 8192 bytes disagrees with the 16384 bytes its TMA loads deliver (sub-stage 0 of pipeline argument #0 of @state_helper_disagree}}
+  kvpipe.producer_commit %p {kvpipe.transaction_bytes = 8192 : i64} : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+func.func private @load2(%s: !p, %map: !map, %i: index, %t: !tile) {
+  %b = kvpipe.producer_mbar %s : !p
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// The helper that takes the slot's barrier is also called where no commit
+// of the state follows (a second caller, beside a correct one): at that call
+// its load is counted by no commit.
+func.func @state_helper_counted_here(%p: !p, %map: !map, %i: index, %t: !tile) -> !p {
+  kvpipe.producer_acquire %p : !p
+  func.call @load1(%p, %map, %i, %t) : (!p, !map, index, !tile) -> ()
+  kvpipe.producer_commit %p {kvpipe.transaction_bytes = 8192 : i64} : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+func.func @state_helper_uncounted(%p: !p, %map: !map, %i: index, %t: !tile) {
+  // expected-note @below {{through this call}}
+  func.call @load1(%p, %map, %i, %t) : (!p, !map, index, !tile) -> ()
+  return
+}
+func.func private @load1(%s: !p, %map: !map, %i: index, %t: !tile) {
+  // expected-note @below {{the barrier}}
+  %b = kvpipe.producer_mbar %s : !p
+  // expected-error @below {{'kvpipe.tma_load' op completes on a barrier that no producer_commit expects: the producer barrier (sub-stage 0 of pipeline argument #0 of @load1}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  return
+}

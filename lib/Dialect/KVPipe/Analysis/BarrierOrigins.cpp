@@ -37,6 +37,39 @@ struct Tracer {
     origins.push_back(std::move(origin));
   }
 
+  /// The producer barrier `accessor` takes of `state`: where the state is
+  /// an argument of a function the module calls, the commit that counts
+  /// the load may be in a caller, so the state is followed back to each
+  /// call site (as the barrier is); the origin's calls end at the function
+  /// where the state is not such an argument.
+  void traceState(Value state, Operation *accessor) {
+    auto argument = dyn_cast<BlockArgument>(state);
+    auto function =
+        argument ? dyn_cast<FunctionOpInterface>(
+                       argument.getOwner()->getParentOp())
+                 : FunctionOpInterface();
+    ArrayRef<Operation *> calls;
+    if (function && argument.getOwner()->isEntryBlock())
+      calls = sites.getCalls(function);
+    bool followed = false;
+    for (Operation *call : calls) {
+      auto operands = cast<CallOpInterface>(call).getArgOperands();
+      if (llvm::is_contained(stack, call) ||
+          argument.getArgNumber() >= operands.size())
+        continue;
+      followed = true;
+      stack.push_back(call);
+      traceState(operands[argument.getArgNumber()], accessor);
+      stack.pop_back();
+    }
+    if (followed)
+      return;
+    BarrierOrigin origin{BarrierOrigin::Kind::producer, accessor, nullptr, "",
+                         {}};
+    origin.calls.assign(stack.rbegin(), stack.rend());
+    origins.push_back(std::move(origin));
+  }
+
   void trace(Value barrier) {
     if (Operation *def = barrier.getDefiningOp()) {
       BarrierOrigin::Kind kind;
@@ -48,6 +81,8 @@ struct Tracer {
         return lost(def, "it is the result of '" +
                              def->getName().getStringRef().str() +
                              "', which the checker does not follow");
+      if (kind == BarrierOrigin::Kind::producer)
+        return traceState(cast<ProducerMBarOp>(def).getPipeline(), def);
       BarrierOrigin origin{kind, def, nullptr, "", {}};
       origin.calls.assign(stack.rbegin(), stack.rend());
       origins.push_back(std::move(origin));

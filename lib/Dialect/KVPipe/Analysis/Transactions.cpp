@@ -21,12 +21,18 @@ struct SlotBarrier {
   int64_t stage;
   /// Entry-block arguments of the callee being walked that are the barrier.
   llvm::SmallDenseSet<Value> arguments;
+  /// Entry-block arguments of the callee being walked that are the state
+  /// (the callee's `producer_mbar` of them, at `stage`, is the barrier).
+  llvm::SmallDenseSet<Value> states;
 
+  bool isState(Value value) const {
+    return value == pipeline || states.contains(value);
+  }
   bool isBarrier(Value mbarrier) const {
     if (arguments.contains(mbarrier))
       return true;
     auto mbar = mbarrier.getDefiningOp<ProducerMBarOp>();
-    return mbar && mbar.getPipeline() == pipeline && mbar.getStage() == stage;
+    return mbar && isState(mbar.getPipeline()) && mbar.getStage() == stage;
   }
 };
 
@@ -132,24 +138,65 @@ struct Collector {
       auto call = dyn_cast<CallOpInterface>(inner);
       if (!call)
         return WalkResult::advance();
-      SmallVector<unsigned> positions;
-      for (auto [i, operand] : llvm::enumerate(call.getArgOperands()))
+      SmallVector<unsigned> positions, statePositions;
+      for (auto [i, operand] : llvm::enumerate(call.getArgOperands())) {
         if (barrier.isBarrier(operand))
           positions.push_back(i);
-      if (positions.empty())
+        else if (barrier.isState(operand))
+          statePositions.push_back(i);
+      }
+      statePositions = getLoadingStates(call, statePositions, barrier.stage);
+      if (positions.empty() && statePositions.empty())
         return WalkResult::advance();
-      return failed(collectInCall(call, positions, barrier, factor, outer,
-                                  countOuter, site ? site : inner))
+      return failed(collectInCall(call, positions, statePositions, barrier,
+                                  factor, outer, countOuter,
+                                  site ? site : inner))
                  ? WalkResult::interrupt()
                  : WalkResult::advance();
     });
     return failure(walk.wasInterrupted());
   }
 
+  /// Of the arguments at `positions` that `call` passes the state in, those
+  /// the callee may take the slot's producer barrier of (a `producer_mbar`
+  /// of the argument at `stage`, or a call it passes the argument on to)
+  /// without committing the slot itself (then the loads are its commit's).
+  /// A callee not in the module is not looked into: a state passed to it is
+  /// unproven already (rule 3 of the checker).
+  SmallVector<unsigned> getLoadingStates(CallOpInterface call,
+                                         ArrayRef<unsigned> positions,
+                                         int64_t stage) {
+    SmallVector<unsigned> loading;
+    if (positions.empty())
+      return loading;
+    auto callee = dyn_cast_or_null<FunctionOpInterface>(
+        call.resolveCallableInTable(&symbolTables));
+    if (!callee || callee.isExternal() ||
+        callee.getNumArguments() != call.getArgOperands().size())
+      return loading;
+    for (unsigned position : positions) {
+      Value argument = callee.getFunctionBody().getArgument(position);
+      bool mbar = false, commits = false;
+      for (OpOperand &use : argument.getUses()) {
+        Operation *user = use.getOwner();
+        if (auto accessor = dyn_cast<ProducerMBarOp>(user))
+          mbar |= accessor.getStage() == stage;
+        else if (auto commit = dyn_cast<ProducerCommitOp>(user))
+          commits |= commit.getStage() == stage;
+        else if (isa<CallOpInterface>(user))
+          mbar = true;
+      }
+      if (mbar && !commits)
+        loading.push_back(position);
+    }
+    return loading;
+  }
+
   /// Counts the loads of a helper that `call` passes the barrier to, at
-  /// argument `positions`.
+  /// argument `positions`, or the state, at `statePositions`.
   LogicalResult collectInCall(CallOpInterface call,
                               ArrayRef<unsigned> positions,
+                              ArrayRef<unsigned> statePositions,
                               const SlotBarrier &barrier, int64_t factor,
                               Operation *outer, bool countOuter,
                               Operation *site) {
@@ -166,8 +213,8 @@ struct Collector {
     }
     if (llvm::is_contained(callees, callee.getOperation())) {
       InFlightDiagnostic diag =
-          cannotDerive() << "its barrier is passed to a recursive call "
-                            "of @"
+          cannotDerive() << (positions.empty() ? "its state" : "its barrier")
+                         << " is passed to a recursive call of @"
                          << SymbolTable::getSymbolName(callee).getValue();
       diag.attachNote(call.getLoc()) << "the call";
       return failure();
@@ -179,12 +226,16 @@ struct Collector {
     if (!total)
       return failure(); // reported by timesRun (an overflow is an op there)
     Region &body = callee.getFunctionBody();
-    SlotBarrier inCallee{barrier.pipeline, barrier.stage, {}};
+    SlotBarrier inCallee{barrier.pipeline, barrier.stage, {}, {}};
     for (unsigned position : positions)
       inCallee.arguments.insert(body.getArgument(position));
+    for (unsigned position : statePositions)
+      inCallee.states.insert(body.getArgument(position));
     if (!body.hasOneBlock()) {
       InFlightDiagnostic diag = cannotDerive()
-                                << "its barrier is passed to @"
+                                << (positions.empty() ? "its state"
+                                                      : "its barrier")
+                                << " is passed to @"
                                 << SymbolTable::getSymbolName(callee).getValue()
                                 << ", whose body branches (cf): its TMA loads "
                                    "on the barrier are not counted";
@@ -220,7 +271,7 @@ FailureOr<SlotLoads> kvpipe::collectSlotLoads(ProducerCommitOp commit) {
   int64_t stage = commit.getStage();
   SlotLoads result;
   Collector collector{commit, result, {}, {}};
-  SlotBarrier barrier{pipeline, stage, {}};
+  SlotBarrier barrier{pipeline, stage, {}, {}};
   auto collectIn = [&](Operation *op) {
     return collector.collectIn(op, barrier, 1, op, /*countOuter=*/true,
                                /*site=*/nullptr);

@@ -56,7 +56,10 @@ private:
 /// Every origin of `load`'s barrier: the accessor that defines it, or, for
 /// an argument of a function, the origins of the operand of each call of
 /// that function (a function nothing calls, a block argument of a loop or a
-/// branch, an op result other than an accessor are `unknown`).
+/// branch, an op result other than an accessor are `unknown`). A
+/// `producer_mbar` of a state that is an argument of a function the module
+/// calls gives one origin per call site the state is followed back to (its
+/// `calls` end where the state is not such an argument).
 llvm::SmallVector<BarrierOrigin> getBarrierOrigins(TMALoadOp load,
                                                    const CallSites &sites);
 

@@ -28,8 +28,10 @@ inline constexpr int64_t kMaxTransactionBytes = (1 << 20) - 1;
 /// sub-stage, in the commit's block between the matching `producer_acquire`
 /// and the state's next `step` (directly, or in `scf.for` loops of constant
 /// trip count, each load counted once per iteration), and the loads of
-/// helpers called there with that barrier as an argument (through calls to
-/// callees in the module, recursively, counted the same way).
+/// helpers called there with that barrier as an argument, or with the state
+/// as an argument when the helper takes its `producer_mbar` at that sub-stage
+/// and does not commit it itself (through calls to callees in the module,
+/// recursively, counted the same way).
 struct SlotLoads {
   struct Load {
     TMALoadOp load;
