@@ -554,8 +554,10 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
             raise ValueError("score_mod and mask_mod cannot be combined with num_splits > 1 or "
                              "pack_gqa=True yet (the decode kernels have no modifiers)")
         traced = _modifiers.trace(score_mod, mask_mod)
-        check_aux_grad(traced)
-        if _needs_grad(q, k, v):
+        # The score_mod's tensors that require grad get their gradients
+        # (learnable biases, slopes: the backward adds the score's gradient
+        # times the region's derivative at each value read).
+        if _needs_grad(q, k, v, *traced.aux_tensors):
             _check_grad_args(out, kv_lengths, deterministic, causal, mask_alignment,
                              window_size, mask_mod)
             _check_differentiable(traced, q, v, causal, deterministic, mask_alignment,
@@ -678,6 +680,16 @@ def _check_differentiable(traced: Any, q: Any, v: Any, causal: bool,
                          + line.split("error: ", 1)[-1]) from None
 
 
+def score_mod_reads(traced: Any) -> set:
+    """The aux tensors (indices) the traced score_mod reads: the ones with a
+    gradient (a mask_mod's reads have none: the mask is piecewise constant)."""
+    if traced is None or not traced.has_score_mod:
+        return set()
+    score_mod = traced.ir.split("mask_mod {")[0]
+    return {i for i in range(len(traced.aux_types))
+            if f"kvpipe.aux_load {i}[" in score_mod}
+
+
 def check_aux_grad(traced: Any) -> None:
     """Refuses modifiers that index a tensor requiring grad (with grad mode
     on): kvpipe's backward computes dq, dk and dv only."""
@@ -689,9 +701,9 @@ def check_aux_grad(traced: Any) -> None:
     for t in traced.aux_tensors:
         if getattr(t, "requires_grad", False):
             raise ValueError(f"score_mod/mask_mod index a tensor of shape {tuple(t.shape)} that "
-                             "requires grad: kvpipe's backward computes the gradients of q, k "
-                             "and v only (gradients of the modifiers' tensors, e.g. learnable "
-                             "ALiBi slopes, are not implemented); pass it detached")
+                             "requires grad: its gradient comes from kvpipe.attention's "
+                             "autograd or attention_backward(..., aux_grads=True), not here "
+                             "(the varlen kernels do not compute it); pass it detached")
 
 
 def _needs_grad(*tensors: Any) -> bool:
@@ -975,6 +987,8 @@ class BackwardConfig(NamedTuple):
     sliding_window: bool = False
     #: V's head dim where it differs from Q/K's (192/128), else None.
     value_head_dim: Optional[int] = None
+    #: The aux tensors (indices) whose gradients the main kernel adds.
+    aux_grads: Tuple[int, ...] = ()
 
 
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
@@ -1016,16 +1030,19 @@ def _compile_backward(config: BackwardConfig,
                                      mask_alignment=config.mask_alignment,
                                      sliding_window=config.sliding_window,
                                      value_head_dim=config.value_head_dim,
-                                     modifiers=modifiers[0], aux_types=modifiers[1])
+                                     modifiers=modifiers[0], aux_types=modifiers[1],
+                                     aux_grads=config.aux_grads)
 
 
 def backward_config_args(head_dim: int, dtype: Any, causal: bool, deterministic: bool,
                          mask_alignment: str = "top_left", sliding_window: bool = False,
-                         value_head_dim: Optional[int] = None) -> BackwardConfig:
+                         value_head_dim: Optional[int] = None,
+                         aux_grads: Tuple[int, ...] = ()) -> BackwardConfig:
     """The key of a backward family (``_backward_kernels``)."""
     return BackwardConfig(head_dim, kernels.dtype_name(dtype), causal, deterministic,
                           mask_alignment, sliding_window,
-                          None if value_head_dim in (None, head_dim) else value_head_dim)
+                          None if value_head_dim in (None, head_dim) else value_head_dim,
+                          tuple(aux_grads))
 
 
 def _kernel_ready(name: str, t: Any) -> Any:
@@ -1044,9 +1061,13 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                        mask_alignment: str = "top_left",
                        window_size: Tuple[int, int] = (-1, -1),
                        score_mod: Any = None, mask_mod: Any = None,
-                       _traced: Any = _modifiers.UNTRACED) -> Tuple[Any, Any, Any]:
+                       _traced: Any = _modifiers.UNTRACED,
+                       aux_grads: bool = False) -> Tuple[Any, ...]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v)`` for the
-    output gradient ``do``, from the forward's ``o`` and ``lse`` (what
+    output gradient ``do`` (with ``aux_grads``, also a tuple of the score_mod
+    tensors' gradients: one per aux tensor, None for those that do not
+    require grad or that only a mask_mod reads), from the forward's ``o``
+    and ``lse`` (what
     ``attention(..., return_lse=True)`` returns), by kvpipe's backward kernels
     (docs/backward.md): preprocess, main, postprocess.
 
@@ -1084,7 +1105,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     if not causal and not sliding_window:
         mask_alignment = "top_left"  # no mask: one kernel for both alignments
     traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
-    check_aux_grad(traced)
+    if not aux_grads:
+        check_aux_grad(traced)
     _check_modifier_lengths(traced, sq, skv)
     if deterministic:
         _check_grad_args(None, None, deterministic, causal, mask_alignment, window_size,
@@ -1121,10 +1143,20 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
         _check_grad_args(None, None, deterministic, causal, mask_alignment, window_size,
                          mask_mod)
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
+    # The gradients of the f32 tensors that require grad (with aux_grads):
+    # fp32 accumulators of their elements, which the kernel adds into.
+    grad_indices = tuple(
+        i for i, (t, element) in enumerate(zip(traced.aux_tensors, traced.aux_types))
+        if element == "f32" and getattr(t, "requires_grad", False)
+        and i in score_mod_reads(traced)
+    ) if aux_grads and traced is not None else ()
+    aux_accumulators = {f"aux{i}_grad": torch.zeros_like(aux_values[f"aux{i}"])
+                        for i in grad_indices}
 
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     family = _backward_kernels(backward_config_args(d, q.dtype, causal, deterministic,
-                                                    mask_alignment, sliding_window, v_dim),
+                                                    mask_alignment, sliding_window, v_dim,
+                                                    grad_indices),
                                device_index,
                                *([(traced.ir, traced.aux_types)] if traced else []))
     block_m = family["main"][1]["block_m"]
@@ -1178,7 +1210,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             "seq_kv": skv, "heads_per_kv_head": group, "scale_log2": scale * _LOG2E,
             "scale": float(scale), "heads_q": hq, "batch": b, **semaphore,
             "window_left": window_left, "window_right": window_right,
-            **{name: t.data_ptr() for name, t in aux_values.items()}})
+            **{name: t.data_ptr() for name, t in aux_values.items()},
+            **{name: t.data_ptr() for name, t in aux_accumulators.items()}})
         grid = ((skv + abi["block_n"] - 1) // abi["block_n"], hq, b)
         log("launch %s: grid %s, block (%d, 1, 1), %d B shared", abi["kernel"], grid,
             abi["threads"], abi["dynamic_shared_memory"])
@@ -1193,8 +1226,14 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             "scale": float(scale)})
         kernel.launch(grid_q, (abi["threads"], 1, 1), args, stream=stream)
 
+    if aux_grads:
+        # Each tensor's gradient in its shape and dtype (None for the others).
+        extra = tuple(
+            aux_accumulators[f"aux{i}_grad"].view(tuple(t.shape)).to(t.dtype)
+            if f"aux{i}_grad" in aux_accumulators else None
+            for i, t in enumerate(traced.aux_tensors)) if traced is not None else ()
     if group == 1:
-        return dq, dk_out, dv_out
+        return (dq, dk_out, dv_out) + ((extra,) if aux_grads else ())
     # GQA/MQA: a K/V head's gradient is the sum over its query heads.
     summed = []
     for name, buf, out_t, like in (("dk", dk_out, dk, k), ("dv", dv_out, dv, v)):
@@ -1206,7 +1245,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             out_t = torch.empty_like(like, memory_format=torch.contiguous_format)
         out_t.copy_(total)
         summed.append(out_t)
-    return dq, summed[0], summed[1]
+    return (dq, summed[0], summed[1]) + ((extra,) if aux_grads else ())
 
 
 def _is_contiguous(t: Any) -> bool:

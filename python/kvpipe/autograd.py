@@ -28,7 +28,8 @@ class AttentionFunction(torch.autograd.Function):
                 layout: str, tuning: Tuple[Tuple[str, Any], ...],
                 deterministic: Optional[bool], mask_alignment: str,
                 window_size: Tuple[int, int], score_mod: Optional[Callable[..., Any]],
-                mask_mod: Optional[Callable[..., Any]], traced: Any) -> Tuple[Any, Any]:
+                mask_mod: Optional[Callable[..., Any]], traced: Any,
+                *aux_tensors: Any) -> Tuple[Any, Any]:
         traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
         o, lse = attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True,
                                 layout=layout, mask_alignment=mask_alignment,
@@ -50,14 +51,17 @@ class AttentionFunction(torch.autograd.Function):
     def backward(ctx: Any, do: Any, _dlse: Any) -> Tuple[Any, ...]:
         q, k, v, o, lse, *aux = ctx.saved_tensors
         traced = check_same_modifiers(ctx.traced_ir, tuple(aux), ctx.score_mod, ctx.mask_mod)
-        dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=ctx.causal,
-                                        scale=ctx.scale, layout=ctx.layout,
-                                        deterministic=ctx.deterministic,
-                                        mask_alignment=ctx.mask_alignment,
-                                        window_size=ctx.window_size,
-                                        score_mod=ctx.score_mod, mask_mod=ctx.mask_mod,
-                                        _traced=traced)
-        return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
+        # The modifiers' tensors are the inputs after the 13 fixed ones.
+        wants_aux = any(ctx.needs_input_grad[13:])
+        grads = attention_backward(q, k, v, o, lse, do, causal=ctx.causal,
+                                   scale=ctx.scale, layout=ctx.layout,
+                                   deterministic=ctx.deterministic,
+                                   mask_alignment=ctx.mask_alignment,
+                                   window_size=ctx.window_size,
+                                   score_mod=ctx.score_mod, mask_mod=ctx.mask_mod,
+                                   _traced=traced, aux_grads=wants_aux)
+        aux_grads = grads[3] if wants_aux else (None,) * len(aux)
+        return (grads[0], grads[1], grads[2]) + (None,) * 10 + tuple(aux_grads)
 
 
 def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
@@ -70,10 +74,12 @@ def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[fl
                         traced: Any = _modifiers.UNTRACED) -> Tuple[Any, Any]:
     """(o, lse) with a grad_fn for o. ``traced``: the callbacks' trace where
     the caller has it."""
+    traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
+    aux = tuple(traced.aux_tensors) if traced is not None else ()
     return AttentionFunction.apply(q, k, v, causal, scale, layout,
                                    tuple(sorted(tuning.items())), deterministic,
                                    mask_alignment, tuple(window_size), score_mod, mask_mod,
-                                   traced)
+                                   traced, *aux)
 
 
 class VarlenAttentionFunction(torch.autograd.Function):

@@ -551,12 +551,72 @@ def run_flash_attn_backward_cases() -> List[Dict[str, Any]]:
     return rows
 
 
+#: Learnable auxiliary tensors (issue 15): the score_mod's f32 tensors
+#: require grad, and kvpipe.attention's backward returns their gradients.
+LEARNABLE_AUX_CASES = [
+    ModCase("relbias", 64, 2, 4, 2, 333, 333, causal=True),
+    ModCase("relbias", 128, 1, 6, 3, 300, 517),
+    ModCase("alibi", 128, 2, 4, 4, 517, 300, causal=True, alignment="bottom_right"),
+    ModCase("relbias+document", 64, 1, 4, 2, 400, 400),
+    ModCase("alibi", 256, 1, 4, 2, 300, 300, causal=True),
+]
+
+
+def _learnable(case: ModCase, aux: Dict[str, Any]) -> Dict[str, Any]:
+    """The case's f32 tensors as leaves requiring grad."""
+    return {name: t.detach().clone().requires_grad_() if t.dtype.is_floating_point else t
+            for name, t in aux.items()}
+
+
+def run_learnable_aux_case(case: ModCase, seed: int) -> Dict[str, Any]:
+    import torch
+
+    import kvpipe
+
+    q, k, v, aux, _ = _case_inputs(case, seed, torch)
+    row: Dict[str, Any] = {"case": "learnable aux " + case.name}
+    masks = dict(causal=case.causal, window_size=case.window, mask_alignment=case.alignment)
+    learnable = _learnable(case, aux)
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    try:
+        score_mod, mask_mod = case_modifiers(case, learnable)
+        out = kvpipe.attention(*leaves, score_mod=score_mod, mask_mod=mask_mod, **masks)
+        do = torch.randn_like(out)
+        out.backward(do)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    # The float32 reference with its own leaves for the tensors.
+    ref_aux = {name: t.detach().float().clone().requires_grad_() if t.is_floating_point()
+               else t for name, t in aux.items()}
+    refs = _reference_backward(case, q, k, v, do, 1.0 / math.sqrt(case.head_dim), ref_aux,
+                               torch)
+    compare_grads(row, tuple(leaf.grad for leaf in leaves), [leaf.grad for leaf in leaves],
+                  refs, torch)
+    for name, t in learnable.items():
+        if not t.is_floating_point() or ref_aux[name].grad is None:
+            continue
+        got = t.grad
+        ref = ref_aux[name].grad
+        if got is None:
+            row.update(ok=False, error=f"no gradient for {name}")
+            return row
+        rel = float((got.float() - ref).norm() / max(float(ref.norm()), 1e-6))
+        row["errors"][name] = rel
+        row["rel"] = max(row["rel"], rel)
+        row["ok"] = row["ok"] and bool(torch.isfinite(got).all()) and rel < REL_TOLERANCE
+    return row
+
+
 def run_mods_backward(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
-    """The backward grid (default mods_backward_grid()) and flash_attn_func's
-    trainable softcap / alibi; one row each."""
+    """The backward grid (default mods_backward_grid()), flash_attn_func's
+    trainable softcap / alibi, and the learnable aux tensors; one row each."""
     return (_run_cases(cases if cases is not None else mods_backward_grid(),
                        run_mod_backward_case, 8765)
-            + run_flash_attn_backward_cases())
+            + run_flash_attn_backward_cases()
+            + (_run_cases(LEARNABLE_AUX_CASES, run_learnable_aux_case, 5678)
+               if cases is None else []))
 
 
 def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
@@ -570,7 +630,8 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
     wanted = []
 
     def add(case_mods: Tuple[Any, Any], d: int, causal: bool, alignment: str,
-            window: bool, sq: int, skv: int, dtype: str = "bf16") -> None:
+            window: bool, sq: int, skv: int, dtype: str = "bf16",
+            learnable: bool = False) -> None:
         traced = modifiers.trace(*case_mods)
         if not causal and not window:
             alignment = "top_left"  # no mask: one kernel for both alignments
@@ -584,6 +645,13 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
                            kv_lengths=False, **regions, **planned))
         wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, backward=True,
                            mask_alignment=alignment, sliding_window=window, **regions))
+        if learnable:
+            # The family with the score_mod's f32 tensors' gradients.
+            from kvpipe.attention import score_mod_reads
+
+            grads = tuple(i for i in sorted(score_mod_reads(traced))
+                          if traced.aux_types[i] == "f32")
+            wanted.append(dict(wanted[-1], aux_grads=grads))
 
     for case in cases if cases is not None else mods_backward_grid():
         left, right = normalise_window(case.window, case.causal)
@@ -592,4 +660,10 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
     for sq, skv, causal, softcap, alibi in FLASH_BACKWARD_CASES:
         add((_flash_score_mod(softcap, alibi), None), 128, causal,
             "top_left" if sq == skv else "bottom_right", False, sq, skv)
+    if cases is None:
+        for case in LEARNABLE_AUX_CASES:
+            left, right = normalise_window(case.window, case.causal)
+            add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
+                case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv,
+                case.dtype, learnable=True)
     return _unique(wanted)

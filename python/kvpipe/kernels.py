@@ -102,6 +102,9 @@ class AttentionConfig:
     #: Sequences packed without padding, with cu_seqlens (flash-attn's
     #: flash_attn_varlen_func).
     varlen: bool = False
+    #: Backward: the auxiliary tensors (indices into aux_types, f32) whose
+    #: gradients the main kernel adds into ``aux<i>_grad`` parameters.
+    aux_grads: tuple = ()
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
@@ -110,7 +113,7 @@ class AttentionConfig:
              backward: bool = False, deterministic: bool = False,
              split_kv: bool = False, pack_gqa: int = 0, page_size: int = 0,
              modifiers: str = "", aux_types: tuple = (), varlen: bool = False,
-             **tuning: int) -> "AttentionConfig":
+             aux_grads: tuple = (), **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
@@ -185,6 +188,12 @@ class AttentionConfig:
             raise ValueError(f"aux_types must be 'f32' or 'i32' each, got {aux_types!r}")
         if aux_types and not modifiers:
             raise ValueError("aux_types need modifiers (score_mod/mask_mod regions) to read them")
+        aux_grads = tuple(sorted(aux_grads))
+        if aux_grads and (not backward or any(
+                not isinstance(i, int) or not 0 <= i < len(aux_types) or aux_types[i] != "f32"
+                for i in aux_grads)):
+            raise ValueError(f"aux_grads must index f32 aux_types of a backward family, got "
+                             f"{aux_grads!r} with aux_types {aux_types!r}")
         if modifiers and (split_kv or pack_gqa):
             raise ValueError("score_mod and mask_mod cannot be combined with split_kv or "
                              "pack_gqa yet")
@@ -193,7 +202,7 @@ class AttentionConfig:
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
                                kv_lengths, backward, deterministic, split_kv, pack_gqa,
-                               page_size, modifiers, aux_types, varlen)
+                               page_size, modifiers, aux_types, varlen, aux_grads)
 
     @property
     def v_head_dim(self) -> int:
@@ -223,7 +232,9 @@ class AttentionConfig:
             parts.append(f"page{self.page_size}")
         if self.modifiers:
             # Kernels with modifiers differ by their regions: a digest of them.
-            digest = hashlib.sha256((self.modifiers + repr(self.aux_types)).encode())
+            digest = hashlib.sha256((self.modifiers + repr(self.aux_types)
+                                     + (repr(self.aux_grads) if self.aux_grads else ""))
+                                    .encode())
             parts.append("mods" + digest.hexdigest()[:10])
         if self.varlen:
             parts.append("varlen")
@@ -260,6 +271,8 @@ class AttentionConfig:
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         if self.aux_types:
             attrs.append(f"aux_types = [{', '.join(self.aux_types)}]")
+        if self.aux_grads:
+            attrs.append(f"aux_grads = array<i64: {', '.join(map(str, self.aux_grads))}>")
         regions = f"\n  {self.modifiers}" if self.modifiers else ""
         return ("gpu.module @kvpipe_kernels "
                 "[#nvvm.target<chip = \"sm_90a\", features = \"+ptx86\">] {\n"
@@ -480,7 +493,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       deterministic: bool = False, split_kv: bool = False,
                       pack_gqa: int = 0, page_size: int = 0, modifiers: str = "",
                       aux_types: tuple = (), varlen: bool = False,
-                      **tuning: int) -> CompiledKernel:
+                      aux_grads: tuple = (), **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
     main and postprocess kernels in one module, their ABIs in ``abis``).
@@ -515,6 +528,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
         modifiers, aux_types: score_mod/mask_mod regions and the element
             types of the tensors they read, as ``kvpipe.modifiers.trace``
             makes them (``TracedModifiers.ir`` and ``.aux_types``).
+        aux_grads: with ``backward``, the indices of the f32 aux tensors
+            whose gradients the main kernel computes (``aux<i>_grad``).
         varlen: the kernel takes sequences packed without padding and their
             ``cu_seqlens_q`` / ``cu_seqlens_k`` offsets (docs/kernel-abi.md).
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
@@ -534,7 +549,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     config = AttentionConfig.make(head_dim, dtype, causal, wait_timeout, value_head_dim,
                                   mask_alignment, sliding_window, kv_lengths, backward,
                                   deterministic, split_kv, pack_gqa, page_size,
-                                  modifiers, aux_types, varlen=varlen, **tuning)
+                                  modifiers, aux_types, varlen=varlen, aux_grads=aux_grads,
+                                  **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     compiler = _compiler.get_compiler(required=False)

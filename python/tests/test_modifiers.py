@@ -225,14 +225,40 @@ def test_kernel_arguments_pass_the_aux_pointers():
         kernel_arguments(abi, {"seq_q": 7, "aux0": 0x1000})
 
 
-def test_attention_refuses_modifier_tensors_that_require_grad():
-    # The backward computes dq, dk, dv only: a learnable ALiBi slope would
-    # silently get no gradient.
+def test_learnable_modifier_tensors_go_through_autograd(monkeypatch):
+    # A score_mod tensor that requires grad (a learnable ALiBi slope) makes
+    # kvpipe.attention record the autograd function, with the tensor as one
+    # of its inputs (its gradient comes from the backward's aux_grads), even
+    # when q, k and v do not require grad.
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("kvpipe.autograd")
+    fake.attention_with_grad = lambda *args: calls.append(args) or ("o", "lse")
+    monkeypatch.setitem(sys.modules, "kvpipe.autograd", fake)
     q = FakeTensor((1, 2, 16, 64))
     slopes = Tensor((2,), dtype="float32")
     slopes.requires_grad = True
-    with pytest.raises(ValueError, match=r"index a tensor of shape \(2,\) that requires grad"):
-        kvpipe.attention(q, q, q, score_mod=m.alibi(slopes))
+    assert kvpipe.attention(q, q, q, score_mod=m.alibi(slopes)) == "o"
+    traced = calls[0][-1]
+    assert traced.aux_tensors == [slopes]
+
+
+def test_backward_families_with_aux_grads_name_their_gradients():
+    # aux_grads: only the f32 tensors of a backward family; the declaration
+    # carries them, and the kernels' names differ from the family without.
+    from kvpipe import kernels
+
+    region = m.trace(m.relative_bias(Tensor((2, 9), dtype="float32"), 4))
+    base = dict(head_dim=64, dtype="bf16", causal=False, backward=True,
+                modifiers=region.ir, aux_types=region.aux_types)
+    with_grads = kernels.AttentionConfig.make(**base, aux_grads=(0,))
+    assert "aux_grads = array<i64: 0>" in with_grads.declaration()
+    assert with_grads.kernel_name != kernels.AttentionConfig.make(**base).kernel_name
+    for bad in ({"aux_grads": (1,)}, {"aux_grads": (0,), "backward": False}):
+        with pytest.raises(ValueError, match="aux_grads must index f32 aux_types"):
+            kernels.AttentionConfig.make(**dict(base, **bad))
 
 
 def test_attention_backward_refuses_modifier_tensors_that_require_grad():
@@ -369,11 +395,13 @@ def test_backward_check_kernels_trace_without_torch():
     from kvpipe import check_modifiers
 
     configs = check_modifiers.mods_backward_kernel_configs()
-    backward = [c for c in configs if c.get("backward")]
+    backward = [c for c in configs if c.get("backward") and not c.get("aux_grads")]
     forward = [c for c in configs if not c.get("backward")]
     # Each backward family pairs with the forward kernel whose O and lse it
-    # takes: the same masks and regions.
+    # takes: the same masks and regions (and the learnable-aux cases' too).
     assert len(backward) == len(forward)
+    learnable = [c for c in configs if c.get("aux_grads")]
+    assert len(learnable) == len(check_modifiers.LEARNABLE_AUX_CASES)
     for config in backward:
         twin = {k: v for k, v in config.items() if k != "backward"}
         assert any(all(f.get(k) == v for k, v in twin.items()) for f in forward), config

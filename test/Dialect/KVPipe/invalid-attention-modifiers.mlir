@@ -167,3 +167,56 @@ func.func @outside(%i: index) -> f32 {
   %x = kvpipe.aux_load 0[%i] : f32
   return %x : f32
 }
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'aux_grads' needs 'backward' and a 'score_mod' region (the gradients of the tensors it reads)}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, aux_types = [f32], aux_grads = array<i64: 0>}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %x = kvpipe.aux_load 0[%h] : f32
+    %r = arith.addf %s, %x : f32
+    kvpipe.yield %r : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'aux_grads' element 1 is not an auxiliary tensor (there are 1)}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, aux_types = [f32], aux_grads = array<i64: 1>}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %x = kvpipe.aux_load 0[%h] : f32
+    %r = arith.addf %s, %x : f32
+    kvpipe.yield %r : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'aux_grads' element 0 must name an f32 tensor (an i32 tensor has no gradient)}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, aux_types = [i32], aux_grads = array<i64: 0>}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %x = kvpipe.aux_load 0[%h] : i32
+    %f = arith.sitofp %x : i32 to f32
+    %r = arith.addf %s, %f : f32
+    kvpipe.yield %r : f32
+  }
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-error @+1 {{'aux_grads' names tensor 0 twice}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, aux_types = [f32], aux_grads = array<i64: 0, 0>}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %x = kvpipe.aux_load 0[%h] : f32
+    %r = arith.addf %s, %x : f32
+    kvpipe.yield %r : f32
+  }
+}

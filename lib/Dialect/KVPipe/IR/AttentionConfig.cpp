@@ -84,6 +84,8 @@ AttentionConfig::get(AttentionKernelOp op,
   if (std::optional<ArrayAttr> aux = op.getAuxTypes())
     for (Attribute type : *aux)
       c.auxTypes.push_back(cast<TypeAttr>(type).getValue());
+  if (std::optional<ArrayRef<int64_t>> grads = op.getAuxGrads())
+    c.auxGrads.assign(grads->begin(), grads->end());
   if (c.backward) {
     // The backward's tiles are fixed (docs/backward.md): two consumer
     // warpgroups of 64 K/V rows each, Q/dO streamed in blocks of 64 rows;

@@ -126,6 +126,28 @@ LogicalResult AttentionKernelOp::verifyRegions() {
       return emitOpError() << "'aux_types' needs a 'score_mod' or 'mask_mod' "
                               "region to read the tensors";
   }
+  // Gradients of auxiliary tensors: the backward adds, for each score_mod
+  // read of one, the score's gradient times the region's derivative with
+  // respect to the value read (docs/modifiers.md).
+  if (std::optional<ArrayRef<int64_t>> grads = getAuxGrads()) {
+    if (!getBackward().value_or(false) || getScoreMod().empty())
+      return emitOpError() << "'aux_grads' needs 'backward' and a 'score_mod' "
+                              "region (the gradients of the tensors it reads)";
+    size_t count = getAuxTypes() ? getAuxTypes()->size() : 0;
+    llvm::SmallDenseSet<int64_t> seen;
+    for (int64_t i : *grads) {
+      if (i < 0 || static_cast<size_t>(i) >= count)
+        return emitOpError() << "'aux_grads' element " << i
+                             << " is not an auxiliary tensor (there are "
+                             << count << ")";
+      if (!cast<TypeAttr>((*getAuxTypes())[i]).getValue().isF32())
+        return emitOpError() << "'aux_grads' element " << i
+                             << " must name an f32 tensor (an i32 tensor has "
+                                "no gradient)";
+      if (!seen.insert(i).second)
+        return emitOpError() << "'aux_grads' names tensor " << i << " twice";
+    }
+  }
   if (failed(verifyModifierRegion(
           *this, getScoreMod(), "score_mod",
           {b.getF32Type(), index, index, index, index},

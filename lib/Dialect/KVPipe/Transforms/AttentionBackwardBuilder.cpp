@@ -383,7 +383,7 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   size_t extra = types.size();
   if (c.slidingWindow)
     types.append({i32Type, i32Type});
-  types.append(c.auxTypes.size(), ptrType());
+  types.append(c.auxTypes.size() + c.auxGrads.size(), ptrType());
   gpu::GPUFuncOp func = createKernel(
       family, types, c.threads(),
       getAttentionBackwardABI(ctx, family, family, c,
@@ -404,7 +404,12 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
     windowRight = toIndex(extraParams[1]);
     extraParams = extraParams.drop_front(2);
   }
-  auxParams.assign(extraParams.begin(), extraParams.end());
+  auxParams.assign(extraParams.begin(),
+                   extraParams.begin() + c.auxTypes.size());
+  // The gradients' pointers, by tensor (null where none is asked for).
+  auxGradients.assign(c.auxTypes.size(), Value());
+  for (auto [i, tensor] : llvm::enumerate(c.auxGrads))
+    auxGradients[tensor] = extraParams[c.auxTypes.size() + i];
   if (c.slidingWindow || (c.causal && c.maskAlignment == MaskAlignment::BottomRight))
     bounds = MaskBounds{c.causal,
                         c.maskAlignment == MaskAlignment::BottomRight
@@ -958,9 +963,20 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
               .getResult(0);
     Value delta = buildColumnVector(b, param(BackwardParam::Delta),
                                     firstColumn, kBlockM / 2);
+    Value dPTMinusDelta = arith::SubFOp::create(b, dPT, delta);
     Value dST = arith::MulFOp::create(
         b, modifiers ? Value(arith::ExtFOp::create(b, sType, pDT16)) : pT,
-        arith::SubFOp::create(b, dPT, delta));
+        dPTMinusDelta);
+    // The auxiliary tensors' gradients: the modified score's gradient,
+    // P^T (dP^T - delta) with the masks' zeros, times the region's
+    // derivatives with respect to the values it reads.
+    if (!c.auxGrads.empty())
+      buildScoreModAuxGradients(
+          b, *c.scoreMod, sT, param(BackwardParam::Scale),
+          transposedIndices(qRow),
+          arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, pT16),
+                                dPTMinusDelta),
+          auxGradients);
     Value dST16 = arith::TruncFOp::create(b, halfType, dST);
     // dV += P^T dO_i, dK += dS^T Q_i (A from registers, as P in O += P V).
     // With dQ's column split, dK is issued after dQ (FA3's order): dQ then
@@ -1262,6 +1278,9 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
   SmallVector<std::string> auxNames;
   for (size_t i = 0; i < c.auxTypes.size(); ++i)
     auxNames.push_back("aux" + std::to_string(i));
+  SmallVector<std::string> auxGradNames;
+  for (int64_t i : c.auxGrads)
+    auxGradNames.push_back("aux" + std::to_string(i) + "_grad");
   auto kinds = [&](ArrayRef<std::pair<StringRef, StringRef>> list,
                    bool withSemaphore = false, bool withMasks = false) {
     SmallVector<StringRef> names;
@@ -1275,6 +1294,9 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
     if (withMasks)
       for (const std::string &aux : auxNames)
         all.push_back({aux, "pointer"});
+    if (withMasks)
+      for (const std::string &grad : auxGradNames)
+        all.push_back({grad, "pointer"});
     for (auto [paramName, kind] : all) {
       names.push_back(paramName);
       kindEntries.push_back(b.getNamedAttr(paramName, b.getStringAttr(kind)));

@@ -288,9 +288,17 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
     }
     dP = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dP}, 0)
              .getResult(0);
+    Value dPMinusDelta = arith::SubFOp::create(b, dP, delta);
     Value dS16 = packedTrunc(arith::MulFOp::create(
         b, modifiers ? Value(arith::ExtFOp::create(b, sType, pd16)) : p,
-        arith::SubFOp::create(b, dP, delta)));
+        dPMinusDelta));
+    // The auxiliary tensors' gradients (as the keys-split consumers).
+    if (!c.auxGrads.empty())
+      buildScoreModAuxGradients(
+          b, *c.scoreMod, s, param(BackwardParam::Scale), at(),
+          arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, p16),
+                                dPMinusDelta),
+          auxGradients);
 
     // P and dS to this warpgroup's column block of buffer i % 2, visible to
     // the async proxy, and every warpgroup's written before any reads them.

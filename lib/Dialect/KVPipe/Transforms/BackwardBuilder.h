@@ -211,6 +211,8 @@ private:
   std::optional<MaskBounds> bounds;
   std::optional<MaskModShape> maskShape;
   SmallVector<Value> auxParams;
+  /// By auxiliary tensor: its gradient's pointer parameter, or null.
+  SmallVector<Value> auxGradients;
   /// Consumer: its thread's two keys (S^T rows) and first query column
   /// offset; with `bounds`, the queries each key keeps and the tile's
   /// uniform limits (the highest first query, the lowest last query).

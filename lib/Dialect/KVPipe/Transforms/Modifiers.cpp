@@ -281,18 +281,22 @@ static void differentiate(ImplicitLocOpBuilder &b, Operation &op,
 /// softmax does not have (ALiBi spilled at head dim 128), and indices and
 /// flat offsets into the auxiliary tensors fit in 31 bits. With `derivative`
 /// (a score_mod), also the yield's derivative with respect to the score
-/// (args[0]), built op by op next to the values (differentiate).
+/// (args[0]), built op by op next to the values (differentiate), or with
+/// `withRespectTo` (an aux read of the region) to the value it reads.
 static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
                           ValueRange args, const ModifierIndices &at,
                           Value *derivative = nullptr,
-                          IRMapping *inlined = nullptr) {
+                          IRMapping *inlined = nullptr,
+                          Operation *withRespectTo = nullptr) {
   Block &block = region.front();
   IRMapping map;
   map.map(block.getArguments(), args);
   DenseMap<Value, Value> tangent;
-  if (derivative)
-    tangent[block.getArgument(0)] = arith::ConstantFloatOp::create(
-        b, b.getF32Type(), APFloat(1.0f));
+  auto one = [&] {
+    return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(1.0f));
+  };
+  if (derivative && !withRespectTo)
+    tangent[block.getArgument(0)] = one();
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
   Type i32 = b.getI32Type();
   auto narrow = [&](Type type) { return type.isIndex() ? i32 : type; };
@@ -349,6 +353,8 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
     }
     if (derivative)
       differentiate(b, op, map, tangent);
+    if (derivative && &op == withRespectTo)
+      tangent[op.getResult(0)] = one();
   }
   Value yielded = cast<YieldOp>(block.getTerminator()).getValues().front();
   if (derivative) {
@@ -438,6 +444,43 @@ static SmallVector<Value, 5> regionArguments(ImplicitLocOpBuilder &b,
                arith::IndexCastOp::create(b, b.getI32Type(), at.head), query,
                key});
   return args;
+}
+
+void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
+                                       Region &region, Value s, Value scale,
+                                       const ModifierIndices &at, Value grad,
+                                       ArrayRef<Value> gradients) {
+  SmallVector<AuxLoadOp> reads;
+  region.walk([&](AuxLoadOp load) {
+    if (load.getAux() < gradients.size() && gradients[load.getAux()])
+      reads.push_back(load);
+  });
+  if (reads.empty())
+    return;
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  forEachElement(b, region, at, [&](int64_t i, Value row, Value key) {
+    Value scaled = arith::MulFOp::create(
+        b, vector::ExtractOp::create(b, s, i), scale);
+    Value g = vector::ExtractOp::create(b, grad, i);
+    // The region once per read (forward-mode differentiation with respect
+    // to that read's value): a region reading one tensor twice gets both
+    // contributions.
+    for (AuxLoadOp read : reads) {
+      Value derivative;
+      IRMapping inlined;
+      inlineRegion(b, region, regionArguments(b, at, scaled, row, key), at,
+                   &derivative, &inlined, read);
+      Value offset = arith::ExtSIOp::create(b, b.getI64Type(),
+                                            inlined.lookup(read.getIndex()));
+      Value address =
+          LLVM::GEPOp::create(b, ptrType, b.getF32Type(),
+                              gradients[read.getAux()], ValueRange{offset});
+      LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::fadd, address,
+                                arith::MulFOp::create(b, g, derivative),
+                                LLVM::AtomicOrdering::monotonic);
+    }
+    return Value();
+  });
 }
 
 Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,

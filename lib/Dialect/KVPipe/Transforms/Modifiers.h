@@ -83,6 +83,19 @@ buildScoreModWithDerivative(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                             mlir::Value s, mlir::Value scale,
                             const ModifierIndices &at);
 
+/// The gradients of the auxiliary tensors the score_mod `region` reads: for
+/// every element of `s` (raw q.k scores, multiplied by `scale` as for
+/// buildScoreModWithDerivative) and every read of a tensor `i` with a
+/// non-null `gradients[i]` (an fp32 `!llvm.ptr<1>` of the tensor's
+/// elements), atomically adds `grad` (the loss's gradient with respect to
+/// the modified score, the fragment's element) times the region's
+/// derivative with respect to the value read, at the element read.
+void buildScoreModAuxGradients(mlir::ImplicitLocOpBuilder &b,
+                               mlir::Region &region, mlir::Value s,
+                               mlir::Value scale, const ModifierIndices &at,
+                               mlir::Value grad,
+                               llvm::ArrayRef<mlir::Value> gradients);
+
 /// The mask_mod `region`'s verdict for every element of a fragment of
 /// `at.numElements` elements: an i1 vector, true where the key is kept.
 mlir::Value buildMaskModKeep(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,

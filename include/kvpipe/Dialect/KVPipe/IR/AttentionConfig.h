@@ -93,6 +93,9 @@ struct AttentionConfig {
   mlir::Region *scoreMod = nullptr;
   mlir::Region *maskMod = nullptr;
   llvm::SmallVector<mlir::Type> auxTypes;
+  /// Backward only: the auxiliary tensors whose gradients the main kernel
+  /// adds into `aux<i>_grad` (fp32, the tensor's elements) parameters.
+  llvm::SmallVector<int64_t> auxGrads;
 
   /// Named barriers: 0 is the CTA barrier; consumer warpgroup c has
   /// kEpilogueBarriers + c for its epilogue and kScheduleBarriers + c for its

@@ -195,6 +195,12 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     `arith.addf`, `subf`, `mulf`, `divf`, `negf`, `select`, `maximumf`,
     `minimumf`, `maxnumf`, `minnumf` and `math.fma`, `tanh`, `exp`, `exp2`,
     `log`, `log2`, `sqrt`, `absf`) is a verifier error at that op.
+    `aux_grads` (backward only) lists the f32 tensors the score_mod reads
+    whose gradients the main kernel computes: each adds a parameter
+    `aux<i>_grad`, an fp32 buffer of the tensor's elements (zeroed by the
+    caller) into which the kernel adds, for every score and every read of
+    the tensor, the score's gradient times the region's derivative with
+    respect to the value read (learnable biases and slopes).
 
     ```mlir
     kvpipe.attention_kernel @softcap_window {head_dim = 128 : i64, element_type = bf16, causal = false, aux_types = [f32]}
@@ -235,7 +241,8 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<I64Attr>:$pack_gqa,
                        OptionalAttr<I64Attr>:$page_size,
                        OptionalAttr<TypeArrayAttr>:$aux_types,
-                       OptionalAttr<BoolAttr>:$varlen);
+                       OptionalAttr<BoolAttr>:$varlen,
+                       OptionalAttr<DenseI64ArrayAttr>:$aux_grads);
   let regions = (region MaxSizedRegion<1>:$score_mod,
                         MaxSizedRegion<1>:$mask_mod);
   let assemblyFormat = [{
