@@ -1882,6 +1882,40 @@ private:
              "producer side"
           << where(pipeline);
     }
+    // The mirror: a producer side without a consumer in a function that
+    // creates the pipeline. Past the ring's kv_stages slots, the producer
+    // waits for a release that never comes; within them, nothing reads
+    // what it filled (or a consumer elsewhere does: not in this module).
+    for (auto &[pipeline, ends] : producers) {
+      if (consumers.count(pipeline) || !created.count(pipeline) ||
+          unbalanced.contains(pipeline))
+        continue;
+      // A chain that cannot be counted is reported above.
+      if (llvm::any_of(ends, [](const End &end) { return !end.total; }))
+        continue;
+      auto type = cast<PipelineType>(pipeline.getType());
+      const End *over = nullptr;
+      for (const End &end : ends)
+        if (end.total && end.total->isConstant() &&
+            end.total->constant > type.getKvStages()) {
+          over = &end;
+          break;
+        }
+      if (over) {
+        error(describeEnd(*over))
+            << "fills " << over->total->constant
+            << " slots but the pipeline has no consumer side: the ring has "
+            << type.getKvStages()
+            << " slots, so the producer waits forever for a release of the "
+               "slot it refills"
+            << where(pipeline);
+        continue;
+      }
+      unproven(describeEnd(ends.front()))
+          << "that the filled slots are ever consumed: the pipeline has no "
+             "consumer side"
+          << where(pipeline);
+    }
   }
 
   //===--------------------------------------------------------------------===//
