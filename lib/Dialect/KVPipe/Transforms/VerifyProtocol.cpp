@@ -1246,10 +1246,111 @@ private:
   // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
   //===--------------------------------------------------------------------===//
 
+  /// The op between `op` and its function that may run it more than once,
+  /// or on some threads only: a loop, a tile loop, a condition, a role
+  /// region. An `scf.execute_region` runs its region once.
+  static Operation *findRepeatOrCondition(Operation *op) {
+    for (Operation *parent = op->getParentOp();
+         parent && !isa<FunctionOpInterface>(parent);
+         parent = parent->getParentOp())
+      if (!isa<scf::ExecuteRegionOp>(parent))
+        return parent;
+    return nullptr;
+  }
+
+  /// Rule 2 for the create itself: it runs once, on every thread of the
+  /// CTA. Not in a loop or under a condition in its function, and, where
+  /// its function is called in the module, from one call site that runs
+  /// once itself (a helper called per tile, or twice, initialises the same
+  /// barriers again while the previous use's waits may be pending).
+  /// False when reported.
+  bool checkCreateRunsOnce(CreateOp create) {
+    Operation *at = create;
+    SmallPtrSet<Operation *, 4> functions;
+    for (;;) {
+      if (Operation *holder = findRepeatOrCondition(at)) {
+        bool loop =
+            isa<LoopLikeOpInterface, ForEachTileOp>(holder);
+        InFlightDiagnostic diag =
+            error(create)
+            << (at == create.getOperation() ? "is " : "runs through a call ")
+            << (loop ? "inside a loop: kvpipe.create and kvpipe.init run "
+                       "once, by every thread of the CTA (one set of "
+                       "barriers per create op: every iteration would "
+                       "initialise them again while the previous one's "
+                       "waits may be pending)"
+                     : "under a condition: kvpipe.create and kvpipe.init "
+                       "run once, by every thread of the CTA (the other "
+                       "threads would use barriers nobody initialised, or "
+                       "wait in the init's CTA barrier forever)")
+            << where(create.getResult());
+        if (at != create.getOperation())
+          diag.attachNote(at->getLoc()) << "the call";
+        diag.attachNote(holder->getLoc())
+            << "the enclosing '" << holder->getName() << "'";
+        return false;
+      }
+      Region *region = at->getParentRegion();
+      if (!region->hasOneBlock() && at->getBlock() != &region->front()) {
+        unproven(create) << "that the pipeline is created and initialised "
+                            "once by every thread: "
+                         << (at == create.getOperation() ? "it"
+                                                         : "the call to its "
+                                                           "function")
+                         << " is not in the entry block of its region"
+                         << where(create.getResult());
+        return false;
+      }
+      auto function = at->getParentOfType<FunctionOpInterface>();
+      if (!function || !functions.insert(function).second)
+        return true; // recursion has its own callers
+      SmallVector<CallOpInterface> callers;
+      root->walk([&](CallOpInterface call) {
+        if (flow.resolveCallee(call) == function)
+          callers.push_back(call);
+      });
+      // A use of the function's symbol other than a call it resolves (a
+      // func.constant called indirectly) may run it any number of times.
+      if (std::optional<SymbolTable::UseRange> uses =
+              SymbolTable::getSymbolUses(function, root))
+        for (const SymbolTable::SymbolUse &use : *uses) {
+          auto call = dyn_cast<CallOpInterface>(use.getUser());
+          if (call && flow.resolveCallee(call) == function)
+            continue;
+          InFlightDiagnostic diag =
+              unproven(create)
+              << "that the pipeline is created and initialised once: @"
+              << function.getName()
+              << " is referenced other than by a direct call"
+              << where(create.getResult());
+          diag.attachNote(use.getUser()->getLoc()) << "the reference";
+          return false;
+        }
+      if (callers.empty())
+        return true; // the kernel: runs once per CTA
+      if (callers.size() > 1) {
+        InFlightDiagnostic diag =
+            error(create)
+            << "is in @" << function.getName() << ", called from "
+            << callers.size()
+            << " places: each call creates and initialises the same barriers "
+               "again (one set per create op) while the previous call's "
+               "waits may be pending"
+            << where(create.getResult());
+        for (CallOpInterface call : callers)
+          diag.attachNote(call->getLoc()) << "a call";
+        return false;
+      }
+      at = callers.front();
+    }
+  }
+
   void checkBarriers() {
     SmallVector<InitOp> inits;
     root->walk([&](InitOp init) { inits.push_back(init); });
     root->walk([&](CreateOp create) {
+      if (!checkCreateRunsOnce(create))
+        return;
       Value pipeline = flow.getPipeline(create.getResult());
       InitOp first;
       for (InitOp init : inits) {
