@@ -300,3 +300,88 @@ func.func @while_permuted(%a: !p, %b: !p, %c: i1, %e: i1) -> (!p, !p) {
   }
   return %r#0, %r#1 : !p, !p
 }
+
+// -----
+
+// A loop that carries the state through unadvanced returns the state it was
+// given: %r is %p, and filling the slot through both is an alias (audit j04).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @for_pass_through_alias(%p: !p, %n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    scf.yield %s : !p
+  }
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
+  // expected-note @below {{advanced here}}
+  %a = kvpipe.step %p : !p
+  // expected-error @below {{'kvpipe.step' op state used after it was advanced}}
+  %b = kvpipe.step %r : !p
+  return %b : !p
+}
+
+// -----
+
+// The same through an scf.if whose branches both yield the iter_arg (j08).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @for_pass_through_if_alias(%p: !p, %n: index, %c: i1) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %u = scf.if %c -> !p {
+      scf.yield %s : !p
+    } else {
+      scf.yield %s : !p
+    }
+    scf.yield %u : !p
+  }
+  kvpipe.producer_acquire %r : !p
+  kvpipe.producer_commit %r : !p
+  // expected-note @below {{advanced here}}
+  %a = kvpipe.step %r : !p
+  // expected-error @below {{'func.return' op state used after it was advanced}}
+  return %p : !p
+}
+
+// -----
+
+// The same through an scf.while (j05).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @while_pass_through_alias(%p: !p, %c: i1) -> !p {
+  %r = scf.while (%s = %p) : (!p) -> !p {
+    scf.condition(%c) %s : !p
+  } do {
+  ^bb0(%s: !p):
+    scf.yield %s : !p
+  }
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
+  // expected-note @below {{advanced here}}
+  %a = kvpipe.step %p : !p
+  // expected-error @below {{'func.return' op state used after it was advanced}}
+  return %r : !p
+}
+
+// -----
+
+// Corrected: a pass-through loop whose result alone is used afterwards, and a
+// loop that advances its state (its result is a later slot than the init).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @pass_through_result_only(%p: !p, %n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    scf.yield %s : !p
+  }
+  %q = scf.for %i = %c0 to %n step %c1 iter_args(%s = %r) -> (!p) {
+    kvpipe.producer_acquire %s : !p
+    kvpipe.producer_commit %s : !p
+    %t = kvpipe.step %s : !p
+    scf.yield %t : !p
+  }
+  kvpipe.producer_acquire %q : !p
+  kvpipe.producer_commit %q : !p
+  %b = kvpipe.step %q : !p
+  return %b : !p
+}

@@ -415,3 +415,81 @@ func.func @same_conditions(%n: index, %producer: i1, %has_work: i1, %m: index, %
   }
   return
 }
+
+// -----
+
+// A created pipeline that only a producer uses (audit a06): the third
+// acquire waits for a release of slot 0 that never comes.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @producer_only_past_ring() {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
+  %s1 = kvpipe.step %p : !p
+  kvpipe.producer_acquire %s1 : !p
+  kvpipe.producer_commit %s1 : !p
+  %s2 = kvpipe.step %s1 : !p
+  kvpipe.producer_acquire %s2 : !p
+  kvpipe.producer_commit %s2 : !p
+  // expected-error @below {{'kvpipe.step' op fills 3 slots but the pipeline has no consumer side: the ring has 2 slots, so the producer waits forever for a release of the slot it refills (pipeline created at}}
+  %s3 = kvpipe.step %s2 : !p
+  return
+}
+
+// -----
+
+// Within the ring it does not hang, but nothing reads what it filled, and a
+// loop of runtime trip count may run past the ring: both unproven, as a
+// consumer side without a producer is.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @producer_only_within_ring() {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.producer_acquire %p : !p
+  kvpipe.producer_commit %p : !p
+  // expected-warning @below {{'kvpipe.step' op cannot prove that the filled slots are ever consumed: the pipeline has no consumer side (pipeline created at}}
+  %s1 = kvpipe.step %p : !p
+  return
+}
+func.func @producer_only_loop(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-warning @below {{'scf.for' op cannot prove that the filled slots are ever consumed: the pipeline has no consumer side}}
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.producer_acquire %s : !p
+    kvpipe.producer_commit %s : !p
+    %t = kvpipe.step %s : !p
+    scf.yield %t : !p
+  }
+  return
+}
+
+// -----
+
+// Corrected: a consumer releases each of the three slots.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @producer_and_consumer(%producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}

@@ -146,3 +146,164 @@ func.func @init_in_each_role(%e: i1, %producer: i1) {
   }
   return
 }
+
+// -----
+
+// create + init in a loop (audit e01): one set of barriers per create op,
+// initialised again every iteration while the last slot's waits may pend.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @create_init_in_loop(%n: index, %m: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-note @below {{the enclosing 'scf.for'}}
+  scf.for %j = %c0 to %m step %c1 {
+    // expected-error @below {{'kvpipe.create' op is inside a loop: kvpipe.create and kvpipe.init run once, by every thread of the CTA}}
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    scf.if %producer {
+      kvpipe.producer_acquire %p : !p
+      kvpipe.producer_commit %p : !p
+      %t = kvpipe.step %p : !p
+    } else {
+      kvpipe.consumer_wait %p : !p
+      %t = kvpipe.consumer_release %p, %e : !p
+    }
+  }
+  return
+}
+
+// -----
+
+// The same through a helper called once per tile (audit e07).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @tile(%producer: i1, %e: i1) {
+  // expected-error @below {{'kvpipe.create' op runs through a call inside a loop}}
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %t = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+func.func @create_in_helper_called_in_loop(%m: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-note @below {{the enclosing 'scf.for'}}
+  scf.for %j = %c0 to %m step %c1 {
+    // expected-note @below {{the call}}
+    func.call @tile(%producer, %e) : (i1, i1) -> ()
+  }
+  return
+}
+
+// -----
+
+// create + init in one role's branch, on the warpgroup id (audit e09): the
+// other warpgroups never initialise the barriers.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @create_init_in_role_branch(%e: i1) {
+  %c0 = arith.constant 0 : index
+  %wg = kvpipe.warpgroup_id : index
+  %isp = arith.cmpi eq, %wg, %c0 : index
+  // expected-note @below {{the enclosing 'scf.if'}}
+  scf.if %isp {
+    // expected-error @below {{'kvpipe.create' op is under a condition: kvpipe.create and kvpipe.init run once, by every thread of the CTA}}
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %tid = gpu.thread_id x
+    %el = arith.cmpi eq, %tid, %c0 : index
+    scf.if %el {
+      kvpipe.producer_acquire %p : !p
+      kvpipe.producer_commit %p : !p
+      %t = kvpipe.step %p : !p
+    } else {
+      kvpipe.consumer_wait %p : !p
+      %t = kvpipe.consumer_release %p, %e : !p
+    }
+  }
+  return
+}
+
+// -----
+
+// A helper that creates a pipeline, called twice: the same barriers.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @run_once(%producer: i1, %e: i1) {
+  // expected-error @below {{'kvpipe.create' op is in @run_once, called from 2 places: each call creates and initialises the same barriers again}}
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %t = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+func.func @create_in_helper_called_twice(%producer: i1, %e: i1) {
+  // expected-note @below {{a call}}
+  func.call @run_once(%producer, %e) : (i1, i1) -> ()
+  // expected-note @below {{a call}}
+  func.call @run_once(%producer, %e) : (i1, i1) -> ()
+  return
+}
+
+// -----
+
+// Corrected: the helper that creates the pipeline is called once, by every
+// thread, from the kernel's top level (through an scf.execute_region, which
+// runs its region once).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @run_pipeline(%producer: i1, %e: i1) {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %t = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+func.func @create_in_helper_called_once(%producer: i1, %e: i1) {
+  scf.execute_region {
+    func.call @run_pipeline(%producer, %e) : (i1, i1) -> ()
+    scf.yield
+  }
+  return
+}
+
+// -----
+
+// A helper whose symbol is taken and called indirectly may run any number
+// of times.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @run_indirect(%producer: i1, %e: i1) {
+  // expected-warning @below {{'kvpipe.create' op cannot prove that the pipeline is created and initialised once: @run_indirect is referenced other than by a direct call}}
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %t = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+func.func @create_in_helper_called_indirectly(%producer: i1, %e: i1) {
+  // expected-note @below {{the reference}}
+  %f = func.constant @run_indirect : (i1, i1) -> ()
+  func.call_indirect %f(%producer, %e) : (i1, i1) -> ()
+  return
+}

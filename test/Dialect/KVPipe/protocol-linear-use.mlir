@@ -12,6 +12,7 @@ func.func @use_after_step() -> index {
   %p = kvpipe.create : !p
   kvpipe.init %p : !p
   // expected-note @below {{advanced here}}
+  // expected-warning @below {{cannot prove that the filled slots are ever consumed: the pipeline has no consumer side}}
   %q = kvpipe.step %p : !p
   // expected-error-re @below {{'kvpipe.index' op state used after it was advanced (pipeline created at {{.*}}protocol-linear-use.mlir:12:8 : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>)}}
   %i = kvpipe.index %p : !p
@@ -46,7 +47,7 @@ func.func @wait_after_release(%e: i1) -> !p {
   kvpipe.consumer_wait %p : !p
   // expected-note @below {{advanced here}}
   %q = kvpipe.consumer_release %p, %e : !p
-  // expected-error-re @below {{'kvpipe.consumer_wait' op state used after it was advanced (sub-stage 0 of pipeline created at {{.*}}:44:8 : !kvpipe.pipeline<{{.*}}>)}}
+  // expected-error-re @below {{'kvpipe.consumer_wait' op state used after it was advanced (sub-stage 0 of pipeline created at {{.*}}:45:8 : !kvpipe.pipeline<{{.*}}>)}}
   kvpipe.consumer_wait %p : !p
   return %q : !p
 }
@@ -126,6 +127,7 @@ func.func @use_after_loop(%n: index) -> index {
   %p = kvpipe.create : !p
   kvpipe.init %p : !p
   // expected-note @below {{advanced by this loop}}
+  // expected-warning @below {{cannot prove that the filled slots are ever consumed: the pipeline has no consumer side}}
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
     kvpipe.producer_acquire %s : !p
     kvpipe.producer_commit %s : !p
@@ -154,6 +156,7 @@ func.func @advanced_in_every_iteration(%n: index) {
     kvpipe.producer_acquire %p : !p
     kvpipe.producer_commit %p : !p
     // expected-error @below {{'kvpipe.step' op advances a state defined outside its loop, once per iteration: carry it as an iter_arg (pipeline created at}}
+    // expected-warning @below {{cannot prove that the filled slots are ever consumed: the pipeline has no consumer side}}
     %t = kvpipe.step %p : !p
   }
   return
@@ -228,6 +231,7 @@ func.func @tile_loop_steps_outer_state() {
     kvpipe.producer_acquire %p : !p
     kvpipe.producer_commit %p : !p
     // expected-error @below {{'kvpipe.step' op advances a state defined outside its 'kvpipe.for_each_tile', once per tile: carry it as an iter_arg of the tile loop (pipeline created at}}
+    // expected-warning @below {{cannot prove that the filled slots are ever consumed: the pipeline has no consumer side}}
     %t = kvpipe.step %p : !p
     kvpipe.yield
   }
@@ -248,6 +252,7 @@ func.func @tile_loop_inner_loop_on_outer_state(%n: index) {
   // expected-note @below {{the tile loop}}
   kvpipe.for_each_tile {
     // expected-error @below {{'scf.for' op advances a state defined outside its 'kvpipe.for_each_tile', once per tile}}
+    // expected-warning @below {{cannot prove that the filled slots are ever consumed: the pipeline has no consumer side}}
     %u = scf.for %i = %c0 to %n step %c1 iter_args(%a = %p) -> (!p) {
       kvpipe.producer_acquire %a : !p
       kvpipe.producer_commit %a : !p

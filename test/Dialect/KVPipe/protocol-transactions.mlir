@@ -417,3 +417,104 @@ func.func private @load1(%s: !p, %map: !map, %i: index, %t: !tile) {
   kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
   return
 }
+
+// -----
+
+// The producer loads ring slot (index + 1) mod 2 on the barrier of slot
+// index (audit c02): the consumers wait on a slot that never gets the data.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!ring = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @load_into_next_slot(%p: !p, %n: index, %map: !map, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %index = kvpipe.index %s : !p
+    %next = arith.addi %index, %c1 : index
+    %slot = arith.remui %next, %c2 : index
+    kvpipe.producer_acquire %s : !p
+    // expected-note @below {{the barrier}}
+    %b = kvpipe.producer_mbar %s : !p
+    %t = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+    // expected-error @below {{'kvpipe.tma_load' op fills ring slot 0 while its barrier is of the state at slot 1: the consumers wait for a slot that never receives the data}}
+    kvpipe.tma_load %map[%c0, %i, %c0], %t, %b : !map, !tile
+    kvpipe.producer_commit %s : !p
+    %u = kvpipe.step %s : !p
+    scf.yield %u : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+// Always ring slot 0 (audit c03): wrong from the second slot on, unless the
+// loop runs once; not provable.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!ring = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @load_into_constant_slot(%p: !p, %n: index, %map: !map, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.producer_acquire %s : !p
+    // expected-note @below {{the barrier}}
+    %b = kvpipe.producer_mbar %s : !p
+    %t = memref.subview %k[%c0, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+    // expected-warning @below {{'kvpipe.tma_load' op cannot prove that the TMA load fills the ring slot of its barrier's state: no offset of its destination is computed from the state's kvpipe.index}}
+    kvpipe.tma_load %map[%c0, %i, %c0], %t, %b : !map, !tile
+    kvpipe.producer_commit %s : !p
+    %u = kvpipe.step %s : !p
+    scf.yield %u : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+// Corrected: the loop loads into its state's kvpipe.index (through an
+// index_cast round trip), and so does the first fill peeled off right after
+// the create (a constant slot 0 there would be right, but which offset is the
+// ring's is not known without an index: unproven, as in the program above).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!ring = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @load_into_own_slot(%n: index, %map: !map, %k: !ring, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    %b0 = kvpipe.producer_mbar %p : !p
+    %i0 = kvpipe.index %p : !p
+    %t0 = memref.subview %k[%i0, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+    kvpipe.tma_load %map[%c0, %c0, %c0], %t0, %b0 : !map, !tile
+    kvpipe.producer_commit %p : !p
+    %p1 = kvpipe.step %p : !p
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p1) -> (!p) {
+      %index = kvpipe.index %s : !p
+      %i32 = arith.index_cast %index : index to i32
+      %slot = arith.index_cast %i32 : i32 to index
+      kvpipe.producer_acquire %s : !p
+      %b = kvpipe.producer_mbar %s : !p
+      %t = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+      kvpipe.tma_load %map[%c0, %i, %c0], %t, %b : !map, !tile
+      kvpipe.producer_commit %s : !p
+      %u = kvpipe.step %s : !p
+      scf.yield %u : !p
+    }
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %p1 = kvpipe.consumer_release %p, %e : !p
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p1) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %u = kvpipe.consumer_release %s, %e : !p
+      scf.yield %u : !p
+    }
+  }
+  return
+}

@@ -196,6 +196,7 @@ void PipelineFlow::build() {
       if (advance->slots == 0)
         unite(slotParents, argument, result);
     }
+  uniteLoopPassThroughs();
 
   mergeStates();
   // What is left merges states of different pipelines: which one the
@@ -204,9 +205,52 @@ void PipelineFlow::build() {
     mixed.insert(merge.target);
   merges.clear();
 
+  // Answers computed while the slots were still being linked may be stale.
+  perIteration.clear();
   for (Value state : states) {
     slotMembers[find(slotParents, state)].push_back(state);
     pipelineMembers[find(pipelineParents, state)].push_back(state);
+  }
+}
+
+void PipelineFlow::uniteLoopPassThroughs() {
+  // A loop that does not advance the state it carries at a position (every
+  // iteration yields its iter_arg unchanged) returns the state it was
+  // given: the result is the same slot as the init, and using both is an
+  // alias (as for an `scf.if` that yields the outer state).
+  for (Operation *loop : loops) {
+    if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
+      for (auto [position, init, result] :
+           llvm::enumerate(forOp.getInitArgs(), forOp.getResults())) {
+        if (!isState(result))
+          continue;
+        std::optional<int64_t> slots =
+            getAdvancePerIteration(loop, position);
+        if (slots && *slots == 0)
+          unite(slotParents, init, result);
+      }
+      continue;
+    }
+    auto whileOp = dyn_cast<scf::WhileOp>(loop);
+    scf::ConditionOp condition = whileOp ? whileOp.getConditionOp() : nullptr;
+    if (!condition)
+      continue;
+    // Result i is the condition's operand i: a before-argument unadvanced,
+    // of a position no iteration advances, is the init of that position.
+    for (auto [forwarded, result] :
+         llvm::zip(condition.getArgs(), whileOp.getResults())) {
+      if (!isState(result))
+        continue;
+      std::optional<StateAdvance> before = traceAdvance(forwarded, whileOp);
+      auto argument = before ? dyn_cast<BlockArgument>(before->base) : nullptr;
+      if (!argument || before->slots != 0 ||
+          argument.getOwner() != whileOp.getBeforeBody())
+        continue;
+      unsigned position = argument.getArgNumber();
+      std::optional<int64_t> slots = getAdvancePerIteration(loop, position);
+      if (slots && *slots == 0 && position < whileOp.getInits().size())
+        unite(slotParents, whileOp.getInits()[position], result);
+    }
   }
 }
 

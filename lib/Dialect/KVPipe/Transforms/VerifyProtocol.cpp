@@ -49,6 +49,7 @@
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <deque>
@@ -152,6 +153,7 @@ public:
     });
     checkReads();
     checkTransactions();
+    checkLoadSlots();
     checkReleaseArrivals();
     return !hasErrors;
   }
@@ -864,6 +866,173 @@ private:
     return first;
   }
 
+  /// The value of `value` where the kvpipe.index of the states of `slot` is
+  /// `index`: through constants, integer casts and pure integer arithmetic.
+  std::optional<int64_t> evaluateAtIndex(Value value, Value slot,
+                                         int64_t index, unsigned depth = 0) {
+    if (depth > 32)
+      return std::nullopt;
+    if (std::optional<int64_t> constant = getConstantIntValue(value))
+      return *constant;
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    if (auto indexOp = dyn_cast<IndexOp>(def)) {
+      if (flow.isMixed(indexOp.getPipeline()) ||
+          flow.getSlot(indexOp.getPipeline()) != slot)
+        return std::nullopt;
+      return index;
+    }
+    if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+            arith::ExtUIOp>(def))
+      return evaluateAtIndex(def->getOperand(0), slot, index, depth + 1);
+    if (def->getNumOperands() != 2 ||
+        !isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::RemUIOp,
+             arith::RemSIOp, arith::DivUIOp, arith::DivSIOp>(def))
+      return std::nullopt;
+    std::optional<int64_t> a =
+        evaluateAtIndex(def->getOperand(0), slot, index, depth + 1);
+    std::optional<int64_t> b =
+        evaluateAtIndex(def->getOperand(1), slot, index, depth + 1);
+    // Small non-negative values only: no wrap-around to think about.
+    auto small = [](std::optional<int64_t> v) {
+      return v && *v >= 0 && *v < (int64_t(1) << 20);
+    };
+    if (!small(a) || !small(b))
+      return std::nullopt;
+    return llvm::TypeSwitch<Operation *, std::optional<int64_t>>(def)
+        .Case<arith::AddIOp>([&](auto) { return *a + *b; })
+        .Case<arith::SubIOp>([&](auto) -> std::optional<int64_t> {
+          if (*a < *b)
+            return std::nullopt;
+          return *a - *b;
+        })
+        .Case<arith::MulIOp>([&](auto) { return *a * *b; })
+        .Default([&](Operation *) -> std::optional<int64_t> {
+          if (*b == 0)
+            return std::nullopt;
+          return isa<arith::RemUIOp, arith::RemSIOp>(def) ? *a % *b
+                                                          : *a / *b;
+        });
+  }
+
+  /// A producer's TMA load fills the ring slot of the state whose barrier
+  /// it completes on: the slot offset of its destination's view chain (a
+  /// memref.subview offset computed from a kvpipe.index) is that state's
+  /// kvpipe.index. Checked for each index the state can have (the one a
+  /// constant advance from its create gives, else every slot).
+  void checkLoadSlots() {
+    root->walk([&](TMALoadOp load) {
+      auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
+      if (!mbar)
+        return; // a barrier passed in: not followed here
+      int64_t stages = mbar.getPipelineType().getKvStages();
+      if (stages == 1)
+        return; // one slot: every fill is of slot 0
+      Value state = mbar.getPipeline();
+      if (flow.isMixed(state))
+        return; // reported by rule 3
+      Value slot = flow.getSlot(state);
+      // The slot offsets of the destination, and whether it has views.
+      SmallVector<OpFoldResult> offsets;
+      bool viewed = false, other = false;
+      Value current = load.getDest();
+      for (unsigned guard = 0; current && guard < 64; ++guard) {
+        Operation *def = current.getDefiningOp();
+        if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
+          viewed = true;
+          for (OpFoldResult offset : subview.getMixedOffsets()) {
+            Value v = dyn_cast<Value>(offset);
+            Operation *unknown = nullptr;
+            if (v && !getSlotsOf(v, 0, unknown).empty())
+              offsets.push_back(offset);
+          }
+          current = subview.getSource();
+        } else if (def && isa<memref::ViewOp, memref::ReinterpretCastOp>(def)) {
+          viewed = true;
+          for (Value operand : def->getOperands().drop_front()) {
+            Operation *unknown = nullptr;
+            if (!getSlotsOf(operand, 0, unknown).empty())
+              other = true;
+          }
+          current = def->getOperand(0);
+        } else if (def && isa<memref::CastOp, memref::ExpandShapeOp,
+                              memref::CollapseShapeOp>(def)) {
+          current = def->getOperand(0);
+        } else {
+          break;
+        }
+      }
+      if (!viewed)
+        return; // the destination is passed in: the caller's view
+      // The indices the state can have.
+      SmallVector<int64_t> indices;
+      Operation *function = load->getParentOfType<FunctionOpInterface>();
+      std::optional<StateAdvance> advance =
+          function ? flow.traceAdvance(state, function) : std::nullopt;
+      if (advance && advance->base.getDefiningOp<CreateOp>())
+        indices.push_back(advance->slots % stages);
+      else
+        for (int64_t i = 0; i < stages; ++i)
+          indices.push_back(i);
+      if (offsets.empty()) {
+        InFlightDiagnostic diag =
+            unproven(load)
+            << "that the TMA load fills the ring slot of its barrier's state: "
+            << (other ? "its destination is addressed from a kvpipe.index "
+                        "through a byte or linear offset, not a subview offset"
+                      : "no offset of its destination is computed from the "
+                        "state's kvpipe.index")
+            << where(state, mbar.getStage());
+        diag.attachNote(mbar.getLoc()) << "the barrier";
+        return;
+      }
+      for (OpFoldResult offset : offsets) {
+        Value v = cast<Value>(offset);
+        bool anyEqual = false, anyDifferent = false, unknown = false;
+        int64_t example = -1, exampleIndex = -1;
+        for (int64_t i : indices) {
+          std::optional<int64_t> at = evaluateAtIndex(v, slot, i);
+          if (!at) {
+            unknown = true;
+            break;
+          }
+          if (*at == i) {
+            anyEqual = true;
+          } else {
+            anyDifferent = true;
+            example = *at;
+            exampleIndex = i;
+          }
+        }
+        if (!unknown && !anyDifferent)
+          continue;
+        if (!unknown && !anyEqual) {
+          InFlightDiagnostic diag =
+              error(load)
+              << "fills ring slot " << example
+              << " while its barrier is of the state at slot "
+              << exampleIndex
+              << ": the consumers wait for a slot that never receives the "
+                 "data, and the load overwrites one they may still read"
+              << where(state, mbar.getStage());
+          diag.attachNote(mbar.getLoc()) << "the barrier";
+          return;
+        }
+        InFlightDiagnostic diag =
+            unproven(load)
+            << "that the TMA load fills the ring slot of its barrier's state: "
+            << (unknown ? "the destination's slot offset is not the "
+                          "state's kvpipe.index"
+                        : "the destination's slot offset differs from the "
+                          "state's kvpipe.index at some slots")
+            << where(state, mbar.getStage());
+        diag.attachNote(mbar.getLoc()) << "the barrier";
+        return;
+      }
+    });
+  }
+
   void checkTransactions() {
     // (load, site) pairs some commit counted.
     DenseSet<std::pair<Operation *, Operation *>> expected;
@@ -1246,10 +1415,111 @@ private:
   // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
   //===--------------------------------------------------------------------===//
 
+  /// The op between `op` and its function that may run it more than once,
+  /// or on some threads only: a loop, a tile loop, a condition, a role
+  /// region. An `scf.execute_region` runs its region once.
+  static Operation *findRepeatOrCondition(Operation *op) {
+    for (Operation *parent = op->getParentOp();
+         parent && !isa<FunctionOpInterface>(parent);
+         parent = parent->getParentOp())
+      if (!isa<scf::ExecuteRegionOp>(parent))
+        return parent;
+    return nullptr;
+  }
+
+  /// Rule 2 for the create itself: it runs once, on every thread of the
+  /// CTA. Not in a loop or under a condition in its function, and, where
+  /// its function is called in the module, from one call site that runs
+  /// once itself (a helper called per tile, or twice, initialises the same
+  /// barriers again while the previous use's waits may be pending).
+  /// False when reported.
+  bool checkCreateRunsOnce(CreateOp create) {
+    Operation *at = create;
+    SmallPtrSet<Operation *, 4> functions;
+    for (;;) {
+      if (Operation *holder = findRepeatOrCondition(at)) {
+        bool loop =
+            isa<LoopLikeOpInterface, ForEachTileOp>(holder);
+        InFlightDiagnostic diag =
+            error(create)
+            << (at == create.getOperation() ? "is " : "runs through a call ")
+            << (loop ? "inside a loop: kvpipe.create and kvpipe.init run "
+                       "once, by every thread of the CTA (one set of "
+                       "barriers per create op: every iteration would "
+                       "initialise them again while the previous one's "
+                       "waits may be pending)"
+                     : "under a condition: kvpipe.create and kvpipe.init "
+                       "run once, by every thread of the CTA (the other "
+                       "threads would use barriers nobody initialised, or "
+                       "wait in the init's CTA barrier forever)")
+            << where(create.getResult());
+        if (at != create.getOperation())
+          diag.attachNote(at->getLoc()) << "the call";
+        diag.attachNote(holder->getLoc())
+            << "the enclosing '" << holder->getName() << "'";
+        return false;
+      }
+      Region *region = at->getParentRegion();
+      if (!region->hasOneBlock() && at->getBlock() != &region->front()) {
+        unproven(create) << "that the pipeline is created and initialised "
+                            "once by every thread: "
+                         << (at == create.getOperation() ? "it"
+                                                         : "the call to its "
+                                                           "function")
+                         << " is not in the entry block of its region"
+                         << where(create.getResult());
+        return false;
+      }
+      auto function = at->getParentOfType<FunctionOpInterface>();
+      if (!function || !functions.insert(function).second)
+        return true; // recursion has its own callers
+      SmallVector<CallOpInterface> callers;
+      root->walk([&](CallOpInterface call) {
+        if (flow.resolveCallee(call) == function)
+          callers.push_back(call);
+      });
+      // A use of the function's symbol other than a call it resolves (a
+      // func.constant called indirectly) may run it any number of times.
+      if (std::optional<SymbolTable::UseRange> uses =
+              SymbolTable::getSymbolUses(function, root))
+        for (const SymbolTable::SymbolUse &use : *uses) {
+          auto call = dyn_cast<CallOpInterface>(use.getUser());
+          if (call && flow.resolveCallee(call) == function)
+            continue;
+          InFlightDiagnostic diag =
+              unproven(create)
+              << "that the pipeline is created and initialised once: @"
+              << function.getName()
+              << " is referenced other than by a direct call"
+              << where(create.getResult());
+          diag.attachNote(use.getUser()->getLoc()) << "the reference";
+          return false;
+        }
+      if (callers.empty())
+        return true; // the kernel: runs once per CTA
+      if (callers.size() > 1) {
+        InFlightDiagnostic diag =
+            error(create)
+            << "is in @" << function.getName() << ", called from "
+            << callers.size()
+            << " places: each call creates and initialises the same barriers "
+               "again (one set per create op) while the previous call's "
+               "waits may be pending"
+            << where(create.getResult());
+        for (CallOpInterface call : callers)
+          diag.attachNote(call->getLoc()) << "a call";
+        return false;
+      }
+      at = callers.front();
+    }
+  }
+
   void checkBarriers() {
     SmallVector<InitOp> inits;
     root->walk([&](InitOp init) { inits.push_back(init); });
     root->walk([&](CreateOp create) {
+      if (!checkCreateRunsOnce(create))
+        return;
       Value pipeline = flow.getPipeline(create.getResult());
       InitOp first;
       for (InitOp init : inits) {
@@ -1880,6 +2150,40 @@ private:
       unproven(describeEnd(ends.front()))
           << "that the consumed slots are ever filled: the pipeline has no "
              "producer side"
+          << where(pipeline);
+    }
+    // The mirror: a producer side without a consumer in a function that
+    // creates the pipeline. Past the ring's kv_stages slots, the producer
+    // waits for a release that never comes; within them, nothing reads
+    // what it filled (or a consumer elsewhere does: not in this module).
+    for (auto &[pipeline, ends] : producers) {
+      if (consumers.count(pipeline) || !created.count(pipeline) ||
+          unbalanced.contains(pipeline))
+        continue;
+      // A chain that cannot be counted is reported above.
+      if (llvm::any_of(ends, [](const End &end) { return !end.total; }))
+        continue;
+      auto type = cast<PipelineType>(pipeline.getType());
+      const End *over = nullptr;
+      for (const End &end : ends)
+        if (end.total && end.total->isConstant() &&
+            end.total->constant > type.getKvStages()) {
+          over = &end;
+          break;
+        }
+      if (over) {
+        error(describeEnd(*over))
+            << "fills " << over->total->constant
+            << " slots but the pipeline has no consumer side: the ring has "
+            << type.getKvStages()
+            << " slots, so the producer waits forever for a release of the "
+               "slot it refills"
+            << where(pipeline);
+        continue;
+      }
+      unproven(describeEnd(ends.front()))
+          << "that the filled slots are ever consumed: the pipeline has no "
+             "consumer side"
           << where(pipeline);
     }
   }

@@ -126,6 +126,9 @@ private:
   static std::optional<unsigned> getArgumentIndex(mlir::CallOpInterface call,
                                                   mlir::OpOperand &use);
 
+  /// Links the result of a loop that carries a state through unadvanced to
+  /// the slot of its init.
+  void uniteLoopPassThroughs();
   mlir::Value find(llvm::DenseMap<mlir::Value, mlir::Value> &parents,
                    mlir::Value value);
   void unite(llvm::DenseMap<mlir::Value, mlir::Value> &parents, mlir::Value a,
