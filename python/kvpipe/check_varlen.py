@@ -273,14 +273,7 @@ def run_backward_case(case: VarlenCase, seed: int) -> Dict[str, Any]:
     from kvpipe.flash_attn import flash_attn_varlen_func
 
     torch.manual_seed(seed)
-    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
-    starts_q, starts_k = _offsets(case.lengths_q), _offsets(case.lengths_k)
-    total_q, total_k = starts_q[-1], starts_k[-1]
-    q = torch.randn(total_q, case.heads_q, case.head_dim, dtype=dtype, device="cuda")
-    k = torch.randn(total_k, case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
-    v = torch.randn(total_k, case.heads_kv, case.v_head_dim, dtype=dtype, device="cuda")
-    cu_q = torch.tensor(starts_q, dtype=torch.int32, device="cuda")
-    cu_k = torch.tensor(starts_k, dtype=torch.int32, device="cuda")
+    q, k, v, cu_q, cu_k, starts_q, starts_k = _packed_inputs(case, 0, torch)
     scale = 1.0 / math.sqrt(case.head_dim)
     row: Dict[str, Any] = {"case": "backward " + case.name}
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
@@ -358,6 +351,21 @@ def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, A
     return unique
 
 
+def _packed_inputs(case: VarlenCase, extra: int, torch: Any) -> Tuple[Any, ...]:
+    """Random packed q, k, v of the case's dtype with ``extra`` rows after
+    the last sequence, the int32 cu_seqlens on the GPU, and their lists:
+    ``(q, k, v, cu_q, cu_k, starts_q, starts_k)``."""
+    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
+    starts_q, starts_k = _offsets(case.lengths_q), _offsets(case.lengths_k)
+    total_q, total_k = starts_q[-1] + extra, starts_k[-1] + extra
+    q = torch.randn(total_q, case.heads_q, case.head_dim, dtype=dtype, device="cuda")
+    k = torch.randn(total_k, case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
+    v = torch.randn(total_k, case.heads_kv, case.v_head_dim, dtype=dtype, device="cuda")
+    cu_q = torch.tensor(starts_q, dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor(starts_k, dtype=torch.int32, device="cuda")
+    return q, k, v, cu_q, cu_k, starts_q, starts_k
+
+
 def _offsets(lengths: Sequence[int]) -> List[int]:
     """cu_seqlens: each sequence's first row, and the end of the last."""
     starts, row = [], 0
@@ -422,13 +430,8 @@ def run_case(case: VarlenCase, seed: int, tail: bool) -> Dict[str, Any]:
         extra = 1 + seed % 70
     else:
         extra = 0
-    starts_q, starts_k = _offsets(case.lengths_q), _offsets(case.lengths_k)
-    total_q, total_k = starts_q[-1] + extra, starts_k[-1] + extra
-    q = torch.randn(total_q, case.heads_q, case.head_dim, dtype=dtype, device="cuda")
-    k = torch.randn(total_k, case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
-    v = torch.randn(total_k, case.heads_kv, case.v_head_dim, dtype=dtype, device="cuda")
-    cu_q = torch.tensor(starts_q, dtype=torch.int32, device="cuda")
-    cu_k = torch.tensor(starts_k, dtype=torch.int32, device="cuda")
+    q, k, v, cu_q, cu_k, starts_q, starts_k = _packed_inputs(case, extra, torch)
+    total_q = starts_q[-1] + extra
     scale = 1.0 / math.sqrt(case.head_dim)
     max_q, max_k = max(case.lengths_q), max(case.lengths_k)
     label = case.name + (f" reversed, {extra} rows after" if tail else "")
