@@ -176,13 +176,7 @@ def run_modifier_case(case: VarlenCase, softcap: float, alibi: bool,
     from kvpipe.flash_attn import flash_attn_varlen_func
 
     torch.manual_seed(seed)
-    dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
-    starts_q, starts_k = _offsets(case.lengths_q), _offsets(case.lengths_k)
-    q = torch.randn(starts_q[-1], case.heads_q, case.head_dim, dtype=dtype, device="cuda")
-    k = torch.randn(starts_k[-1], case.heads_kv, case.head_dim, dtype=dtype, device="cuda")
-    v = torch.randn(starts_k[-1], case.heads_kv, case.v_head_dim, dtype=dtype, device="cuda")
-    cu_q = torch.tensor(starts_q, dtype=torch.int32, device="cuda")
-    cu_k = torch.tensor(starts_k, dtype=torch.int32, device="cuda")
+    q, k, v, cu_q, cu_k, starts_q, starts_k = _packed_inputs(case, 0, torch)
     slopes = (torch.rand(case.heads_q, device="cuda") * 0.5 if alibi else None)
     scale = 1.0 / math.sqrt(case.head_dim)
     row: Dict[str, Any] = {"case": f"{case.name} softcap {softcap} alibi {alibi}"}
