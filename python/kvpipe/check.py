@@ -529,6 +529,16 @@ def run_kvcache() -> List[Dict[str, Any]]:
     return rows
 
 
+def unique_configs(configs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``configs`` without repeats, in order (the compile lists of the
+    check families: a kernel several cases launch is compiled once)."""
+    unique: List[Dict[str, Any]] = []
+    for config in configs:
+        if config not in unique:
+            unique.append(config)
+    return unique
+
+
 def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True,
                    tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of every kernel that ``run(cases)``
@@ -565,11 +575,9 @@ def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True
             case = DecodeCase(dtype, d, hq, hkv, sq, cap, (cap,) * b, causal, window, 0)
             wanted.append({**_decode_kernel_config(case, H200_MULTIPROCESSORS),
                            **(tuning or {})})
-    unique = []
-    for config in wanted:
-        if config not in unique:
-            unique.append(config)
-    return unique
+    return unique_configs(wanted)
+
+
 def backward_grid() -> List[Case]:
     """The backward's grid: both dtypes and head dims, causal and not, odd
     lengths, seq_q != seq_kv, GQA/MQA, both layouts, strided views."""
@@ -964,11 +972,7 @@ def decode_kernel_configs(multiprocessors: int = H200_MULTIPROCESSORS) -> List[D
     SMs (``compile --for-check --decode``), and those of
     ``run_kvcache``'s flash_attn_with_kvcache calls, which choose theirs."""
     wanted = [_decode_kernel_config(case, multiprocessors) for case in decode_grid()]
-    unique = []
-    for config in wanted:
-        if config not in unique:
-            unique.append(config)
-    return unique
+    return unique_configs(wanted)
 
 
 def run_decode_case(case: DecodeCase, seed: int) -> Dict[str, Any]:

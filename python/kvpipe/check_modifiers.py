@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kvpipe import modifiers
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, compare_grads,
-                          reference_mask)
+                          reference_mask, unique_configs)
 
 #: The modifiers the grid checks (names of ModCase.mod): score modifiers,
 #: mask modifiers, and combinations.
@@ -370,7 +370,7 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None) -> List[Dict[str,
                            mask_alignment="bottom_right" if causal else "top_left",
                            sliding_window=False, kv_lengths=False, modifiers=traced.ir,
                            aux_types=traced.aux_types))
-    return _unique(wanted)
+    return unique_configs(wanted)
 
 
 def _flash_score_mod(softcap: float, alibi: bool) -> Callable[..., Any]:
@@ -382,14 +382,6 @@ def _flash_score_mod(softcap: float, alibi: bool) -> Callable[..., Any]:
     if alibi:
         mods.append(modifiers.alibi(_ShapeOnly((2, 4), "float32"), _ShapeOnly((1,), "int32")))
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
-
-
-def _unique(configs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    unique: List[Dict[str, Any]] = []
-    for config in configs:
-        if config not in unique:
-            unique.append(config)
-    return unique
 
 
 # ---------------------------------------------------------------------------
@@ -666,4 +658,4 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
             add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
                 case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv,
                 case.dtype, learnable=True)
-    return _unique(wanted)
+    return unique_configs(wanted)

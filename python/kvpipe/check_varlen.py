@@ -33,7 +33,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
-                          reference_mask)
+                          reference_mask, unique_configs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,11 +254,7 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
                 seq_alignment = "top_left"
             wanted.append(dict(**dims, causal=causal, mask_alignment=seq_alignment,
                                sliding_window=window, backward=True))
-    unique: List[Dict[str, Any]] = []
-    for config in wanted:
-        if config not in unique:
-            unique.append(config)
-    return unique
+    return unique_configs(wanted)
 
 
 def run_backward_case(case: VarlenCase, seed: int) -> Dict[str, Any]:
@@ -338,11 +334,7 @@ def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, A
     wanted += bench_varlen.kernel_configs()
     if cases is None:
         wanted += backward_kernel_configs() + modifier_kernel_configs()
-    unique: List[Dict[str, Any]] = []
-    for config in wanted:
-        if config not in unique:
-            unique.append(config)
-    return unique
+    return unique_configs(wanted)
 
 
 def _packed_inputs(case: VarlenCase, extra: int, torch: Any) -> Tuple[Any, ...]:
