@@ -683,11 +683,9 @@ def _check_differentiable(traced: Any, q: Any, v: Any, causal: bool,
 def score_mod_reads(traced: Any) -> set:
     """The aux tensors (indices) the traced score_mod reads: the ones with a
     gradient (a mask_mod's reads have none: the mask is piecewise constant)."""
-    if traced is None or not traced.has_score_mod:
+    if traced is None:
         return set()
-    score_mod = traced.ir.split("mask_mod {")[0]
-    return {i for i in range(len(traced.aux_types))
-            if f"kvpipe.aux_load {i}[" in score_mod}
+    return set(traced.score_mod_reads)
 
 
 def check_aux_grad(traced: Any) -> None:

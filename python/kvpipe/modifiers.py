@@ -34,7 +34,7 @@ import dataclasses
 import math
 import struct
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 __all__ = ["Value", "TracedModifiers", "TraceError", "trace", "soft_cap", "alibi",
            "relative_bias", "causal", "sliding_window", "prefix_lm", "document",
@@ -53,10 +53,12 @@ class _Recorder:
     """The ops of one region being traced, and the auxiliary tensors shared
     by the regions of one call."""
 
-    def __init__(self, aux: "_AuxTensors") -> None:
+    def __init__(self, aux: "_AuxTensors", kind: str) -> None:
         self.lines: List[str] = []
         self.count = 0
         self.aux = aux
+        #: "score_mod" or "mask_mod": which region the ops are recorded in.
+        self.kind = kind
         self.constants: Dict[Tuple[str, str], "Value"] = {}
 
     def emit(self, text: str, type_: str) -> "Value":
@@ -93,6 +95,8 @@ class _AuxTensors:
     def __init__(self) -> None:
         self.tensors: List[Any] = []
         self.types: List[str] = []
+        #: The tensors (numbers) the score_mod reads: those with a gradient.
+        self.score_mod_reads: set = set()
 
     def number(self, tensor: Any) -> int:
         for i, known in enumerate(self.tensors):
@@ -362,6 +366,8 @@ def load(tensor: Any, index: Any) -> Value:
     if not isinstance(offset, Value):
         offset = recorder.constant(offset, _INDEX)
     number = recorder.aux.number(base)
+    if recorder.kind == "score_mod":
+        recorder.aux.score_mod_reads.add(number)
     element = recorder.aux.types[number]
     value = recorder.emit(f"kvpipe.aux_load {number}[{offset.name}] : {element}", element)
     if element == "i32":
@@ -392,6 +398,9 @@ class TracedModifiers:
     aux_tensors: List[Any]
     has_score_mod: bool
     has_mask_mod: bool
+    #: The tensors (numbers) the score_mod reads: the ones with a gradient
+    #: (a mask_mod's reads have none: the mask is piecewise constant).
+    score_mod_reads: FrozenSet[int] = frozenset()
 
 
 _SCORE_ARGS = (("score", _F32), ("b", _INDEX), ("h", _INDEX), ("q_idx", _INDEX),
@@ -425,7 +434,7 @@ def _torch_mode() -> Any:
 
 
 def _trace_region(kind: str, fn: Callable[..., Any], aux: _AuxTensors) -> str:
-    recorder = _Recorder(aux)
+    recorder = _Recorder(aux, kind)
     args = _SCORE_ARGS if kind == "score_mod" else _SCORE_ARGS[1:]
     values = [Value(recorder, f"%{name}", type_) for name, type_ in args]
     try:
@@ -476,7 +485,8 @@ def trace(score_mod: Optional[Callable[..., Any]] = None,
     if mask_mod is not None:
         regions.append(_trace_region("mask_mod", mask_mod, aux))
     return TracedModifiers(" ".join(regions), tuple(aux.types), list(aux.tensors),
-                           score_mod is not None, mask_mod is not None)
+                           score_mod is not None, mask_mod is not None,
+                           frozenset(aux.score_mod_reads))
 
 
 #: What the internal ``_traced`` arguments of kvpipe.attention's layers

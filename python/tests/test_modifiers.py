@@ -114,6 +114,19 @@ def test_library_alibi_shift_constant_or_tensor():
     assert any("kvpipe.aux_load 2[%b] : i32" in line for line in lines)
 
 
+def test_trace_records_which_tensors_the_score_mod_reads():
+    # The score_mod's reads have a gradient; the mask_mod's do not (the mask
+    # is piecewise constant), even where both read one tensor.
+    bias, docs, shared = (Tensor((8,), dtype="float32"), Tensor((64,), dtype="int32"),
+                          Tensor((8,), dtype="float32"))
+    traced = m.trace(lambda s, b, h, q, kv: s + bias[h] * shared[h],
+                     lambda b, h, q, kv: (docs[q] == docs[kv]) & (shared[h] > 0))
+    assert traced.score_mod_reads == {0, 1}
+    assert traced.aux_types == ("f32", "f32", "i32")
+    only_mask = m.trace(mask_mod=lambda b, h, q, kv: docs[q] == docs[kv])
+    assert only_mask.score_mod_reads == frozenset()
+
+
 def test_library_masks():
     window = region_lines(m.trace(mask_mod=m.sliding_window(256, 0)).ir)
     assert "%0 = arith.subi %kv_idx, %q_idx : index" in window
@@ -368,7 +381,7 @@ def test_torch_calls_reach_the_tracer_through_a_mode(monkeypatch):
     mode = m._torch_mode()
     assert type(mode).__name__ == "_TraceMode"
     # The mode routes a call that mentions a traced value to the tracer.
-    recorder = m._Recorder(m._AuxTensors())
+    recorder = m._Recorder(m._AuxTensors(), "score_mod")
     x = m.Value(recorder, "%x", "f32")
     tanh = types.SimpleNamespace(__name__="tanh")
     result = mode.__torch_function__(tanh, (), (x,))
