@@ -99,7 +99,9 @@ def _aux_tensors(case: ModCase, torch: Any = None) -> Dict[str, Any]:
     shape-only stand-ins."""
     shapes = {"slopes": ((case.heads_q,), "float32"),
               "table": ((case.heads_q, 2 * MAX_DISTANCE + 1), "float32"),
-              "documents": ((max(case.seq_q, case.seq_kv),), "int32")}
+              "documents": ((max(case.seq_q, case.seq_kv),), "int32"),
+              "key_bias": ((case.heads_q, case.seq_kv), "float32"),
+              "query_temperature": ((case.heads_q, case.seq_q), "float32")}
     if torch is None:
         return {name: _ShapeOnly(shape, dtype) for name, (shape, dtype) in shapes.items()}
     n = max(case.seq_q, case.seq_kv)
@@ -108,7 +110,9 @@ def _aux_tensors(case: ModCase, torch: Any = None) -> Dict[str, Any]:
     starts[torch.randint(1, max(n, 2), (max(1, n // 150),), device="cuda")] = 1
     return {"slopes": torch.rand(case.heads_q, device="cuda") * 0.5 + 0.01,
             "table": torch.randn(case.heads_q, 2 * MAX_DISTANCE + 1, device="cuda"),
-            "documents": torch.cumsum(starts, 0, dtype=torch.int32)}
+            "documents": torch.cumsum(starts, 0, dtype=torch.int32),
+            "key_bias": torch.randn(case.heads_q, case.seq_kv, device="cuda"),
+            "query_temperature": torch.rand(case.heads_q, case.seq_q, device="cuda") * 0.5}
 
 
 def calculus(score: Any, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
@@ -142,6 +146,12 @@ def case_modifiers(case: ModCase, aux: Dict[str, Any]) -> Tuple[Optional[Callabl
             score.append(modifiers.relative_bias(aux["table"], MAX_DISTANCE))
         elif part == "calculus":
             score.append(calculus)
+        elif part == "keybias":  # a bias per head and key: learnable "attention sinks"
+            table = aux["key_bias"]
+            score.append(lambda s, b, h, q_idx, kv_idx: s + table[h, kv_idx])
+        elif part == "querytemp":  # a temperature per head and query
+            temperature = aux["query_temperature"]
+            score.append(lambda s, b, h, q_idx, kv_idx: s * (temperature[h, q_idx] + 1.0))
         elif part == "causal_mod":
             mask.append(modifiers.causal())
         elif part == "window_mod":
@@ -176,6 +186,10 @@ def _reference_modifier(case: ModCase, scores: Any, aux: Dict[str, Any], torch: 
             scores = scores + aux["table"][:, rel][None]
         elif part == "calculus":
             scores = _reference_calculus(scores, torch)
+        elif part == "keybias":
+            scores = scores + aux["key_bias"][None, :, None, :]
+        elif part == "querytemp":
+            scores = scores * (aux["query_temperature"][None, :, :, None] + 1.0)
         else:
             if part == "causal_mod":
                 m = j <= i
@@ -551,6 +565,11 @@ LEARNABLE_AUX_CASES = [
     ModCase("alibi", 128, 2, 4, 4, 517, 300, causal=True, alignment="bottom_right"),
     ModCase("relbias+document", 64, 1, 4, 2, 400, 400),
     ModCase("alibi", 256, 1, 4, 2, 300, 300, causal=True),
+    # An index that only the key (the query) determines: the backward sums
+    # each row (column) of S^T across lanes before one atomic.
+    ModCase("keybias", 128, 2, 4, 2, 300, 517, causal=True),
+    ModCase("querytemp", 64, 1, 4, 4, 517, 300),
+    ModCase("keybias+querytemp", 192, 1, 4, 2, 300, 300),
 ]
 
 

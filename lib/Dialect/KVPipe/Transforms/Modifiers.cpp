@@ -6,8 +6,10 @@
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -446,6 +448,47 @@ static SmallVector<Value, 5> regionArguments(ImplicitLocOpBuilder &b,
   return args;
 }
 
+/// Which of the fragment's indices an aux read's index is computed from:
+/// an index that only the batch and head determine is the same for the
+/// whole fragment, one that only the row (column) determines for the
+/// thread's row half (column), whatever the other index.
+enum class ReadIndexScope { uniform, perRow, perColumn, perElement };
+
+static ReadIndexScope getReadIndexScope(Region &region, AuxLoadOp read,
+                                        bool transposed) {
+  unsigned first = firstIndexArgument(region);
+  bool query = false, key = false, score = false;
+  SmallVector<Value> work = {read.getIndex()};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() != &region.front())
+        return ReadIndexScope::perElement; // a nested region's argument
+      unsigned n = arg.getArgNumber();
+      query |= n == first + 2;
+      key |= n == first + 3;
+      score |= n < first;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (!region.isAncestor(def->getParentRegion()))
+      continue; // defined above the region: the same for every element
+    if (def->getNumRegions() != 0)
+      return ReadIndexScope::perElement;
+    llvm::append_range(work, def->getOperands());
+  }
+  bool row = transposed ? key : query;
+  bool column = transposed ? query : key;
+  if (score || (row && column))
+    return ReadIndexScope::perElement;
+  if (row)
+    return ReadIndexScope::perRow;
+  return column ? ReadIndexScope::perColumn : ReadIndexScope::uniform;
+}
+
 void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
                                        Region &region, Value s, Value scale,
                                        const ModifierIndices &at, Value grad,
@@ -458,6 +501,19 @@ void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
   if (reads.empty())
     return;
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  SmallVector<ReadIndexScope> scopes;
+  for (AuxLoadOp read : reads)
+    scopes.push_back(getReadIndexScope(region, read, at.transposed));
+  auto atomicAdd = [&](Value address, Value value) {
+    LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::fadd, address, value,
+                              LLVM::AtomicOrdering::monotonic);
+  };
+  // Per read and element: the contribution (the loss's gradient times the
+  // region's derivative with respect to the value read) and the address of
+  // the element read; added at once where every element has its own index
+  // (keeping them for later would hold two registers per element).
+  SmallVector<SmallVector<Value>> contributions(reads.size()),
+      addresses(reads.size());
   forEachElement(b, region, at, [&](int64_t i, Value row, Value key) {
     Value scaled = arith::MulFOp::create(
         b, vector::ExtractOp::create(b, s, i), scale);
@@ -465,22 +521,100 @@ void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
     // The region once per read (forward-mode differentiation with respect
     // to that read's value): a region reading one tensor twice gets both
     // contributions.
-    for (AuxLoadOp read : reads) {
+    for (auto [r, read] : llvm::enumerate(reads)) {
       Value derivative;
       IRMapping inlined;
       inlineRegion(b, region, regionArguments(b, at, scaled, row, key), at,
                    &derivative, &inlined, read);
       Value offset = arith::ExtSIOp::create(b, b.getI64Type(),
                                             inlined.lookup(read.getIndex()));
-      Value address =
-          LLVM::GEPOp::create(b, ptrType, b.getF32Type(),
-                              gradients[read.getAux()], ValueRange{offset});
-      LLVM::AtomicRMWOp::create(b, LLVM::AtomicBinOp::fadd, address,
-                                arith::MulFOp::create(b, g, derivative),
-                                LLVM::AtomicOrdering::monotonic);
+      Value address = LLVM::GEPOp::create(
+          b, ptrType, b.getF32Type(), gradients[read.getAux()],
+          ValueRange{offset});
+      Value contribution = arith::MulFOp::create(b, g, derivative);
+      if (scopes[r] == ReadIndexScope::perElement) {
+        atomicAdd(address, contribution);
+        continue;
+      }
+      addresses[r].push_back(address);
+      contributions[r].push_back(contribution);
     }
     return Value();
   });
+
+  // Elements that read the same element of a tensor are summed first, in
+  // the thread and across the lanes that share the index (shuffles), and
+  // one lane adds the sum: a per-head slope would otherwise take one atomic
+  // per score, all on one address.
+  auto i32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
+  Value lane = arith::IndexCastOp::create(b, b.getI32Type(),
+                                          gpu::LaneIdOp::create(b, nullptr));
+  auto acrossLanes = [&](Value value, ArrayRef<int32_t> offsets) {
+    for (int32_t offset : offsets)
+      value = arith::AddFOp::create(
+          b, value,
+          gpu::ShuffleOp::create(b, value, i32(offset),
+                                 i32(AccumulatorLayout::kWarpSize),
+                                 gpu::ShuffleMode::XOR)
+              .getShuffleResult());
+    return value;
+  };
+  auto add = [&](Value address, Value value, Value onLane) {
+    auto ifOp = scf::IfOp::create(b, onLane, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    atomicAdd(address, value);
+  };
+  // The lanes whose (lane & mask) is zero add their group's sum.
+  auto firstLanes = [&](int32_t mask) {
+    return arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq,
+        arith::AndIOp::create(b, lane, i32(mask)), i32(0));
+  };
+  int64_t n = at.numElements;
+  for (auto r : llvm::seq(reads.size())) {
+    ArrayRef<Value> parts = contributions[r];
+    switch (scopes[r]) {
+    case ReadIndexScope::perElement:
+      break; // added above
+    case ReadIndexScope::uniform: {
+      Value sum = parts[0];
+      for (int64_t i = 1; i < n; ++i)
+        sum = arith::AddFOp::create(b, sum, parts[i]);
+      sum = acrossLanes(sum, {1, 2, 4, 8, 16});
+      add(addresses[r][0], sum, firstLanes(AccumulatorLayout::kWarpSize - 1));
+      break;
+    }
+    case ReadIndexScope::perRow:
+      for (int64_t half = 0; half < 2; ++half) {
+        Value sum;
+        int64_t representative = -1;
+        for (int64_t i = 0; i < n; ++i) {
+          if (AccumulatorLayout::rowHalf(i) != half)
+            continue;
+          sum = sum ? arith::AddFOp::create(b, sum, parts[i]) : parts[i];
+          if (representative < 0)
+            representative = i;
+        }
+        sum = acrossLanes(sum, AccumulatorLayout::kQuadXorOffsets);
+        add(addresses[r][representative], sum,
+            firstLanes(AccumulatorLayout::kLanesPerRow - 1));
+      }
+      break;
+    case ReadIndexScope::perColumn:
+      // Elements i and i + 2 (i % 4 < 2) share a column, one per row half.
+      for (int64_t i = 0; i < n; ++i) {
+        if (AccumulatorLayout::rowHalf(i) != 0)
+          continue;
+        Value sum = acrossLanes(arith::AddFOp::create(b, parts[i], parts[i + 2]),
+                                AccumulatorLayout::kColumnXorOffsets);
+        add(addresses[r][i], sum,
+            firstLanes(AccumulatorLayout::kWarpSize -
+                       AccumulatorLayout::kLanesPerRow));
+      }
+      break;
+    }
+  }
 }
 
 Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,

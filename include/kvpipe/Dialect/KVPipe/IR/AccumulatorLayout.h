@@ -52,6 +52,9 @@ struct AccumulatorLayout {
   static constexpr int64_t kColumnGroupWidth = 8;
   /// The lane offsets (shuffle-xor) that combine a row across its quad.
   static constexpr int32_t kQuadXorOffsets[2] = {1, 2};
+  /// The lane offsets (shuffle-xor) that combine a column across the warp's
+  /// eight quads (lanes with equal l % 4).
+  static constexpr int32_t kColumnXorOffsets[3] = {4, 8, 16};
 
   /// Elements per thread of a 64 x `columns` tile.
   static constexpr int64_t elementsPerThread(int64_t columns) {
