@@ -54,42 +54,47 @@ func.func @tiles(%qmap: !qmap, %omap: !omap, %pq: !pq, %pad: index,
     kvpipe.yield %r, %h, %bi : index, index, index
   } -> index, index, index
   kvpipe.warp_roles producer registers(24) {
-    // The producer's loop.
-    //      CHECK: %[[CTAS:.*]] = gpu.grid_dim x
-    // CHECK-NEXT: %[[CTA:.*]] = gpu.block_id x
-    //      CHECK: scf.while (%[[ROUND:.*]] = %{{.*}}, %{{.*}} = %[[PQ]]) : (index, !kvpipe.pipeline<{{.*}}>) -> (index, index, !kvpipe.pipeline<{{.*}}>)
-    //      CHECK:   %[[ODD:.*]] = arith.cmpi ne
-    //      CHECK:   %[[MIRROR:.*]] = arith.subi %{{.*}}, %[[CTA]] : index
-    // CHECK-NEXT:   %[[POS:.*]] = arith.select %[[ODD]], %[[MIRROR]], %[[CTA]] : index
-    // CHECK-NEXT:   %[[BASE:.*]] = arith.muli %[[ROUND]], %[[CTAS]] : index
-    // CHECK-NEXT:   %[[TILE:.*]] = arith.addi %[[BASE]], %[[POS]] : index
-    // CHECK-NEXT:   %[[EXISTS:.*]] = arith.cmpi ult, %[[TILE]], %[[NTILES]] : index
-    // CHECK-NEXT:   scf.condition(%[[EXISTS]]) %[[ROUND]], %[[TILE]]
-    //      CHECK: } do {
-    // CHECK-NEXT: ^bb0(%[[R:.*]]: index, %[[T:.*]]: index, %[[S:.*]]: !kvpipe.pipeline<{{.*}}>):
-    // CHECK-NEXT:   %[[YZ:.*]] = arith.divui %[[T]], %[[NQ]] : index
-    // CHECK-NEXT:   %[[Z:.*]] = arith.divui %[[YZ]], %[[HEADS]] : index
-    // CHECK-NEXT:   %[[Y:.*]] = arith.remui %[[YZ]], %[[HEADS]] : index
-    // CHECK-NEXT:   %[[X:.*]] = arith.remui %[[T]], %[[NQ]] : index
-    // CHECK-NEXT:   %[[C128:.*]] = arith.constant 128 : index
-    // CHECK-NEXT:   %[[ROW:.*]] = arith.muli %[[X]], %[[C128]] : index
-    // CHECK-NEXT:   %[[ONE:.*]] = arith.constant 1 : index
-    // CHECK-NEXT:   %[[NEXTROUND:.*]] = arith.addi %[[R]], %[[ONE]] : index
-    // CHECK-NEXT:   kvpipe.producer_acquire %[[S]]
-    //      CHECK:   kvpipe.tma_load %{{.*}}[%[[Z]], %[[Y]], %[[ROW]], %{{.*}}]
-    //      CHECK:   %[[NEXT:.*]] = kvpipe.step %[[S]]
-    // CHECK-NEXT:   scf.yield %[[NEXTROUND]], %[[NEXT]] : index, !kvpipe.pipeline
-    //      CHECK: }
-    %done = kvpipe.for_each_tile iter_args(%pq : !pq) {
-    ^bb0(%s: !pq):
-      kvpipe.producer_acquire %s : !pq
-      %bar = kvpipe.producer_mbar %s : !pq
-      %dst = memref.subview %q[0, 0, 0] [1, 128, 64] [1, 1, 1] : !qtile to !qbox
-      kvpipe.tma_load %qmap[%b, %head, %row, %c0], %dst, %bar : !qmap, !qbox
-      kvpipe.producer_commit %s : !pq
-      %next = kvpipe.step %s : !pq
-      kvpipe.yield %next : !pq
-    } -> !pq
+    // One thread of the producer warpgroup issues the loads and commits.
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      // The producer's loop.
+      //      CHECK: %[[CTAS:.*]] = gpu.grid_dim x
+      // CHECK-NEXT: %[[CTA:.*]] = gpu.block_id x
+      //      CHECK: scf.while (%[[ROUND:.*]] = %{{.*}}, %{{.*}} = %[[PQ]]) : (index, !kvpipe.pipeline<{{.*}}>) -> (index, index, !kvpipe.pipeline<{{.*}}>)
+      //      CHECK:   %[[ODD:.*]] = arith.cmpi ne
+      //      CHECK:   %[[MIRROR:.*]] = arith.subi %{{.*}}, %[[CTA]] : index
+      // CHECK-NEXT:   %[[POS:.*]] = arith.select %[[ODD]], %[[MIRROR]], %[[CTA]] : index
+      // CHECK-NEXT:   %[[BASE:.*]] = arith.muli %[[ROUND]], %[[CTAS]] : index
+      // CHECK-NEXT:   %[[TILE:.*]] = arith.addi %[[BASE]], %[[POS]] : index
+      // CHECK-NEXT:   %[[EXISTS:.*]] = arith.cmpi ult, %[[TILE]], %[[NTILES]] : index
+      // CHECK-NEXT:   scf.condition(%[[EXISTS]]) %[[ROUND]], %[[TILE]]
+      //      CHECK: } do {
+      // CHECK-NEXT: ^bb0(%[[R:.*]]: index, %[[T:.*]]: index, %[[S:.*]]: !kvpipe.pipeline<{{.*}}>):
+      // CHECK-NEXT:   %[[YZ:.*]] = arith.divui %[[T]], %[[NQ]] : index
+      // CHECK-NEXT:   %[[Z:.*]] = arith.divui %[[YZ]], %[[HEADS]] : index
+      // CHECK-NEXT:   %[[Y:.*]] = arith.remui %[[YZ]], %[[HEADS]] : index
+      // CHECK-NEXT:   %[[X:.*]] = arith.remui %[[T]], %[[NQ]] : index
+      // CHECK-NEXT:   %[[C128:.*]] = arith.constant 128 : index
+      // CHECK-NEXT:   %[[ROW:.*]] = arith.muli %[[X]], %[[C128]] : index
+      // CHECK-NEXT:   %[[ONE:.*]] = arith.constant 1 : index
+      // CHECK-NEXT:   %[[NEXTROUND:.*]] = arith.addi %[[R]], %[[ONE]] : index
+      // CHECK-NEXT:   kvpipe.producer_acquire %[[S]]
+      //      CHECK:   kvpipe.tma_load %{{.*}}[%[[Z]], %[[Y]], %[[ROW]], %{{.*}}]
+      //      CHECK:   %[[NEXT:.*]] = kvpipe.step %[[S]]
+      // CHECK-NEXT:   scf.yield %[[NEXTROUND]], %[[NEXT]] : index, !kvpipe.pipeline
+      //      CHECK: }
+      %done = kvpipe.for_each_tile iter_args(%pq : !pq) {
+      ^bb0(%s: !pq):
+        kvpipe.producer_acquire %s : !pq
+        %bar = kvpipe.producer_mbar %s : !pq
+        %dst = memref.subview %q[0, 0, 0] [1, 128, 64] [1, 1, 1] : !qtile to !qbox
+        kvpipe.tma_load %qmap[%b, %head, %row, %c0], %dst, %bar : !qmap, !qbox
+        kvpipe.producer_commit %s : !pq
+        %next = kvpipe.step %s : !pq
+        kvpipe.yield %next : !pq
+      } -> !pq
+    }
   } consumers(1) registers(240) {
   ^bb0(%c: index):
     // The staging rows move off Q's tile, which the next tile's load fills;

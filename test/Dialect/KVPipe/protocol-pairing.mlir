@@ -204,11 +204,17 @@ func.func @two_warpgroups_one_consumer(%n: index) {
   kvpipe.init %p : !p
   // expected-note @below {{the warp roles}}
   kvpipe.warp_roles producer registers(24) {
-    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
-      kvpipe.producer_acquire %s : !p
-      kvpipe.producer_commit %s : !p
-      %t = kvpipe.step %s : !p
-      scf.yield %t : !p
+    // One thread of the producer warpgroup commits.
+    %ptid = gpu.thread_id x
+    %pc0 = arith.constant 0 : index
+    %leader = arith.cmpi eq, %ptid, %pc0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
     }
   } consumers(2) registers(240) {
   ^bb0(%ci: index):
@@ -239,11 +245,17 @@ func.func @tid_zero_in_consumer_region(%n: index) {
   kvpipe.init %p : !p
   // expected-note @below {{the warp roles}}
   kvpipe.warp_roles producer registers(24) {
-    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
-      kvpipe.producer_acquire %s : !p
-      kvpipe.producer_commit %s : !p
-      %t = kvpipe.step %s : !p
-      scf.yield %t : !p
+    // One thread of the producer warpgroup commits.
+    %ptid = gpu.thread_id x
+    %pc0 = arith.constant 0 : index
+    %leader = arith.cmpi eq, %ptid, %pc0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
     }
   } consumers(1) registers(240) {
   ^bb0(%ci: index):
@@ -272,11 +284,17 @@ func.func @every_thread_releases(%n: index) {
   kvpipe.init %p : !p
   // expected-note @below {{the warp roles}}
   kvpipe.warp_roles producer registers(24) {
-    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
-      kvpipe.producer_acquire %s : !p
-      kvpipe.producer_commit %s : !p
-      %t = kvpipe.step %s : !p
-      scf.yield %t : !p
+    // One thread of the producer warpgroup commits.
+    %ptid = gpu.thread_id x
+    %pc0 = arith.constant 0 : index
+    %leader = arith.cmpi eq, %ptid, %pc0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
     }
   } consumers(2) registers(240) {
   ^bb0(%ci: index):
@@ -304,17 +322,23 @@ func.func @elected_from_argument(%n: index, %e: i1) {
   %p = kvpipe.create : !p
   kvpipe.init %p : !p
   kvpipe.warp_roles producer registers(24) {
-    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
-      kvpipe.producer_acquire %s : !p
-      kvpipe.producer_commit %s : !p
-      %t = kvpipe.step %s : !p
-      scf.yield %t : !p
+    // One thread of the producer warpgroup commits.
+    %ptid = gpu.thread_id x
+    %pc0 = arith.constant 0 : index
+    %leader = arith.cmpi eq, %ptid, %pc0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
     }
   } consumers(2) registers(240) {
   ^bb0(%ci: index):
     %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
       kvpipe.consumer_wait %s : !p
-      // expected-warning @below {{cannot prove how many threads arrive on the consumer barrier (the pipeline expects 2): the checker cannot evaluate, per consumer thread, a value the release's elected operand or a condition around it is computed from}}
+      // expected-warning @below {{cannot prove how many threads arrive on the consumer barrier (the pipeline expects 2): the checker cannot evaluate, per thread of the 2 consumer warpgroups, a value the release's elected operand or a condition around it is computed from}}
       %t = kvpipe.consumer_release %s, %e : !p
       scf.yield %t : !p
     }
@@ -333,11 +357,17 @@ func.func @one_elected_per_warpgroup(%n: index) {
   %p = kvpipe.create : !p
   kvpipe.init %p : !p
   kvpipe.warp_roles producer registers(24) {
-    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
-      kvpipe.producer_acquire %s : !p
-      kvpipe.producer_commit %s : !p
-      %t = kvpipe.step %s : !p
-      scf.yield %t : !p
+    // One thread of the producer warpgroup commits.
+    %ptid = gpu.thread_id x
+    %pc0 = arith.constant 0 : index
+    %leader = arith.cmpi eq, %ptid, %pc0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
     }
   } consumers(2) registers(240) {
   ^bb0(%ci: index):
@@ -366,11 +396,17 @@ func.func @elected_from_warpgroup_id(%n: index) {
   %p = kvpipe.create : !p
   kvpipe.init %p : !p
   kvpipe.warp_roles producer registers(24) {
-    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
-      kvpipe.producer_acquire %s : !p
-      kvpipe.producer_commit %s : !p
-      %t = kvpipe.step %s : !p
-      scf.yield %t : !p
+    // One thread of the producer warpgroup commits.
+    %ptid = gpu.thread_id x
+    %pc0 = arith.constant 0 : index
+    %leader = arith.cmpi eq, %ptid, %pc0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
     }
   } consumers(3) registers(152) {
   ^bb0(%ci: index):

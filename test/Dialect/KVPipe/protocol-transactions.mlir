@@ -518,3 +518,25 @@ func.func @load_into_own_slot(%n: index, %map: !map, %k: !ring, %producer: i1, %
   }
   return
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+
+// A multicast load: the barrier also receives the copies the other CTAs of
+// the cluster multicast to this one, which no local count sees.
+func.func @multicast_bytes(%map: !map, %t: !tile, %mask: i16) -> !p {
+  %c0 = arith.constant 0 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  // expected-note @below {{the multicast load}}
+  kvpipe.tma_load %map[%c0, %c0], %t, %b multicast %mask : !map, !tile
+  // expected-warning @below {{cannot prove the bytes that complete on the producer barrier: a TMA load of the slot is multicast, so the barrier of every CTA in its mask also receives the copies its peers issue, which the checker does not count (the commit expects only this CTA's loads, 8192 bytes)}}
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}

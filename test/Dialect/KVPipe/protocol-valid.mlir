@@ -21,11 +21,10 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   // loads each K tile with TMA (the commit's recorded bytes match the box),
   // warpgroup 1 multiplies it and releases the slot after the wgmma retired.
   // CHECK-LABEL: gpu.func @ring_qk1
-  gpu.func @ring_qk1(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel {
+  gpu.func @ring_qk1(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %c128 = arith.constant 128 : index
-    %true = arith.constant true
     %p = kvpipe.create : !p1
     kvpipe.init %p : !p1
     %wg = kvpipe.warpgroup_id : index
@@ -47,6 +46,9 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
         }
       }
     } else {
+      // One arrival per slot (consumers = 1): the warpgroup's first thread.
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
       %o0 = arith.constant dense<0.0> : vector<64xf32>
       %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p1, vector<64xf32>) {
         kvpipe.consumer_wait %s : !p1
@@ -54,7 +56,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
         %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
         %acc = kvpipe.warpgroup_mma %q, %tile, %o : !q, !kt -> vector<64xf32>
         %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
-        %t = kvpipe.consumer_release %s, %true : !p1
+        %t = kvpipe.consumer_release %s, %first : !p1
         scf.yield %t, %done : !p1, vector<64xf32>
       }
     }
@@ -65,32 +67,38 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   // consumer starts on the first half while the second is in flight; the
   // loop walks the ring two slots per iteration through a helper-free chain.
   // CHECK-LABEL: gpu.func @ring_qk2
-  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q) workgroup(%k: !ring3) kernel {
+  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q) workgroup(%k: !ring3) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %c64 = arith.constant 64 : index
-    %true = arith.constant true
+    %c128 = arith.constant 128 : index
     %p = kvpipe.create : !p2
     kvpipe.init %p : !p2
     %wg = kvpipe.warpgroup_id : index
     %producer = arith.cmpi eq, %wg, %c0 : index
     scf.if %producer {
-      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
-        %slot = kvpipe.index %s : !p2
-        kvpipe.producer_acquire %s stage 0 : !p2
-        %b0 = kvpipe.producer_mbar %s stage 0 : !p2
-        %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
-        kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
-        kvpipe.producer_commit %s stage 0 : !p2
-        kvpipe.producer_acquire %s stage 1 : !p2
-        %b1 = kvpipe.producer_mbar %s stage 1 : !p2
-        %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
-        kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
-        kvpipe.producer_commit %s stage 1 : !p2
-        %t = kvpipe.step %s : !p2
-        scf.yield %t : !p2
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+          %slot = kvpipe.index %s : !p2
+          kvpipe.producer_acquire %s stage 0 : !p2
+          %b0 = kvpipe.producer_mbar %s stage 0 : !p2
+          %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+          kvpipe.producer_commit %s stage 0 : !p2
+          kvpipe.producer_acquire %s stage 1 : !p2
+          %b1 = kvpipe.producer_mbar %s stage 1 : !p2
+          %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+          kvpipe.producer_commit %s stage 1 : !p2
+          %t = kvpipe.step %s : !p2
+          scf.yield %t : !p2
+        }
       }
     } else {
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
       %o0 = arith.constant dense<0.0> : vector<64xf32>
       %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p2, vector<64xf32>) {
         %slot = kvpipe.index %s : !p2
@@ -101,9 +109,9 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
         kvpipe.consumer_wait %s stage 1 : !p2
         %b = kvpipe.warpgroup_mma %q, %k1, %a : !q, !kt -> vector<64xf32>
         %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
-        %s0 = kvpipe.consumer_release %s, %true stage 0 : !p2
+        %s0 = kvpipe.consumer_release %s, %first stage 0 : !p2
         %d = kvpipe.warpgroup_wait %w#1 {pending = 0} : vector<64xf32>
-        %s1 = kvpipe.consumer_release %s0, %true stage 1 : !p2
+        %s1 = kvpipe.consumer_release %s0, %first stage 1 : !p2
         scf.yield %s1, %d : !p2, vector<64xf32>
       }
     }

@@ -32,6 +32,7 @@
 #include "kvpipe/Dialect/KVPipe/Analysis/BarrierOrigins.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/ChainGuards.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ThreadCounts.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/Passes.h"
@@ -1047,6 +1048,26 @@ private:
       }
       for (const SlotLoads::Load &entry : loads->loads)
         expected.insert({entry.load, entry.site});
+      // A multicast copy lands in every CTA of its mask and completes on
+      // each one's barrier at the same offset: this CTA's barrier receives
+      // the bytes of its peers' multicast loads too, which depend on the
+      // cluster rank and the masks, not on the loads of this slot.
+      auto multicast = llvm::find_if(loads->loads, [](SlotLoads::Load entry) {
+        return entry.load.getMulticastMask() != nullptr;
+      });
+      if (multicast != loads->loads.end()) {
+        InFlightDiagnostic diag =
+            unproven(commit)
+            << "the bytes that complete on the producer barrier: a TMA load "
+               "of the slot is multicast, so the barrier of every CTA in its "
+               "mask also receives the copies its peers issue, which the "
+               "checker does not count (the commit expects only this CTA's "
+               "loads, "
+            << loads->bytes << " bytes)"
+            << where(commit.getPipeline(), commit.getStage());
+        diag.attachNote(multicast->load.getLoc()) << "the multicast load";
+        return;
+      }
       Attribute recorded = commit->getAttr(kTransactionBytesAttrName);
       if (!recorded)
         return;
@@ -1124,12 +1145,16 @@ private:
 
   /// A consumer_release whose `elected` operand is constant false: no
   /// thread arrives on the consumer barrier, so the slot is never released.
-  /// Inside the consumer region of a `kvpipe.warp_roles`, the threads that
-  /// arrive are counted (checkConsumerArrivals).
+  /// Inside a role of a `kvpipe.warp_roles`, the threads that arrive are
+  /// counted (checkRoleArrivals), for releases and commits alike. (A TMA load
+  /// is issued by the threads that commit its slot: rule 5 counts only loads
+  /// in the commit's block, outside any condition.)
   void checkReleaseArrivals() {
     root->walk([&](ConsumerReleaseOp release) {
       if (!matchPattern(release.getElected(), m_Zero())) {
-        checkConsumerArrivals(release);
+        checkRoleArrivals(release, release.getElected(),
+                          release.getPipelineType().getConsumers(),
+                          PipelineSide::consumer);
         return;
       }
       error(release) << "releases the slot with no thread: its elected "
@@ -1138,277 +1163,94 @@ private:
                         "the slot waits forever"
                      << where(release.getPipeline(), release.getStage());
     });
+    root->walk([&](ProducerCommitOp commit) {
+      checkRoleArrivals(commit, Value(),
+                        commit.getPipelineType().getProducers(),
+                        PipelineSide::producer);
+    });
   }
 
-  /// What one thread of a consumer warpgroup computes: its `threadIdx.x`,
-  /// its warpgroup (1 .. consumer_warpgroups) and the values computed from
-  /// them, or the value that could not be evaluated.
-  struct ThreadEval {
-    Block *consumerBlock;
-    int64_t tid;
-    int64_t warpgroup;
-    DenseMap<Value, APInt> values;
-    Value unknown;
-  };
-
-  /// `value` on the thread of `eval`, through constants, the thread's
-  /// identity and pure integer arithmetic; nothing (and `eval.unknown` set)
-  /// for anything else.
-  std::optional<APInt> evaluate(Value value, ThreadEval &eval,
-                                unsigned depth = 0) {
-    auto it = eval.values.find(value);
-    if (it != eval.values.end())
-      return it->second;
-    auto fail = [&]() -> std::optional<APInt> {
-      if (!eval.unknown)
-        eval.unknown = value;
-      return std::nullopt;
-    };
-    Type type = value.getType();
-    unsigned width = type.isIndex() ? 64 : 0;
-    if (auto integer = dyn_cast<IntegerType>(type))
-      width = integer.getWidth();
-    if (width == 0 || width > 64 || depth > 64)
-      return fail();
-    auto result = [&](APInt v) -> std::optional<APInt> {
-      v = v.zextOrTrunc(width);
-      eval.values[value] = v;
-      return v;
-    };
-    if (auto arg = dyn_cast<BlockArgument>(value)) {
-      if (arg.getOwner() == eval.consumerBlock && arg.getArgNumber() == 0)
-        return result(APInt(64, eval.warpgroup - 1));
-      return fail();
-    }
-    APInt constant;
-    if (matchPattern(value, m_ConstantInt(&constant)))
-      return result(constant);
-    Operation *def = value.getDefiningOp();
-    if (auto id = dyn_cast<gpu::ThreadIdOp>(def)) {
-      if (id.getDimension() != gpu::Dimension::x)
-        return fail();
-      return result(APInt(64, eval.tid));
-    }
-    if (isa<gpu::LaneIdOp>(def))
-      return result(APInt(64, eval.tid % 32));
-    if (isa<WarpgroupIdOp>(def))
-      return result(APInt(64, eval.warpgroup));
-    StringRef name = def->getName().getStringRef();
-    if (name == "nvvm.read.ptx.sreg.tid.x")
-      return result(APInt(64, eval.tid));
-    if (name == "nvvm.read.ptx.sreg.laneid")
-      return result(APInt(64, eval.tid % 32));
-    if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
-      return fail();
-    SmallVector<APInt> operands;
-    for (Value operand : def->getOperands()) {
-      std::optional<APInt> v = evaluate(operand, eval, depth + 1);
-      if (!v)
-        return std::nullopt;
-      operands.push_back(*v);
-    }
-    auto binary = [&]() { return operands.size() == 2 &&
-                                 operands[0].getBitWidth() ==
-                                     operands[1].getBitWidth(); };
-    if (isa<arith::IndexCastOp, arith::ExtSIOp>(def))
-      return result(operands[0].sextOrTrunc(width));
-    if (isa<arith::IndexCastUIOp, arith::ExtUIOp, arith::TruncIOp>(def))
-      return result(operands[0].zextOrTrunc(width));
-    if (isa<arith::SelectOp>(def))
-      return result(operands[0].isZero() ? operands[2] : operands[1]);
-    if (!binary())
-      return fail();
-    const APInt &a = operands[0], &b = operands[1];
-    if (isa<arith::AddIOp>(def))
-      return result(a + b);
-    if (isa<arith::SubIOp>(def))
-      return result(a - b);
-    if (isa<arith::MulIOp>(def))
-      return result(a * b);
-    if (isa<arith::AndIOp>(def))
-      return result(a & b);
-    if (isa<arith::OrIOp>(def))
-      return result(a | b);
-    if (isa<arith::XOrIOp>(def))
-      return result(a ^ b);
-    if (isa<arith::ShLIOp, arith::ShRUIOp, arith::ShRSIOp>(def)) {
-      if (b.uge(a.getBitWidth()))
-        return fail();
-      unsigned shift = b.getZExtValue();
-      if (isa<arith::ShLIOp>(def))
-        return result(a.shl(shift));
-      return result(isa<arith::ShRUIOp>(def) ? a.lshr(shift) : a.ashr(shift));
-    }
-    if (isa<arith::DivUIOp, arith::DivSIOp, arith::RemUIOp, arith::RemSIOp>(
-            def)) {
-      if (b.isZero())
-        return fail();
-      if (isa<arith::DivUIOp>(def))
-        return result(a.udiv(b));
-      if (isa<arith::RemUIOp>(def))
-        return result(a.urem(b));
-      if (a.isMinSignedValue() && b.isAllOnes())
-        return fail();
-      return result(isa<arith::DivSIOp>(def) ? a.sdiv(b) : a.srem(b));
-    }
-    if (auto cmp = dyn_cast<arith::CmpIOp>(def)) {
-      bool holds = false;
-      switch (cmp.getPredicate()) {
-      case arith::CmpIPredicate::eq: holds = a.eq(b); break;
-      case arith::CmpIPredicate::ne: holds = a.ne(b); break;
-      case arith::CmpIPredicate::slt: holds = a.slt(b); break;
-      case arith::CmpIPredicate::sle: holds = a.sle(b); break;
-      case arith::CmpIPredicate::sgt: holds = a.sgt(b); break;
-      case arith::CmpIPredicate::sge: holds = a.sge(b); break;
-      case arith::CmpIPredicate::ult: holds = a.ult(b); break;
-      case arith::CmpIPredicate::ule: holds = a.ule(b); break;
-      case arith::CmpIPredicate::ugt: holds = a.ugt(b); break;
-      case arith::CmpIPredicate::uge: holds = a.uge(b); break;
-      }
-      return result(APInt(1, holds));
-    }
-    return fail();
+  /// Whether the checker's arithmetic knows `condition` to be CTA-uniform.
+  bool isUniform(Value condition) {
+    unsigned number = arithmetic.getValueNumber(condition);
+    return !arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number));
   }
 
-  /// Rule 6, arrivals: a `consumer_release` in the consumer region of a
-  /// `kvpipe.warp_roles` runs on the threads of every consumer warpgroup;
-  /// those whose `elected` is true (and that reach the release: the
-  /// branches of `scf.if` / `scf.index_switch` around it are followed per
-  /// thread) each arrive once on the consumer barrier, which completes its
-  /// phase after the pipeline type's `consumers` arrivals. Any other count
-  /// hangs the producer (too few) or completes the phase early, before the
-  /// other warpgroups are done with the slot (too many). The count is taken
-  /// by evaluating the conditions on each thread of the consumer
-  /// warpgroups; a condition that is neither computed from the thread's
-  /// identity and constants nor CTA-uniform makes it unproven.
-  void checkConsumerArrivals(ConsumerReleaseOp release) {
-    auto roles = release->getParentOfType<WarpRolesOp>();
-    if (!roles || !roles.getConsumer().isAncestor(release->getParentRegion()))
+  /// Rule 6, arrivals: a `consumer_release` (`producer_commit`) runs on the
+  /// threads that reach it (the branches of `scf.if` / `scf.index_switch`
+  /// around it are followed per thread) and whose `elected` is true; each
+  /// arrives once on the consumer (producer) barrier, which completes its
+  /// phase after the pipeline type's `consumers` (`producers`) arrivals. Any
+  /// other count hangs the other side (too few) or completes the phase
+  /// early, before the other threads of the side are done with the slot
+  /// (too many). The threads are those of the op's role in a
+  /// `kvpipe.warp_roles`, or of the kernel when its block size is known (the
+  /// generated kernels, whose roles are branches on the warpgroup id by
+  /// now); elsewhere (a helper) the count is an assumption. A condition that
+  /// is neither computed from the thread's identity and constants nor
+  /// CTA-uniform makes the count unproven.
+  void checkRoleArrivals(Operation *op, Value elected, int64_t expected,
+                         PipelineSide side) {
+    std::optional<ThreadScope> scope = getThreadScope(op);
+    if (!scope)
       return;
-    int64_t expected = release.getPipelineType().getConsumers();
-    int64_t warpgroups = roles.getConsumerWarpgroups();
-
-    // The conditions on the way down from the consumer region: the value
-    // and, for an scf.if, whether the branch needs it true; for an
-    // scf.index_switch, the case value (or nothing for the default).
-    struct Guard {
-      Operation *op;
-      Value condition;
-      unsigned region;
-    };
-    SmallVector<Guard> guards;
-    for (Operation *op = release; op->getParentOp() != roles;
-         op = op->getParentOp()) {
-      Region *region = op->getParentRegion();
-      Operation *parent = region->getParentOp();
-      if (!region->hasOneBlock()) {
-        unproven(release)
-            << "how many threads arrive on the consumer barrier: the release "
-               "is in a region of several blocks, whose branches the checker "
-               "does not follow per thread"
-            << where(release.getPipeline(), release.getStage());
+    auto protocol = cast<PipelineProtocolOpInterface>(op);
+    Value pipeline = protocol.getPipeline();
+    std::optional<int64_t> stage = protocol.getSubStage();
+    bool consumer = side == PipelineSide::consumer;
+    StringRef barrier = consumer ? "consumer barrier" : "producer barrier";
+    StringRef opName = consumer ? "release" : "commit";
+    ThreadCount count = countThreads(op, elected, *scope,
+                                     [&](Value v) { return isUniform(v); });
+    if (count.unprovenReason) {
+      if (!count.unprovenReason->empty()) {
+        unproven(op) << "how many threads arrive on the " << barrier
+                     << ": the " << opName << " " << *count.unprovenReason
+                     << where(pipeline, stage);
         return;
       }
-      if (auto ifOp = dyn_cast<scf::IfOp>(parent)) {
-        guards.push_back({parent, ifOp.getCondition(),
-                          region->getRegionNumber()});
-      } else if (auto switchOp = dyn_cast<scf::IndexSwitchOp>(parent)) {
-        guards.push_back({parent, switchOp.getArg(),
-                          region->getRegionNumber()});
-      } else if (!isa<scf::ForOp, scf::WhileOp, scf::ExecuteRegionOp,
-                      ForEachTileOp>(parent)) {
-        unproven(release)
-            << "how many threads arrive on the consumer barrier: the release "
-               "is nested in '"
-            << parent->getName()
-            << "', which the checker does not follow per thread"
-            << where(release.getPipeline(), release.getStage());
-        return;
-      }
+      InFlightDiagnostic diag =
+          unproven(op) << "how many threads arrive on the " << barrier
+                       << " (the pipeline expects " << expected
+                       << "): the checker cannot evaluate, per thread"
+                       << scope->description << ", a value "
+                       << (consumer ? "the release's elected operand or "
+                                    : "")
+                       << "a condition around it is computed from"
+                       << where(pipeline, stage);
+      if (count.unknownValue)
+        diag.attachNote(count.unknownValue.getLoc()) << "this value";
+      return;
     }
-
-    // Whether the thread of `eval` reaches the release; nothing when a
-    // condition cannot be evaluated (then `eval.unknown` says which).
-    auto reaches = [&](ThreadEval &eval) -> std::optional<bool> {
-      for (const Guard &guard : guards) {
-        std::optional<APInt> v = evaluate(guard.condition, eval);
-        if (!v) {
-          // A CTA-uniform condition takes every warpgroup the same way:
-          // the release runs in all of them or in none.
-          unsigned number = arithmetic.getValueNumber(guard.condition);
-          if (!arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number))) {
-            eval.unknown = nullptr;
-            continue;
-          }
-          return std::nullopt;
-        }
-        if (auto ifOp = dyn_cast<scf::IfOp>(guard.op)) {
-          if (v->isZero() != (guard.region == 1))
-            return false;
-          continue;
-        }
-        auto switchOp = cast<scf::IndexSwitchOp>(guard.op);
-        ArrayRef<int64_t> cases = switchOp.getCases();
-        int64_t arg = v->getSExtValue();
-        if (guard.region == 0) { // the default region
-          if (llvm::is_contained(cases, arg))
-            return false;
-        } else if (cases[guard.region - 1] != arg) {
-          return false;
-        }
-      }
-      return true;
-    };
-
-    int64_t arrivals = 0;
-    SmallVector<int64_t> perWarpgroup;
-    for (int64_t w = 1; w <= warpgroups; ++w) {
-      int64_t here = 0;
-      for (int64_t t = 0; t < 128; ++t) {
-        ThreadEval eval{&roles.getConsumerBlock(), 128 * w + t, w, {}, {}};
-        std::optional<bool> runs = reaches(eval);
-        std::optional<APInt> elected;
-        if (runs && *runs)
-          elected = evaluate(release.getElected(), eval);
-        if (!runs || (*runs && !elected)) {
-          InFlightDiagnostic diag =
-              unproven(release)
-              << "how many threads arrive on the consumer barrier (the "
-                 "pipeline expects "
-              << expected
-              << "): the checker cannot evaluate, per consumer thread, a "
-                 "value the release's elected operand or a condition around "
-                 "it is computed from"
-              << where(release.getPipeline(), release.getStage());
-          if (eval.unknown)
-            diag.attachNote(eval.unknown.getLoc()) << "this value";
-          return;
-        }
-        if (*runs && !elected->isZero())
-          ++here;
-      }
-      perWarpgroup.push_back(here);
-      arrivals += here;
-    }
-    if (arrivals == expected)
+    if (count.total == expected)
       return;
     std::string counts;
-    for (auto [i, n] : llvm::enumerate(perWarpgroup))
+    for (auto [i, n] : llvm::enumerate(count.perWarpgroup))
       counts += (i ? ", " : "") + std::to_string(n);
-    InFlightDiagnostic diag =
-        error(release)
-        << arrivals << " thread" << (arrivals == 1 ? "" : "s")
-        << " of the " << warpgroups << " consumer warpgroup"
-        << (warpgroups == 1 ? "" : "s")
-        << " arrive on the consumer barrier per release (" << counts
-        << " per warpgroup), but the pipeline expects consumers = " << expected
-        << (arrivals < expected
-                ? ": the phase never completes and the producer's next "
-                  "acquire of the slot waits forever"
-                : ": the phase completes early, and the producer refills the "
-                  "slot while a consumer warpgroup may still read it")
-        << where(release.getPipeline(), release.getStage());
-    diag.attachNote(roles.getLoc()) << "the warp roles";
+    InFlightDiagnostic diag = error(op);
+    diag << count.total << " thread" << (count.total == 1 ? "" : "s")
+         << scope->description << " arrive on the " << barrier << " per "
+         << opName;
+    if (count.perWarpgroup.size() > 1 || scope->consumerBlock)
+      diag << " (" << counts << " per warpgroup)";
+    diag << ", but the pipeline expects "
+         << (consumer ? "consumers" : "producers") << " = " << expected;
+    if (consumer)
+      diag << (count.total < expected
+                   ? ": the phase never completes and the producer's next "
+                     "acquire of the slot waits forever"
+                   : ": the phase completes early, and the producer refills "
+                     "the slot while a consumer warpgroup may still read it");
+    else
+      diag << (count.total < expected
+                   ? ": the phase never completes and the consumers' wait "
+                     "for the slot never returns"
+                   : ": the phase completes early (the extra arrivals fall "
+                     "into the slot's next phase), and the consumers read "
+                     "the slot before every producer thread filled it");
+    diag << where(pipeline, stage);
+    diag.attachNote(scope->scope->getLoc())
+        << (isa<WarpRolesOp>(scope->scope) ? "the warp roles" : "the kernel");
   }
 
   //===--------------------------------------------------------------------===//
