@@ -1,0 +1,409 @@
+//===- ProtocolBalance.cpp - loops and totals -----------------------------===//
+//
+// Part of ProtocolChecker (ProtocolChecker.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProtocolChecker.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+//===----------------------------------------------------------------------===//
+// 2. Balance of producer and consumer loops
+//===----------------------------------------------------------------------===//
+
+bool ProtocolChecker::carries(Operation *loop, Value pipeline) {
+  for (Value carried : PipelineFlow::getCarriedStates(loop))
+    if (carried && flow.getPipeline(carried) == pipeline)
+      return true;
+  return false;
+}
+
+void ProtocolChecker::checkBalance() {
+  llvm::MapVector<Value, SmallVector<LoopSide>> loopsOf;
+  for (Operation *loop : flow.getLoops()) {
+    llvm::MapVector<Value, SmallVector<unsigned>> positions;
+    for (auto [position, carried] :
+         llvm::enumerate(PipelineFlow::getCarriedStates(loop)))
+      if (carried)
+        positions[flow.getPipeline(carried)].push_back(position);
+    for (auto &[pipeline, carriedAt] : positions) {
+      // Loops nested in a loop that carries the same pipeline run many
+      // times: only the outermost ones are compared.
+      bool nested = false;
+      for (Operation *parent = loop->getParentOp(); parent && !nested;
+           parent = parent->getParentOp())
+        nested =
+            isa<scf::ForOp, scf::WhileOp>(parent) && carries(parent, pipeline);
+      if (nested)
+        continue;
+      std::optional<int64_t> perIteration;
+      if (carriedAt.size() == 1)
+        perIteration = flow.getAdvancePerIteration(loop, carriedAt.front());
+      loopsOf[pipeline].push_back(
+          {loop, flow.getSides(loop, pipeline), perIteration});
+    }
+  }
+
+  for (auto &[pipeline, loops] : loopsOf)
+    for (unsigned i = 0; i < loops.size(); ++i)
+      for (unsigned j = i + 1; j < loops.size(); ++j) {
+        const LoopSide &a = loops[i], &b = loops[j];
+        if (bitEnumContainsAny(a.sides, PipelineSide::producer) &&
+            bitEnumContainsAny(b.sides, PipelineSide::consumer))
+          compareSides(pipeline, a, b);
+        else if (bitEnumContainsAny(b.sides, PipelineSide::producer) &&
+                 bitEnumContainsAny(a.sides, PipelineSide::consumer))
+          compareSides(pipeline, b, a);
+      }
+}
+
+void ProtocolChecker::compareSides(Value pipeline, const LoopSide &producer,
+                                   const LoopSide &consumer) {
+  if (!producer.perIteration || !consumer.perIteration)
+    return;
+  int64_t perProducer = *producer.perIteration;
+  int64_t perConsumer = *consumer.perIteration;
+  std::optional<int64_t> producerTrips = getTripCount(producer.loop);
+  std::optional<int64_t> consumerTrips = getTripCount(consumer.loop);
+  int64_t producerTotal, consumerTotal;
+  if (producerTrips && consumerTrips &&
+      !llvm::MulOverflow(*producerTrips, perProducer, producerTotal) &&
+      !llvm::MulOverflow(*consumerTrips, perConsumer, consumerTotal)) {
+    if (producerTotal == consumerTotal)
+      return;
+    unbalanced.insert(pipeline);
+    InFlightDiagnostic diag =
+        error(consumer.loop)
+        << "consumer side advances " << consumerTotal << " slot(s) in total ("
+        << *consumerTrips << " iteration(s) of " << perConsumer
+        << ") but the producer side advances " << producerTotal << " ("
+        << *producerTrips << " of " << perProducer
+        << "): their phases drift apart and the pipeline hangs"
+        << where(pipeline);
+    diag.attachNote(producer.loop->getLoc()) << "the producer-side loop";
+    return;
+  }
+  if (perProducer == perConsumer ||
+      !haveSameTripCount(producer.loop, consumer.loop))
+    return;
+  unbalanced.insert(pipeline);
+  InFlightDiagnostic diag =
+      error(consumer.loop)
+      << "consumer side advances " << perConsumer
+      << " slot(s) per iteration but the producer-side loop with the same "
+         "trip count advances "
+      << perProducer << ": their phases drift apart and the pipeline hangs"
+      << where(pipeline);
+  diag.attachNote(producer.loop->getLoc()) << "the producer-side loop";
+}
+
+//===----------------------------------------------------------------------===//
+// 8. Totals: the slots each side advances from the pipeline's creation
+//===----------------------------------------------------------------------===//
+
+bool ProtocolChecker::isFunctionReturn(Operation *op) {
+  return op->hasTrait<OpTrait::IsTerminator>() &&
+         isa_and_nonnull<FunctionOpInterface>(op->getParentOp());
+}
+
+bool ProtocolChecker::forwards(OpOperand &use) {
+  Operation *user = use.getOwner();
+  return returnsState(user) ||
+         isa<scf::ForOp, scf::WhileOp, scf::YieldOp, scf::ConditionOp,
+             CallOpInterface, BranchOpInterface>(user) ||
+         user->hasTrait<OpTrait::ReturnLike>() || isFunctionReturn(user);
+}
+
+bool ProtocolChecker::isSameCondition(Value a, Value b) {
+  unsigned number = arithmetic.getValueNumber(a);
+  return number == arithmetic.getValueNumber(b) &&
+         !arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number));
+}
+
+bool ProtocolChecker::checkChainGuards(Value pipeline, Value producer,
+                                       Value consumer, Operation *scope) {
+  SmallVector<ChainGuard> onProducer = getChainGuards(producer, scope);
+  SmallVector<ChainGuard> onConsumer = getChainGuards(consumer, scope);
+  size_t shared = 0;
+  while (shared < onProducer.size() && shared < onConsumer.size() &&
+         onProducer[shared] == onConsumer[shared])
+    ++shared;
+  ArrayRef<ChainGuard> producerOnly = ArrayRef(onProducer).drop_front(shared);
+  ArrayRef<ChainGuard> consumerOnly = ArrayRef(onConsumer).drop_front(shared);
+  // The role split: the two ends in different branches of one op.
+  if (!producerOnly.empty() && !consumerOnly.empty() &&
+      producerOnly.front().op == consumerOnly.front().op) {
+    producerOnly = producerOnly.drop_front();
+    consumerOnly = consumerOnly.drop_front();
+  }
+  auto matches = [&](const ChainGuard &guard, ArrayRef<ChainGuard> others) {
+    return llvm::any_of(others, [&](const ChainGuard &other) {
+      return guard.op->getName() == other.op->getName() &&
+             guard.region == other.region &&
+             guard.op->getAttrDictionary() == other.op->getAttrDictionary() &&
+             isSameCondition(guard.condition, other.condition);
+    });
+  };
+  auto check = [&](ArrayRef<ChainGuard> mine, ArrayRef<ChainGuard> theirs,
+                   bool isProducer, Value otherEnd) {
+    for (const ChainGuard &guard : mine) {
+      if (selectsThreads(guard.condition) || matches(guard, theirs))
+        continue;
+      Operation *otherAt = otherEnd.getDefiningOp()
+                               ? otherEnd.getDefiningOp()
+                               : otherEnd.getParentRegion()->getParentOp();
+      InFlightDiagnostic diag =
+          unproven(guard.op)
+          << "that the " << (isProducer ? "producer" : "consumer")
+          << " side runs whenever the "
+          << (isProducer ? "consumer" : "producer")
+          << " side does: its chain of states ends under this condition "
+             "and the other side's is not under the same one; where it "
+             "does not hold, the "
+          << (isProducer ? "consumers wait for slots nobody fills"
+                         : "producer waits for slots nobody releases")
+          << where(pipeline);
+      diag.attachNote(otherAt->getLoc())
+          << "where the " << (isProducer ? "consumer" : "producer")
+          << " side's chain ends";
+      return false;
+    }
+    return true;
+  };
+  return check(producerOnly, consumerOnly, true, consumer) &&
+         check(consumerOnly, producerOnly, false, producer);
+}
+
+void ProtocolChecker::checkTotals() {
+  struct End {
+    Value state;
+    std::optional<LinearExpr> total;
+    Operation *why = nullptr;
+    /// The chain ends in unstructured control flow, whose paths are not
+    /// counted.
+    bool unstructured = false;
+    /// The function the chain is counted in.
+    Operation *scope = nullptr;
+  };
+  llvm::MapVector<Value, SmallVector<End>> producers, consumers;
+  DenseMap<Value, Value> created;
+  for (Value state : flow.getStates()) {
+    if (llvm::any_of(state.getUses(),
+                     [](OpOperand &use) { return forwards(use); }))
+      continue;
+    // A state merged from several pipelines only to read a ring index:
+    // no chain of the protocol (checkFlow reports any other use).
+    if (flow.isMixed(state) &&
+        llvm::all_of(state.getUsers(),
+                     [](Operation *user) { return isa<IndexOp>(user); }))
+      continue;
+    Operation *scope = state.getParentRegion()->getParentOp();
+    while (scope && !isa<FunctionOpInterface>(scope) && scope != root)
+      scope = scope->getParentOp();
+    if (!scope)
+      continue;
+    PathFacts facts;
+    for (Region *region = state.getParentRegion();
+         region && region->getParentOp() != scope;
+         region = region->getParentOp()->getParentRegion())
+      arithmetic.addBranchFacts(region, facts);
+    Value base;
+    PipelineSide sides = PipelineSide::none;
+    Operation *why = nullptr;
+    std::optional<LinearExpr> total =
+        arithmetic.traceAdvance(state, scope, facts, base, sides, why);
+    // Under unstructured control flow (a region of several blocks) the
+    // chain runs on some paths only: which ones is not counted.
+    bool unstructured = false;
+    for (Region *region = state.getParentRegion(); region;
+         region = region->getParentOp()->getParentRegion()) {
+      if (!region->hasOneBlock()) {
+        unstructured = true;
+        total = std::nullopt;
+        why = region->front().getTerminator();
+        break;
+      }
+      if (region->getParentOp() == scope)
+        break;
+    }
+    // A chain that ends inside a loop body without being carried out is
+    // a state the loop drops: linear use (an old state yielded), the yield
+    // rules (another state or an outer one yielded) report it.
+    if (!total && why && isa<LoopLikeOpInterface>(why) &&
+        why->isAncestor(state.getParentRegion()->getParentOp()))
+      continue;
+    Value pipeline = flow.getPipeline(state);
+    if (base && base.getDefiningOp<CreateOp>())
+      created[pipeline] = base;
+    if (sides == PipelineSide::producer)
+      producers[pipeline].push_back({state, total, why, unstructured, scope});
+    else if (sides == PipelineSide::consumer)
+      consumers[pipeline].push_back({state, total, why, unstructured, scope});
+    else if (sides == PipelineSide::none && !total && why)
+      producers[pipeline].push_back({state, total, why, unstructured, scope});
+  }
+
+  auto describeEnd = [&](End end) {
+    if (Operation *def = end.state.getDefiningOp())
+      return def;
+    return end.state.getParentRegion()->getParentOp();
+  };
+  for (auto &[pipeline, ends] : producers) {
+    if (unbalanced.contains(pipeline))
+      continue;
+    auto consumerIt = consumers.find(pipeline);
+    SmallVector<End> all(ends);
+    if (consumerIt != consumers.end())
+      llvm::append_range(all, consumerIt->second);
+    // What cannot be counted.
+    const End *unknown = nullptr;
+    for (const End &end : all)
+      if (!end.total) {
+        unknown = &end;
+        break;
+      }
+    if (unknown) {
+      Operation *at = unknown->why ? unknown->why : describeEnd(*unknown);
+      if (unfollowed.contains(at) || reportedBranches.contains(at))
+        continue;
+      if (unknown->unstructured) {
+        InFlightDiagnostic diag =
+            unproven(at)
+            << "that the producer and consumer sides advance the same "
+               "number of slots through unstructured control flow: the "
+               "checker does not count the paths of 'cf' branches"
+            << where(pipeline);
+        diag.attachNote(describeEnd(*unknown)->getLoc())
+            << "a chain of the pipeline's states ends here";
+        continue;
+      }
+      unproven(at) << "that the producer and consumer sides advance the "
+                      "same number of slots: the checker cannot count the "
+                      "slots through this op"
+                   << where(pipeline);
+      continue;
+    }
+    if (consumerIt == consumers.end())
+      continue; // one side only: the other is a caller's or callee's
+    const End &first = ends.front();
+    bool allEqual = true;
+    for (const End &end : all) {
+      if (*end.total == *first.total)
+        continue;
+      allEqual = false;
+      bool consumer = llvm::is_contained(
+          llvm::map_range(consumerIt->second,
+                          [](const End &e) { return e.state; }),
+          end.state);
+      if (first.total->isConstant() && end.total->isConstant()) {
+        InFlightDiagnostic diag =
+            error(describeEnd(end))
+            << (consumer ? "consumer" : "producer") << " side advances "
+            << end.total->constant << " slot(s) in total but the producer "
+            << "side advances " << first.total->constant
+            << ": their phases drift apart and the pipeline hangs"
+            << where(pipeline);
+        diag.attachNote(describeEnd(first)->getLoc())
+            << "where the producer side ends";
+      } else {
+        InFlightDiagnostic diag =
+            unproven(describeEnd(end))
+            << "that the producer and consumer loops advance the same "
+               "number of slots: the "
+            << (consumer ? "consumer" : "producer") << " side advances "
+            << arithmetic.print(*end.total) << " and the producer side "
+            << arithmetic.print(*first.total) << where(pipeline);
+        diag.attachNote(describeEnd(first)->getLoc())
+            << "where the producer side ends";
+      }
+      break;
+    }
+    // Equal totals are equal counts only where each atom is the same on
+    // every thread: the producer's and the consumer's threads evaluate
+    // the bounds on their own.
+    if (!allEqual)
+      continue;
+    if (Value atom = arithmetic.getNonUniformAtom(*first.total)) {
+      const End &end = consumerIt->second.front();
+      std::string name;
+      llvm::raw_string_ostream os(name);
+      atom.printAsOperand(os, OpPrintingFlags());
+      InFlightDiagnostic diag =
+          unproven(describeEnd(end))
+          << "that the producer and consumer loops advance the same "
+             "number of slots: both sides advance "
+          << arithmetic.print(*first.total) << ", but " << name
+          << " is not known to be the same on every thread of the CTA (a "
+             "thread, lane or warpgroup id, a value loaded from memory, or "
+             "one the checker cannot follow), and the producer's and the "
+             "consumer's threads each compute it"
+          << where(pipeline);
+      diag.attachNote(atom.getLoc()) << "the value";
+      diag.attachNote(describeEnd(first)->getLoc())
+          << "where the producer side ends";
+      continue;
+    }
+    // Equal counts, but each side runs its chain only under the
+    // conditions its end is nested in.
+    for (const End &producer : ends) {
+      bool reported = false;
+      for (const End &consumer : consumerIt->second)
+        if (producer.scope == consumer.scope &&
+            !checkChainGuards(pipeline, producer.state, consumer.state,
+                              producer.scope)) {
+          reported = true;
+          break;
+        }
+      if (reported)
+        break;
+    }
+  }
+  // A consumer side without a producer in a function that creates the
+  // pipeline waits forever.
+  for (auto &[pipeline, ends] : consumers) {
+    if (producers.count(pipeline) || !created.count(pipeline) ||
+        unbalanced.contains(pipeline))
+      continue;
+    unproven(describeEnd(ends.front()))
+        << "that the consumed slots are ever filled: the pipeline has no "
+           "producer side"
+        << where(pipeline);
+  }
+  // The mirror: a producer side without a consumer in a function that
+  // creates the pipeline. Past the ring's kv_stages slots, the producer
+  // waits for a release that never comes; within them, nothing reads
+  // what it filled (or a consumer elsewhere does: not in this module).
+  for (auto &[pipeline, ends] : producers) {
+    if (consumers.count(pipeline) || !created.count(pipeline) ||
+        unbalanced.contains(pipeline))
+      continue;
+    // A chain that cannot be counted is reported above.
+    if (llvm::any_of(ends, [](const End &end) { return !end.total; }))
+      continue;
+    auto type = cast<PipelineType>(pipeline.getType());
+    const End *over = nullptr;
+    for (const End &end : ends)
+      if (end.total && end.total->isConstant() &&
+          end.total->constant > type.getKvStages()) {
+        over = &end;
+        break;
+      }
+    if (over) {
+      error(describeEnd(*over))
+          << "fills " << over->total->constant
+          << " slots but the pipeline has no consumer side: the ring has "
+          << type.getKvStages()
+          << " slots, so the producer waits forever for a release of the "
+             "slot it refills"
+          << where(pipeline);
+      continue;
+    }
+    unproven(describeEnd(ends.front()))
+        << "that the filled slots are ever consumed: the pipeline has no "
+           "consumer side"
+        << where(pipeline);
+  }
+}

@@ -1,0 +1,278 @@
+//===- ProtocolBarriers.cpp - init and arrival counts ---------------------===//
+//
+// Part of ProtocolChecker (ProtocolChecker.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProtocolChecker.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+//===----------------------------------------------------------------------===//
+// 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
+//===----------------------------------------------------------------------===//
+
+Operation *ProtocolChecker::findRepeatOrCondition(Operation *op) {
+  for (Operation *parent = op->getParentOp();
+       parent && !isa<FunctionOpInterface>(parent);
+       parent = parent->getParentOp())
+    if (!isa<scf::ExecuteRegionOp>(parent))
+      return parent;
+  return nullptr;
+}
+
+bool ProtocolChecker::checkCreateRunsOnce(CreateOp create) {
+  Operation *at = create;
+  SmallPtrSet<Operation *, 4> functions;
+  for (;;) {
+    if (Operation *holder = findRepeatOrCondition(at)) {
+      bool loop = isa<LoopLikeOpInterface, ForEachTileOp>(holder);
+      InFlightDiagnostic diag =
+          error(create)
+          << (at == create.getOperation() ? "is " : "runs through a call ")
+          << (loop ? "inside a loop: kvpipe.create and kvpipe.init run "
+                     "once, by every thread of the CTA (one set of "
+                     "barriers per create op: every iteration would "
+                     "initialise them again while the previous one's "
+                     "waits may be pending)"
+                   : "under a condition: kvpipe.create and kvpipe.init "
+                     "run once, by every thread of the CTA (the other "
+                     "threads would use barriers nobody initialised, or "
+                     "wait in the init's CTA barrier forever)")
+          << where(create.getResult());
+      if (at != create.getOperation())
+        diag.attachNote(at->getLoc()) << "the call";
+      diag.attachNote(holder->getLoc())
+          << "the enclosing '" << holder->getName() << "'";
+      return false;
+    }
+    Region *region = at->getParentRegion();
+    if (!region->hasOneBlock() && at->getBlock() != &region->front()) {
+      unproven(create) << "that the pipeline is created and initialised "
+                          "once by every thread: "
+                       << (at == create.getOperation() ? "it"
+                                                       : "the call to its "
+                                                         "function")
+                       << " is not in the entry block of its region"
+                       << where(create.getResult());
+      return false;
+    }
+    auto function = at->getParentOfType<FunctionOpInterface>();
+    if (!function || !functions.insert(function).second)
+      return true; // recursion has its own callers
+    SmallVector<CallOpInterface> callers;
+    root->walk([&](CallOpInterface call) {
+      if (flow.resolveCallee(call) == function)
+        callers.push_back(call);
+    });
+    // A use of the function's symbol other than a call it resolves (a
+    // func.constant called indirectly) may run it any number of times.
+    if (std::optional<SymbolTable::UseRange> uses =
+            SymbolTable::getSymbolUses(function, root))
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        auto call = dyn_cast<CallOpInterface>(use.getUser());
+        if (call && flow.resolveCallee(call) == function)
+          continue;
+        InFlightDiagnostic diag =
+            unproven(create)
+            << "that the pipeline is created and initialised once: @"
+            << function.getName()
+            << " is referenced other than by a direct call"
+            << where(create.getResult());
+        diag.attachNote(use.getUser()->getLoc()) << "the reference";
+        return false;
+      }
+    if (callers.empty())
+      return true; // the kernel: runs once per CTA
+    if (callers.size() > 1) {
+      InFlightDiagnostic diag =
+          error(create)
+          << "is in @" << function.getName() << ", called from "
+          << callers.size()
+          << " places: each call creates and initialises the same barriers "
+             "again (one set per create op) while the previous call's "
+             "waits may be pending"
+          << where(create.getResult());
+      for (CallOpInterface call : callers)
+        diag.attachNote(call->getLoc()) << "a call";
+      return false;
+    }
+    at = callers.front();
+  }
+}
+
+void ProtocolChecker::checkBarriers() {
+  SmallVector<InitOp> inits;
+  root->walk([&](InitOp init) { inits.push_back(init); });
+  root->walk([&](CreateOp create) {
+    if (!checkCreateRunsOnce(create))
+      return;
+    Value pipeline = flow.getPipeline(create.getResult());
+    InitOp first;
+    for (InitOp init : inits) {
+      if (flow.getPipeline(init.getPipeline()) != pipeline)
+        continue;
+      if (first) {
+        InFlightDiagnostic diag =
+            error(init) << "initialises the barriers a second time: every "
+                           "thread of the CTA executes kvpipe.init once per "
+                           "kvpipe.create, and a second init resets barriers "
+                           "that may already be in use"
+                        << where(create.getResult());
+        diag.attachNote(first.getLoc()) << "the first kvpipe.init";
+        continue;
+      }
+      first = init;
+      // CTA-wide: in the block of the create, so that every thread that
+      // created the pipeline initialises it, once.
+      Operation *holder =
+          create->getBlock()->findAncestorOpInBlock(*init.getOperation());
+      if (!holder) {
+        error(init) << "is not in the block of the kvpipe.create or nested "
+                       "in it: every thread of the CTA must execute it"
+                    << where(create.getResult());
+        continue;
+      }
+      if (holder != init.getOperation()) {
+        InFlightDiagnostic diag =
+            error(init)
+            << (isa<LoopLikeOpInterface>(holder)
+                    ? "is inside a loop: kvpipe.init is executed once by "
+                      "every thread of the CTA, not once per iteration"
+                    : "is under a condition: kvpipe.init is CTA-wide, every "
+                      "thread of the CTA must execute it (the others would "
+                      "use barriers nobody initialised, or wait in its CTA "
+                      "barrier forever)")
+            << where(create.getResult());
+        diag.attachNote(holder->getLoc())
+            << "the enclosing '" << holder->getName() << "'";
+        continue;
+      }
+      // Nothing may use the pipeline before it (reported once, at the
+      // first use).
+      Operation *firstUse = nullptr;
+      Value usedState;
+      for (Value state : flow.getStates()) {
+        if (flow.getPipeline(state) != pipeline)
+          continue;
+        for (Operation *user : state.getUsers()) {
+          Operation *ancestor =
+              create->getBlock()->findAncestorOpInBlock(*user);
+          if (!ancestor || ancestor == init.getOperation() ||
+              !ancestor->isBeforeInBlock(init))
+            continue;
+          if (!firstUse || user->isBeforeInBlock(firstUse) ||
+              (user->getBlock() != firstUse->getBlock() &&
+               dominance.properlyDominates(user, firstUse))) {
+            firstUse = user;
+            usedState = state;
+          }
+        }
+      }
+      if (firstUse) {
+        InFlightDiagnostic diag = error(firstUse)
+                                  << "uses the pipeline before its kvpipe.init"
+                                  << where(usedState, getStageOf(firstUse));
+        diag.attachNote(init.getLoc()) << "the kvpipe.init";
+      }
+    }
+    if (!first)
+      error(create) << "is never initialised: every thread of the CTA must "
+                       "execute kvpipe.init on it before its first use"
+                    << where(create.getResult());
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Arrival counts: the threads that run each release and commit
+//===----------------------------------------------------------------------===//
+
+void ProtocolChecker::checkReleaseArrivals() {
+  root->walk([&](ConsumerReleaseOp release) {
+    if (!matchPattern(release.getElected(), m_Zero())) {
+      checkRoleArrivals(release, release.getElected(),
+                        release.getPipelineType().getConsumers(),
+                        PipelineSide::consumer);
+      return;
+    }
+    error(release) << "releases the slot with no thread: its elected "
+                      "operand is constant false, so nobody arrives on the "
+                      "consumer barrier and the producer's next acquire of "
+                      "the slot waits forever"
+                   << where(release.getPipeline(), release.getStage());
+  });
+  root->walk([&](ProducerCommitOp commit) {
+    checkRoleArrivals(commit, Value(), commit.getPipelineType().getProducers(),
+                      PipelineSide::producer);
+  });
+}
+
+bool ProtocolChecker::isUniform(Value condition) {
+  unsigned number = arithmetic.getValueNumber(condition);
+  return !arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number));
+}
+
+void ProtocolChecker::checkRoleArrivals(Operation *op, Value elected,
+                                        int64_t expected, PipelineSide side) {
+  std::optional<ThreadScope> scope = getThreadScope(op);
+  if (!scope)
+    return;
+  auto protocol = cast<PipelineProtocolOpInterface>(op);
+  Value pipeline = protocol.getPipeline();
+  std::optional<int64_t> stage = protocol.getSubStage();
+  bool consumer = side == PipelineSide::consumer;
+  StringRef barrier = consumer ? "consumer barrier" : "producer barrier";
+  StringRef opName = consumer ? "release" : "commit";
+  ThreadCount count =
+      countThreads(op, elected, *scope, [&](Value v) { return isUniform(v); });
+  if (count.unprovenReason) {
+    if (!count.unprovenReason->empty()) {
+      unproven(op) << "how many threads arrive on the " << barrier << ": the "
+                   << opName << " " << *count.unprovenReason
+                   << where(pipeline, stage);
+      return;
+    }
+    InFlightDiagnostic diag =
+        unproven(op) << "how many threads arrive on the " << barrier
+                     << " (the pipeline expects " << expected
+                     << "): the checker cannot evaluate, per thread"
+                     << scope->description << ", a value "
+                     << (consumer ? "the release's elected operand or " : "")
+                     << "a condition around it is computed from"
+                     << where(pipeline, stage);
+    if (count.unknownValue)
+      diag.attachNote(count.unknownValue.getLoc()) << "this value";
+    return;
+  }
+  if (count.total == expected)
+    return;
+  std::string counts;
+  for (auto [i, n] : llvm::enumerate(count.perWarpgroup))
+    counts += (i ? ", " : "") + std::to_string(n);
+  InFlightDiagnostic diag = error(op);
+  diag << count.total << " thread" << (count.total == 1 ? "" : "s")
+       << scope->description << " arrive on the " << barrier << " per "
+       << opName;
+  if (count.perWarpgroup.size() > 1 || scope->consumerBlock)
+    diag << " (" << counts << " per warpgroup)";
+  diag << ", but the pipeline expects "
+       << (consumer ? "consumers" : "producers") << " = " << expected;
+  if (consumer)
+    diag << (count.total < expected
+                 ? ": the phase never completes and the producer's next "
+                   "acquire of the slot waits forever"
+                 : ": the phase completes early, and the producer refills "
+                   "the slot while a consumer warpgroup may still read it");
+  else
+    diag << (count.total < expected
+                 ? ": the phase never completes and the consumers' wait "
+                   "for the slot never returns"
+                 : ": the phase completes early (the extra arrivals fall "
+                   "into the slot's next phase), and the consumers read "
+                   "the slot before every producer thread filled it");
+  diag << where(pipeline, stage);
+  diag.attachNote(scope->scope->getLoc())
+      << (isa<WarpRolesOp>(scope->scope) ? "the warp roles" : "the kernel");
+}

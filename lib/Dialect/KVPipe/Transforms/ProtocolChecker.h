@@ -1,0 +1,414 @@
+//===- ProtocolChecker.h - the pipeline protocol checker -------*- C++ -*-===//
+//
+// The state and the rules of --kvpipe-verify-protocol (VerifyProtocol.cpp
+// lists them and drives the checker; docs/protocol-checking.md is the
+// contract). One ProtocolChecker checks one root op; its rules are defined
+// by topic: ProtocolFlow.cpp (linear use, the flow of states),
+// ProtocolBalance.cpp (loops and totals), ProtocolPairing.cpp (pairs in a
+// block, branches), ProtocolTransactions.cpp (bytes and load slots),
+// ProtocolBarriers.cpp (initialisation, arrival counts) and
+// ProtocolReads.cpp (wgmma reads against waits and releases). Private to the
+// Transforms library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLCHECKER_H
+#define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLCHECKER_H
+
+#include "kvpipe/Dialect/KVPipe/Analysis/BarrierOrigins.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ChainGuards.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ThreadCounts.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+
+#include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <deque>
+#include <map>
+
+namespace kvpipe::detail {
+
+using namespace mlir;
+
+/// The sub-stage an op names, if it names one.
+inline std::optional<int64_t> getStageOf(Operation *op) {
+  if (auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op))
+    return protocolOp.getSubStage();
+  return std::nullopt;
+}
+
+/// Whether `op` opens or closes a slot's sub-stage: a wait, a release, an
+/// acquire or a commit.
+inline bool opensOrCloses(Operation *op) {
+  auto protocolOp = dyn_cast<PipelineProtocolOpInterface>(op);
+  return protocolOp && (protocolOp.opensSlot() || protocolOp.closesSlot());
+}
+
+/// The op that opens a sub-stage on `side`, for diagnostics.
+inline StringRef getOpenerName(PipelineSide side) {
+  return side == PipelineSide::consumer ? "consumer_wait" : "producer_acquire";
+}
+
+/// The static trip count of an `scf.for`, when it fits comfortably.
+inline std::optional<int64_t> getTripCount(Operation *loop) {
+  auto forOp = dyn_cast<scf::ForOp>(loop);
+  if (!forOp)
+    return std::nullopt;
+  std::optional<APInt> trips = forOp.getStaticTripCount();
+  if (!trips || trips->getActiveBits() > 62)
+    return std::nullopt;
+  return static_cast<int64_t>(trips->getZExtValue());
+}
+
+/// The same SSA value or equal constants.
+inline bool isSameBound(Value a, Value b) {
+  if (a == b)
+    return true;
+  std::optional<int64_t> ca = getConstantIntValue(a);
+  std::optional<int64_t> cb = getConstantIntValue(b);
+  return ca && cb && *ca == *cb;
+}
+
+/// Whether two `scf.for` loops run the same number of iterations because
+/// their bounds and steps are the same.
+inline bool haveSameTripCount(Operation *a, Operation *b) {
+  auto fa = dyn_cast<scf::ForOp>(a), fb = dyn_cast<scf::ForOp>(b);
+  return fa && fb && isSameBound(fa.getLowerBound(), fb.getLowerBound()) &&
+         isSameBound(fa.getUpperBound(), fb.getUpperBound()) &&
+         isSameBound(fa.getStep(), fb.getStep());
+}
+
+/// The wait (or acquire) of each sub-stage of one slot that is still open
+/// in a block, and the last sub-stages seen, for the order check.
+struct SlotPairing {
+  SmallVector<Operation *> open;
+  /// The first op of each kind in the block, and its sub-stage.
+  Operation *firstOpen = nullptr;
+  int64_t firstOpenStage = -1;
+  Operation *firstClose = nullptr;
+  int64_t firstCloseStage = -1;
+  Operation *lastOpen = nullptr;
+  int64_t lastOpenStage = -1;
+  Operation *lastClose = nullptr;
+  int64_t lastCloseStage = -1;
+};
+
+class ProtocolChecker {
+public:
+  ProtocolChecker(Operation *root, bool strict)
+      : root(root), flow(root), arithmetic(flow), dominance(root),
+        strict(strict) {}
+  /// Runs every rule; false when any reported an error.
+  bool run() {
+    checkBarriers();
+    checkFlow();
+    checkLinearUse();
+    checkBalance();
+    checkBranches();
+    checkTotals();
+    root->walk([&](Block *block) {
+      if (block->getParent()->hasOneBlock())
+        checkBlock(*block);
+    });
+    root->walk([&](Operation *op) {
+      for (Region &region : op->getRegions())
+        if (!region.hasOneBlock() && !region.empty())
+          checkCfPairing(region);
+    });
+    checkReads();
+    checkTransactions();
+    checkLoadSlots();
+    checkReleaseArrivals();
+    return !hasErrors;
+  }
+
+private:
+  /// " (sub-stage N of pipeline created at ... : TYPE)".
+  std::string where(Value state, std::optional<int64_t> stage = std::nullopt) {
+    std::string text = " (";
+    if (stage)
+      text += "sub-stage " + std::to_string(*stage) + " of ";
+    return text + flow.describe(state) + ")";
+  }
+  InFlightDiagnostic error(Operation *op) {
+    hasErrors = true;
+    return op->emitOpError();
+  }
+  /// A property the checker could not prove at `op`: a warning, or an error
+  /// in strict mode. The message continues after "cannot prove ".
+  InFlightDiagnostic unproven(Operation *op) {
+    if (strict) {
+      hasErrors = true;
+      return op->emitOpError() << "cannot prove ";
+    }
+    return op->emitWarning() << "'" << op->getName() << "' op cannot prove ";
+  }
+
+  // 1. Linear use (ProtocolFlow.cpp)
+  /// Whether `later` runs after `earlier` on some path through the
+  /// structured control flow: after it in the innermost block holding both,
+  /// or in a block that `earlier`'s block dominates. Ops in different
+  /// branches of one op never run after each other.
+  bool runsAfter(Operation *earlier, Operation *later);
+  /// How a note names an advancing op.
+  static StringRef advancedBy(Operation *op);
+  void checkLinearUse();
+  /// A state defined outside a loop and advanced inside it is advanced once
+  /// per iteration: the second iteration uses it after it was advanced. A
+  /// `kvpipe.for_each_tile` is such a loop: the persistent rewrite runs its
+  /// region once per tile the CTA takes.
+  void checkAdvanceInLoop(Operation *advancer, Value state);
+  /// The same in a loop of unstructured control flow: an advance in a block
+  /// that a path leads back to without passing the block that defines the
+  /// state advances the same state on every trip around the cycle.
+  void checkAdvanceInCfLoop(Operation *advancer, Value state);
+
+  // 2. Balance of producer and consumer loops (ProtocolBalance.cpp)
+  struct LoopSide {
+    Operation *loop;
+    PipelineSide sides;
+    std::optional<int64_t> perIteration;
+  };
+  /// Whether `loop` carries a state of `pipeline`.
+  bool carries(Operation *loop, Value pipeline);
+  void checkBalance();
+  void compareSides(Value pipeline, const LoopSide &producer,
+                    const LoopSide &consumer);
+
+  // 3. Pairing, block by block (ProtocolPairing.cpp)
+  void openPair(DenseMap<std::pair<Value, PipelineSide>, SlotPairing> &pairs,
+                SmallVectorImpl<std::pair<Value, PipelineSide>> &order,
+                Operation *op, Value state, int64_t stage, PipelineSide side,
+                StringRef name);
+  void closePair(DenseMap<std::pair<Value, PipelineSide>, SlotPairing> &pairs,
+                 SmallVectorImpl<std::pair<Value, PipelineSide>> &order,
+                 Operation *op, Value state, int64_t stage, PipelineSide side,
+                 StringRef openName, StringRef name);
+  void checkBlock(Block &block);
+  /// Pairing in a region of several blocks (unstructured control flow):
+  /// along every path, each wait (acquire) is closed by its release
+  /// (commit) before the region is left, and each release (commit) closes
+  /// an open wait (acquire). The sub-stage order is checked per block only
+  /// in structured code: where a pipeline of several sub-stages is used
+  /// across blocks, it is reported as unproven.
+  void checkCfPairing(Region &region);
+  /// Whether any wait, release, acquire or commit works on `pipeline`: a
+  /// pipeline without any is state arithmetic only, which nothing waits on.
+  bool hasProtocolOps(Value pipeline);
+  DenseMap<Value, bool> protocolPipelines;
+  /// A producer steps past a slot after committing every sub-stage of it
+  /// in the same block; a consumer advances with consumer_release.
+  void checkStep(StepOp step,
+                 DenseMap<std::pair<Value, PipelineSide>, SlotPairing> &pairs);
+
+  // 3. Branches that advance a state differently (ProtocolPairing.cpp)
+  void checkBranches();
+  /// A block argument of unstructured control flow whose predecessors pass
+  /// one state advanced by different counts (the cf form of the branch
+  /// rule). Values derived from the argument itself (a back edge) or from
+  /// another block argument are not compared.
+  void checkMerge(BlockArgument argument);
+
+  // 5. Transaction bytes (ProtocolTransactions.cpp)
+  /// The load of `loads` that comes first in the commit's block (the call
+  /// that issues it, for a load in a helper).
+  static Operation *getFirstLoad(ProducerCommitOp commit,
+                                 const SlotLoads &loads);
+  /// The value of `value` where the kvpipe.index of the states of `slot` is
+  /// `index`: through constants, integer casts and pure integer arithmetic.
+  std::optional<int64_t> evaluateAtIndex(Value value, Value slot, int64_t index,
+                                         unsigned depth = 0);
+  /// A producer's TMA load fills the ring slot of the state whose barrier
+  /// it completes on: the slot offset of its destination's view chain (a
+  /// memref.subview offset computed from a kvpipe.index) is that state's
+  /// kvpipe.index. Checked for each index the state can have (the one a
+  /// constant advance from its create gives, else every slot).
+  void checkLoadSlots();
+  void checkTransactions();
+  /// A consumer_release whose `elected` operand is constant false: no
+  /// thread arrives on the consumer barrier, so the slot is never released.
+  /// Inside a role of a `kvpipe.warp_roles`, the threads that arrive are
+  /// counted (checkRoleArrivals), for releases and commits alike. (A TMA load
+  /// is issued by the threads that commit its slot: rule 5 counts only loads
+  /// in the commit's block, outside any condition.)
+  void checkReleaseArrivals();
+  /// Whether the checker's arithmetic knows `condition` to be CTA-uniform.
+  bool isUniform(Value condition);
+  /// Rule 6, arrivals: a `consumer_release` (`producer_commit`) runs on the
+  /// threads that reach it (the branches of `scf.if` / `scf.index_switch`
+  /// around it are followed per thread) and whose `elected` is true; each
+  /// arrives once on the consumer (producer) barrier, which completes its
+  /// phase after the pipeline type's `consumers` (`producers`) arrivals. Any
+  /// other count hangs the other side (too few) or completes the phase
+  /// early, before the other threads of the side are done with the slot
+  /// (too many). The threads are those of the op's role in a
+  /// `kvpipe.warp_roles`, or of the kernel when its block size is known (the
+  /// generated kernels, whose roles are branches on the warpgroup id by
+  /// now); elsewhere (a helper) the count is an assumption. A condition that
+  /// is neither computed from the thread's identity and constants nor
+  /// CTA-uniform makes the count unproven.
+  void checkRoleArrivals(Operation *op, Value elected, int64_t expected,
+                         PipelineSide side);
+
+  // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
+  // (ProtocolBarriers.cpp)
+  /// The op between `op` and its function that may run it more than once,
+  /// or on some threads only: a loop, a tile loop, a condition, a role
+  /// region. An `scf.execute_region` runs its region once.
+  static Operation *findRepeatOrCondition(Operation *op);
+  /// Rule 2 for the create itself: it runs once, on every thread of the
+  /// CTA. Not in a loop or under a condition in its function, and, where
+  /// its function is called in the module, from one call site that runs
+  /// once itself (a helper called per tile, or twice, initialises the same
+  /// barriers again while the previous use's waits may be pending).
+  /// False when reported.
+  bool checkCreateRunsOnce(CreateOp create);
+  void checkBarriers();
+
+  // 7. Flow: states through ops the analysis models, and no aliases
+  // (ProtocolFlow.cpp)
+  /// Whether `op` is a protocol op that returns a state (`step`,
+  /// `consumer_release`), which the analysis follows to its operand.
+  static bool returnsState(Operation *op);
+  /// Whether the analysis follows a state produced by `op`.
+  bool producesKnownState(Operation *op, unsigned result);
+  /// Whether the analysis follows a state used by `op`.
+  bool consumesKnownState(Operation *op);
+  void checkFlow();
+  static bool isState(Value value);
+  /// An `scf.while` carries each state around its own cycle: the state
+  /// yielded at position j comes (advanced or not) from the after-argument
+  /// that the condition forwarded from before-argument j, not from another
+  /// position's (the states would trade places) nor from outside the loop.
+  void checkWhileCarries(scf::WhileOp whileOp);
+
+  // 8. Totals: the slots each side advances from the pipeline's creation
+  // (ProtocolBalance.cpp)
+  /// A terminator that returns from a function (`gpu.return` is not
+  /// ReturnLike).
+  static bool isFunctionReturn(Operation *op);
+  /// Whether `use` passes the state on (so that it is not where a chain
+  /// ends).
+  static bool forwards(OpOperand &use);
+  /// Whether two conditions have the same value on every thread of the CTA.
+  bool isSameCondition(Value a, Value b);
+  /// Rule 5: the producer's chain ending at `producer` and the consumer's
+  /// ending at `consumer` run under the same conditions, apart from the
+  /// branch that splits the roles and conditions that pick threads of a
+  /// role (a thread id compared with a constant). Reports the first other
+  /// condition only one side is under; false when it did.
+  bool checkChainGuards(Value pipeline, Value producer, Value consumer,
+                        Operation *scope);
+  void checkTotals();
+
+  // 9. Reads: in-flight wgmma groups along every path, and reads before the
+  // data landed (ProtocolReads.cpp)
+  /// A wgmma group (a kvpipe.warpgroup_mma, a call issuing some, a hand
+  /// committed nvvm group) and what it reads.
+  struct Group {
+    Operation *op;
+    /// Slots (caller-level representatives) and sub-stages (-1: unknown).
+    SmallVector<std::pair<Value, int64_t>> reads;
+    /// For each read: whether its sub-stage is only the last one waited for
+    /// before the wgmma (the tile matches no producer load).
+    SmallVector<bool> guessed;
+    /// Where a read could not be followed, if anywhere.
+    Operation *unknownRead = nullptr;
+  };
+  using Queue = SmallVector<const Group *, 8>;
+  /// The calls being simulated, outermost first.
+  SmallVector<CallOpInterface> callStack;
+  std::deque<Group> groups;
+  /// The caller-level state for a state inside a simulated callee.
+  Value mapState(Value state);
+  /// The sub-stage the producer loads into the buffer `memref` addresses
+  /// (by the view chain's constant offsets), if it can tell.
+  std::map<std::string, int64_t> stageOfTile;
+  bool stagesCollected = false;
+  /// A key for the buffer `memref` addresses: its root and, through the
+  /// view chain, the offsets (constants, "slot" for offsets computed from a
+  /// kvpipe.index, "?" otherwise).
+  std::string tileKey(Value memref);
+  void collectStages();
+  /// The slots whose kvpipe.index `value` is computed from, through pure
+  /// ops, the branches of `scf.if` / `scf.index_switch`, callees that return
+  /// it (and through callees being simulated, back to their callers).
+  /// `unknown` is set to the op where the chain could not be followed: a
+  /// loop's carried value, a block argument, a call it cannot resolve.
+  SmallVector<Value> getSlotsOf(Value value, unsigned depth,
+                                Operation *&unknown, int start = -1);
+  /// What a wgmma operand reads: the slots of the buffer it addresses,
+  /// followed through view ops, casts, calls that return a view, and into
+  /// the caller for a callee's argument. `unknown` is set to the op where
+  /// the chain could not be followed.
+  SmallVector<Value> getSlotsRead(Value memref, Operation *&unknown,
+                                  unsigned depth = 0);
+  /// The sub-stage of the slot the buffer `memref` holds: the producer's
+  /// sub-stage for the same tile, or -1.
+  int64_t getStageRead(Value memref, Value slot);
+  /// Whether a consumer_wait of `slot` at `stage` (any stage when -1: all
+  /// of them) runs before `op` on every path.
+  bool isWaited(Operation *op, Value slot, int64_t stage);
+  /// Whether the function holding `op` is called in the module: a read of
+  /// a slot it receives is then checked in each caller's context.
+  bool hasCallers(Operation *op);
+  std::optional<CallSites> callSites;
+  /// Whether `slot` is a pipeline state the function receives: its waits
+  /// are the caller's business.
+  bool isFromCaller(Value slot);
+  /// Builds the group `op` (a wgmma) issues, and checks its reads landed.
+  const Group *issue(WarpgroupMmaOp mma);
+  DenseSet<std::pair<Operation *, Value>> reportedReads;
+  /// A wgmma reading a slot (at `stage`, -1: unknown) after a
+  /// consumer_release of it on every path: the producer may already be
+  /// overwriting it. The release may be in the function of the wgmma or in
+  /// a caller being simulated before the call.
+  void checkReadAfterRelease(WarpgroupMmaOp mma, Value slot, int64_t stage);
+  DenseSet<std::pair<Operation *, Value>> reportedAfterRelease;
+  DenseSet<Operation *> reportedReleases;
+  void release(ConsumerReleaseOp op, ArrayRef<Queue> states);
+  /// The highest sub-stage of `slot` whose consumer_wait runs before `op`
+  /// on every path, or -1.
+  int64_t getLastWaitedStage(Operation *op, Value slot);
+  static void retireAllBut(SmallVectorImpl<Queue> &states, uint64_t pending);
+  static void dedupe(SmallVectorImpl<Queue> &states);
+  /// Runs the ops of `block` on every queue of groups in flight.
+  void simulate(Block &block, SmallVector<Queue> &states);
+  void simulateRegions(Operation &op, SmallVector<Queue> &states);
+  /// Runs a region of several blocks from `entry`: each block starts with
+  /// the groups its predecessors leave in flight (a cycle twice, like a
+  /// loop); returns what the blocks that leave the region leave.
+  SmallVector<Queue> simulateCfg(Region &region, ArrayRef<Queue> entry);
+  void checkReads();
+  /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
+  DenseSet<Operation *> unfollowed, reportedBranches;
+  Operation *root;
+  PipelineFlow flow;
+  SlotArithmetic arithmetic;
+  DominanceInfo dominance;
+  bool strict;
+  /// Pipelines (representatives) with an error from the balance rules.
+  DenseSet<Value> unbalanced;
+  /// Ops reported for using a state after it was advanced.
+  DenseSet<Operation *> staleUsers;
+  bool hasErrors = false;
+};
+
+} // namespace kvpipe::detail
+
+#endif // KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_PROTOCOLCHECKER_H

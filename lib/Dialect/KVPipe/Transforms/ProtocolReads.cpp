@@ -1,0 +1,710 @@
+//===- ProtocolReads.cpp - wgmma reads ------------------------------------===//
+//
+// Part of ProtocolChecker (ProtocolChecker.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProtocolChecker.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+//===----------------------------------------------------------------------===//
+// 9. Reads: in-flight wgmma groups along every path, and reads before the
+// data landed
+//===----------------------------------------------------------------------===//
+
+Value ProtocolChecker::mapState(Value state) {
+  for (int level = callStack.size() - 1; level >= 0; --level) {
+    CallOpInterface call = callStack[level];
+    FunctionOpInterface callee = flow.resolveCallee(call);
+    bool mapped = false;
+    for (auto [index, argument] : llvm::enumerate(callee.getArguments()))
+      if (isState(argument) && flow.getSlot(argument) == flow.getSlot(state)) {
+        state = call.getArgOperands()[index];
+        mapped = true;
+        break;
+      }
+    if (!mapped)
+      break;
+  }
+  return state;
+}
+
+std::string ProtocolChecker::tileKey(Value memref) {
+  std::string key;
+  Value current = memref;
+  for (unsigned guard = 0; current && guard < 64; ++guard) {
+    Operation *def = current.getDefiningOp();
+    auto offsetKey = [&](OpFoldResult offset) -> std::string {
+      if (std::optional<int64_t> c = getConstantIntValue(offset))
+        return std::to_string(*c);
+      Value v = cast<Value>(offset);
+      Operation *unknown = nullptr;
+      return getSlotsOf(v, 0, unknown).empty() ? "?" : "slot";
+    };
+    if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
+      key += "sv[";
+      for (OpFoldResult offset : subview.getMixedOffsets())
+        key += offsetKey(offset) + ",";
+      key += "]";
+      current = subview.getSource();
+    } else if (def &&
+               isa<memref::ExpandShapeOp, memref::CollapseShapeOp,
+                   memref::CastOp, memref::ReinterpretCastOp, memref::ViewOp>(
+                   def)) {
+      key += def->getName().getStringRef().str() + ";";
+      current = def->getOperand(0);
+    } else {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << current.getAsOpaquePointer();
+      return key + "@" + text;
+    }
+  }
+  return key;
+}
+
+void ProtocolChecker::collectStages() {
+  if (stagesCollected)
+    return;
+  stagesCollected = true;
+  root->walk([&](TMALoadOp load) {
+    auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
+    if (!mbar || mbar.getPipelineType().getQkStages() == 1)
+      return;
+    stageOfTile[tileKey(load.getDest())] = mbar.getStage();
+  });
+}
+
+SmallVector<Value> ProtocolChecker::getSlotsOf(Value value, unsigned depth,
+                                               Operation *&unknown, int start) {
+  SmallVector<Value> slots;
+  auto addAll = [&](ArrayRef<Value> more) {
+    for (Value slot : more)
+      if (!llvm::is_contained(slots, slot))
+        slots.push_back(slot);
+  };
+  if (depth > 8) {
+    unknown = value.getDefiningOp() ? value.getDefiningOp()
+                                    : value.getParentBlock()->getParentOp();
+    return slots;
+  }
+  // (value, call-stack level it lives at)
+  SmallVector<std::pair<Value, int>> worklist = {
+      {value, start < 0 ? int(callStack.size()) : start}};
+  DenseSet<std::pair<Value, int>> visited;
+  while (!worklist.empty() && visited.size() < 512) {
+    auto [v, level] = worklist.pop_back_val();
+    if (!visited.insert({v, level}).second)
+      continue;
+    if (auto argument = dyn_cast<BlockArgument>(v)) {
+      Operation *owner = argument.getOwner()->getParentOp();
+      // A simulated callee's argument: the caller's operand.
+      if (level > 0 &&
+          owner == flow.resolveCallee(callStack[level - 1]).getOperation() &&
+          argument.getOwner()->isEntryBlock()) {
+        worklist.push_back(
+            {callStack[level - 1].getArgOperands()[argument.getArgNumber()],
+             level - 1});
+        continue;
+      }
+      // A function's own argument: no slot index of its pipelines here.
+      if (isa_and_nonnull<FunctionOpInterface>(owner) &&
+          argument.getOwner()->isEntryBlock())
+        continue;
+      // A loop's induction variable runs from its bounds; a carried value
+      // is its initial value or one a previous iteration yielded; a block
+      // argument is what some predecessor forwards.
+      if (auto forOp = dyn_cast_or_null<scf::ForOp>(owner)) {
+        if (argument == forOp.getInductionVar()) {
+          for (Value bound :
+               {forOp.getLowerBound(), forOp.getUpperBound(), forOp.getStep()})
+            worklist.push_back({bound, level});
+        } else {
+          unsigned position = argument.getArgNumber() - 1;
+          worklist.push_back({forOp.getInitArgs()[position], level});
+          worklist.push_back({forOp.getYieldedValues()[position], level});
+        }
+        continue;
+      }
+      if (auto whileOp = dyn_cast_or_null<scf::WhileOp>(owner)) {
+        unsigned position = argument.getArgNumber();
+        if (argument.getOwner() == whileOp.getBeforeBody()) {
+          worklist.push_back({whileOp.getInits()[position], level});
+          if (scf::YieldOp yield = whileOp.getYieldOp())
+            worklist.push_back({yield.getOperand(position), level});
+          else
+            unknown = owner;
+        } else if (scf::ConditionOp condition = whileOp.getConditionOp()) {
+          worklist.push_back({condition.getArgs()[position], level});
+        } else {
+          unknown = owner;
+        }
+        continue;
+      }
+      if (!argument.getOwner()->isEntryBlock()) {
+        Block *block = argument.getOwner();
+        for (auto it = block->pred_begin(); it != block->pred_end(); ++it) {
+          auto branch = dyn_cast<BranchOpInterface>((*it)->getTerminator());
+          if (!branch) {
+            unknown = (*it)->getTerminator();
+            continue;
+          }
+          for (unsigned i = 0, e = branch->getNumSuccessors(); i < e; ++i) {
+            if (branch->getSuccessor(i) != block)
+              continue;
+            SuccessorOperands operands = branch.getSuccessorOperands(i);
+            Value forwarded = operands[argument.getArgNumber()];
+            if (forwarded)
+              worklist.push_back({forwarded, level});
+            else
+              unknown = branch;
+          }
+        }
+        continue;
+      }
+      unknown = owner;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (auto index = dyn_cast<IndexOp>(def)) {
+      if (flow.isMixed(index.getPipeline())) {
+        unknown = def; // the index of one of several pipelines
+        continue;
+      }
+      // Map the state at the level the index op lives at.
+      SmallVector<CallOpInterface> saved(callStack);
+      callStack.resize(level);
+      Value slot = flow.getSlot(mapState(index.getPipeline()));
+      callStack = std::move(saved);
+      if (!llvm::is_contained(slots, slot))
+        slots.push_back(slot);
+      continue;
+    }
+    unsigned result = cast<OpResult>(v).getResultNumber();
+    if (isa<scf::IfOp, scf::IndexSwitchOp>(def)) {
+      // Any branch's value: the union of what they yield.
+      for (Region &region : def->getRegions()) {
+        auto yield =
+            region.hasOneBlock()
+                ? dyn_cast<scf::YieldOp>(region.front().getTerminator())
+                : nullptr;
+        if (!yield || result >= yield.getNumOperands()) {
+          unknown = def;
+          break;
+        }
+        worklist.push_back({yield.getOperand(result), level});
+      }
+      continue;
+    }
+    if (auto call = dyn_cast<CallOpInterface>(def)) {
+      FunctionOpInterface callee = flow.resolveCallee(call);
+      if (!callee || llvm::is_contained(callStack, call) ||
+          callStack.size() > 4) {
+        unknown = def;
+        continue;
+      }
+      // What the helper returns, in its terms.
+      SmallVector<CallOpInterface> saved(callStack);
+      callStack.resize(level);
+      callStack.push_back(call);
+      for (Block &block : callee.getFunctionBody())
+        if (block.mightHaveTerminator() &&
+            block.getTerminator()->hasTrait<OpTrait::ReturnLike>() &&
+            result < block.getTerminator()->getNumOperands())
+          addAll(getSlotsOf(block.getTerminator()->getOperand(result),
+                            depth + 1, unknown));
+      callStack = std::move(saved);
+      continue;
+    }
+    if (auto forOp = dyn_cast<scf::ForOp>(def)) {
+      worklist.push_back({forOp.getInitArgs()[result], level});
+      worklist.push_back({forOp.getYieldedValues()[result], level});
+      continue;
+    }
+    if (auto whileOp = dyn_cast<scf::WhileOp>(def)) {
+      if (scf::ConditionOp condition = whileOp.getConditionOp())
+        worklist.push_back({condition.getArgs()[result], level});
+      else
+        unknown = def;
+      continue;
+    }
+    if (isa<scf::ExecuteRegionOp>(def)) {
+      for (Block &block : def->getRegion(0)) {
+        auto yield = dyn_cast<scf::YieldOp>(block.getTerminator());
+        if (yield && result < yield.getNumOperands())
+          worklist.push_back({yield.getOperand(result), level});
+      }
+      continue;
+    }
+    if (def->getNumRegions() != 0) {
+      // Another op with regions: what it returns is not followed.
+      unknown = def;
+      continue;
+    }
+    if (isMemoryEffectFree(def))
+      for (Value operand : def->getOperands())
+        worklist.push_back({operand, level});
+  }
+  return slots;
+}
+
+SmallVector<Value> ProtocolChecker::getSlotsRead(Value memref,
+                                                 Operation *&unknown,
+                                                 unsigned depth) {
+  SmallVector<Value> slots;
+  auto addAll = [&](ArrayRef<Value> more) {
+    for (Value slot : more)
+      if (!llvm::is_contained(slots, slot))
+        slots.push_back(slot);
+  };
+  Value current = memref;
+  int level = callStack.size();
+  for (unsigned guard = 0; current && guard < 64 && depth < 8; ++guard) {
+    if (auto argument = dyn_cast<BlockArgument>(current)) {
+      Operation *owner = argument.getOwner()->getParentOp();
+      // A callee's argument: continue in the caller being simulated.
+      if (level > 0 &&
+          owner == flow.resolveCallee(callStack[level - 1]).getOperation()) {
+        current =
+            callStack[level - 1].getArgOperands()[argument.getArgNumber()];
+        --level;
+        continue;
+      }
+      // A function's own argument or a workgroup attribution: a buffer
+      // that no slot index addresses here.
+      if (isa_and_nonnull<FunctionOpInterface>(owner))
+        break;
+      unknown = owner;
+      break;
+    }
+    Operation *def = current.getDefiningOp();
+    if (auto subview = dyn_cast<memref::SubViewOp>(def)) {
+      for (Value offset : subview.getOffsets())
+        addAll(getSlotsOf(offset, depth, unknown, level));
+      current = subview.getSource();
+    } else if (auto view = dyn_cast<memref::ViewOp>(def)) {
+      addAll(getSlotsOf(view.getByteShift(), depth, unknown, level));
+      current = view.getSource();
+    } else if (auto reinterpret = dyn_cast<memref::ReinterpretCastOp>(def)) {
+      for (Value offset : reinterpret.getOffsets())
+        addAll(getSlotsOf(offset, depth, unknown, level));
+      current = reinterpret.getSource();
+    } else if (isa<memref::CastOp, memref::ExpandShapeOp,
+                   memref::CollapseShapeOp, memref::TransposeOp,
+                   memref::MemorySpaceCastOp>(def)) {
+      current = def->getOperand(0);
+    } else if (auto call = dyn_cast<CallOpInterface>(def)) {
+      // A helper that returns a view: what it returns, in its terms.
+      FunctionOpInterface callee = flow.resolveCallee(call);
+      if (!callee || llvm::is_contained(callStack, call) ||
+          callStack.size() > 4) {
+        unknown = def;
+        break;
+      }
+      unsigned result = cast<OpResult>(current).getResultNumber();
+      callStack.push_back(call);
+      for (Block &block : callee.getFunctionBody())
+        if (block.mightHaveTerminator() &&
+            block.getTerminator()->hasTrait<OpTrait::ReturnLike>() &&
+            result < block.getTerminator()->getNumOperands())
+          addAll(getSlotsRead(block.getTerminator()->getOperand(result),
+                              unknown, depth + 1));
+      callStack.pop_back();
+      break;
+    } else if (def &&
+               (isa<memref::AllocOp, memref::AllocaOp, memref::GetGlobalOp,
+                    gpu::DynamicSharedMemoryOp>(def))) {
+      break;
+    } else {
+      unknown = def;
+      break;
+    }
+  }
+  return slots;
+}
+
+int64_t ProtocolChecker::getStageRead(Value memref, Value slot) {
+  auto type = cast<PipelineType>(slot.getType());
+  if (type.getQkStages() == 1)
+    return 0;
+  collectStages();
+  auto it = stageOfTile.find(tileKey(memref));
+  return it == stageOfTile.end() ? -1 : it->second;
+}
+
+bool ProtocolChecker::isWaited(Operation *op, Value slot, int64_t stage) {
+  auto type = cast<PipelineType>(slot.getType());
+  SmallVector<bool> waited(type.getQkStages(), false);
+  // In the innermost function first, then at each call being simulated.
+  SmallVector<Operation *> anchors = {op};
+  for (int level = callStack.size() - 1; level >= 0; --level)
+    anchors.push_back(callStack[level]);
+  for (Operation *anchor : anchors) {
+    auto function = anchor->getParentOfType<FunctionOpInterface>();
+    Operation *scope = function ? function.getOperation() : root;
+    scope->walk([&](ConsumerWaitOp wait) {
+      if (flow.getSlot(mapState(wait.getPipeline())) != slot ||
+          !dominance.properlyDominates(wait.getOperation(), anchor))
+        return;
+      if (wait.getStage() < static_cast<int64_t>(waited.size()))
+        waited[wait.getStage()] = true;
+    });
+  }
+  if (stage >= 0)
+    return stage < static_cast<int64_t>(waited.size()) && waited[stage];
+  return llvm::all_of(waited, [](bool w) { return w; });
+}
+
+bool ProtocolChecker::hasCallers(Operation *op) {
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  if (!function)
+    return false;
+  if (!callSites)
+    callSites.emplace(root);
+  return !callSites->getCalls(function).empty();
+}
+
+bool ProtocolChecker::isFromCaller(Value slot) {
+  for (Value state : flow.getSlotStates(slot))
+    if (auto argument = dyn_cast<BlockArgument>(state))
+      if (argument.getOwner()->isEntryBlock() &&
+          isa_and_nonnull<FunctionOpInterface>(
+              argument.getOwner()->getParentOp()))
+        return true;
+  return false;
+}
+
+const ProtocolChecker::Group *ProtocolChecker::issue(WarpgroupMmaOp mma) {
+  Group group{mma, {}, {}, nullptr};
+  for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
+    if (!isa<MemRefType>(operand.getType()))
+      continue;
+    Operation *unknown = nullptr;
+    for (Value slot : getSlotsRead(operand, unknown)) {
+      int64_t stage = getStageRead(operand, slot);
+      bool guess = false;
+      if (stage < 0) {
+        // No producer load of this tile: the sub-stage last waited for
+        // before the wgmma, and releases of the others are unproven.
+        stage = getLastWaitedStage(mma, slot);
+        guess = stage >= 0;
+      }
+      group.reads.push_back({slot, stage});
+      group.guessed.push_back(guess);
+      checkReadAfterRelease(mma, slot, stage);
+      bool fromCaller = callStack.empty() && isFromCaller(slot);
+      if (isWaited(mma, slot, stage) || (fromCaller && hasCallers(mma)) ||
+          !reportedReads.insert({mma, slot}).second)
+        continue;
+      Operation *at = callStack.empty() ? mma.getOperation()
+                                        : callStack.front().getOperation();
+      auto type = cast<PipelineType>(slot.getType());
+      // The state comes from a caller outside the module, whose waits the
+      // checker does not see.
+      if (fromCaller) {
+        unproven(at) << "that the slot this wgmma reads was waited for: its "
+                        "pipeline state is an argument of a function "
+                        "nothing in the module calls, and no consumer_wait "
+                        "of the slot in the function runs before it"
+                     << where(slot, stage >= 0 && type.getQkStages() > 1
+                                        ? std::optional<int64_t>(stage)
+                                        : std::nullopt);
+        continue;
+      }
+      if (stage < 0 && type.getQkStages() > 1 && isWaited(mma, slot, 0)) {
+        unproven(at) << "which sub-stage of the slot this wgmma reads, and "
+                        "not every sub-stage was waited for before it"
+                     << where(slot);
+        continue;
+      }
+      InFlightDiagnostic diag =
+          error(at) << "reads a slot before its data landed: no "
+                       "consumer_wait of the slot"
+                    << (stage >= 0 && type.getQkStages() > 1
+                            ? " at sub-stage " + std::to_string(stage)
+                            : std::string())
+                    << " runs before it on every path"
+                    << where(slot, stage >= 0 && type.getQkStages() > 1
+                                       ? std::optional<int64_t>(stage)
+                                       : std::nullopt);
+      if (at != mma.getOperation())
+        diag.attachNote(mma.getLoc()) << "the wgmma, in the callee";
+    }
+    if (unknown)
+      group.unknownRead = unknown;
+  }
+  groups.push_back(std::move(group));
+  return &groups.back();
+}
+
+void ProtocolChecker::checkReadAfterRelease(WarpgroupMmaOp mma, Value slot,
+                                            int64_t stage) {
+  SmallVector<Operation *> anchors = {mma};
+  for (int level = callStack.size() - 1; level >= 0; --level)
+    anchors.push_back(callStack[level]);
+  Operation *at =
+      callStack.empty() ? mma.getOperation() : callStack.front().getOperation();
+  if (reportedAfterRelease.contains({at, slot}))
+    return;
+  auto type = cast<PipelineType>(slot.getType());
+  for (Operation *anchor : anchors) {
+    auto function = anchor->getParentOfType<FunctionOpInterface>();
+    Operation *scope = function ? function.getOperation() : root;
+    ConsumerReleaseOp found;
+    scope->walk([&](ConsumerReleaseOp rel) {
+      if (found || flow.getSlot(mapState(rel.getPipeline())) != slot ||
+          !dominance.properlyDominates(rel.getOperation(), anchor))
+        return;
+      if (stage >= 0 && type.getQkStages() > 1 && rel.getStage() != stage)
+        return;
+      found = rel;
+    });
+    if (!found)
+      continue;
+    reportedAfterRelease.insert({at, slot});
+    if (stage < 0 && type.getQkStages() > 1) {
+      InFlightDiagnostic diag =
+          unproven(at) << "that this wgmma does not read a sub-stage of the "
+                          "slot after its consumer_release: it reads the slot "
+                          "and the checker cannot tell which sub-stage"
+                       << where(found.getPipeline(), found.getStage());
+      diag.attachNote(found.getLoc()) << "the release";
+      return;
+    }
+    InFlightDiagnostic diag =
+        error(at) << "reads a slot after its consumer_release: the producer "
+                     "may already be overwriting it (issue the wgmma before "
+                     "the release, and retire it before releasing)"
+                  << where(found.getPipeline(), found.getStage());
+    diag.attachNote(found.getLoc()) << "the release";
+    if (at != mma.getOperation())
+      diag.attachNote(mma.getLoc()) << "the wgmma, in the callee";
+    return;
+  }
+}
+
+void ProtocolChecker::release(ConsumerReleaseOp op, ArrayRef<Queue> states) {
+  Value slot = flow.getSlot(mapState(op.getPipeline()));
+  int64_t stage = op.getStage();
+  Operation *at =
+      callStack.empty() ? op.getOperation() : callStack.front().getOperation();
+  if (reportedReleases.contains(at))
+    return;
+  const Group *guessedOther = nullptr;
+  for (const Queue &queue : states)
+    for (const Group *group : queue) {
+      for (auto [read, guess] : llvm::zip(group->reads, group->guessed)) {
+        auto [readSlot, readStage] = read;
+        if (readSlot != slot)
+          continue;
+        if (readStage >= 0 && readStage != stage) {
+          if (guess && !guessedOther)
+            guessedOther = group;
+          continue;
+        }
+        reportedReleases.insert(at);
+        InFlightDiagnostic diag =
+            error(at)
+            << "releases a slot that a kvpipe.warpgroup_mma still in flight "
+               "reads: retire it with kvpipe.warpgroup_wait first"
+            << where(op.getPipeline(), stage);
+        diag.attachNote(group->op->getLoc())
+            << "the wgmma reading the slot, not retired before the release";
+        return;
+      }
+      if (group->unknownRead) {
+        reportedReleases.insert(at);
+        InFlightDiagnostic diag =
+            unproven(at) << "that no wgmma in flight reads the released "
+                            "slot: the operand of a wgmma still in flight "
+                            "comes from '"
+                         << group->unknownRead->getName()
+                         << "', which the checker does not follow"
+                         << where(op.getPipeline(), stage);
+        diag.attachNote(group->op->getLoc()) << "the wgmma";
+        return;
+      }
+    }
+  if (guessedOther) {
+    reportedReleases.insert(at);
+    InFlightDiagnostic diag =
+        unproven(at) << "that the wgmma still in flight does not read this "
+                        "sub-stage: its tile matches no producer load, so "
+                        "the checker cannot tell which sub-stages of the "
+                        "slot it reads"
+                     << where(op.getPipeline(), stage);
+    diag.attachNote(guessedOther->op->getLoc()) << "the wgmma";
+  }
+}
+
+int64_t ProtocolChecker::getLastWaitedStage(Operation *op, Value slot) {
+  int64_t last = -1;
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  Operation *scope = function ? function.getOperation() : root;
+  scope->walk([&](ConsumerWaitOp wait) {
+    if (flow.getSlot(mapState(wait.getPipeline())) == slot &&
+        dominance.properlyDominates(wait.getOperation(), op))
+      last = std::max(last, wait.getStage());
+  });
+  return last;
+}
+
+void ProtocolChecker::retireAllBut(SmallVectorImpl<Queue> &states,
+                                   uint64_t pending) {
+  for (Queue &queue : states)
+    if (queue.size() > pending)
+      queue.erase(queue.begin(), queue.end() - pending);
+}
+
+void ProtocolChecker::dedupe(SmallVectorImpl<Queue> &states) {
+  SmallVector<Queue> unique;
+  for (Queue &queue : states)
+    if (!llvm::is_contained(unique, queue))
+      unique.push_back(queue);
+  // Too many paths: keep the longest ones' groups (a superset in flight
+  // is conservative for releases only if no later wait counts them out;
+  // a wait with pending > 0 then retires nothing for sure).
+  if (unique.size() > 16) {
+    Queue merged;
+    for (Queue &queue : unique)
+      for (const Group *group : queue)
+        if (!llvm::is_contained(merged, group))
+          merged.push_back(group);
+    unique.assign(1, merged);
+  }
+  states.swap(unique);
+}
+
+void ProtocolChecker::simulate(Block &block, SmallVector<Queue> &states) {
+  for (Operation &op : block) {
+    if (auto mma = dyn_cast<WarpgroupMmaOp>(op)) {
+      const Group *group = issue(mma);
+      for (Queue &queue : states)
+        queue.push_back(group);
+    } else if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op)) {
+      groups.push_back({&op, {}, {}, nullptr});
+      for (Queue &queue : states)
+        queue.push_back(&groups.back());
+    } else if (auto retire = dyn_cast<WarpgroupWaitOp>(op)) {
+      retireAllBut(states, retire.getPending());
+    } else if (auto retire = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op)) {
+      retireAllBut(states, retire.getGroup());
+    } else if (auto rel = dyn_cast<ConsumerReleaseOp>(op)) {
+      release(rel, states);
+    } else if (auto call = dyn_cast<CallOpInterface>(op)) {
+      FunctionOpInterface callee = flow.resolveCallee(call);
+      if (callee && !llvm::is_contained(callStack, call) &&
+          callStack.size() < 4 && !callee.getFunctionBody().empty()) {
+        callStack.push_back(call);
+        SmallVector<Queue> result;
+        Region &body = callee.getFunctionBody();
+        if (body.hasOneBlock()) {
+          SmallVector<Queue> copy(states);
+          simulate(body.front(), copy);
+          result = std::move(copy);
+        } else {
+          result = simulateCfg(body, states);
+        }
+        callStack.pop_back();
+        if (!result.empty())
+          states.swap(result);
+        dedupe(states);
+      } else if (!callee && llvm::any_of(op.getOperandTypes(), [](Type t) {
+                   return isa<MemRefType>(t);
+                 })) {
+        // It may issue wgmma groups reading its buffers.
+        groups.push_back({&op, {}, {}, &op});
+        for (Queue &queue : states)
+          queue.push_back(&groups.back());
+      }
+    } else if (op.getNumRegions() != 0) {
+      simulateRegions(op, states);
+    }
+  }
+}
+
+void ProtocolChecker::simulateRegions(Operation &op,
+                                      SmallVector<Queue> &states) {
+  if (isa<LoopLikeOpInterface>(op)) {
+    // Zero, one or two iterations: the groups one iteration leaves in
+    // flight are the ones the next starts with.
+    SmallVector<Queue> all(states), current(states);
+    for (unsigned iteration = 0; iteration < 2; ++iteration) {
+      for (Region &region : op.getRegions())
+        for (Block &block : region)
+          simulate(block, current);
+      llvm::append_range(all, current);
+      dedupe(current);
+    }
+    states.swap(all);
+    dedupe(states);
+    return;
+  }
+  // Branches: each region is a possible path; an scf.if without else
+  // may run neither.
+  SmallVector<Queue> all;
+  bool mayRunNone =
+      isa<scf::IfOp>(op) && cast<scf::IfOp>(op).getElseRegion().empty();
+  if (mayRunNone || !isa<RegionBranchOpInterface>(op))
+    llvm::append_range(all, states);
+  for (Region &region : op.getRegions()) {
+    SmallVector<Queue> copy(states);
+    if (region.hasOneBlock()) {
+      simulate(region.front(), copy);
+    } else if (!region.empty()) {
+      copy = simulateCfg(region, copy);
+    }
+    llvm::append_range(all, copy);
+  }
+  states.swap(all);
+  dedupe(states);
+}
+
+SmallVector<ProtocolChecker::Queue>
+ProtocolChecker::simulateCfg(Region &region, ArrayRef<Queue> entry) {
+  DenseMap<Block *, SmallVector<Queue>> in;
+  in[&region.front()].assign(entry.begin(), entry.end());
+  SmallVector<Queue> exits;
+  for (unsigned round = 0; round < 2; ++round) {
+    for (Block &block : region) {
+      auto it = in.find(&block);
+      if (it == in.end())
+        continue;
+      SmallVector<Queue> current(it->second);
+      simulate(block, current);
+      if (block.getNumSuccessors() == 0) {
+        llvm::append_range(exits, current);
+        continue;
+      }
+      for (Block *successor : block.getSuccessors()) {
+        SmallVector<Queue> &target = in[successor];
+        llvm::append_range(target, current);
+        dedupe(target);
+      }
+    }
+  }
+  dedupe(exits);
+  return exits;
+}
+
+void ProtocolChecker::checkReads() {
+  auto run = [&](Region &body) {
+    SmallVector<Queue> states(1);
+    if (body.hasOneBlock())
+      simulate(body.front(), states);
+    else
+      simulateCfg(body, states);
+  };
+  if (auto function = dyn_cast<FunctionOpInterface>(root)) {
+    if (!function.isExternal())
+      run(function.getFunctionBody());
+    return;
+  }
+  root->walk([&](FunctionOpInterface function) {
+    if (!function.isExternal())
+      run(function.getFunctionBody());
+  });
+}

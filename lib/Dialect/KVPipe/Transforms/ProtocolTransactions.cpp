@@ -1,0 +1,299 @@
+//===- ProtocolTransactions.cpp - bytes and load slots --------------------===//
+//
+// Part of ProtocolChecker (ProtocolChecker.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProtocolChecker.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+//===----------------------------------------------------------------------===//
+// 5. Transaction bytes
+//===----------------------------------------------------------------------===//
+
+Operation *ProtocolChecker::getFirstLoad(ProducerCommitOp commit,
+                                         const SlotLoads &loads) {
+  Block *block = commit->getBlock();
+  Operation *first = nullptr, *firstAncestor = nullptr;
+  for (const SlotLoads::Load &entry : loads.loads) {
+    Operation *ancestor = block->findAncestorOpInBlock(*entry.site);
+    if (!ancestor)
+      continue;
+    if (!first || ancestor->isBeforeInBlock(firstAncestor)) {
+      first = entry.site;
+      firstAncestor = ancestor;
+    }
+  }
+  return first;
+}
+
+std::optional<int64_t> ProtocolChecker::evaluateAtIndex(Value value, Value slot,
+                                                        int64_t index,
+                                                        unsigned depth) {
+  if (depth > 32)
+    return std::nullopt;
+  if (std::optional<int64_t> constant = getConstantIntValue(value))
+    return *constant;
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  if (auto indexOp = dyn_cast<IndexOp>(def)) {
+    if (flow.isMixed(indexOp.getPipeline()) ||
+        flow.getSlot(indexOp.getPipeline()) != slot)
+      return std::nullopt;
+    return index;
+  }
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+          arith::ExtUIOp>(def))
+    return evaluateAtIndex(def->getOperand(0), slot, index, depth + 1);
+  if (def->getNumOperands() != 2 ||
+      !isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::RemUIOp,
+           arith::RemSIOp, arith::DivUIOp, arith::DivSIOp>(def))
+    return std::nullopt;
+  std::optional<int64_t> a =
+      evaluateAtIndex(def->getOperand(0), slot, index, depth + 1);
+  std::optional<int64_t> b =
+      evaluateAtIndex(def->getOperand(1), slot, index, depth + 1);
+  // Small non-negative values only: no wrap-around to think about.
+  auto small = [](std::optional<int64_t> v) {
+    return v && *v >= 0 && *v < (int64_t(1) << 20);
+  };
+  if (!small(a) || !small(b))
+    return std::nullopt;
+  return llvm::TypeSwitch<Operation *, std::optional<int64_t>>(def)
+      .Case<arith::AddIOp>([&](auto) { return *a + *b; })
+      .Case<arith::SubIOp>([&](auto) -> std::optional<int64_t> {
+        if (*a < *b)
+          return std::nullopt;
+        return *a - *b;
+      })
+      .Case<arith::MulIOp>([&](auto) { return *a * *b; })
+      .Default([&](Operation *) -> std::optional<int64_t> {
+        if (*b == 0)
+          return std::nullopt;
+        return isa<arith::RemUIOp, arith::RemSIOp>(def) ? *a % *b : *a / *b;
+      });
+}
+
+void ProtocolChecker::checkLoadSlots() {
+  root->walk([&](TMALoadOp load) {
+    auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
+    if (!mbar)
+      return; // a barrier passed in: not followed here
+    int64_t stages = mbar.getPipelineType().getKvStages();
+    if (stages == 1)
+      return; // one slot: every fill is of slot 0
+    Value state = mbar.getPipeline();
+    if (flow.isMixed(state))
+      return; // reported by rule 3
+    Value slot = flow.getSlot(state);
+    // The slot offsets of the destination, and whether it has views.
+    SmallVector<OpFoldResult> offsets;
+    bool viewed = false, other = false;
+    Value current = load.getDest();
+    for (unsigned guard = 0; current && guard < 64; ++guard) {
+      Operation *def = current.getDefiningOp();
+      if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
+        viewed = true;
+        for (OpFoldResult offset : subview.getMixedOffsets()) {
+          Value v = dyn_cast<Value>(offset);
+          Operation *unknown = nullptr;
+          if (v && !getSlotsOf(v, 0, unknown).empty())
+            offsets.push_back(offset);
+        }
+        current = subview.getSource();
+      } else if (def && isa<memref::ViewOp, memref::ReinterpretCastOp>(def)) {
+        viewed = true;
+        for (Value operand : def->getOperands().drop_front()) {
+          Operation *unknown = nullptr;
+          if (!getSlotsOf(operand, 0, unknown).empty())
+            other = true;
+        }
+        current = def->getOperand(0);
+      } else if (def && isa<memref::CastOp, memref::ExpandShapeOp,
+                            memref::CollapseShapeOp>(def)) {
+        current = def->getOperand(0);
+      } else {
+        break;
+      }
+    }
+    if (!viewed)
+      return; // the destination is passed in: the caller's view
+    // The indices the state can have.
+    SmallVector<int64_t> indices;
+    Operation *function = load->getParentOfType<FunctionOpInterface>();
+    std::optional<StateAdvance> advance =
+        function ? flow.traceAdvance(state, function) : std::nullopt;
+    if (advance && advance->base.getDefiningOp<CreateOp>())
+      indices.push_back(advance->slots % stages);
+    else
+      for (int64_t i = 0; i < stages; ++i)
+        indices.push_back(i);
+    if (offsets.empty()) {
+      InFlightDiagnostic diag =
+          unproven(load)
+          << "that the TMA load fills the ring slot of its barrier's state: "
+          << (other ? "its destination is addressed from a kvpipe.index "
+                      "through a byte or linear offset, not a subview offset"
+                    : "no offset of its destination is computed from the "
+                      "state's kvpipe.index")
+          << where(state, mbar.getStage());
+      diag.attachNote(mbar.getLoc()) << "the barrier";
+      return;
+    }
+    for (OpFoldResult offset : offsets) {
+      Value v = cast<Value>(offset);
+      bool anyEqual = false, anyDifferent = false, unknown = false;
+      int64_t example = -1, exampleIndex = -1;
+      for (int64_t i : indices) {
+        std::optional<int64_t> at = evaluateAtIndex(v, slot, i);
+        if (!at) {
+          unknown = true;
+          break;
+        }
+        if (*at == i) {
+          anyEqual = true;
+        } else {
+          anyDifferent = true;
+          example = *at;
+          exampleIndex = i;
+        }
+      }
+      if (!unknown && !anyDifferent)
+        continue;
+      if (!unknown && !anyEqual) {
+        InFlightDiagnostic diag =
+            error(load)
+            << "fills ring slot " << example
+            << " while its barrier is of the state at slot " << exampleIndex
+            << ": the consumers wait for a slot that never receives the "
+               "data, and the load overwrites one they may still read"
+            << where(state, mbar.getStage());
+        diag.attachNote(mbar.getLoc()) << "the barrier";
+        return;
+      }
+      InFlightDiagnostic diag =
+          unproven(load)
+          << "that the TMA load fills the ring slot of its barrier's state: "
+          << (unknown ? "the destination's slot offset is not the "
+                        "state's kvpipe.index"
+                      : "the destination's slot offset differs from the "
+                        "state's kvpipe.index at some slots")
+          << where(state, mbar.getStage());
+      diag.attachNote(mbar.getLoc()) << "the barrier";
+      return;
+    }
+  });
+}
+
+void ProtocolChecker::checkTransactions() {
+  // (load, site) pairs some commit counted.
+  DenseSet<std::pair<Operation *, Operation *>> expected;
+  DenseSet<std::pair<Value, int64_t>> uncounted;
+  root->walk(
+      [&](ProducerCommitOp commit) {
+        // collectSlotLoads reports its own failures at the commit.
+        FailureOr<SlotLoads> loads = collectSlotLoads(commit);
+        if (failed(loads)) {
+          hasErrors = true;
+          uncounted.insert({commit.getPipeline(), commit.getStage()});
+          return;
+        }
+        for (const SlotLoads::Load &entry : loads->loads)
+          expected.insert({entry.load, entry.site});
+        // A multicast copy lands in every CTA of its mask and completes on
+        // each one's barrier at the same offset: this CTA's barrier receives
+        // the bytes of its peers' multicast loads too, which depend on the
+        // cluster rank and the masks, not on the loads of this slot.
+        auto multicast = llvm::find_if(loads->loads, [](SlotLoads::Load entry) {
+          return entry.load.getMulticastMask() != nullptr;
+        });
+        if (multicast != loads->loads.end()) {
+          InFlightDiagnostic diag =
+              unproven(commit)
+              << "the bytes that complete on the producer barrier: a TMA load "
+                 "of the slot is multicast, so the barrier of every CTA in its "
+                 "mask also receives the copies its peers issue, which the "
+                 "checker does not count (the commit expects only this CTA's "
+                 "loads, "
+              << loads->bytes << " bytes)"
+              << where(commit.getPipeline(), commit.getStage());
+          diag.attachNote(multicast->load.getLoc()) << "the multicast load";
+          return;
+        }
+        Attribute recorded = commit->getAttr(kTransactionBytesAttrName);
+        if (!recorded)
+          return;
+        auto bytes = dyn_cast<IntegerAttr>(recorded);
+        if (!bytes) {
+          error(commit) << "'" << kTransactionBytesAttrName
+                        << "' must be an integer attribute, got " << recorded
+                        << where(commit.getPipeline(), commit.getStage());
+          return;
+        }
+        if (bytes.getValue().getSExtValue() == loads->bytes)
+          return;
+        InFlightDiagnostic diag =
+            error(commit) << "expect_tx of " << bytes.getValue().getSExtValue()
+                          << " bytes disagrees with the " << loads->bytes
+                          << " bytes its TMA loads deliver"
+                          << where(commit.getPipeline(), commit.getStage());
+        if (Operation *first = getFirstLoad(commit, *loads))
+          diag.attachNote(first->getLoc())
+              << "the first of its " << loads->loads.size() << " TMA load(s)";
+      });
+  // Every load completes on a producer barrier that a commit counts it
+  // on, at every call site of the helper that issues it.
+  CallSites sites(root);
+  root->walk([&](TMALoadOp load) {
+    for (const BarrierOrigin &origin : getBarrierOrigins(load, sites)) {
+      auto noteCalls = [&](InFlightDiagnostic &diag) {
+        for (Operation *call : origin.calls)
+          diag.attachNote(call->getLoc()) << "through this call";
+      };
+      if (origin.kind == BarrierOrigin::Kind::unknown) {
+        InFlightDiagnostic diag =
+            unproven(load) << "which barrier this TMA load completes on: "
+                           << origin.reason
+                           << " (a load is only proven on the producer "
+                              "barrier of a slot, from "
+                              "kvpipe.producer_mbar)";
+        diag.attachNote(origin.lostAt->getLoc()) << "the barrier is lost here";
+        noteCalls(diag);
+        continue;
+      }
+      if (origin.kind == BarrierOrigin::Kind::consumer) {
+        auto mbar = cast<ConsumerMBarOp>(origin.accessor);
+        InFlightDiagnostic diag =
+            error(load) << "completes on the consumer (empty) barrier: the "
+                           "consumers never see the data land (they wait on "
+                           "the producer barrier) and its bytes corrupt the "
+                           "barrier the producer acquires the slot on"
+                        << where(mbar.getPipeline(), mbar.getStage());
+        diag.attachNote(mbar.getLoc()) << "the barrier";
+        noteCalls(diag);
+        continue;
+      }
+      auto mbar = cast<ProducerMBarOp>(origin.accessor);
+      // The commit that counts the load is in the function of the load,
+      // or of one of the calls that pass its barrier or its state down
+      // (then the load is recorded at that function's call).
+      if (expected.contains({load, load}) ||
+          llvm::any_of(origin.calls,
+                       [&](Operation *site) {
+                         return expected.contains({load, site});
+                       }) ||
+          uncounted.contains({mbar.getPipeline(), mbar.getStage()}))
+        continue;
+      InFlightDiagnostic diag =
+          error(load) << "completes on a barrier that no producer_commit "
+                         "expects: the producer barrier"
+                      << where(mbar.getPipeline(), mbar.getStage());
+      diag.attachNote(mbar.getLoc()) << "the barrier";
+      noteCalls(diag);
+    }
+  });
+}
