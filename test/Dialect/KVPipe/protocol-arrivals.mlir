@@ -19,7 +19,7 @@ func.func @every_producer_thread_commits(%n: index) {
   kvpipe.warp_roles producer registers(24) {
     %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
       kvpipe.producer_acquire %s : !p
-      // expected-error-re @below {{'kvpipe.producer_commit' op 128 threads of the producer warpgroup arrive on the producer barrier per commit, but the pipeline expects producers = 1: the phase completes early (the extra arrivals fall into the slot's next phase), and the consumers read the slot before every producer thread filled it (sub-stage 0 of pipeline created at {{.*}})}}
+      // expected-error-re @below {{'kvpipe.producer_commit' op 128 threads of the CTA's 2 warpgroups arrive on the producer barrier per commit (128, 0 per warpgroup), but the pipeline expects producers = 1: the phase completes early (the extra arrivals fall into the slot's next phase), and the consumers read the slot before every producer thread filled it (sub-stage 0 of pipeline created at {{.*}})}}
       kvpipe.producer_commit %s : !p
       %t = kvpipe.step %s : !p
       scf.yield %t : !p
@@ -55,7 +55,7 @@ func.func @one_thread_per_warp_commits(%n: index) {
     scf.if %first {
       %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
         kvpipe.producer_acquire %s : !p
-        // expected-error @below {{'kvpipe.producer_commit' op 4 threads of the producer warpgroup arrive on the producer barrier per commit, but the pipeline expects producers = 1}}
+        // expected-error @below {{'kvpipe.producer_commit' op 4 threads of the CTA's 2 warpgroups arrive on the producer barrier per commit (4, 0 per warpgroup), but the pipeline expects producers = 1}}
         kvpipe.producer_commit %s : !p
         %t = kvpipe.step %s : !p
         scf.yield %t : !p
@@ -92,7 +92,7 @@ func.func @too_few_producers_commit(%n: index) {
     scf.if %leader {
       %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
         kvpipe.producer_acquire %s : !p
-        // expected-error @below {{'kvpipe.producer_commit' op 1 thread of the producer warpgroup arrive on the producer barrier per commit, but the pipeline expects producers = 2: the phase never completes and the consumers' wait for the slot never returns}}
+        // expected-error @below {{'kvpipe.producer_commit' op 1 thread of the CTA's 2 warpgroups arrive on the producer barrier per commit (1, 0 per warpgroup), but the pipeline expects producers = 2: the phase never completes and the consumers' wait for the slot never returns}}
         kvpipe.producer_commit %s : !p
         %t = kvpipe.step %s : !p
         scf.yield %t : !p
@@ -174,7 +174,7 @@ func.func @every_producer_thread_loads(%n: index, %map: !map, %ring: !ring) {
       %b = kvpipe.producer_mbar %s : !p
       %t0 = memref.subview %ring[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
       kvpipe.tma_load %map[%c0, %i, %c0], %t0, %b : !map, !tile
-      // expected-error @below {{'kvpipe.producer_commit' op 128 threads of the producer warpgroup arrive on the producer barrier per commit, but the pipeline expects producers = 1}}
+      // expected-error @below {{'kvpipe.producer_commit' op 128 threads of the CTA's 2 warpgroups arrive on the producer barrier per commit (128, 0 per warpgroup), but the pipeline expects producers = 1}}
       kvpipe.producer_commit %s : !p
       %t = kvpipe.step %s : !p
       scf.yield %t : !p
@@ -212,7 +212,7 @@ func.func @producer_elected_from_memory(%n: index, %flags: memref<128xi1>) {
     scf.if %leader {
       %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
         kvpipe.producer_acquire %s : !p
-        // expected-warning @below {{cannot prove how many threads arrive on the producer barrier (the pipeline expects 1): the checker cannot evaluate, per thread of the producer warpgroup, a value a condition around it is computed from}}
+        // expected-warning @below {{cannot prove how many threads arrive on the producer barrier (the pipeline expects 1): the checker cannot evaluate, per thread of the CTA's 2 warpgroups, a value a condition around it is computed from}}
         kvpipe.producer_commit %s : !p
         %t = kvpipe.step %s : !p
         scf.yield %t : !p
@@ -342,3 +342,700 @@ gpu.module @kernels {
     gpu.return
   }
 }
+
+// -----
+
+// Held-out programs of the third checker audit (the arrivals per barrier, the
+// block size against the roles, conditions around the roles, lane masks,
+// inline assembly, blocks the checker cannot enumerate).
+
+// WRONG: consumers = 1, one consumer warpgroup. The consumer loop releases in
+// BOTH branches of an scf.if on the thread id: the then-branch (threads
+// 128..191) elects tid 128, the else-branch (192..255) elects tid 192. Each
+// release op alone has 1 arriving thread, but both run for the same slot and
+// phase: 2 arrivals on a barrier that expects 1. The phase completes at the
+// first arrival; the second falls into the next phase, so the producer
+// refills the slot while half the warpgroup may still read it (race), and
+// later phases complete one arrival early.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %c192 = arith.constant 192 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %low = arith.cmpi ult, %tid, %c192 : index
+    %e1 = arith.cmpi eq, %tid, %c128 : index
+    %e2 = arith.cmpi eq, %tid, %c192 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %t = scf.if %low -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        // expected-error @+1 {{'kvpipe.consumer_release' op 2 threads of the CTA's 2 warpgroups arrive on the consumer barrier per release (0, 2 per warpgroup), but the pipeline exp}}
+        %a = kvpipe.consumer_release %s, %e1 : !p
+        scf.yield %a : !p
+      } else {
+        kvpipe.consumer_wait %s : !p
+        // expected-note @+1 {{another release of the sub-stage, which arrives on the same barrier}}
+        %b = kvpipe.consumer_release %s, %e2 : !p
+        scf.yield %b : !p
+      }
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+// VALID CONTROL (possible false positive): consumers = 2, two consumer warpgroups
+// run the same loop in different cases of an scf.index_switch, each electing
+// one thread (tid 128 / tid 256): 2 arrivals per phase = consumers. Valid.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %c256 = arith.constant 256 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(2) registers(232) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %e1 = arith.cmpi eq, %tid, %c128 : index
+    %e2 = arith.cmpi eq, %tid, %c256 : index
+    %wg = kvpipe.warpgroup_id : index
+    scf.index_switch %wg
+    case 1 {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e1 : !p
+        scf.yield %t : !p
+      }
+      scf.yield
+    }
+    default {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e2 : !p
+        scf.yield %t : !p
+      }
+      scf.yield
+    }
+  }
+  return
+}
+
+// -----
+
+// WRONG: consumers = 1 but two consumer warpgroups each consume every slot,
+// in different cases of an scf.index_switch on the warpgroup id (kvpipe.warpgroup_id). Each
+// release op has 1 arriving thread (tid 128 resp. 256), so each op "matches"
+// consumers = 1, yet both arrive on the same phase of the same barrier:
+// 2 arrivals, the phase completes after the first warpgroup, and the producer
+// overwrites the slot while warpgroup 2 still reads it.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %c256 = arith.constant 256 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(2) registers(232) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %e1 = arith.cmpi eq, %tid, %c128 : index
+    %e2 = arith.cmpi eq, %tid, %c256 : index
+    %wg = kvpipe.warpgroup_id : index
+    scf.index_switch %wg
+    case 1 {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        // expected-note @+1 {{another release of the sub-stage, which arrives on the same barrier}}
+        %t = kvpipe.consumer_release %s, %e1 : !p
+        scf.yield %t : !p
+      }
+      scf.yield
+    }
+    default {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        // expected-error @+1 {{'kvpipe.consumer_release' op 2 threads of the CTA's 3 warpgroups arrive on the consumer barrier per release (0, 1, 1 per warpgroup), but the pipeline }}
+        %t = kvpipe.consumer_release %s, %e2 : !p
+        scf.yield %t : !p
+      }
+      scf.yield
+    }
+  }
+  return
+}
+
+// -----
+
+// WRONG: producers = 1 but two producer threads (tid 0 and tid 32) each run
+// their own acquire/commit/step chain over the same pipeline (if tid == 0
+// {...} else if tid == 32 {...}). Each commit op counts 1 arriving thread,
+// but both arrive on every slot's phase: 2 arrivals on a barrier expecting 1
+// -> the phase completes at the first commit and the consumer reads the slot
+// before the second producer filled it; the extra arrival completes the next
+// phase early too.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %c32 = arith.constant 32 : index
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %t0 = arith.cmpi eq, %tid, %c0 : index
+    %t32 = arith.cmpi eq, %tid, %c32 : index
+    scf.if %t0 {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        // expected-error @+1 {{'kvpipe.producer_commit' op 2 threads of the CTA's 2 warpgroups arrive on the producer barrier per commit (2, 0 per warpgroup), but the pipeline expec}}
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    } else {
+      scf.if %t32 {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        // expected-note @+1 {{another commit of the sub-stage, which arrives on the same barrier}}
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c128 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+  }
+  return
+}
+
+// -----
+
+// VALID CONTROL: producers = 2; two producer threads (tid 0, tid 32) each run
+// an acquire/commit/step chain (if tid==0 {...} else if tid==32 {...}) with
+// plain stores (no TMA): 2 arrivals per phase = producers.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 2, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %c32 = arith.constant 32 : index
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %t0 = arith.cmpi eq, %tid, %c0 : index
+    %t32 = arith.cmpi eq, %tid, %c32 : index
+    scf.if %t0 {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    } else {
+      scf.if %t32 {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c128 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+  }
+  return
+}
+
+// -----
+
+// WRONG: a kernel launched with 384 threads (known_block_size) holds a
+// kvpipe.warp_roles with consumers(1). --kvpipe-lower-warp-roles lowers it to
+// "if warpgroup_id == 0 {producer} else {consumer}", so warpgroup 2 (threads
+// 256..383) ALSO runs the consumer region (with %ci = 1). Each consumer
+// warpgroup elects tid%128 == 0: 2 arrivals per phase on a barrier expecting
+// consumers = 1 -> the phase completes after the first warpgroup and the
+// producer refills a slot warpgroup 2 still reads. The checker counts only
+// warpgroup 1 (threads 128..255) for a consumers(1) region.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @m {
+gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %in = arith.remui %tid, %c128 : index
+    %e = arith.cmpi eq, %in, %c0 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-error @+1 {{'kvpipe.consumer_release' op 2 threads of the CTA's 3 warpgroups arrive on the consumer barrier per release (0, 1, 1 per warpgroup), but the pipeline }}
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  gpu.return
+}
+}
+
+// -----
+
+// WRONG: nvvm.maxntid = 256 (the runtime launches exactly 256 threads: one
+// producer and ONE consumer warpgroup), but warp_roles declares consumers(2)
+// and the pipeline expects consumers = 2, one elected thread per consumer
+// warpgroup. Only warpgroup 1 exists: 1 arrival per phase, the consumer
+// barrier never completes and the producer's acquire of a refilled slot hangs.
+// The checker counts the declared 2 consumer warpgroups (threads 128..383).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+gpu.module @m {
+gpu.func @k(%n: index) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(2) registers(232) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %in = arith.remui %tid, %c128 : index
+    %e = arith.cmpi eq, %in, %c0 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-error @+1 {{'kvpipe.consumer_release' op 1 thread of the CTA's 2 warpgroups arrive on the consumer barrier per release (0, 1 per warpgroup), but the pipeline expe}}
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  gpu.return
+}
+}
+
+// -----
+
+// WRONG: the whole kvpipe.warp_roles sits under "if tid >= 128": the
+// producer warpgroup (threads 0..127) never enters it, so the producer region
+// never runs on any thread and the consumers' first wait never returns (hang).
+// The checker counts the producer region as threads 0..127 regardless of the
+// condition outside the warp_roles (countThreads stops at the roles op).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %gtid = gpu.thread_id x
+  %notwg0 = arith.cmpi uge, %gtid, %c128 : index
+  scf.if %notwg0 {
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        // expected-error @+1 {{'kvpipe.producer_commit' op 0 threads of the CTA's 2 warpgroups arrive on the producer barrier per commit (0, 0 per warpgroup), but the pipeline expec}}
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c128 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  }
+  return
+}
+
+// -----
+
+// WRONG: a kvpipe.warp_roles nested in the consumer region of another one.
+// After --kvpipe-lower-warp-roles the inner "warpgroup_id == 0" branch sits in
+// the outer else-branch (warpgroups >= 1), so the inner producer region never
+// runs: the inner pipeline's consumers wait forever. The checker counts the
+// inner producer region as threads 0..127 (1 elected committer = producers).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %c256 = arith.constant 256 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(232) {
+  ^bb0(%co: index):
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        // expected-error @+1 {{'kvpipe.producer_commit' op 0 threads of the CTA's 3 warpgroups arrive on the producer barrier per commit (0, 0, 0 per warpgroup), but the pipeline ex}}
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c128 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  }
+  return
+}
+
+// -----
+
+// WRONG: consumers = 128 (every consumer thread arrives, elected = true), but
+// both roles run their chain under "if lanemask_lt == 0" (lane 0 of each warp
+// only: nvvm.read.ptx.sreg.lanemask.lt is 0 exactly on lane 0). Only 4
+// consumer threads arrive per phase of 128 -> the phase never completes,
+// producer hangs. The checker numbers lanemask.lt as a CTA-uniform value
+// (Pure, not in isThreadDependent): countThreads falls back to "all
+// warpgroups the same way" and counts 128.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 128>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c129 = arith.constant 129 : index
+  %one = arith.constant 0 : i32
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %mask = nvvm.read.ptx.sreg.lanemask.lt : i32
+    %g = arith.cmpi eq, %mask, %one : i32
+    scf.if %g {
+      %tid = gpu.thread_id x
+      %leader = arith.cmpi eq, %tid, %c0 : index
+      scf.if %leader {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %mask = nvvm.read.ptx.sreg.lanemask.lt : i32
+    %g = arith.cmpi eq, %mask, %one : i32
+    scf.if %g {
+      %tid = gpu.thread_id x
+      %e = arith.constant true
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        // expected-error @+1 {{'kvpipe.consumer_release' op 4 threads of the CTA's 2 warpgroups arrive on the consumer barrier per release (0, 4 per warpgroup), but the pipeline exp}}
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+  }
+  return
+}
+
+// -----
+
+// WRONG: both roles wrap their chain in "if asm_lane == 0", asm_lane being
+// llvm.inline_asm "mov.u32 $0, %laneid;" (no has_side_effects, so Pure).
+// The producer elects tid 0 (lane 0: passes); the consumer elects tid 129
+// (lane 1: never reaches the release). 0 arrivals on the consumer barrier:
+// the producer hangs acquiring a refilled slot. The checker cannot evaluate
+// the inline asm per thread but keyOf() numbers it as CTA-uniform (it is not
+// in isThreadDependent), so countThreads takes the "uniform guard" fallback
+// and the balance rule sees the same uniform condition on both sides.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c129 = arith.constant 129 : index
+  %one = arith.constant 0 : i32
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    // expected-note @+1 {{this value}}
+    %mask = llvm.inline_asm "mov.u32 $0, %laneid;", "=r" : () -> i32
+    %g = arith.cmpi eq, %mask, %one : i32
+    scf.if %g {
+      %tid = gpu.thread_id x
+      %leader = arith.cmpi eq, %tid, %c0 : index
+      scf.if %leader {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          // expected-warning @+1 {{'kvpipe.producer_commit' op cannot prove how many threads arrive on the producer barrier (the pipeline expects 1): the checker cannot evaluate, per th}}
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    // expected-note @+1 {{this value}}
+    %mask = llvm.inline_asm "mov.u32 $0, %laneid;", "=r" : () -> i32
+    %g = arith.cmpi eq, %mask, %one : i32
+    scf.if %g {
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c129 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        // expected-warning @+1 {{'kvpipe.consumer_release' op cannot prove how many threads arrive on the consumer barrier (the pipeline expects 1): the checker cannot evaluate, per t}}
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+  }
+  return
+}
+
+// -----
+
+// WRONG: producer and consumer loop to the same expression
+// n + popc-free "lanemask_eq" (1 << laneid, as index). The committing producer
+// thread (tid 0, lane 0) runs n+1 iterations; the releasing consumer thread
+// (tid 130, lane 2) runs n+4: the consumers wait for 3 slots that are never
+// filled (hang). The checker treats nvvm.read.ptx.sreg.lanemask.eq as
+// CTA-uniform (not in isThreadDependent), so both bounds get the same uniform
+// value number and the totals are "proven" equal.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c130 = arith.constant 130 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %mask = nvvm.read.ptx.sreg.lanemask.eq : i32
+    %m = arith.index_castui %mask : i32 to index
+    %ub = arith.addi %n, %m : index
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      // expected-note @+1 {{where the producer side ends}}
+      %r = scf.for %i = %c0 to %ub step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %mask = nvvm.read.ptx.sreg.lanemask.eq : i32
+    %m = arith.index_castui %mask : i32 to index
+    %ub = arith.addi %n, %m : index
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c130 : index
+    // expected-warning @+1 {{'scf.for' op cannot prove that the producer and consumer loops advance the same number of slots: the consumer side advances }}
+    %r = scf.for %i = %c0 to %ub step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+// WRONG: a kernel with a KNOWN but two-dimensional block, known_block_size =
+// [128, 3, 1] (384 threads). kvpipe.warpgroup_id is threadIdx.x / 128, which
+// is 0 on every thread, so ALL threads take the producer branch: the consumer
+// branch never runs (hang), and the producer's unelected commit arrives 384
+// times on a barrier expecting 1. getBlockThreads() returns nothing for a
+// block with y != 1, so the kernel is treated like one of unknown block size
+// and no arrival is counted (the doc's assumption covers only kernels of
+// UNKNOWN block size).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+gpu.module @m {
+gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 128, 3, 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %wg = kvpipe.warpgroup_id : index
+  %producer = arith.cmpi eq, %wg, %c0 : index
+  scf.if %producer {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        // expected-warning @+1 {{'kvpipe.producer_commit' op cannot prove how many threads arrive on the producer barrier: the commit runs in a kernel whose threads the checker cannot}}
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+  } else {
+    %tid = gpu.thread_id x
+    %in = arith.remui %tid, %c128 : index
+    %e = arith.cmpi eq, %in, %c0 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        // expected-warning @+1 {{'kvpipe.consumer_release' op cannot prove how many threads arrive on the consumer barrier: the release runs in a kernel whose threads the checker cann}}
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+  }
+  gpu.return
+}
+}
+
+// -----
+
+// CHECKER HANG (robustness): known_block_size = [2000000000, 1, 1] (not a
+// launchable CTA: at most 1024 threads). getBlockThreads() accepts any
+// positive size and countThreads() evaluates every one of the 2e9 threads:
+// kvpipe-opt --kvpipe-verify-protocol does not finish (killed after 60 s).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @m {
+gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 2000000000, 1, 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %c256 = arith.constant 256 : index
+  %wg = kvpipe.warpgroup_id : index
+  %tid = gpu.thread_id x
+  scf.index_switch %wg
+  case 0 {
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        // expected-warning @+1 {{'kvpipe.producer_commit' op cannot prove how many threads arrive on the producer barrier: the commit runs in a kernel whose threads the checker cannot}}
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+    scf.yield
+  }
+  case 1 {
+    %e = arith.cmpi eq, %tid, %c128 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    scf.yield
+  }
+  default {
+    %e = arith.cmpi eq, %tid, %c256 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        // expected-warning @+1 {{'kvpipe.consumer_release' op cannot prove how many threads arrive on the consumer barrier: the release runs in a kernel whose threads the checker cann}}
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    scf.yield
+  }
+  gpu.return
+}
+}
+

@@ -224,7 +224,7 @@ func.func @two_warpgroups_one_consumer(%n: index) {
     %e = arith.cmpi eq, %lane, %c0 : index
     %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
       kvpipe.consumer_wait %s : !p
-      // expected-error-re @below {{'kvpipe.consumer_release' op 2 threads of the 2 consumer warpgroups arrive on the consumer barrier per release (1, 1 per warpgroup), but the pipeline expects consumers = 1: the phase completes early, and the producer refills the slot while a consumer warpgroup may still read it (sub-stage 0 of pipeline created at {{.*}})}}
+      // expected-error-re @below {{'kvpipe.consumer_release' op 2 threads of the CTA's 3 warpgroups arrive on the consumer barrier per release (0, 1, 1 per warpgroup), but the pipeline expects consumers = 1: the phase completes early, and the producer refills the slot while a consumer warpgroup may still read it (sub-stage 0 of pipeline created at {{.*}})}}
       %t = kvpipe.consumer_release %s, %e : !p
       scf.yield %t : !p
     }
@@ -263,7 +263,7 @@ func.func @tid_zero_in_consumer_region(%n: index) {
     %e = arith.cmpi eq, %tid, %c0 : index
     %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
       kvpipe.consumer_wait %s : !p
-      // expected-error @below {{'kvpipe.consumer_release' op 0 threads of the 1 consumer warpgroup arrive on the consumer barrier per release (0 per warpgroup), but the pipeline expects consumers = 1: the phase never completes}}
+      // expected-error @below {{'kvpipe.consumer_release' op 0 threads of the CTA's 2 warpgroups arrive on the consumer barrier per release (0, 0 per warpgroup), but the pipeline expects consumers = 1: the phase never completes}}
       %t = kvpipe.consumer_release %s, %e : !p
       scf.yield %t : !p
     }
@@ -301,7 +301,7 @@ func.func @every_thread_releases(%n: index) {
     %true = arith.constant true
     %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
       kvpipe.consumer_wait %s : !p
-      // expected-error @below {{'kvpipe.consumer_release' op 256 threads of the 2 consumer warpgroups arrive on the consumer barrier per release (128, 128 per warpgroup), but the pipeline expects consumers = 2}}
+      // expected-error @below {{'kvpipe.consumer_release' op 256 threads of the CTA's 3 warpgroups arrive on the consumer barrier per release (0, 128, 128 per warpgroup), but the pipeline expects consumers = 2}}
       %t = kvpipe.consumer_release %s, %true : !p
       scf.yield %t : !p
     }
@@ -338,7 +338,7 @@ func.func @elected_from_argument(%n: index, %e: i1) {
   ^bb0(%ci: index):
     %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
       kvpipe.consumer_wait %s : !p
-      // expected-warning @below {{cannot prove how many threads arrive on the consumer barrier (the pipeline expects 2): the checker cannot evaluate, per thread of the 2 consumer warpgroups, a value the release's elected operand or a condition around it is computed from}}
+      // expected-warning @below {{cannot prove how many threads arrive on the consumer barrier (the pipeline expects 2): the checker cannot evaluate, per thread of the CTA's 3 warpgroups, a value the release's elected operand or a condition around it is computed from}}
       %t = kvpipe.consumer_release %s, %e : !p
       scf.yield %t : !p
     }

@@ -1,6 +1,7 @@
 //===- ChainGuards.cpp - the conditions a chain of states runs under ------===//
 
 #include "kvpipe/Dialect/KVPipe/Analysis/ChainGuards.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ThreadCounts.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -27,16 +28,6 @@ SmallVector<ChainGuard> kvpipe::getChainGuards(Value value, Operation *scope) {
   return guards;
 }
 
-/// Ops that read the identity of the executing thread.
-static bool isThreadIdentity(Operation *op) {
-  StringRef name = op->getName().getStringRef();
-  return isa<WarpgroupIdOp>(op) || name == "gpu.thread_id" ||
-         name == "gpu.lane_id" || name == "gpu.subgroup_id" ||
-         name.starts_with("nvvm.read.ptx.sreg.tid") ||
-         name == "nvvm.read.ptx.sreg.laneid" ||
-         name == "nvvm.read.ptx.sreg.warpid" || name == "nvvm.elect.sync";
-}
-
 bool kvpipe::selectsThreads(Value condition) {
   SmallVector<Value> worklist = {condition};
   DenseSet<Value> visited;
@@ -50,7 +41,7 @@ bool kvpipe::selectsThreads(Value condition) {
     Operation *def = value.getDefiningOp();
     if (!def)
       return false; // an argument: uniform, or not followed
-    if (isThreadIdentity(def)) {
+    if (isThreadDependentOp(def)) {
       identity = true;
       continue;
     }

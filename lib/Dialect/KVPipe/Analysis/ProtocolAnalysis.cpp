@@ -1,6 +1,7 @@
 //===- ProtocolAnalysis.cpp - how pipeline states flow --------------------===//
 
 #include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
+#include "kvpipe/Dialect/KVPipe/Analysis/ThreadCounts.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -749,17 +750,6 @@ bool LinearExpr::scale(int64_t factor) {
   return true;
 }
 
-/// Ops whose result differs between the threads of a CTA, or whose value
-/// comes from memory: never one atom for two of their results.
-static bool isThreadDependent(Operation *op) {
-  StringRef name = op->getName().getStringRef();
-  return isa<WarpgroupIdOp>(op) || name == "gpu.thread_id" ||
-         name == "gpu.lane_id" || name == "gpu.subgroup_id" ||
-         name == "gpu.global_id" || name.starts_with("nvvm.read.ptx.sreg.tid") ||
-         name == "nvvm.read.ptx.sreg.laneid" ||
-         name == "nvvm.read.ptx.sreg.warpid" || name == "nvvm.elect.sync";
-}
-
 /// The kernel argument `pointer` is derived from through
 /// `llvm.getelementptr`, if any.
 static BlockArgument getKernelPointerArgument(Value pointer) {
@@ -1004,7 +994,7 @@ std::string SlotArithmetic::keyOf(Value value, unsigned depth) {
     os << value.getType();
     return "ldro(" + inner + ")" + text;
   }
-  if (isThreadDependent(def) || def->getNumRegions() != 0 ||
+  if (isThreadDependentOp(def) || def->getNumRegions() != 0 ||
       !isMemoryEffectFree(def))
     return "";
   // A shuffle from lane 0 of a value every thread computed alike is that

@@ -10,54 +10,81 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace kvpipe;
 using llvm::APInt;
 
-/// The block size of a kernel launched with a known one-dimensional block:
-/// `known_block_size` of a `gpu.func` (or `gpu.known_block_size` on another
-/// function), else `nvvm.maxntid` (kvpipe's runtime launches the generated
-/// kernels with exactly that many threads, their ABI's `threads`).
-static std::optional<int64_t> getBlockThreads(FunctionOpInterface func) {
-  DenseI32ArrayAttr dims;
-  if (auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation()))
-    dims = gpuFunc.getKnownBlockSizeAttr();
-  if (!dims)
-    dims = func->getAttrOfType<DenseI32ArrayAttr>("gpu.known_block_size");
-  if (!dims)
-    dims = func->getAttrOfType<DenseI32ArrayAttr>("nvvm.maxntid");
-  if (!dims || dims.empty() || dims[0] <= 0 ||
-      llvm::any_of(dims.asArrayRef().drop_front(),
-                   [](int32_t d) { return d != 1; }))
-    return std::nullopt;
-  return dims[0];
+/// A CTA has at most this many threads.
+static constexpr int64_t kMaxBlockThreads = 1024;
+
+bool kvpipe::isThreadDependentOp(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  if (isa<WarpgroupIdOp>(op) || name == "gpu.thread_id" ||
+      name == "gpu.lane_id" || name == "gpu.subgroup_id" ||
+      name == "gpu.global_id" || name == "nvvm.elect.sync" ||
+      name == "llvm.inline_asm")
+    return true;
+  if (!name.consume_front("nvvm.read.ptx.sreg."))
+    return false;
+  // The special registers every thread of a CTA reads alike.
+  return !(name.starts_with("ctaid") || name.starts_with("nctaid") ||
+           name.starts_with("ntid") || name.starts_with("clusterid") ||
+           name.starts_with("nclusterid") || name.starts_with("cluster.") ||
+           name == "nwarpid" || name == "nsmid" || name == "gridid");
 }
 
-/// "N warpgroup" or "N <kind> warpgroups".
-static std::string warpgroups(int64_t n, StringRef kind = "") {
-  return std::to_string(n) + " " + kind.str() + "warpgroup" +
-         (n == 1 ? "" : "s");
+/// Whether `func` is a kernel (its block size is a launch's).
+static bool isKernel(FunctionOpInterface func) {
+  auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation());
+  return (gpuFunc && gpuFunc.isKernel()) || func->hasAttr("gpu.kernel") ||
+         func->hasAttr("nvvm.kernel");
+}
+
+/// "N warpgroup" or "N warpgroups".
+static std::string warpgroups(int64_t n) {
+  return std::to_string(n) + " warpgroup" + (n == 1 ? "" : "s");
 }
 
 std::optional<ThreadScope> kvpipe::getThreadScope(Operation *op) {
-  if (auto roles = op->getParentOfType<WarpRolesOp>()) {
-    if (roles.getProducer().isAncestor(op->getParentRegion()))
-      return ThreadScope{roles, &roles.getProducer(), 0, 128, nullptr,
-                         " of the producer warpgroup"};
-    int64_t consumers = roles.getConsumerWarpgroups();
-    return ThreadScope{roles, &roles.getConsumer(), 128, 128 * consumers,
-                       &roles.getConsumerBlock(),
-                       " of the " + warpgroups(consumers, "consumer ")};
-  }
   auto func = op->getParentOfType<FunctionOpInterface>();
   if (!func)
     return std::nullopt;
-  std::optional<int64_t> threads = getBlockThreads(func);
-  if (!threads)
+  DenseI32ArrayAttr dims;
+  if (isKernel(func)) {
+    if (auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation()))
+      dims = gpuFunc.getKnownBlockSizeAttr();
+    if (!dims)
+      dims = func->getAttrOfType<DenseI32ArrayAttr>("gpu.known_block_size");
+    if (!dims)
+      dims = func->getAttrOfType<DenseI32ArrayAttr>("nvvm.maxntid");
+  }
+  if (dims && !dims.empty()) {
+    ThreadScope scope{func, dims[0], "", ""};
+    if (llvm::any_of(dims.asArrayRef().drop_front(),
+                     [](int32_t d) { return d != 1; }))
+      scope.unprovenReason = "the kernel's block is not one-dimensional "
+                             "(the checker enumerates threadIdx.x only)";
+    else if (dims[0] <= 0 || dims[0] > kMaxBlockThreads)
+      scope.unprovenReason = "the kernel's block of " +
+                             std::to_string(dims[0]) +
+                             " threads is not one a CTA can have";
+    else
+      scope.description =
+          " of the CTA's " + warpgroups((dims[0] + 127) / 128);
+    return scope;
+  }
+  // Without a known block size, the warpgroups the outermost roles name.
+  WarpRolesOp outermost;
+  for (auto roles = op->getParentOfType<WarpRolesOp>(); roles;
+       roles = roles->getParentOfType<WarpRolesOp>())
+    outermost = roles;
+  if (!outermost)
     return std::nullopt;
-  return ThreadScope{func, &func.getFunctionBody(), 0, *threads, nullptr,
-                     " of the CTA's " + warpgroups((*threads + 127) / 128)};
+  int64_t threads = 128 * (1 + outermost.getConsumerWarpgroups());
+  return ThreadScope{func, threads,
+                     " of the CTA's " + warpgroups(threads / 128), ""};
 }
 
 std::optional<APInt> ThreadEvaluator::evaluate(Value value,
@@ -82,7 +109,9 @@ std::optional<APInt> ThreadEvaluator::evaluate(Value value,
     return v;
   };
   if (auto arg = dyn_cast<BlockArgument>(value)) {
-    if (consumerBlock && arg.getOwner() == consumerBlock &&
+    // The consumer index of a kvpipe.warp_roles: warpgroup - 1.
+    auto roles = dyn_cast_or_null<WarpRolesOp>(arg.getOwner()->getParentOp());
+    if (roles && arg.getOwner() == &roles.getConsumerBlock() &&
         arg.getArgNumber() == 0)
       return result(APInt(64, tid / 128 - 1));
     return fail();
@@ -105,6 +134,20 @@ std::optional<APInt> ThreadEvaluator::evaluate(Value value,
     return result(APInt(64, tid));
   if (name == "nvvm.read.ptx.sreg.laneid")
     return result(APInt(64, tid % 32));
+  if (name.consume_front("nvvm.read.ptx.sreg.lanemask.")) {
+    uint64_t bit = uint64_t(1) << (tid % 32);
+    std::optional<uint64_t> mask =
+        llvm::StringSwitch<std::optional<uint64_t>>(name)
+            .Case("eq", bit)
+            .Case("lt", bit - 1)
+            .Case("le", (bit << 1) - 1)
+            .Case("gt", ~((bit << 1) - 1) & 0xffffffffu)
+            .Case("ge", ~(bit - 1) & 0xffffffffu)
+            .Default(std::nullopt);
+    if (!mask)
+      return fail();
+    return result(APInt(64, *mask));
+  }
   if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
     return fail();
   SmallVector<APInt> operands;
@@ -175,87 +218,123 @@ std::optional<APInt> ThreadEvaluator::evaluate(Value value,
   return fail();
 }
 
+namespace {
+/// A branch around an op: the `scf.if` / `scf.index_switch` /
+/// `kvpipe.warp_roles` `op` and the region of it that holds the op.
+struct Guard {
+  Operation *op;
+  unsigned region;
+};
+} // namespace
+
+/// The branches around `op` below `scope`, innermost first; a reason when
+/// an op around it is one the checker does not follow per thread.
+static std::optional<std::string> collectGuards(Operation *op,
+                                                Operation *scope,
+                                                SmallVectorImpl<Guard> &guards) {
+  for (Operation *at = op; at->getParentOp() != scope; at = at->getParentOp()) {
+    Region *region = at->getParentRegion();
+    Operation *parent = region->getParentOp();
+    if (!region->hasOneBlock())
+      return std::string("is in a region of several blocks, whose branches "
+                         "the checker does not follow per thread");
+    if (isa<scf::IfOp, scf::IndexSwitchOp, WarpRolesOp>(parent))
+      guards.push_back({parent, region->getRegionNumber()});
+    else if (!isa<scf::ForOp, scf::WhileOp, scf::ExecuteRegionOp,
+                  ForEachTileOp>(parent))
+      return "is nested in '" + parent->getName().getStringRef().str() +
+             "', which the checker does not follow per thread";
+  }
+  return std::nullopt;
+}
+
+/// Whether the thread of `eval` takes every branch of `guards`; nothing
+/// when a condition cannot be evaluated (then `eval.unknown` says which).
+static std::optional<bool> takes(ArrayRef<Guard> guards,
+                                 ThreadEvaluator &eval, int64_t tid,
+                                 function_ref<bool(Value)> isUniform) {
+  for (const Guard &guard : guards) {
+    if (isa<WarpRolesOp>(guard.op)) {
+      // Region 0, the producer: warpgroup 0; region 1: the others.
+      if ((tid / 128 == 0) != (guard.region == 0))
+        return false;
+      continue;
+    }
+    Value condition;
+    if (auto ifOp = dyn_cast<scf::IfOp>(guard.op))
+      condition = ifOp.getCondition();
+    else
+      condition = cast<scf::IndexSwitchOp>(guard.op).getArg();
+    std::optional<APInt> v = eval.evaluate(condition);
+    if (!v) {
+      // A CTA-uniform condition takes every thread the same way: the op
+      // runs in all of them or in none.
+      if (isUniform(condition)) {
+        eval.unknown = nullptr;
+        continue;
+      }
+      return std::nullopt;
+    }
+    if (isa<scf::IfOp>(guard.op)) {
+      if (v->isZero() != (guard.region == 1))
+        return false;
+      continue;
+    }
+    ArrayRef<int64_t> cases = cast<scf::IndexSwitchOp>(guard.op).getCases();
+    int64_t arg = v->getSExtValue();
+    if (guard.region == 0) { // the default region
+      if (llvm::is_contained(cases, arg))
+        return false;
+    } else if (cases[guard.region - 1] != arg) {
+      return false;
+    }
+  }
+  return true;
+}
+
 ThreadCount kvpipe::countThreads(Operation *op, Value predicate,
                                  const ThreadScope &scope,
                                  function_ref<bool(Value)> isUniform) {
+  std::pair<Operation *, Value> one = {op, predicate};
+  return countThreads(ArrayRef(one), scope, isUniform);
+}
+
+ThreadCount
+kvpipe::countThreads(ArrayRef<std::pair<Operation *, Value>> ops,
+                     const ThreadScope &scope,
+                     function_ref<bool(Value)> isUniform) {
   ThreadCount count;
-  // The conditions on the way down from the role's region: the if's
-  // condition or the switch's argument, and the branch that holds `op`.
-  struct Guard {
-    Operation *op;
-    Value condition;
-    unsigned region;
-  };
-  SmallVector<Guard> guards;
-  for (Operation *at = op; at->getParentOp() != scope.scope;
-       at = at->getParentOp()) {
-    Region *region = at->getParentRegion();
-    Operation *parent = region->getParentOp();
-    if (!region->hasOneBlock()) {
-      count.unprovenReason = "is in a region of several blocks, whose "
-                             "branches the checker does not follow per thread";
-      return count;
-    }
-    if (auto ifOp = dyn_cast<scf::IfOp>(parent)) {
-      guards.push_back({parent, ifOp.getCondition(), region->getRegionNumber()});
-    } else if (auto switchOp = dyn_cast<scf::IndexSwitchOp>(parent)) {
-      guards.push_back({parent, switchOp.getArg(), region->getRegionNumber()});
-    } else if (!isa<scf::ForOp, scf::WhileOp, scf::ExecuteRegionOp,
-                    ForEachTileOp>(parent)) {
-      count.unprovenReason = "is nested in '" +
-                             parent->getName().getStringRef().str() +
-                             "', which the checker does not follow per thread";
-      return count;
-    }
+  if (!scope.unprovenReason.empty()) {
+    count.unprovenReason = "runs in a kernel whose threads the checker cannot "
+                           "enumerate: " +
+                           scope.unprovenReason;
+    return count;
   }
-
-  // Whether the thread of `eval` reaches `op`; nothing when a condition
-  // cannot be evaluated (then `eval.unknown` says which).
-  auto reaches = [&](ThreadEvaluator &eval) -> std::optional<bool> {
-    for (const Guard &guard : guards) {
-      std::optional<APInt> v = eval.evaluate(guard.condition);
-      if (!v) {
-        // A CTA-uniform condition takes every warpgroup the same way: `op`
-        // runs in all of them or in none.
-        if (isUniform(guard.condition)) {
-          eval.unknown = nullptr;
-          continue;
-        }
-        return std::nullopt;
-      }
-      if (isa<scf::IfOp>(guard.op)) {
-        if (v->isZero() != (guard.region == 1))
-          return false;
-        continue;
-      }
-      ArrayRef<int64_t> cases = cast<scf::IndexSwitchOp>(guard.op).getCases();
-      int64_t arg = v->getSExtValue();
-      if (guard.region == 0) { // the default region
-        if (llvm::is_contained(cases, arg))
-          return false;
-      } else if (cases[guard.region - 1] != arg) {
-        return false;
-      }
+  SmallVector<SmallVector<Guard>> guards(ops.size());
+  for (auto [i, entry] : llvm::enumerate(ops))
+    if (std::optional<std::string> reason =
+            collectGuards(entry.first, scope.scope, guards[i])) {
+      count.unprovenReason = *reason;
+      return count;
     }
-    return true;
-  };
-
-  int64_t end = scope.firstThread + scope.numThreads;
-  for (int64_t w = scope.firstThread; w < end; w += 128) {
+  for (int64_t w = 0; w < scope.numThreads; w += 128) {
     int64_t here = 0;
-    for (int64_t tid = w; tid < std::min(w + 128, end); ++tid) {
-      ThreadEvaluator eval(scope.consumerBlock, tid);
-      std::optional<bool> runs = reaches(eval);
-      std::optional<APInt> holds;
-      if (runs && *runs)
-        holds = predicate ? eval.evaluate(predicate) : APInt(1, 1);
-      if (!runs || (*runs && !holds)) {
-        count.unprovenReason = "";
-        count.unknownValue = eval.unknown;
-        return count;
+    for (int64_t tid = w; tid < std::min(w + 128, scope.numThreads); ++tid) {
+      ThreadEvaluator eval(tid);
+      bool runs = false;
+      for (auto [i, entry] : llvm::enumerate(ops)) {
+        std::optional<bool> reached = takes(guards[i], eval, tid, isUniform);
+        std::optional<APInt> holds;
+        if (reached && *reached)
+          holds = entry.second ? eval.evaluate(entry.second) : APInt(1, 1);
+        if (!reached || (*reached && !holds)) {
+          count.unprovenReason = "";
+          count.unknownValue = eval.unknown;
+          return count;
+        }
+        runs |= *reached && !holds->isZero();
       }
-      if (*runs && !holds->isZero())
-        ++here;
+      here += runs;
     }
     count.perWarpgroup.push_back(here);
     count.total += here;

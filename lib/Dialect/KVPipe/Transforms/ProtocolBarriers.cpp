@@ -190,23 +190,33 @@ void ProtocolChecker::checkBarriers() {
 //===----------------------------------------------------------------------===//
 
 void ProtocolChecker::checkReleaseArrivals() {
-  root->walk([&](ConsumerReleaseOp release) {
-    if (!matchPattern(release.getElected(), m_Zero())) {
-      checkRoleArrivals(release, release.getElected(),
-                        release.getPipelineType().getConsumers(),
-                        PipelineSide::consumer);
+  // The releases (commits) of one pipeline and sub-stage arrive on the
+  // phases of one barrier: one group, whose threads are counted together
+  // (the ops may be in branches on the thread, or in loops of chains that
+  // different threads run, each with its own threads).
+  llvm::MapVector<std::tuple<Value, int64_t, int>,
+                  SmallVector<std::pair<Operation *, Value>>>
+      groups;
+  root->walk([&](Operation *op) {
+    auto release = dyn_cast<ConsumerReleaseOp>(op);
+    if (release && matchPattern(release.getElected(), m_Zero())) {
+      error(release) << "releases the slot with no thread: its elected "
+                        "operand is constant false, so nobody arrives on the "
+                        "consumer barrier and the producer's next acquire of "
+                        "the slot waits forever"
+                     << where(release.getPipeline(), release.getStage());
       return;
     }
-    error(release) << "releases the slot with no thread: its elected "
-                      "operand is constant false, so nobody arrives on the "
-                      "consumer barrier and the producer's next acquire of "
-                      "the slot waits forever"
-                   << where(release.getPipeline(), release.getStage());
+    if (!isa<ConsumerReleaseOp, ProducerCommitOp>(op))
+      return;
+    auto protocol = cast<PipelineProtocolOpInterface>(op);
+    groups[{flow.getPipeline(protocol.getPipeline()), *protocol.getSubStage(),
+            release ? 0 : 1}]
+        .push_back(
+        {op, release ? release.getElected() : Value()});
   });
-  root->walk([&](ProducerCommitOp commit) {
-    checkRoleArrivals(commit, Value(), commit.getPipelineType().getProducers(),
-                      PipelineSide::producer);
-  });
+  for (auto &[key, ops] : groups)
+    checkArrivals(ops);
 }
 
 bool ProtocolChecker::isUniform(Value condition) {
@@ -214,19 +224,35 @@ bool ProtocolChecker::isUniform(Value condition) {
   return !arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number));
 }
 
-void ProtocolChecker::checkRoleArrivals(Operation *op, Value elected,
-                                        int64_t expected, PipelineSide side) {
+void ProtocolChecker::checkArrivals(
+    ArrayRef<std::pair<Operation *, Value>> ops) {
+  Operation *op = ops.front().first;
   std::optional<ThreadScope> scope = getThreadScope(op);
   if (!scope)
     return;
+  // Ops of the group in other kernels or scopes are counted on their own.
+  SmallVector<std::pair<Operation *, Value>> counted;
+  for (auto entry : ops) {
+    std::optional<ThreadScope> other = getThreadScope(entry.first);
+    if (other && other->scope == scope->scope)
+      counted.push_back(entry);
+  }
   auto protocol = cast<PipelineProtocolOpInterface>(op);
   Value pipeline = protocol.getPipeline();
   std::optional<int64_t> stage = protocol.getSubStage();
-  bool consumer = side == PipelineSide::consumer;
+  bool consumer = isa<ConsumerReleaseOp>(op);
+  int64_t expected = consumer ? protocol.getPipelineType().getConsumers()
+                              : protocol.getPipelineType().getProducers();
   StringRef barrier = consumer ? "consumer barrier" : "producer barrier";
   StringRef opName = consumer ? "release" : "commit";
-  ThreadCount count =
-      countThreads(op, elected, *scope, [&](Value v) { return isUniform(v); });
+  ThreadCount count = countThreads(counted, *scope,
+                                   [&](Value v) { return isUniform(v); });
+  auto noteOthers = [&](InFlightDiagnostic &diag) {
+    for (auto entry : ArrayRef(counted).drop_front())
+      diag.attachNote(entry.first->getLoc())
+          << "another " << opName << " of the sub-stage, which arrives on the "
+          << "same barrier";
+  };
   if (count.unprovenReason) {
     if (!count.unprovenReason->empty()) {
       unproven(op) << "how many threads arrive on the " << barrier << ": the "
@@ -254,10 +280,8 @@ void ProtocolChecker::checkRoleArrivals(Operation *op, Value elected,
   InFlightDiagnostic diag = error(op);
   diag << count.total << " thread" << (count.total == 1 ? "" : "s")
        << scope->description << " arrive on the " << barrier << " per "
-       << opName;
-  if (count.perWarpgroup.size() > 1 || scope->consumerBlock)
-    diag << " (" << counts << " per warpgroup)";
-  diag << ", but the pipeline expects "
+       << opName << " (" << counts << " per warpgroup)"
+       << ", but the pipeline expects "
        << (consumer ? "consumers" : "producers") << " = " << expected;
   if (consumer)
     diag << (count.total < expected
@@ -267,12 +291,15 @@ void ProtocolChecker::checkRoleArrivals(Operation *op, Value elected,
                    "the slot while a consumer warpgroup may still read it");
   else
     diag << (count.total < expected
-                 ? ": the phase never completes and the consumers' wait "
-                   "for the slot never returns"
+                 ? ": the phase never completes and the consumers' wait for "
+                   "the slot never returns"
                  : ": the phase completes early (the extra arrivals fall "
-                   "into the slot's next phase), and the consumers read "
-                   "the slot before every producer thread filled it");
+                   "into the slot's next phase), and the consumers read the "
+                   "slot before every producer thread filled it");
   diag << where(pipeline, stage);
-  diag.attachNote(scope->scope->getLoc())
-      << (isa<WarpRolesOp>(scope->scope) ? "the warp roles" : "the kernel");
+  noteOthers(diag);
+  if (auto roles = op->getParentOfType<WarpRolesOp>())
+    diag.attachNote(roles.getLoc()) << "the warp roles";
+  else
+    diag.attachNote(scope->scope->getLoc()) << "the kernel";
 }

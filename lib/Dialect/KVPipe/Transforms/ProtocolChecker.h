@@ -242,28 +242,28 @@ private:
   void checkTransactions();
   /// A consumer_release whose `elected` operand is constant false: no
   /// thread arrives on the consumer barrier, so the slot is never released.
-  /// Inside a role of a `kvpipe.warp_roles`, the threads that arrive are
-  /// counted (checkRoleArrivals), for releases and commits alike. (A TMA load
-  /// is issued by the threads that commit its slot: rule 5 counts only loads
-  /// in the commit's block, outside any condition.)
+  /// Otherwise the threads that arrive are counted (checkArrivals), for
+  /// releases and commits alike, per pipeline and sub-stage. (A TMA load
+  /// is issued by the threads that commit its slot:
+  /// rule 5 counts only loads in the commit's block, outside any condition.)
   void checkReleaseArrivals();
   /// Whether the checker's arithmetic knows `condition` to be CTA-uniform.
   bool isUniform(Value condition);
-  /// Rule 6, arrivals: a `consumer_release` (`producer_commit`) runs on the
-  /// threads that reach it (the branches of `scf.if` / `scf.index_switch`
-  /// around it are followed per thread) and whose `elected` is true; each
-  /// arrives once on the consumer (producer) barrier, which completes its
-  /// phase after the pipeline type's `consumers` (`producers`) arrivals. Any
-  /// other count hangs the other side (too few) or completes the phase
-  /// early, before the other threads of the side are done with the slot
-  /// (too many). The threads are those of the op's role in a
-  /// `kvpipe.warp_roles`, or of the kernel when its block size is known (the
-  /// generated kernels, whose roles are branches on the warpgroup id by
-  /// now); elsewhere (a helper) the count is an assumption. A condition that
-  /// is neither computed from the thread's identity and constants nor
-  /// CTA-uniform makes the count unproven.
-  void checkRoleArrivals(Operation *op, Value elected, int64_t expected,
-                         PipelineSide side);
+  /// Rule 6, arrivals: the releases (commits) `ops` of one pipeline and
+  /// sub-stage, with their `elected` operands, run on the threads that reach
+  /// them (the branches of `scf.if`, `scf.index_switch` and
+  /// `kvpipe.warp_roles` around them followed per thread) and whose
+  /// `elected` is true; each such thread arrives once on every phase of the
+  /// consumer (producer) barrier, which
+  /// completes after the pipeline type's `consumers` (`producers`)
+  /// arrivals. Any other count hangs the other side (too few) or completes
+  /// the phase early, before the other threads of the side are done with
+  /// the slot (too many). The threads are the kernel's when its block size
+  /// is known, else those the outermost `kvpipe.warp_roles` names; elsewhere
+  /// (a helper) the count is an assumption. A condition that is neither
+  /// computed from the thread's identity and constants nor CTA-uniform
+  /// makes the count unproven.
+  void checkArrivals(ArrayRef<std::pair<Operation *, Value>> ops);
 
   // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
   // (ProtocolBarriers.cpp)

@@ -27,35 +27,42 @@
 
 namespace kvpipe {
 
-/// The threads that may run an op: `numThreads` consecutive threads from
-/// `threadIdx.x = firstThread`, all within the region of `scope` (a
-/// `kvpipe.warp_roles` or a kernel function).
+/// Ops whose result differs between the threads of a CTA: the thread, lane,
+/// warp and warpgroup ids, lane masks, `nvvm.elect.sync`, any
+/// `nvvm.read.ptx.sreg.*` but the CTA-uniform ones (block and grid ids and
+/// sizes, cluster ids), and inline assembly (which may read any of them).
+bool isThreadDependentOp(mlir::Operation *op);
+
+/// The threads that may run an op: the `numThreads` threads of the CTA
+/// (`threadIdx.x` 0 .. numThreads - 1) of the kernel `scope`, of whose body
+/// the op is part. Each `kvpipe.warp_roles` around the op is a condition on
+/// the thread's warpgroup (0 for the producer region, 1 and above for the
+/// consumer region, whose argument is the warpgroup - 1), as its lowering
+/// makes it.
 struct ThreadScope {
   mlir::Operation *scope;
-  mlir::Region *region;
-  int64_t firstThread;
   int64_t numThreads;
-  /// The consumer region's block of a `kvpipe.warp_roles`, whose argument is
-  /// the consumer's index (warpgroup - 1); null elsewhere.
-  mlir::Block *consumerBlock;
-  /// " of the producer warpgroup", " of the 2 consumer warpgroups",
   /// " of the CTA's 3 warpgroups".
   std::string description;
+  /// Why the threads cannot be enumerated (the op is counted as unproven),
+  /// or empty.
+  std::string unprovenReason;
 };
 
-/// The innermost scope of `op` whose threads are known: the role of the
-/// nearest `kvpipe.warp_roles`, or else the kernel (`gpu.func` with
-/// `known_block_size`, or a function with `nvvm.maxntid`: the kernels are
-/// launched with that many threads) with a one-dimensional block. Nothing in
-/// a helper function or a kernel of unknown size.
+/// The threads of the kernel that holds `op`: a kernel function (`gpu.func`
+/// kernel, or a function marked `gpu.kernel` / `nvvm.kernel`) with a known
+/// block size (`known_block_size`, `gpu.known_block_size`, or `nvvm.maxntid`:
+/// the generated kernels are launched with exactly that many threads), or
+/// else, inside a `kvpipe.warp_roles`, the warpgroups its outermost roles
+/// name (the producer's and `consumer_warpgroups`). Nothing for an op of a
+/// helper function or of a kernel of unknown size outside any roles.
 std::optional<ThreadScope> getThreadScope(mlir::Operation *op);
 
-/// Integer values on one thread: from its `threadIdx.x`, lane, warpgroup
-/// and, in a consumer role, the role's argument.
+/// Integer values on one thread: from its `threadIdx.x`, lane, warpgroup,
+/// lane masks and the consumer index of a `kvpipe.warp_roles`.
 class ThreadEvaluator {
 public:
-  ThreadEvaluator(mlir::Block *consumerBlock, int64_t tid)
-      : consumerBlock(consumerBlock), tid(tid) {}
+  explicit ThreadEvaluator(int64_t tid) : tid(tid) {}
 
   /// `value` on this thread; nothing for a value that is not computed from
   /// constants, the thread's identity and pure integer arithmetic (the first
@@ -65,7 +72,6 @@ public:
   mlir::Value unknown;
 
 private:
-  mlir::Block *consumerBlock;
   int64_t tid;
   llvm::DenseMap<mlir::Value, llvm::APInt> values;
 };
@@ -80,11 +86,22 @@ struct ThreadCount {
   mlir::Value unknownValue;
 };
 
-/// The threads of `scope` that reach `op` (through the `scf.if` and
-/// `scf.index_switch` branches around it) and for which `predicate`, when
-/// given, holds. `isUniform` says whether a condition that cannot be
-/// evaluated per thread is CTA-uniform (every thread takes it the same way).
+/// The threads of `scope` that reach `op` (through the `scf.if`,
+/// `scf.index_switch` and `kvpipe.warp_roles` branches around it) and for
+/// which `predicate`, when given, holds. `isUniform` says whether a
+/// condition that cannot be evaluated per thread is CTA-uniform (every
+/// thread takes it the same way).
 ThreadCount countThreads(mlir::Operation *op, mlir::Value predicate,
+                         const ThreadScope &scope,
+                         llvm::function_ref<bool(mlir::Value)> isUniform);
+
+/// The threads that run any of `ops` (the releases, or the commits, of one
+/// pipeline's sub-stage, each with its predicate): each arrives once on
+/// every phase of the barrier. (Ops one thread runs one after the other
+/// arrive on different slots' phases: two on one state are the pairing
+/// rule's error.)
+ThreadCount countThreads(llvm::ArrayRef<std::pair<mlir::Operation *,
+                                                  mlir::Value>> ops,
                          const ThreadScope &scope,
                          llvm::function_ref<bool(mlir::Value)> isUniform);
 
