@@ -301,3 +301,67 @@ func.func private @reads(%q: !q, %k: !ring, %s: !p) -> vector<64xf32> {
   %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
   return %d : vector<64xf32>
 }
+
+// -----
+
+// The slot a wgmma reads is the kvpipe.index its operand is offset by, slot
+// by slot: reading the next slot, or index xor 1, is not that (third
+// checker audit).
+
+// WRONG: the consumer waits for slot i = index(s) but its wgmma reads slot
+// (i + 1) mod 2 -- the NEXT slot, whose data the producer may not have loaded
+// yet (or is loading right now): a read before the data landed. The read is
+// "addressed from the slot's kvpipe.index", so it is matched to the wait of s.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.consumer_wait %s : !p
+    // expected-note @+1 {{the index}}
+    %slot = kvpipe.index %s : !p
+    %nx = arith.addi %slot, %c1 : index
+    %other = arith.remui %nx, %c2 : index
+    %tile = memref.subview %k[%other, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which ring slot the wgmma reads: the offset of its operand computed from the state's kvpipe.index is 1 at slot }}
+    %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+    %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+    %t = kvpipe.consumer_release %s, %e : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+// WRONG: as r01 with the other slot written index xor 1: the consumer waits for
+// slot i but its wgmma reads slot i ^ 1, not waited (read before data landed).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.consumer_wait %s : !p
+    // expected-note @+1 {{the index}}
+    %slot = kvpipe.index %s : !p
+    %other = arith.xori %slot, %c1 : index
+    %tile = memref.subview %k[%other, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+    // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which ring slot the wgmma reads: the offset of its operand computed from the state's kvpipe.index is not evalua}}
+    %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+    %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+    %t = kvpipe.consumer_release %s, %e : !p
+    scf.yield %t : !p
+  }
+  return %r : !p
+}
+

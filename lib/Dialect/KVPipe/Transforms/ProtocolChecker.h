@@ -131,6 +131,7 @@ public:
           checkCfPairing(region);
     });
     checkReads();
+    checkReadSlots();
     checkTransactions();
     checkLoadSlots();
     checkReleaseArrivals();
@@ -395,6 +396,13 @@ private:
   /// loop); returns what the blocks that leave the region leave.
   SmallVector<Queue> simulateCfg(Region &region, ArrayRef<Queue> entry);
   void checkReads();
+  /// The slot a wgmma reads is taken to be the one of the kvpipe.index its
+  /// operand's offsets are computed from: each such offset must be the index
+  /// itself at every slot (evaluated slot by slot, as for TMA loads'
+  /// destinations), or the reads are unproven (a wgmma reading
+  /// `(index + 1) mod stages` reads a slot nobody waited for).
+  void checkReadSlots();
+  void checkReadSlotOffset(WarpgroupMmaOp mma, Value offset);
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;
   Operation *root;

@@ -708,3 +708,68 @@ void ProtocolChecker::checkReads() {
       run(function.getFunctionBody());
   });
 }
+
+void ProtocolChecker::checkReadSlots() {
+  root->walk([&](WarpgroupMmaOp mma) {
+    for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
+      // The subview offsets of the operand computed from a kvpipe.index.
+      Value current = operand;
+      for (unsigned guard = 0; current && guard < 64; ++guard) {
+        Operation *def = current.getDefiningOp();
+        if (isa_and_nonnull<memref::CastOp, memref::ExpandShapeOp,
+                            memref::CollapseShapeOp>(def)) {
+          current = def->getOperand(0);
+          continue;
+        }
+        auto subview = dyn_cast_or_null<memref::SubViewOp>(def);
+        if (!subview)
+          break;
+        for (Value offset : subview.getOffsets())
+          checkReadSlotOffset(mma, offset);
+        current = subview.getSource();
+      }
+    }
+  });
+}
+
+void ProtocolChecker::checkReadSlotOffset(WarpgroupMmaOp mma, Value offset) {
+  // The kvpipe.index ops the offset is computed from, through pure ops.
+  SmallVector<IndexOp> indices;
+  SmallVector<Value> worklist = {offset};
+  DenseSet<Value> seen;
+  while (!worklist.empty() && seen.size() < 256) {
+    Value v = worklist.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    Operation *def = v.getDefiningOp();
+    if (auto index = dyn_cast_or_null<IndexOp>(def)) {
+      indices.push_back(index);
+      continue;
+    }
+    if (def && def->getNumRegions() == 0 && isMemoryEffectFree(def))
+      llvm::append_range(worklist, def->getOperands());
+  }
+  for (IndexOp index : indices) {
+    int64_t stages =
+        cast<PipelineType>(index.getPipeline().getType()).getKvStages();
+    if (stages == 1 || flow.isMixed(index.getPipeline()))
+      continue;
+    Value slot = flow.getSlot(index.getPipeline());
+    for (int64_t i = 0; i < stages; ++i) {
+      std::optional<int64_t> at = evaluateAtIndex(offset, slot, i);
+      if (at && *at == i)
+        continue;
+      InFlightDiagnostic diag =
+          unproven(mma)
+          << "which ring slot the wgmma reads: the offset of its operand "
+             "computed from the state's kvpipe.index is "
+          << (at ? std::to_string(*at) : std::string("not evaluated"))
+          << " at slot " << i
+          << ", and its reads are checked against the waits and releases of "
+             "the index's slot"
+          << where(index.getPipeline());
+      diag.attachNote(index.getLoc()) << "the index";
+      return;
+    }
+  }
+}
