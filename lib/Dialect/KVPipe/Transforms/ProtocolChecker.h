@@ -34,6 +34,7 @@
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
@@ -132,6 +133,7 @@ public:
     });
     checkReads();
     checkReadSlots();
+    checkSlotAccesses();
     checkTransactions();
     checkLoadSlots();
     checkReleaseArrivals();
@@ -403,6 +405,15 @@ private:
   /// `(index + 1) mod stages` reads a slot nobody waited for).
   void checkReadSlots();
   void checkReadSlotOffset(WarpgroupMmaOp mma, Value offset);
+  /// Ops other than wgmma that read or write a ring slot (vector and memref
+  /// loads and stores, kvpipe.tma_store, kvpipe.store_fragment, ...) run
+  /// while their thread holds the slot: after a consumer_wait or
+  /// producer_acquire of it (else unproven: the checker does not know which
+  /// side the op is on) and not after its release or commit (an error: the
+  /// other side may be refilling or reading it).
+  void checkSlotAccesses();
+  void checkSlotAccess(Operation *op, Value slot);
+  DenseSet<std::pair<Operation *, Value>> reportedAccesses;
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;
   Operation *root;

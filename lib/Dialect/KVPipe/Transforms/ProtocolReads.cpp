@@ -773,3 +773,96 @@ void ProtocolChecker::checkReadSlotOffset(WarpgroupMmaOp mma, Value offset) {
     }
   }
 }
+
+/// Whether `type` is in shared memory, where ring slots are.
+static bool isShared(MemRefType type) {
+  if (auto space = dyn_cast_or_null<gpu::AddressSpaceAttr>(type.getMemorySpace()))
+    return space.getValue() == gpu::AddressSpace::Workgroup;
+  if (auto space = dyn_cast_or_null<IntegerAttr>(type.getMemorySpace()))
+    return space.getInt() == 3;
+  return false;
+}
+
+/// Whether `op` reads or writes the memory of its memref operand `operand`.
+static bool accessesMemRef(Operation *op, Value operand) {
+  if (isa<TMAStoreOp, StoreFragmentOp>(op))
+    return true;
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return false;
+  SmallVector<MemoryEffects::EffectInstance> instances;
+  effects.getEffectsOnValue(operand, instances);
+  return llvm::any_of(instances, [](const MemoryEffects::EffectInstance &e) {
+    return isa<MemoryEffects::Read, MemoryEffects::Write>(e.getEffect());
+  });
+}
+
+void ProtocolChecker::checkSlotAccesses() {
+  root->walk([&](Operation *op) {
+    // wgmma reads are simulated (checkReads); TMA loads fill slots on the
+    // producer's barrier (checkLoadSlots); views only compute addresses.
+    if (isa<WarpgroupMmaOp, TMALoadOp, PipelineProtocolOpInterface>(op) ||
+        isa<ViewLikeOpInterface>(op))
+      return;
+    SmallVector<Value> slots;
+    auto addAll = [&](ArrayRef<Value> more) {
+      for (Value slot : more)
+        if (!llvm::is_contained(slots, slot))
+          slots.push_back(slot);
+    };
+    bool accesses = false;
+    for (Value operand : op->getOperands()) {
+      auto type = dyn_cast<MemRefType>(operand.getType());
+      if (!type || !isShared(type) || !accessesMemRef(op, operand))
+        continue;
+      accesses = true;
+      Operation *unknown = nullptr;
+      addAll(getSlotsRead(operand, unknown));
+    }
+    if (!accesses)
+      return;
+    // The ring addressed by the op's own indices (vector.load %ring[%slot, ...]).
+    for (Value operand : op->getOperands())
+      if (operand.getType().isIndex()) {
+        Operation *unknown = nullptr;
+        addAll(getSlotsOf(operand, 0, unknown));
+      }
+    for (Value slot : slots)
+      checkSlotAccess(op, slot);
+  });
+}
+
+void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
+  if (!reportedAccesses.insert({op, slot}).second)
+    return;
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  Operation *scope = function ? function.getOperation() : root;
+  // The op that opens the slot before `op` (a wait or an acquire), and the
+  // one that closes it before `op` (a release or a commit), if any.
+  Operation *opened = nullptr, *closed = nullptr;
+  scope->walk([&](PipelineProtocolOpInterface protocol) {
+    Operation *other = protocol.getOperation();
+    if (!(protocol.opensSlot() || protocol.closesSlot()) ||
+        flow.getSlot(protocol.getPipeline()) != slot ||
+        !dominance.properlyDominates(other, op))
+      return;
+    (protocol.opensSlot() ? opened : closed) = other;
+  });
+  if (closed) {
+    InFlightDiagnostic diag =
+        error(op) << "accesses a ring slot after its '"
+                  << closed->getName().stripDialect()
+                  << "': the other side may already be refilling or reading "
+                     "it"
+                  << where(cast<PipelineProtocolOpInterface>(closed)
+                               .getPipeline());
+    diag.attachNote(closed->getLoc()) << "the slot is handed over here";
+    return;
+  }
+  if (opened)
+    return;
+  unproven(op) << "that this op accesses the ring slot while it holds it: no "
+                  "consumer_wait or producer_acquire of the slot runs before "
+                  "it on every path"
+               << where(slot);
+}
