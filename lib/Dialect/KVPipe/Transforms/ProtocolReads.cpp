@@ -837,17 +837,33 @@ void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
     return;
   auto function = op->getParentOfType<FunctionOpInterface>();
   Operation *scope = function ? function.getOperation() : root;
-  // The op that opens the slot before `op` (a wait or an acquire), and the
-  // one that closes it before `op` (a release or a commit), if any.
-  Operation *opened = nullptr, *closed = nullptr;
+  // The waits / acquires and releases / commits of the slot before `op`
+  // (they dominate it, so they run one after the other): the sub-stages
+  // open when `op` runs.
+  SmallVector<PipelineProtocolOpInterface> before;
   scope->walk([&](PipelineProtocolOpInterface protocol) {
-    Operation *other = protocol.getOperation();
-    if (!(protocol.opensSlot() || protocol.closesSlot()) ||
-        flow.getSlot(protocol.getPipeline()) != slot ||
-        !dominance.properlyDominates(other, op))
-      return;
-    (protocol.opensSlot() ? opened : closed) = other;
+    if ((protocol.opensSlot() || protocol.closesSlot()) &&
+        flow.getSlot(protocol.getPipeline()) == slot &&
+        dominance.properlyDominates(protocol.getOperation(), op))
+      before.push_back(protocol);
   });
+  llvm::sort(before, [&](PipelineProtocolOpInterface a,
+                         PipelineProtocolOpInterface b) {
+    return dominance.properlyDominates(a.getOperation(), b.getOperation());
+  });
+  DenseSet<int64_t> open;
+  Operation *closed = nullptr;
+  for (PipelineProtocolOpInterface protocol : before) {
+    int64_t stage = protocol.getSubStage().value_or(0);
+    if (protocol.opensSlot()) {
+      open.insert(stage);
+    } else {
+      open.erase(stage);
+      closed = protocol.getOperation();
+    }
+  }
+  if (!open.empty())
+    return;
   if (closed) {
     InFlightDiagnostic diag =
         error(op) << "accesses a ring slot after its '"
@@ -859,8 +875,6 @@ void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
     diag.attachNote(closed->getLoc()) << "the slot is handed over here";
     return;
   }
-  if (opened)
-    return;
   unproven(op) << "that this op accesses the ring slot while it holds it: no "
                   "consumer_wait or producer_acquire of the slot runs before "
                   "it on every path"
