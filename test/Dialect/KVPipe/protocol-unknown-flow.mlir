@@ -170,3 +170,31 @@ func.func @cf_wait_early_exit(%p: !p, %c: i1, %e: i1) -> !p {
   // expected-note @below {{the path leaves here with it open}}
   return %p : !p
 }
+
+// -----
+
+// A wgmma operand that reaches it through a cf block argument: not followed,
+// so a release while the wgmma is in flight is unproven (first checker audit,
+// v10; the argument used to be taken for a function argument).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring, %other: !kt, %n: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %v = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  cf.br ^bb1(%v : !kt)
+^bb1(%tile: !kt):
+  // expected-note @+1 {{the wgmma}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  // released while the wgmma reading the slot is in flight
+  // expected-warning @+1 {{'kvpipe.consumer_release' op cannot prove that no wgmma in flight reads the released slot: the operand of a wgmma still in flight comes from 'func.fun}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  return %t : !p
+}
+

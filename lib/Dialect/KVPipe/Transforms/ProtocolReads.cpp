@@ -274,8 +274,10 @@ SmallVector<Value> ProtocolChecker::getSlotsRead(Value memref,
         continue;
       }
       // A function's own argument or a workgroup attribution: a buffer
-      // that no slot index addresses here.
-      if (isa_and_nonnull<FunctionOpInterface>(owner))
+      // that no slot index addresses here. (The argument of another block
+      // is what its predecessors pass: not followed.)
+      if (isa_and_nonnull<FunctionOpInterface>(owner) &&
+          argument.getOwner()->isEntryBlock())
         break;
       unknown = owner;
       break;
