@@ -118,9 +118,8 @@ bool ProtocolChecker::forwards(OpOperand &use) {
 }
 
 bool ProtocolChecker::isSameCondition(Value a, Value b) {
-  unsigned number = arithmetic.getValueNumber(a);
-  return number == arithmetic.getValueNumber(b) &&
-         !arithmetic.getNonUniformAtom(LinearExpr::ofAtom(number));
+  return arithmetic.getValueNumber(a) == arithmetic.getValueNumber(b) &&
+         isUniform(a);
 }
 
 bool ProtocolChecker::checkChainGuards(Value pipeline, Value producer,
