@@ -91,7 +91,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-NEXT:       %[[VANISHES:.*]] = arith.cmpf oeq, %[[P]], %[[ZERO]] : vector<32xf32>
 //  CHECK-NEXT:       %[[PD:.*]] = arith.mulf %[[P]], %[[DERIVS]] : vector<32xf32>
 //  CHECK-NEXT:       %[[PDZ:.*]] = arith.select %[[VANISHES]], %[[ZERO]], %[[PD]] : vector<32xi1>, vector<32xf32>
-//  CHECK-NEXT:       %[[PD16:.*]] = arith.truncf %[[PDZ]] : vector<32xf32> to vector<32xbf16>
+// P^T d rounded two at a time too.
+//  CHECK-NEXT:       vector.extract %[[PDZ]][0] : f32 from vector<32xf32>
+//  CHECK-NEXT:       vector.extract %[[PDZ]][1] : f32 from vector<32xf32>
+//  CHECK-NEXT:       nvvm.convert.f32x2.to.bf16x2 %{{.*}}, %{{.*}} {rnd = #nvvm.fp_rnd_mode<rn>} : vector<2xbf16>
+//       CHECK:       %[[PD16:.*]] = vector.from_elements %{{.*}} : vector<32xbf16>
 // The masks set both to 0.
 //       CHECK:       %[[MASKED:.*]]:2 = scf.if %{{.*}} -> (vector<32xbf16>, vector<32xbf16>) {
 //       CHECK:         %[[M0:.*]] = arith.select %[[VALID:.*]], %[[P16]], %[[ZERO16:.*]] : vector<32xi1>, vector<32xbf16>

@@ -722,6 +722,101 @@ SmallVector<Value> BackwardBuilder::maskValues(
                     [&] { return buildMaskModKeep(b, *c.maskMod, at()); });
 }
 
+BackwardBuilder::Probabilities BackwardBuilder::buildProbabilities(
+    Value s, Value lse, function_ref<ModifierIndices()> at,
+    function_ref<Value(Value)> maskScores,
+    function_ref<SmallVector<Value>(ValueRange, ArrayRef<Value>)>
+        maskElements) {
+  auto sType = cast<VectorType>(s.getType());
+  auto zeros = [&](Type element) -> Value {
+    auto type = VectorType::get(sType.getShape(), element);
+    return arith::ConstantOp::create(
+        b, type,
+        DenseElementsAttr::get(type, FloatAttr::get(element, 0.0).getValue()));
+  };
+  auto exp2 = [&](Value scores, Value factor) -> Value {
+    return math::Exp2Op::create(
+        b,
+        math::FmaOp::create(b, scores,
+                            vector::BroadcastOp::create(b, sType, factor),
+                            arith::NegFOp::create(b, lse)),
+        arith::FastMathFlags::afn);
+  };
+  Probabilities probs;
+  if (!c.scoreMod && !c.maskMod) {
+    // Without modifiers dS is computed from the fp32 P, which stays live
+    // across the dP wait next to its element-type copy for the dV wgmma.
+    // Extending the copy back instead (so that the fp32 P died early) cost
+    // 64 integer ops per Q block and was 3-4.5 % slower at head dim 64 once
+    // the dS^T store no longer held 16 addresses (stmatrix, 2026-12-04).
+    probs.p = exp2(maskScores(s), param(BackwardParam::ScaleLog2));
+    probs.p16 = probs.pd16 = packedTrunc(probs.p);
+    return probs;
+  }
+  // With a score_mod, P is recomputed from the modified scaled score (the
+  // forward's log-sum-exp is of those), and dS is the gradient of the scaled
+  // score: P (dP - delta) d score_mod / d s, the derivative taken at the
+  // scaled score (Modifiers.cpp); dK and dQ then take the scale as without
+  // one (epilogue, postprocess). With modifiers each (modified) score
+  // becomes P (and P d) at once, in the element type, which the masks then
+  // set to 0 (an infinite P of a masked score included): the scores and
+  // their derivatives are never live as fp32 fragments next to the mask's
+  // work (at head dim 128 that halved the soft-cap's spills, 2026-12-04).
+  Value p, dMod;
+  if (c.scoreMod) {
+    Value modified;
+    std::tie(modified, dMod) = buildScoreModWithDerivative(
+        b, *c.scoreMod, s, param(BackwardParam::Scale), at());
+    p = exp2(modified, f32(M_LOG2E));
+  } else {
+    p = exp2(s, param(BackwardParam::ScaleLog2));
+  }
+  Value zero = zeros(b.getF32Type()), zero16 = zeros(c.elementType);
+  SmallVector<Value> toMask = {packedTrunc(p)}, fills = {zero16};
+  if (dMod) {
+    // Where P is 0 (underflowed) so is the product, whatever the derivative
+    // at the raw score is (a region's log of a padding row's zero score has
+    // an infinite one).
+    Value vanishes =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p, zero);
+    toMask.push_back(packedTrunc(arith::SelectOp::create(
+        b, vanishes, zero, arith::MulFOp::create(b, p, dMod))));
+    fills.push_back(zero16);
+  }
+  // The aux tensors' gradients sum P (dP - delta) d over the whole tile,
+  // and such sums cancel (ALiBi's slope: each row of dS sums to zero, the
+  // distances do not): P rounded to the element type was a relative error
+  // of 0.03-0.1 in the slope's gradient at 517 x 300 (H200, 2026-12-05), so
+  // they take the fp32 P.
+  if (!c.auxGrads.empty()) {
+    toMask.push_back(p);
+    fills.push_back(zero);
+  }
+  SmallVector<Value> masked = maskElements(toMask, fills);
+  probs.p16 = masked[0];
+  probs.pd16 = dMod ? masked[1] : probs.p16;
+  if (!c.auxGrads.empty())
+    probs.pAux = masked.back();
+  return probs;
+}
+
+Value BackwardBuilder::buildScoreGradient(const Probabilities &probs, Value s,
+                                          Value dPMinusDelta,
+                                          function_ref<ModifierIndices()> at) {
+  Type sType = s.getType();
+  Value dS = arith::MulFOp::create(
+      b, probs.p ? probs.p : Value(arith::ExtFOp::create(b, sType, probs.pd16)),
+      dPMinusDelta);
+  // The auxiliary tensors' gradients: the modified score's gradient,
+  // P (dP - delta) with the masks' zeros, times the region's derivatives
+  // with respect to the values it reads.
+  if (probs.pAux)
+    buildScoreModAuxGradients(
+        b, *c.scoreMod, s, param(BackwardParam::Scale), at(),
+        arith::MulFOp::create(b, probs.pAux, dPMinusDelta), auxGradients);
+  return dS;
+}
+
 Value BackwardBuilder::dqTurn(Value qBlock, Value consumer) {
   // The order of a warpgroup's dQ contributions: the K/V blocks that reach a
   // Q block are 0 .. m (causal: those whose first key is at most the block's
@@ -879,104 +974,25 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     sT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{sT}, 1)
              .getResult(0);
     // P^T = exp2(S^T c - lse_log2) and dS^T = P^T (dP^T - delta).
-    Value pT, pT16, pDT16;
-    auto vectorOf = [&](Type type, double v) -> Value {
-      auto vecType = VectorType::get({kBlockM / 2}, type);
-      return arith::ConstantOp::create(
-          b, vecType,
-          DenseElementsAttr::get(vecType, FloatAttr::get(type, v).getValue()));
-    };
-    bool modifiers = c.scoreMod || c.maskMod;
-    if (modifiers) {
-      // With a score_mod, P^T is recomputed from the modified scaled score
-      // (the forward's log-sum-exp is of those), and dS^T is the gradient
-      // of the scaled score: P^T (dP^T - delta) d score_mod / d s, the
-      // derivative taken at the scaled score (Modifiers.cpp); dK and dQ then
-      // take the scale as without one (epilogue, postprocess). With
-      // modifiers each (modified) score becomes P^T (and P^T d) at once, in
-      // the element type, which the masks then set to 0 (an infinite P^T of
-      // a masked score included): the scores and their derivatives are
-      // never live as fp32 fragments next to the mask's work (at head dim
-      // 128 that halved the soft-cap's spills, 2026-12-04).
-      Value exponent, dMod;
-      if (c.scoreMod) {
-        Value modified;
-        std::tie(modified, dMod) = buildScoreModWithDerivative(
-            b, *c.scoreMod, sT, param(BackwardParam::Scale),
-            transposedIndices(qRow));
-        exponent = math::FmaOp::create(
-            b, modified, vector::BroadcastOp::create(b, sType, f32(M_LOG2E)),
-            arith::NegFOp::create(b, lse));
-      } else {
-        exponent = math::FmaOp::create(
-            b, sT, vector::BroadcastOp::create(b, sType, scaleLog2),
-            arith::NegFOp::create(b, lse));
-      }
-      pT = math::Exp2Op::create(b, exponent, arith::FastMathFlags::afn);
-      pT16 = packedTrunc(pT);
-      pDT16 = pT16;
-      if (dMod) {
-        // Where P^T is 0 (underflowed) so is the product, whatever the
-        // derivative at the raw score is (a region's log of a padding
-        // row's zero score has an infinite one).
-        Value zero = vectorOf(b.getF32Type(), 0.0);
-        Value vanishes =
-            arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, pT, zero);
-        pDT16 = arith::TruncFOp::create(
-            b, halfType,
-            arith::SelectOp::create(b, vanishes, zero,
-                                    arith::MulFOp::create(b, pT, dMod)));
-      }
-      Value zero16 = vectorOf(c.elementType, 0.0);
-      SmallVector<Value> toMask = {pT16}, fills = {zero16};
-      if (pDT16 != pT16) {
-        toMask.push_back(pDT16);
-        fills.push_back(zero16);
-      }
-      SmallVector<Value> masked = maskValues(
-          toMask, fills, transposedMaskNeeded(qRow, tileKeyRow),
-          [&] { return transposedValid(qRow); }, qRow, tileKeyRow, 64,
-          [&] { return transposedIndices(qRow); });
-      pT16 = masked[0];
-      pDT16 = masked.back();
-    } else {
-      sT = maskTransposed(sT, qRow, keyRow0, keyRow1, tileKeyRow);
-      pT = math::Exp2Op::create(
-          b,
-          math::FmaOp::create(b, sT,
-                              vector::BroadcastOp::create(b, sType, scaleLog2),
-                              arith::NegFOp::create(b, lse)),
-          arith::FastMathFlags::afn);
-    }
-    // Without modifiers dS^T is computed from the fp32 P^T, which stays live
-    // across the dP^T wait next to its element-type copy for the dV wgmma.
-    // Extending the copy back instead (so that the fp32 P^T died early) cost
-    // 64 integer ops per Q block and was 3-4.5 % slower at head dim 64 once
-    // the dS^T store no longer held 16 addresses (stmatrix, 2026-12-04);
-    // with modifiers P^T d is a third value, and the element-type copies
-    // keep the scores' fp32 fragments dead (above).
-    if (!modifiers) {
-      pT16 = packedTrunc(pT);
-      pDT16 = pT16;
-    }
+    auto at = [&] { return transposedIndices(qRow); };
+    Probabilities probs = buildProbabilities(
+        sT, lse, at,
+        [&](Value scores) {
+          return maskTransposed(scores, qRow, keyRow0, keyRow1, tileKeyRow);
+        },
+        [&](ValueRange values, ArrayRef<Value> fills) {
+          return maskValues(values, fills,
+                            transposedMaskNeeded(qRow, tileKeyRow),
+                            [&] { return transposedValid(qRow); }, qRow,
+                            tileKeyRow, 64, at);
+        });
+    Value pT16 = probs.p16;
     dPT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dPT}, 0)
               .getResult(0);
     Value delta = buildColumnVector(b, param(BackwardParam::Delta),
                                     firstColumn, kBlockM / 2);
-    Value dPTMinusDelta = arith::SubFOp::create(b, dPT, delta);
-    Value dST = arith::MulFOp::create(
-        b, modifiers ? Value(arith::ExtFOp::create(b, sType, pDT16)) : pT,
-        dPTMinusDelta);
-    // The auxiliary tensors' gradients: the modified score's gradient,
-    // P^T (dP^T - delta) with the masks' zeros, times the region's
-    // derivatives with respect to the values it reads.
-    if (!c.auxGrads.empty())
-      buildScoreModAuxGradients(
-          b, *c.scoreMod, sT, param(BackwardParam::Scale),
-          transposedIndices(qRow),
-          arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, pT16),
-                                dPTMinusDelta),
-          auxGradients);
+    Value dST = buildScoreGradient(probs, sT,
+                                   arith::SubFOp::create(b, dPT, delta), at);
     Value dST16 = arith::TruncFOp::create(b, halfType, dST);
     // dV += P^T dO_i, dK += dS^T Q_i (A from registers, as P in O += P V).
     // With dQ's column split, dK is issued after dQ (FA3's order): dQ then

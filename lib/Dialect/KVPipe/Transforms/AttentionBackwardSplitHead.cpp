@@ -229,76 +229,25 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
     s = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{s}, 1)
             .getResult(0);
     // P = exp2(S c - lse_log2) and dS = P (dP - delta), as the keys-split
-    // consumers compute P^T and dS^T (AttentionBackwardBuilder.cpp).
-    Value p, p16, pd16;
-    bool modifiers = c.scoreMod || c.maskMod;
+    // consumers compute P^T and dS^T (BackwardBuilder::buildProbabilities).
     auto at = [&] { return splitHeadIndices(qRow, firstKey); };
-    if (modifiers) {
-      Value exponent, dMod;
-      if (c.scoreMod) {
-        Value modified;
-        std::tie(modified, dMod) = buildScoreModWithDerivative(
-            b, *c.scoreMod, s, param(BackwardParam::Scale), at());
-        exponent = math::FmaOp::create(
-            b, modified, vector::BroadcastOp::create(b, sType, f32(M_LOG2E)),
-            arith::NegFOp::create(b, lse));
-      } else {
-        exponent = math::FmaOp::create(
-            b, s, vector::BroadcastOp::create(b, sType, scaleLog2),
-            arith::NegFOp::create(b, lse));
-      }
-      p = math::Exp2Op::create(b, exponent, arith::FastMathFlags::afn);
-      p16 = packedTrunc(p);
-      pd16 = p16;
-      if (dMod) {
-        // Where P is 0 (underflowed) so is the product, whatever the
-        // derivative at the raw score is.
-        Value zeros = arith::ConstantOp::create(
-            b, sType, DenseElementsAttr::get(sType, 0.0f));
-        Value vanishes =
-            arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, p, zeros);
-        pd16 = packedTrunc(arith::SelectOp::create(
-            b, vanishes, zeros, arith::MulFOp::create(b, p, dMod)));
-      }
-      Value zero16 = arith::ConstantOp::create(
-          b, halfType,
-          DenseElementsAttr::get(halfType,
-                                 FloatAttr::get(c.elementType, 0.0).getValue()));
-      SmallVector<Value> toMask = {p16}, fills = {zero16};
-      if (pd16 != p16) {
-        toMask.push_back(pd16);
-        fills.push_back(zero16);
-      }
-      SmallVector<Value> masked = maskValues(
-          toMask, fills, splitHeadMaskNeeded(qRow, firstKey),
-          [&] { return splitHeadValid(qRow, firstKey); }, qRow, firstKey, kW,
-          at);
-      p16 = masked[0];
-      pd16 = masked.back();
-    } else {
-      s = buildMaskedScores(b, s, splitHeadMaskNeeded(qRow, firstKey),
-                            [&] { return splitHeadValid(qRow, firstKey); });
-      p = math::Exp2Op::create(
-          b,
-          math::FmaOp::create(b, s,
-                              vector::BroadcastOp::create(b, sType, scaleLog2),
-                              arith::NegFOp::create(b, lse)),
-          arith::FastMathFlags::afn);
-      p16 = pd16 = packedTrunc(p);
-    }
+    Probabilities probs = buildProbabilities(
+        s, lse, at,
+        [&](Value scores) {
+          return buildMaskedScores(
+              b, scores, splitHeadMaskNeeded(qRow, firstKey),
+              [&] { return splitHeadValid(qRow, firstKey); });
+        },
+        [&](ValueRange values, ArrayRef<Value> fills) {
+          return maskValues(values, fills, splitHeadMaskNeeded(qRow, firstKey),
+                            [&] { return splitHeadValid(qRow, firstKey); },
+                            qRow, firstKey, kW, at);
+        });
+    Value p16 = probs.p16;
     dP = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dP}, 0)
              .getResult(0);
-    Value dPMinusDelta = arith::SubFOp::create(b, dP, delta);
-    Value dS16 = packedTrunc(arith::MulFOp::create(
-        b, modifiers ? Value(arith::ExtFOp::create(b, sType, pd16)) : p,
-        dPMinusDelta));
-    // The auxiliary tensors' gradients (as the keys-split consumers).
-    if (!c.auxGrads.empty())
-      buildScoreModAuxGradients(
-          b, *c.scoreMod, s, param(BackwardParam::Scale), at(),
-          arith::MulFOp::create(b, arith::ExtFOp::create(b, sType, p16),
-                                dPMinusDelta),
-          auxGradients);
+    Value dS16 = packedTrunc(buildScoreGradient(
+        probs, s, arith::SubFOp::create(b, dP, delta), at));
 
     // P and dS to this warpgroup's column block of buffer i % 2, visible to
     // the async proxy, and every warpgroup's written before any reads them.

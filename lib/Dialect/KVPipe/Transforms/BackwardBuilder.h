@@ -139,6 +139,28 @@ private:
                                 Value needed, function_ref<Value()> valid,
                                 Value qRow, Value firstKey, int64_t keys,
                                 function_ref<ModifierIndices()> at);
+  /// P = exp2(S c - lse_log2) of a consumer's fragment of scores `s` (either
+  /// family's orientation: `at` gives its indices), and the copies the
+  /// backward's wgmmas and gradients read.
+  struct Probabilities {
+    Value p;    ///< without modifiers: the fp32 P, masked (dS's factor)
+    Value p16;  ///< P in the element type, masked (dV's operand)
+    Value pd16; ///< with modifiers: P d score_mod / d s, element type, masked
+    Value pAux; ///< with aux_grads: the fp32 P, masked
+  };
+  /// `maskScores(s)`: the masked scores set to -inf (without modifiers);
+  /// `maskElements(values, fills)`: each value set to its fill where masked
+  /// (with modifiers: maskValues on the family's tile).
+  Probabilities buildProbabilities(
+      Value s, Value lse, function_ref<ModifierIndices()> at,
+      function_ref<Value(Value)> maskScores,
+      function_ref<SmallVector<Value>(ValueRange, ArrayRef<Value>)>
+          maskElements);
+  /// dS = P (dP - delta) in fp32 (P d (dP - delta) with a score_mod: the
+  /// scaled score's gradient), after adding the aux tensors' gradients.
+  Value buildScoreGradient(const Probabilities &probs, Value s,
+                           Value dPMinusDelta,
+                           function_ref<ModifierIndices()> at);
   /// Whether the S^T tile of Q block row `qRow` crosses a built-in mask's
   /// bound (a uniform i1), and the per-element verdict inside (built in the
   /// branch).
