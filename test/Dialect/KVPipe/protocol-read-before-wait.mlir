@@ -328,7 +328,7 @@ func.func @f(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
     %nx = arith.addi %slot, %c1 : index
     %other = arith.remui %nx, %c2 : index
     %tile = memref.subview %k[%other, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
-    // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which ring slot the wgmma reads: the offset of its operand computed from the state's kvpipe.index is 1 at slot }}
+    // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which ring slot the wgmma reads: the offset of its address computed from the state's kvpipe.index is 1 at slot }}
     %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
     %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
     %t = kvpipe.consumer_release %s, %e : !p
@@ -356,7 +356,7 @@ func.func @f(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
     %slot = kvpipe.index %s : !p
     %other = arith.xori %slot, %c1 : index
     %tile = memref.subview %k[%other, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
-    // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which ring slot the wgmma reads: the offset of its operand computed from the state's kvpipe.index is not evalua}}
+    // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which ring slot the wgmma reads: the offset of its address computed from the state's kvpipe.index is not evalua}}
     %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
     %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
     %t = kvpipe.consumer_release %s, %e : !p
@@ -365,3 +365,27 @@ func.func @f(%p: !p, %n: index, %e: i1, %q: !q, %k: !ring) -> !p {
   return %r : !p
 }
 
+
+// -----
+
+// The third audit's r07: the wgmma's tile is a memref.view of the ring's bytes
+// at index * 16384 (the slot's size): a byte offset the checker does not
+// evaluate, so which slot the wgmma reads is not proven (it used to pass).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!bytes = memref<32768xi8, #smem>
+!kt = memref<1x128x64xbf16, #smem>
+func.func @f(%p: !p, %e: i1, %q: !q, %k: !bytes) -> !p {
+  %c16384 = arith.constant 16384 : index
+  kvpipe.consumer_wait %p : !p
+  // expected-note @+1 {{the index}}
+  %slot = kvpipe.index %p : !p
+  %shift = arith.muli %slot, %c16384 : index
+  %tile = memref.view %k[%shift][] : !bytes to !kt
+  // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which ring slot the op addresses: a byte or linear offset of its address (memref.view, memref.reinterpret_cast) is computed from the state's kvpipe.index, and such offsets are not evaluated}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}

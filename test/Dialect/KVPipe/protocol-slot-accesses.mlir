@@ -83,3 +83,68 @@ func.func @load_between_wait_and_release(%p: !p, %e: i1, %k: !ring) -> (!p, vect
   %t = kvpipe.consumer_release %p, %e : !p
   return %t, %v : !p, vector<8xbf16>
 }
+
+// -----
+
+// WRONG: between its wait and its release the consumer loads from the OTHER
+// slot, (index + 1) mod 2, which nobody waited for (the producer may be
+// filling it). The access's slot offset is evaluated slot by slot.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  kvpipe.consumer_wait %p : !p
+  // expected-note @+1 {{the index}}
+  %slot = kvpipe.index %p : !p
+  %next = arith.addi %slot, %c1 : index
+  %other = arith.remui %next, %c2 : index
+  // expected-warning @+1 {{'vector.load' op cannot prove which ring slot the op accesses: the offset of its address computed from the state's kvpipe.index is 1 at slot 0}}
+  %v = vector.load %k[%other, %c0, %c0] : !ring, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the same through a subview whose offset is index xor 1.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring, %h: vector<32xbf16>) -> !p {
+  %c1 = arith.constant 1 : index
+  kvpipe.consumer_wait %p : !p
+  // expected-note @+1 {{the index}}
+  %slot = kvpipe.index %p : !p
+  %other = arith.xori %slot, %c1 : index
+  %t0 = memref.subview %k[%other, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+  // expected-warning @+1 {{'kvpipe.store_fragment' op cannot prove which ring slot the op accesses: the offset of its address computed from the state's kvpipe.index is not evaluated at slot 0}}
+  kvpipe.store_fragment %h, %t0 : vector<32xbf16>, !tile
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// WRONG: a vector.load from a memref.view of the ring's bytes at index * 16384:
+// the byte offset is not evaluated.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<32768xi8, #smem>
+!tile = memref<128x64xbf16, #smem>
+func.func @f(%p: !p, %e: i1, %k: !bytes) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c16384 = arith.constant 16384 : index
+  kvpipe.consumer_wait %p : !p
+  // expected-note @+1 {{the index}}
+  %slot = kvpipe.index %p : !p
+  %shift = arith.muli %slot, %c16384 : index
+  %tile = memref.view %k[%shift][] : !bytes to !tile
+  // expected-warning @+1 {{'vector.load' op cannot prove which ring slot the op addresses: a byte or linear offset of its address}}
+  %v = vector.load %tile[%c0, %c0] : !tile, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}

@@ -361,6 +361,22 @@ private:
   /// the chain could not be followed.
   SmallVector<Value> getSlotsRead(Value memref, Operation *&unknown,
                                   unsigned depth = 0);
+  /// One step down a memref's view chain, for the view ops the checker
+  /// follows (subview, reinterpret_cast, view, cast, expand_shape,
+  /// collapse_shape, transpose, memory_space_cast): the op's source, with a
+  /// subview's dynamic offsets (positions in the source's dimensions, one of
+  /// which may be the ring's slot) appended to `offsets`, and a
+  /// reinterpret_cast's offsets or a view's byte shift (linear positions) to
+  /// `linearOffsets`; null for any other op.
+  static Value stepView(Operation *def, SmallVectorImpl<Value> &offsets,
+                        SmallVectorImpl<Value> &linearOffsets);
+  /// The offsets of `memref`'s view chain within its function (stepView
+  /// down to the first op it does not follow); `viewed`: any view op.
+  struct ViewOffsets {
+    SmallVector<Value> offsets, linearOffsets;
+    bool viewed = false;
+  };
+  static ViewOffsets getViewOffsets(Value memref);
   /// The sub-stage of the slot the buffer `memref` holds: the producer's
   /// sub-stage for the same tile, or -1.
   int64_t getStageRead(Value memref, Value slot);
@@ -404,7 +420,14 @@ private:
   /// destinations), or the reads are unproven (a wgmma reading
   /// `(index + 1) mod stages` reads a slot nobody waited for).
   void checkReadSlots();
-  void checkReadSlotOffset(WarpgroupMmaOp mma, Value offset);
+  /// The slot the memref operand `memref` of `op` addresses (its view
+  /// chain's offsets, checkSlotOffset each; a linear offset computed from a
+  /// kvpipe.index is not evaluated: unproven).
+  void checkSlotOffsets(Operation *op, Value memref);
+  /// An offset (or index operand) of `op`'s address computed from a ring's
+  /// kvpipe.index must be the index itself at every slot, else unproven.
+  void checkSlotOffset(Operation *op, Value offset);
+  DenseSet<Operation *> reportedSlotOffsets;
   /// Ops other than wgmma that read or write a ring slot (vector and memref
   /// loads and stores, kvpipe.tma_store, kvpipe.store_fragment, ...) run
   /// while their thread holds the slot: after a consumer_wait or

@@ -251,6 +251,39 @@ SmallVector<Value> ProtocolChecker::getSlotsOf(Value value, unsigned depth,
   return slots;
 }
 
+Value ProtocolChecker::stepView(Operation *def,
+                               SmallVectorImpl<Value> &offsets,
+                               SmallVectorImpl<Value> &linearOffsets) {
+  if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
+    llvm::append_range(offsets, subview.getOffsets());
+    return subview.getSource();
+  }
+  if (auto view = dyn_cast_or_null<memref::ViewOp>(def)) {
+    linearOffsets.push_back(view.getByteShift());
+    return view.getSource();
+  }
+  if (auto reinterpret = dyn_cast_or_null<memref::ReinterpretCastOp>(def)) {
+    llvm::append_range(linearOffsets, reinterpret.getOffsets());
+    return reinterpret.getSource();
+  }
+  if (isa_and_nonnull<memref::CastOp, memref::ExpandShapeOp,
+                      memref::CollapseShapeOp, memref::TransposeOp,
+                      memref::MemorySpaceCastOp>(def))
+    return def->getOperand(0);
+  return Value();
+}
+
+ProtocolChecker::ViewOffsets ProtocolChecker::getViewOffsets(Value memref) {
+  ViewOffsets chain;
+  Value current = memref;
+  for (unsigned guard = 0; current && guard < 64; ++guard) {
+    current = stepView(current.getDefiningOp(), chain.offsets,
+                       chain.linearOffsets);
+    chain.viewed |= bool(current);
+  }
+  return chain;
+}
+
 SmallVector<Value> ProtocolChecker::getSlotsRead(Value memref,
                                                  Operation *&unknown,
                                                  unsigned depth) {
@@ -283,21 +316,11 @@ SmallVector<Value> ProtocolChecker::getSlotsRead(Value memref,
       break;
     }
     Operation *def = current.getDefiningOp();
-    if (auto subview = dyn_cast<memref::SubViewOp>(def)) {
-      for (Value offset : subview.getOffsets())
+    SmallVector<Value> offsets;
+    if (Value source = stepView(def, offsets, offsets)) {
+      for (Value offset : offsets)
         addAll(getSlotsOf(offset, depth, unknown, level));
-      current = subview.getSource();
-    } else if (auto view = dyn_cast<memref::ViewOp>(def)) {
-      addAll(getSlotsOf(view.getByteShift(), depth, unknown, level));
-      current = view.getSource();
-    } else if (auto reinterpret = dyn_cast<memref::ReinterpretCastOp>(def)) {
-      for (Value offset : reinterpret.getOffsets())
-        addAll(getSlotsOf(offset, depth, unknown, level));
-      current = reinterpret.getSource();
-    } else if (isa<memref::CastOp, memref::ExpandShapeOp,
-                   memref::CollapseShapeOp, memref::TransposeOp,
-                   memref::MemorySpaceCastOp>(def)) {
-      current = def->getOperand(0);
+      current = source;
     } else if (auto call = dyn_cast<CallOpInterface>(def)) {
       // A helper that returns a view: what it returns, in its terms.
       FunctionOpInterface callee = flow.resolveCallee(call);
@@ -713,31 +736,16 @@ void ProtocolChecker::checkReads() {
 
 void ProtocolChecker::checkReadSlots() {
   root->walk([&](WarpgroupMmaOp mma) {
-    for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
-      // The subview offsets of the operand computed from a kvpipe.index.
-      Value current = operand;
-      for (unsigned guard = 0; current && guard < 64; ++guard) {
-        Operation *def = current.getDefiningOp();
-        if (isa_and_nonnull<memref::CastOp, memref::ExpandShapeOp,
-                            memref::CollapseShapeOp>(def)) {
-          current = def->getOperand(0);
-          continue;
-        }
-        auto subview = dyn_cast_or_null<memref::SubViewOp>(def);
-        if (!subview)
-          break;
-        for (Value offset : subview.getOffsets())
-          checkReadSlotOffset(mma, offset);
-        current = subview.getSource();
-      }
-    }
+    for (Value operand : {Value(mma.getA()), Value(mma.getB())})
+      if (isa<MemRefType>(operand.getType()))
+        checkSlotOffsets(mma, operand);
   });
 }
 
-void ProtocolChecker::checkReadSlotOffset(WarpgroupMmaOp mma, Value offset) {
-  // The kvpipe.index ops the offset is computed from, through pure ops.
+/// The kvpipe.index ops `value` is computed from, through pure ops.
+static SmallVector<IndexOp> getIndicesOf(Value value) {
   SmallVector<IndexOp> indices;
-  SmallVector<Value> worklist = {offset};
+  SmallVector<Value> worklist = {value};
   DenseSet<Value> seen;
   while (!worklist.empty() && seen.size() < 256) {
     Value v = worklist.pop_back_val();
@@ -751,24 +759,58 @@ void ProtocolChecker::checkReadSlotOffset(WarpgroupMmaOp mma, Value offset) {
     if (def && def->getNumRegions() == 0 && isMemoryEffectFree(def))
       llvm::append_range(worklist, def->getOperands());
   }
-  for (IndexOp index : indices) {
-    int64_t stages =
-        cast<PipelineType>(index.getPipeline().getType()).getKvStages();
-    if (stages == 1 || flow.isMixed(index.getPipeline()))
-      continue;
-    Value slot = flow.getSlot(index.getPipeline());
+  return indices;
+}
+
+/// The ring's slot count of `index`'s pipeline when it has several and the
+/// flow knows its slot; 0 otherwise (nothing to evaluate).
+static int64_t getEvaluatedStages(IndexOp index, const PipelineFlow &flow) {
+  int64_t stages =
+      cast<PipelineType>(index.getPipeline().getType()).getKvStages();
+  return stages == 1 || flow.isMixed(index.getPipeline()) ? 0 : stages;
+}
+
+void ProtocolChecker::checkSlotOffsets(Operation *op, Value memref) {
+  ViewOffsets chain = getViewOffsets(memref);
+  for (Value offset : chain.offsets)
+    checkSlotOffset(op, offset);
+  for (Value offset : chain.linearOffsets)
+    for (IndexOp index : getIndicesOf(offset)) {
+      if (!getEvaluatedStages(index, flow) ||
+          !reportedSlotOffsets.insert(op).second)
+        continue;
+      InFlightDiagnostic diag =
+          unproven(op)
+          << "which ring slot the op addresses: a byte or linear offset of "
+             "its address (memref.view, memref.reinterpret_cast) is computed "
+             "from the state's kvpipe.index, and such offsets are not "
+             "evaluated"
+          << where(index.getPipeline());
+      diag.attachNote(index.getLoc()) << "the index";
+      return;
+    }
+}
+
+void ProtocolChecker::checkSlotOffset(Operation *op, Value offset) {
+  for (IndexOp index : getIndicesOf(offset)) {
+    int64_t stages = getEvaluatedStages(index, flow);
+    Value slot = stages ? flow.getSlot(index.getPipeline()) : Value();
     for (int64_t i = 0; i < stages; ++i) {
       std::optional<int64_t> at = evaluateAtIndex(offset, slot, i);
       if (at && *at == i)
         continue;
+      if (!reportedSlotOffsets.insert(op).second)
+        return;
       InFlightDiagnostic diag =
-          unproven(mma)
-          << "which ring slot the wgmma reads: the offset of its operand "
-             "computed from the state's kvpipe.index is "
+          unproven(op)
+          << "which ring slot the "
+          << (isa<WarpgroupMmaOp>(op) ? "wgmma reads" : "op accesses")
+          << ": the offset of its address computed from the state's "
+             "kvpipe.index is "
           << (at ? std::to_string(*at) : std::string("not evaluated"))
           << " at slot " << i
-          << ", and its reads are checked against the waits and releases of "
-             "the index's slot"
+          << ", and its accesses are checked against the waits and releases "
+             "of the index's slot"
           << where(index.getPipeline());
       diag.attachNote(index.getLoc()) << "the index";
       return;
@@ -820,6 +862,7 @@ void ProtocolChecker::checkSlotAccesses() {
       accesses = true;
       Operation *unknown = nullptr;
       addAll(getSlotsRead(operand, unknown));
+      checkSlotOffsets(op, operand);
     }
     if (!accesses)
       return;
@@ -828,6 +871,7 @@ void ProtocolChecker::checkSlotAccesses() {
       if (operand.getType().isIndex()) {
         Operation *unknown = nullptr;
         addAll(getSlotsOf(operand, 0, unknown));
+        checkSlotOffset(op, operand);
       }
     for (Value slot : slots)
       checkSlotAccess(op, slot);

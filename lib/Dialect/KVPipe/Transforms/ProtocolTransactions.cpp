@@ -91,35 +91,14 @@ void ProtocolChecker::checkLoadSlots() {
       return; // reported by rule 3
     Value slot = flow.getSlot(state);
     // The slot offsets of the destination, and whether it has views.
-    SmallVector<OpFoldResult> offsets;
-    bool viewed = false, other = false;
-    Value current = load.getDest();
-    for (unsigned guard = 0; current && guard < 64; ++guard) {
-      Operation *def = current.getDefiningOp();
-      if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
-        viewed = true;
-        for (OpFoldResult offset : subview.getMixedOffsets()) {
-          Value v = dyn_cast<Value>(offset);
-          Operation *unknown = nullptr;
-          if (v && !getSlotsOf(v, 0, unknown).empty())
-            offsets.push_back(offset);
-        }
-        current = subview.getSource();
-      } else if (def && isa<memref::ViewOp, memref::ReinterpretCastOp>(def)) {
-        viewed = true;
-        for (Value operand : def->getOperands().drop_front()) {
-          Operation *unknown = nullptr;
-          if (!getSlotsOf(operand, 0, unknown).empty())
-            other = true;
-        }
-        current = def->getOperand(0);
-      } else if (def && isa<memref::CastOp, memref::ExpandShapeOp,
-                            memref::CollapseShapeOp>(def)) {
-        current = def->getOperand(0);
-      } else {
-        break;
-      }
-    }
+    ViewOffsets chain = getViewOffsets(load.getDest());
+    bool viewed = chain.viewed;
+    auto fromIndex = [&](Value offset) {
+      Operation *unknown = nullptr;
+      return !getSlotsOf(offset, 0, unknown).empty();
+    };
+    SmallVector<Value> offsets = llvm::filter_to_vector(chain.offsets, fromIndex);
+    bool other = llvm::any_of(chain.linearOffsets, fromIndex);
     if (!viewed)
       return; // the destination is passed in: the caller's view
     // The indices the state can have.
@@ -144,8 +123,7 @@ void ProtocolChecker::checkLoadSlots() {
       diag.attachNote(mbar.getLoc()) << "the barrier";
       return;
     }
-    for (OpFoldResult offset : offsets) {
-      Value v = cast<Value>(offset);
+    for (Value v : offsets) {
       bool anyEqual = false, anyDifferent = false, unknown = false;
       int64_t example = -1, exampleIndex = -1;
       for (int64_t i : indices) {
