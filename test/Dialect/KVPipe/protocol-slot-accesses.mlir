@@ -40,9 +40,11 @@ func.func @f(%p: !p, %e: i1, %map: !map, %k: !ring, %i: index) -> !p {
   %c0 = arith.constant 0 : index
   %slot = kvpipe.index %p : !p
   %t0 = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
-  // expected-warning @+1 {{'kvpipe.tma_store' op cannot prove that this op accesses the ring slot while it holds it: no consumer_wait or producer_acquire of the slot runs before}}
+  // expected-warning @+2 {{'kvpipe.tma_store' op cannot prove that this op accesses the ring slot while it holds it: no consumer_wait or producer_acquire of the slot runs before}}
+  // expected-warning @+1 {{'kvpipe.tma_store' op cannot prove that the TMA store has read the ring slot before its 'consumer_release'}}
   kvpipe.tma_store %t0, %map[%c0, %i, %c0] : !tile, !map
   kvpipe.consumer_wait %p : !p
+  // expected-note @+1 {{the slot is handed over here}}
   %t = kvpipe.consumer_release %p, %e : !p
   return %t : !p
 }
@@ -147,4 +149,53 @@ func.func @f(%p: !p, %e: i1, %k: !bytes) -> (!p, vector<8xbf16>) {
   %v = vector.load %tile[%c0, %c0] : !tile, vector<8xbf16>
   %t = kvpipe.consumer_release %p, %e : !p
   return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// A TMA store reads its slot asynchronously. WRONG: the consumer stores the
+// slot back to global memory and releases it at once: the bulk copy may still
+// be reading it while the producer refills it.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %map: !map, %k: !ring, %i: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %t0 = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+  // expected-warning @+1 {{'kvpipe.tma_store' op cannot prove that the TMA store has read the ring slot before its 'consumer_release': no cp.async.bulk.commit_group followed by cp.async.bulk.wait_group 0 runs between them after the store}}
+  kvpipe.tma_store %t0, %map[%c0, %i, %c0] : !tile, !map
+  nvvm.cp.async.bulk.commit.group
+  // A wait that leaves one group in flight: the store's may be that one.
+  nvvm.cp.async.bulk.wait_group 1 {read}
+  // expected-note @+1 {{the slot is handed over here}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// Corrected: the elected thread stores, commits and waits for the group's
+// reads in its branch (as the backward's dK/dV epilogue), then the slot is
+// released.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+func.func @store_retired_in_branch(%p: !p, %e: i1, %map: !map, %k: !ring, %i: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %t0 = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+  scf.if %e {
+    kvpipe.tma_store %t0, %map[%c0, %i, %c0] : !tile, !map
+    nvvm.cp.async.bulk.commit.group
+    nvvm.cp.async.bulk.wait_group 0 {read}
+  }
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
 }

@@ -436,6 +436,12 @@ private:
   /// other side may be refilling or reading it).
   void checkSlotAccesses();
   void checkSlotAccess(Operation *op, Value slot);
+  /// A TMA store reads its slot asynchronously: before a release or commit
+  /// of the slot that follows it, the issuing thread must have committed
+  /// the bulk group and waited for it (`cp.async.bulk.commit_group`, then
+  /// `cp.async.bulk.wait_group 0`, after the store in its block or in the
+  /// blocks around it), else unproven.
+  void checkStoreRetired(TMAStoreOp store, Value slot);
   DenseSet<std::pair<Operation *, Value>> reportedAccesses;
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;

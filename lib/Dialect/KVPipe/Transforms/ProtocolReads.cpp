@@ -873,8 +873,59 @@ void ProtocolChecker::checkSlotAccesses() {
         addAll(getSlotsOf(operand, 0, unknown));
         checkSlotOffset(op, operand);
       }
-    for (Value slot : slots)
+    for (Value slot : slots) {
       checkSlotAccess(op, slot);
+      if (auto store = dyn_cast<TMAStoreOp>(op))
+        checkStoreRetired(store, slot);
+    }
+  });
+}
+
+/// Whether, walking forward from `store` (the rest of its block, then the
+/// rest of each enclosing block) up to `handover`, the bulk group holding the
+/// store is committed and then waited for to the last group.
+static bool isBulkStoreRetiredBefore(Operation *store, Operation *handover) {
+  bool committed = false;
+  for (Operation *from = store; from && !isa<FunctionOpInterface>(from);
+       from = from->getParentOp()) {
+    for (Operation *next = from->getNextNode(); next;
+         next = next->getNextNode()) {
+      if (next == handover || next->isAncestor(handover))
+        return false;
+      if (isa<NVVM::CpAsyncBulkCommitGroupOp>(next))
+        committed = true;
+      else if (auto wait = dyn_cast<NVVM::CpAsyncBulkWaitGroupOp>(next);
+               wait && committed && wait.getGroup() == 0)
+        return true;
+    }
+  }
+  return false;
+}
+
+void ProtocolChecker::checkStoreRetired(TMAStoreOp store, Value slot) {
+  auto function = store->getParentOfType<FunctionOpInterface>();
+  if (!function)
+    return;
+  function->walk([&](PipelineProtocolOpInterface protocol) {
+    if (!protocol.closesSlot() || flow.getSlot(protocol.getPipeline()) != slot)
+      return WalkResult::advance();
+    // A handover that runs after the store in program order: in the
+    // handover's block, the store's ancestor comes first.
+    Operation *handover = protocol.getOperation();
+    Operation *storeAt = handover->getBlock()->findAncestorOpInBlock(*store);
+    if (!storeAt || storeAt == handover || !storeAt->isBeforeInBlock(handover))
+      return WalkResult::advance();
+    if (isBulkStoreRetiredBefore(store, handover))
+      return WalkResult::advance();
+    InFlightDiagnostic diag =
+        unproven(store)
+        << "that the TMA store has read the ring slot before its '"
+        << handover->getName().stripDialect()
+        << "': no cp.async.bulk.commit_group followed by "
+           "cp.async.bulk.wait_group 0 runs between them after the store"
+        << where(protocol.getPipeline());
+    diag.attachNote(handover->getLoc()) << "the slot is handed over here";
+    return WalkResult::interrupt();
   });
 }
 
