@@ -73,11 +73,12 @@ gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
 }
 
 //===----------------------------------------------------------------------===//
-// Preprocess and postprocess: a warp's rows at once, D/32 elements per lane.
+// Preprocess and postprocess: one warp per row, D/32 elements per lane.
 //===----------------------------------------------------------------------===//
 
-std::pair<Value, Value> BackwardBuilder::setUpWarpRows(Value seqQ,
-                                                       Value headsQ) {
+void BackwardBuilder::forEachWarpRow(
+    Value seqQ, Value headsQ,
+    function_ref<void(Value, Value, Value, Value)> body) {
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value warp = arith::DivUIOp::create(b, tid, index(32));
   Value lane = arith::RemUIOp::create(b, tid, index(32));
@@ -95,8 +96,13 @@ std::pair<Value, Value> BackwardBuilder::setUpWarpRows(Value seqQ,
   head = headIndex;
   Value firstRow = arith::AddIOp::create(
       b, arith::MulIOp::create(b, block, index(kBlockM)),
-      arith::MulIOp::create(b, warp, index(kRowsPerWarp)));
-  return {firstRow, lane};
+      arith::MulIOp::create(b, warp, index(kBlockM / 4)));
+  auto loop = scf::ForOp::create(b, index(0), index(kBlockM / 4), index(1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value row = arith::AddIOp::create(b, firstRow, loop.getInductionVar());
+  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ);
+  body(row, arith::AddIOp::create(b, rowBase, row), valid, lane);
 }
 
 Value BackwardBuilder::rowChunkColumn(Value lane, int64_t chunk,
@@ -159,46 +165,42 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                         p(PreprocessParam::DOStrideS)};
   // O and dO rows: value_head_dim columns; dQ's: head_dim.
   int64_t perLane = c.valueHeadDim / 32;
-  auto [firstRow, lane] = setUpWarpRows(seqQ, headsQ);
-  Value lastRow = arith::SubIOp::create(b, seqQ, index(1));
-  // Every row's O and dO are loaded before any row is reduced: a row at a
-  // time, each warp had one row's loads in flight and the kernel was 6 %
-  // (head dim 128) to 20 % (64) slower than cuDNN's (H200, 2026-12-05).
-  // Rows past seq_q load the last row and count 0 (no branch between the
-  // loads).
-  auto f32Vec = VectorType::get({perLane}, b.getF32Type());
-  SmallVector<Value> rows, valid, os, dOs;
-  for (int64_t r = 0; r < kRowsPerWarp; ++r) {
-    rows.push_back(arith::AddIOp::create(b, firstRow, index(r)));
-    valid.push_back(arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                          rows.back(), seqQ));
-    Value loaded = arith::MinUIOp::create(b, rows.back(), lastRow);
-    os.push_back(rowElements(p(PreprocessParam::O), oStrides, loaded, lane,
-                             c.valueHeadDim));
-    dOs.push_back(rowElements(p(PreprocessParam::DO), dOStrides, loaded, lane,
-                              c.valueHeadDim));
-  }
-  int64_t width = rowChunkElements(c.headDim);
-  auto zeroChunk = VectorType::get({width}, b.getF32Type());
-  Value zeros = arith::ConstantOp::create(
-      b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
-  for (int64_t r = 0; r < kRowsPerWarp; ++r) {
-    // rowsum(dO * O), the warp's lanes summed: 0 for a padding row.
-    Value sum = vector::ReductionOp::create(
-        b, vector::CombiningKind::ADD,
-        arith::MulFOp::create(b, arith::ExtFOp::create(b, f32Vec, os[r]),
-                              arith::ExtFOp::create(b, f32Vec, dOs[r])));
-    sum = arith::SelectOp::create(b, valid[r], sum, f32(0.0));
+  forEachWarpRow(seqQ, headsQ, [&](Value row, Value paddedRow, Value valid,
+                                   Value lane) {
+    // The warp's part of rowsum(dO * O): 0 for a padding row.
+    auto ifValid = scf::IfOp::create(b, b.getF32Type(), valid,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifValid.elseBlock());
+      scf::YieldOp::create(b, f32(0.0));
+      b.setInsertionPointToStart(ifValid.thenBlock());
+      auto f32Vec = VectorType::get({perLane}, b.getF32Type());
+      Value o = arith::ExtFOp::create(
+          b, f32Vec, rowElements(p(PreprocessParam::O), oStrides, row, lane,
+                                 c.valueHeadDim));
+      Value dO = arith::ExtFOp::create(
+          b, f32Vec, rowElements(p(PreprocessParam::DO), dOStrides, row, lane,
+                                 c.valueHeadDim));
+      Value partial = vector::ReductionOp::create(
+          b, vector::CombiningKind::ADD, arith::MulFOp::create(b, o, dO));
+      scf::YieldOp::create(b, partial);
+    }
+    Value sum = ifValid.getResult(0);
     for (int32_t offset : {16, 8, 4, 2, 1})
       sum = arith::AddFOp::create(
           b, sum,
           gpu::ShuffleOp::create(b, sum, i32(offset), i32(32),
                                  gpu::ShuffleMode::XOR)
               .getShuffleResult());
-    Value paddedOffset = toI64(arith::AddIOp::create(b, rowBase, rows[r]));
+    Value paddedOffset = toI64(paddedRow);
     // This lane's chunks of the dQ accumulator's row are zeroed.
     Value dqRow = arith::MulIOp::create(
         b, paddedOffset, arith::ConstantIntOp::create(b, c.headDim, 64));
+    int64_t width = rowChunkElements(c.headDim);
+    auto zeroChunk = VectorType::get({width}, b.getF32Type());
+    Value zeros = arith::ConstantOp::create(
+        b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
     for (int64_t chunk = 0; chunk < c.headDim / 32 / width; ++chunk)
       LLVM::StoreOp::create(
           b, zeros,
@@ -206,47 +208,40 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                   arith::AddIOp::create(
                       b, dqRow, toI64(rowChunkColumn(lane, chunk, width)))),
           width * 4);
-    // Every lane holds the sum; lane r stores it.
-    auto store = scf::IfOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(r)),
+    auto first = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)),
         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(store.thenBlock());
+    b.setInsertionPointToStart(first.thenBlock());
     LLVM::StoreOp::create(b, sum,
                           element(b.getF32Type(), p(PreprocessParam::Delta),
                                   paddedOffset));
-  }
-  // lse * log2(e) for the main kernel's exp2, lane r for row r; padding
-  // rows 0 (their columns are masked there).
-  {
-    auto perRow = scf::IfOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, lane,
-                              index(kRowsPerWarp)),
-        /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(perRow.thenBlock());
-    Value row = arith::AddIOp::create(b, firstRow, lane);
-    Value loaded = arith::MinUIOp::create(b, row, lastRow);
-    Value unpadded = toI64(arith::AddIOp::create(
-        b,
-        arith::MulIOp::create(
-            b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ),
-                                     head),
-            seqQ),
-        loaded));
-    Value lse = LLVM::LoadOp::create(
-        b, b.getF32Type(),
-        element(b.getF32Type(), p(PreprocessParam::Lse), unpadded));
-    Value lseLog2 = arith::SelectOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ),
-        arith::MulFOp::create(b, lse, f32(M_LOG2E)), f32(0.0));
-    LLVM::StoreOp::create(
-        b, lseLog2,
-        element(b.getF32Type(), p(PreprocessParam::LseLog2),
-                toI64(arith::AddIOp::create(b, rowBase, row))));
-  }
+    // lse * log2(e) for the main kernel's exp2; padding rows 0 (their
+    // columns are masked there).
+    auto ifLse = scf::IfOp::create(b, b.getF32Type(), valid,
+                                   /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard lseGuard(b);
+      b.setInsertionPointToStart(ifLse.elseBlock());
+      scf::YieldOp::create(b, f32(0.0));
+      b.setInsertionPointToStart(ifLse.thenBlock());
+      Value unpadded = toI64(arith::AddIOp::create(
+          b,
+          arith::MulIOp::create(
+              b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ),
+                                       head),
+              seqQ),
+          row));
+      Value lse = LLVM::LoadOp::create(
+          b, b.getF32Type(),
+          element(b.getF32Type(), p(PreprocessParam::Lse), unpadded));
+      scf::YieldOp::create(b, ValueRange{arith::MulFOp::create(
+                                  b, lse, f32(M_LOG2E))});
+    }
+    LLVM::StoreOp::create(b, ifLse.getResult(0),
+                          element(b.getF32Type(), p(PreprocessParam::LseLog2),
+                                  paddedOffset));
+  });
   if (c.deterministic) {
     // The CTA's Q block starts with no dQ contribution added: its counter
     // (one per 64-row block of the padded rows, rowBase / 64 + block) is 0.

@@ -73,11 +73,13 @@ private:
   Value element(Type t, Value base, Value offset) {
     return LLVM::GEPOp::create(b, ptrType(), t, base, ValueRange{offset});
   }
-  /// For the row-wise kernels: each warp of the CTA's 64-row block takes
-  /// kRowsPerWarp consecutive rows. Sets the kernel's batch, head and
-  /// padded-row base; returns the warp's first row and the thread's lane.
-  static constexpr int64_t kRowsPerWarp = kBlockM / 4;
-  std::pair<Value, Value> setUpWarpRows(Value seqQ, Value headsQ);
+  /// For the row-wise kernels: `body(row, valid)` for each of the 16 rows a
+  /// warp of the CTA's 64-row block takes, with the kernel's row and
+  /// padded-row bases set.
+  void forEachWarpRow(Value seqQ, Value headsQ,
+                      function_ref<void(Value row, Value paddedRow,
+                                        Value valid, Value lane)>
+                          body);
   /// `v` (f32) rounded to the element type two at a time (cvt.rn.bf16x2 /
   /// f16x2, one F2FP): P^T is both the dV wgmma's A operand (packed) and
   /// extended back for dS, and from a plain truncf LLVM emits one scalar
