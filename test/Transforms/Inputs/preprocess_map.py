@@ -1,0 +1,89 @@
+"""Checks the backward preprocess by interpreting it (simt.py) for one CTA.
+
+For each head dim (64-256, bf16 and f16; V's 128 with Q/K's 192) and a
+partial last Q block, O, dO and lse hold distinct values (exact in the
+element type), and the kernel must write, for every row of the CTA's 64-row
+block: delta = rowsum(dO * O) (0 for rows past seq_q), lse * log2(e) (0 past
+seq_q) at the padded row, and zeros over the row's dq_accum (head_dim
+floats), and nothing else. Prints one line per configuration and
+"mismatches: 0" at the end.
+
+Usage: preprocess_map.py KVPIPE_OPT
+"""
+import math
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from simt import SIZES, Interpreter, kernel_ops  # noqa: E402
+
+OPT = sys.argv[1]
+THREADS = 128
+
+
+def value(tensor, element):
+    """A distinct value, exact in bf16 and f16 (small integers / 8)."""
+    return float(((element * (7 if tensor == "o" else 13) + 3) % 23) - 11) / 8.0
+
+
+def check(head_dim, value_dim, dtype, seq_q, block):
+    extra = f", value_head_dim = {value_dim} : i64" if value_dim != head_dim else ""
+    names, ops = kernel_ops(OPT, f"head_dim = {head_dim} : i64, element_type = {dtype}, "
+                                 f"causal = false, backward = true{extra}",
+                            "bwd_preprocess")
+    heads, bsz = 3, 2
+    # (B, S, H, D) strides for O and dO (bshd), in elements.
+    strides = (seq_q * heads * value_dim, value_dim, heads * value_dim)
+    writes = {}
+
+    def load(pointer, type_):
+        buffer, byte = pointer
+        if buffer in ("o", "do"):
+            m = re.match(r"vector<(\d+)x(\w+)>", type_)
+            count, elem = (int(m.group(1)), m.group(2)) if m else (1, type_)
+            values = [value(buffer, byte // 2 + k) for k in range(count)]
+            return values if m else values[0]
+        assert buffer == "lse" and type_ == "f32", pointer
+        return value("lse", byte // 4) + 0.5
+
+    def store(pointer, type_, stored):
+        m = re.match(r"vector<(\d+)x(\w+)>", type_)
+        count, elem = (int(m.group(1)), m.group(2)) if m else (1, type_)
+        for k, v in enumerate(stored if m else [stored]):
+            key = (pointer[0], pointer[1] // SIZES[elem] + k)
+            writes[key] = "twice" if key in writes else v
+
+    interp = Interpreter(THREADS, block, load, store)
+    interp.bind(names, [("o", 0), ("do", 0), ("lse", 0), ("delta", 0), ("lse_log2", 0),
+                        ("dq_accum", 0), *strides, *strides, seq_q, heads])
+    interp.run(ops)
+    padded = -(-seq_q // 64) * 64
+    base = (block["z"] * heads + block["y"]) * padded
+    expected = {}
+    for r in range(64):
+        row = 64 * block["x"] + r
+        valid = row < seq_q
+        o_row = block["z"] * strides[0] + block["y"] * strides[1] + row * strides[2]
+        delta = sum(value("o", o_row + c) * value("do", o_row + c)
+                    for c in range(value_dim)) if valid else 0.0
+        expected[("delta", base + row)] = delta
+        lse = value("lse", (block["z"] * heads + block["y"]) * seq_q + row) + 0.5
+        expected[("lse_log2", base + row)] = lse * math.log2(math.e) if valid else 0.0
+        for c in range(head_dim):
+            expected[("dq_accum", (base + row) * head_dim + c)] = 0.0
+    mismatches = sum(1 for key, v in expected.items()
+                     if not isinstance(writes.get(key), float)
+                     or abs(writes[key] - v) > 1e-5 * max(1.0, abs(v)))
+    mismatches += sum(1 for key in writes if key not in expected)
+    print(f"D {head_dim}/{value_dim} {dtype} seq_q {seq_q} block {block['x']}: "
+          f"{len(writes)} writes, {mismatches} mismatches")
+    return mismatches
+
+
+total = 0
+for d, dv, dtype in ((64, 64, "bf16"), (96, 96, "f16"), (128, 128, "bf16"),
+                     (192, 128, "bf16"), (256, 256, "f16")):
+    total += check(d, dv, dtype, 100, {"x": 1, "y": 2, "z": 1})  # rows 64-99 of 64-127
+    total += check(d, dv, dtype, 100, {"x": 0, "y": 0, "z": 0})
+print(f"mismatches: {total}")
