@@ -186,13 +186,9 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
           b, vector::CombiningKind::ADD, arith::MulFOp::create(b, o, dO));
       scf::YieldOp::create(b, partial);
     }
-    Value sum = ifValid.getResult(0);
-    for (int32_t offset : {16, 8, 4, 2, 1})
-      sum = arith::AddFOp::create(
-          b, sum,
-          gpu::ShuffleOp::create(b, sum, i32(offset), i32(32),
-                                 gpu::ShuffleMode::XOR)
-              .getShuffleResult());
+    Value sum = reduceAcrossLanes(b, ifValid.getResult(0),
+                                  vector::CombiningKind::ADD,
+                                  {16, 8, 4, 2, 1});
     Value paddedOffset = toI64(paddedRow);
     // This lane's chunks of the dQ accumulator's row are zeroed.
     Value dqRow = arith::MulIOp::create(

@@ -37,11 +37,12 @@ Value Fragment::perRow(Value first, Value second) const {
                                  vector::BroadcastOp::create(b, type, first));
 }
 
-Value Fragment::reduceAcrossLanes(Value value,
-                                  vector::CombiningKind kind) const {
+Value kvpipe::reduceAcrossLanes(ImplicitLocOpBuilder &b, Value value,
+                               vector::CombiningKind kind,
+                               ArrayRef<int32_t> xorOffsets) {
   Value width =
       arith::ConstantIntOp::create(b, AccumulatorLayout::kWarpSize, 32);
-  for (int32_t offset : AccumulatorLayout::kQuadXorOffsets) {
+  for (int32_t offset : xorOffsets) {
     Value other =
         gpu::ShuffleOp::create(b, value,
                                arith::ConstantIntOp::create(b, offset, 32),
@@ -50,6 +51,12 @@ Value Fragment::reduceAcrossLanes(Value value,
     value = vector::makeArithReduction(b, b.getLoc(), kind, value, other);
   }
   return value;
+}
+
+Value Fragment::reduceAcrossLanes(Value value,
+                                  vector::CombiningKind kind) const {
+  return kvpipe::reduceAcrossLanes(b, value, kind,
+                                   AccumulatorLayout::kQuadXorOffsets);
 }
 
 Value Fragment::reduceRow(Value fragment, int half, vector::CombiningKind kind,

@@ -17,6 +17,13 @@
 
 namespace kvpipe {
 
+/// Combines a per-lane scalar with `kind` across the lanes that differ by
+/// `xorOffsets` (shuffle-xor, one after the other): {1, 2} a quad, {1, 2,
+/// 4, 8, 16} the warp.
+mlir::Value reduceAcrossLanes(mlir::ImplicitLocOpBuilder &b, mlir::Value value,
+                              mlir::vector::CombiningKind kind,
+                              llvm::ArrayRef<int32_t> xorOffsets);
+
 class Fragment {
 public:
   /// Helpers for fragments of `numElements` f32 per thread (a 64 x

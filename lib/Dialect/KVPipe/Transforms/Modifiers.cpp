@@ -1,6 +1,7 @@
 //===- Modifiers.cpp - score_mod / mask_mod in the generated softmax ------===//
 
 #include "Modifiers.h"
+#include "Fragment.h"
 
 #include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
@@ -550,14 +551,7 @@ void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
   Value lane = arith::IndexCastOp::create(b, b.getI32Type(),
                                           gpu::LaneIdOp::create(b, nullptr));
   auto acrossLanes = [&](Value value, ArrayRef<int32_t> offsets) {
-    for (int32_t offset : offsets)
-      value = arith::AddFOp::create(
-          b, value,
-          gpu::ShuffleOp::create(b, value, i32(offset),
-                                 i32(AccumulatorLayout::kWarpSize),
-                                 gpu::ShuffleMode::XOR)
-              .getShuffleResult());
-    return value;
+    return reduceAcrossLanes(b, value, vector::CombiningKind::ADD, offsets);
   };
   auto add = [&](Value address, Value value, Value onLane) {
     auto ifOp = scf::IfOp::create(b, onLane, /*withElseRegion=*/false);
