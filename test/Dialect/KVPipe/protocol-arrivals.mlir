@@ -1039,3 +1039,92 @@ gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 20000000
 }
 }
 
+
+// -----
+
+// The arrival count takes every thread that runs a release of the pipeline
+// to arrive on every phase. Two ways consumer warpgroups could release
+// disjoint phases, and why neither is counted wrong (a consumer chain cannot
+// `kvpipe.step` past a slot: an error of its own, protocol-balance.mlir):
+// WRONG: warpgroup 1 releases the even slots and warpgroup 2 the odd ones
+// (the elected operand depends on the iteration): each phase gets one
+// arrival of the two it needs. The count is not evaluated: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+func.func @alternate(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %first = arith.cmpi eq, %tid, %c0 : index
+    scf.if %first {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(2) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %lane = arith.remui %tid, %c128 : index
+    %first = arith.cmpi eq, %lane, %c0 : index
+    %w = arith.subi %ci, %c1 : index
+    // expected-note @below {{this value}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %par = arith.remui %i, %c2 : index
+      %mine = arith.cmpi eq, %par, %w : index
+      %e = arith.andi %mine, %first : i1
+      // expected-warning @below {{'kvpipe.consumer_release' op cannot prove how many threads arrive on the consumer barrier (the pipeline expects 2): the checker cannot evaluate, per thread of the CTA's 3 warpgroups, a value the release's elected operand or a condition around it is computed from}}
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+// WRONG: both consumer warpgroups release every slot they pass, but the
+// second's loop stops halfway: the later phases get one arrival of two. The
+// trip counts differ (`n` and `half`): unproven by the balance rule.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+func.func @uneven(%n: index, %half: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %first = arith.cmpi eq, %tid, %c0 : index
+    scf.if %first {
+      // expected-note @below {{where the producer side ends}}
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(2) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %lane = arith.remui %tid, %c128 : index
+    %first = arith.cmpi eq, %lane, %c0 : index
+    %is1 = arith.cmpi eq, %ci, %c1 : index
+    %ub = arith.select %is1, %n, %half : index
+    // expected-warning @below {{'scf.for' op cannot prove that the producer and consumer loops advance the same number of slots}}
+    %r = scf.for %i = %c0 to %ub step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %first : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
