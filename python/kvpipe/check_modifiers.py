@@ -463,14 +463,19 @@ def _reference_backward(case: ModCase, q: Any, k: Any, v: Any, do: Any, scale: f
     qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
     scores = _reference_scores(case, qf, kf, scale, aux, torch)
     ve = vf.repeat_interleave(case.heads_q // case.heads_kv, dim=1)
-    # A row without any key has P = 0. Its log-sum-exp is taken of zeros
-    # instead of -inf: logsumexp's backward of an all -inf row is NaN, which
-    # a torch.where after it would still multiply into the gradients.
-    empty = torch.isneginf(scores).all(dim=-1, keepdim=True)
-    lse = torch.logsumexp(scores.masked_fill(empty, 0.0), dim=-1, keepdim=True)
-    out = torch.matmul(torch.exp(scores - lse), ve)
+    out = torch.matmul(_reference_probabilities(scores, torch), ve)
     out.backward(do.float())
     return qf.grad, kf.grad, vf.grad
+
+
+def _reference_probabilities(scores: Any, torch: Any):
+    """softmax of masked (-inf) float32 scores, differentiable, with P = 0
+    for a row without any key. Its log-sum-exp is taken of zeros instead of
+    -inf: logsumexp's backward of an all -inf row is NaN, which a
+    torch.where after it would still multiply into the gradients."""
+    empty = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    lse = torch.logsumexp(scores.masked_fill(empty, 0.0), dim=-1, keepdim=True)
+    return torch.exp(scores - lse)
 
 
 def run_mod_backward_case(case: ModCase, seed: int) -> Dict[str, Any]:
@@ -646,10 +651,8 @@ def _aux_grads_given_output(case: ModCase, q: Any, k: Any, v: Any, do: Any, o: A
     qf, kf, vf = (t.detach().float() for t in (q, k, v))
     scores = _reference_scores(case, qf, kf, scale, {**aux, **leaves}, torch)
     ve = vf.repeat_interleave(case.heads_q // case.heads_kv, dim=1)
-    empty = torch.isneginf(scores).all(dim=-1, keepdim=True)
     with torch.no_grad():
-        lse = torch.logsumexp(scores.masked_fill(empty, 0.0), dim=-1, keepdim=True)
-        p = torch.exp(scores - lse)
+        p = _reference_probabilities(scores, torch)
         dof = do.float()
         delta = (dof * o.float()).sum(-1, keepdim=True)
         ds = p * (torch.matmul(dof, ve.transpose(-1, -2)) - delta)

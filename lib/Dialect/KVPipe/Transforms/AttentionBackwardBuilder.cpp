@@ -928,7 +928,6 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
       b, accFrag.type(), DenseElementsAttr::get(accFrag.type(), 0.0f));
   auto sType = VectorType::get({kBlockM / 2}, b.getF32Type());
   auto halfType = VectorType::get({kBlockM / 2}, c.elementType);
-  Value scaleLog2 = param(BackwardParam::ScaleLog2);
 
   auto loop = scf::ForOp::create(b, qBegin, qEnd, index(1),
                                  ValueRange{pipeQ, pipeDO, zero, zero});

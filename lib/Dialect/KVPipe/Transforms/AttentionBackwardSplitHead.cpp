@@ -122,7 +122,6 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   const int64_t dqBlocks = c.qkBlocks() / numWarpgroups;
   // S and dP: 64 queries x kW keys; dK^T, dV^T: 64 head-dim rows x block_n.
   auto sType = VectorType::get({kW / 2}, b.getF32Type());
-  auto halfType = VectorType::get({kW / 2}, c.elementType);
   auto gradType = VectorType::get({c.blockN / 2}, b.getF32Type());
   auto dqType = VectorType::get({kW / 2}, b.getF32Type());
 
@@ -188,7 +187,6 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
       b, gradType, DenseElementsAttr::get(gradType, 0.0f));
   SmallVector<Value> inits = {pipeQ, pipeDO};
   inits.append(vRowBlocks + kRowBlocks, zero);
-  Value scaleLog2 = param(BackwardParam::ScaleLog2);
 
   auto loop = scf::ForOp::create(b, qBegin, qEnd, index(1), inits);
   {

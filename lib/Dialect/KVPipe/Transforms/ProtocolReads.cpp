@@ -78,14 +78,16 @@ void ProtocolChecker::collectStages() {
   });
 }
 
+/// Appends the slots of `more` that `slots` does not hold yet.
+static void addSlots(SmallVectorImpl<Value> &slots, ArrayRef<Value> more) {
+  for (Value slot : more)
+    if (!llvm::is_contained(slots, slot))
+      slots.push_back(slot);
+}
+
 SmallVector<Value> ProtocolChecker::getSlotsOf(Value value, unsigned depth,
                                                Operation *&unknown, int start) {
   SmallVector<Value> slots;
-  auto addAll = [&](ArrayRef<Value> more) {
-    for (Value slot : more)
-      if (!llvm::is_contained(slots, slot))
-        slots.push_back(slot);
-  };
   if (depth > 8) {
     unknown = value.getDefiningOp() ? value.getDefiningOp()
                                     : value.getParentBlock()->getParentOp();
@@ -179,8 +181,7 @@ SmallVector<Value> ProtocolChecker::getSlotsOf(Value value, unsigned depth,
       callStack.resize(level);
       Value slot = flow.getSlot(mapState(index.getPipeline()));
       callStack = std::move(saved);
-      if (!llvm::is_contained(slots, slot))
-        slots.push_back(slot);
+      addSlots(slots, slot);
       continue;
     }
     unsigned result = cast<OpResult>(v).getResultNumber();
@@ -214,8 +215,9 @@ SmallVector<Value> ProtocolChecker::getSlotsOf(Value value, unsigned depth,
         if (block.mightHaveTerminator() &&
             block.getTerminator()->hasTrait<OpTrait::ReturnLike>() &&
             result < block.getTerminator()->getNumOperands())
-          addAll(getSlotsOf(block.getTerminator()->getOperand(result),
-                            depth + 1, unknown));
+          addSlots(slots,
+                   getSlotsOf(block.getTerminator()->getOperand(result),
+                              depth + 1, unknown));
       callStack = std::move(saved);
       continue;
     }
@@ -288,11 +290,6 @@ SmallVector<Value> ProtocolChecker::getSlotsRead(Value memref,
                                                  Operation *&unknown,
                                                  unsigned depth) {
   SmallVector<Value> slots;
-  auto addAll = [&](ArrayRef<Value> more) {
-    for (Value slot : more)
-      if (!llvm::is_contained(slots, slot))
-        slots.push_back(slot);
-  };
   Value current = memref;
   int level = callStack.size();
   for (unsigned guard = 0; current && guard < 64 && depth < 8; ++guard) {
@@ -319,7 +316,7 @@ SmallVector<Value> ProtocolChecker::getSlotsRead(Value memref,
     SmallVector<Value> offsets;
     if (Value source = stepView(def, offsets, offsets)) {
       for (Value offset : offsets)
-        addAll(getSlotsOf(offset, depth, unknown, level));
+        addSlots(slots, getSlotsOf(offset, depth, unknown, level));
       current = source;
     } else if (auto call = dyn_cast<CallOpInterface>(def)) {
       // A helper that returns a view: what it returns, in its terms.
@@ -335,8 +332,9 @@ SmallVector<Value> ProtocolChecker::getSlotsRead(Value memref,
         if (block.mightHaveTerminator() &&
             block.getTerminator()->hasTrait<OpTrait::ReturnLike>() &&
             result < block.getTerminator()->getNumOperands())
-          addAll(getSlotsRead(block.getTerminator()->getOperand(result),
-                              unknown, depth + 1));
+          addSlots(slots,
+                   getSlotsRead(block.getTerminator()->getOperand(result),
+                                unknown, depth + 1));
       callStack.pop_back();
       break;
     } else if (def &&
@@ -849,11 +847,6 @@ void ProtocolChecker::checkSlotAccesses() {
         isa<ViewLikeOpInterface>(op))
       return;
     SmallVector<Value> slots;
-    auto addAll = [&](ArrayRef<Value> more) {
-      for (Value slot : more)
-        if (!llvm::is_contained(slots, slot))
-          slots.push_back(slot);
-    };
     bool accesses = false;
     for (Value operand : op->getOperands()) {
       auto type = dyn_cast<MemRefType>(operand.getType());
@@ -861,7 +854,7 @@ void ProtocolChecker::checkSlotAccesses() {
         continue;
       accesses = true;
       Operation *unknown = nullptr;
-      addAll(getSlotsRead(operand, unknown));
+      addSlots(slots, getSlotsRead(operand, unknown));
       checkSlotOffsets(op, operand);
     }
     if (!accesses)
@@ -870,7 +863,7 @@ void ProtocolChecker::checkSlotAccesses() {
     for (Value operand : op->getOperands())
       if (operand.getType().isIndex()) {
         Operation *unknown = nullptr;
-        addAll(getSlotsOf(operand, 0, unknown));
+        addSlots(slots, getSlotsOf(operand, 0, unknown));
         checkSlotOffset(op, operand);
       }
     for (Value slot : slots) {
