@@ -987,6 +987,8 @@ class BackwardConfig(NamedTuple):
     value_head_dim: Optional[int] = None
     #: The aux tensors (indices) whose gradients the main kernel adds.
     aux_grads: Tuple[int, ...] = ()
+    #: Sequences packed without padding (``attention_varlen_backward``).
+    varlen: bool = False
 
 
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
@@ -1029,18 +1031,29 @@ def _compile_backward(config: BackwardConfig,
                                      sliding_window=config.sliding_window,
                                      value_head_dim=config.value_head_dim,
                                      modifiers=modifiers[0], aux_types=modifiers[1],
-                                     aux_grads=config.aux_grads)
+                                     aux_grads=config.aux_grads, varlen=config.varlen)
 
 
 def backward_config_args(head_dim: int, dtype: Any, causal: bool, deterministic: bool,
                          mask_alignment: str = "top_left", sliding_window: bool = False,
                          value_head_dim: Optional[int] = None,
-                         aux_grads: Tuple[int, ...] = ()) -> BackwardConfig:
+                         aux_grads: Tuple[int, ...] = (), varlen: bool = False
+                         ) -> BackwardConfig:
     """The key of a backward family (``_backward_kernels``)."""
     return BackwardConfig(head_dim, kernels.dtype_name(dtype), causal, deterministic,
                           mask_alignment, sliding_window,
                           None if value_head_dim in (None, head_dim) else value_head_dim,
-                          tuple(aux_grads))
+                          tuple(aux_grads), varlen)
+
+
+def _check_backward_dims(d: int, v_dim: int, causal: Any) -> None:
+    """The head dim pairs the backward families have, and a bool ``causal``."""
+    if (d, v_dim) not in kernels.BACKWARD_HEAD_DIM_PAIRS:
+        raise ValueError("the backward supports head dims "
+                         f"{', '.join(map(str, kernels.BACKWARD_HEAD_DIMS))} with v's equal to "
+                         f"q's, and q's 192 with v's 128, got q's {d} and v's {v_dim}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
 
 
 def _kernel_ready(name: str, t: Any) -> Any:
@@ -1089,12 +1102,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             or strides; the message names it.
     """
     (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, v_dim) = _check_inputs(q, k, v, layout)
-    if (d, v_dim) not in kernels.BACKWARD_HEAD_DIM_PAIRS:
-        raise ValueError("the backward supports head dims "
-                         f"{', '.join(map(str, kernels.BACKWARD_HEAD_DIMS))} with v's equal to "
-                         f"q's, and q's 192 with v's 128, got q's {d} and v's {v_dim}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
+    _check_backward_dims(d, v_dim, causal)
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
     scale = checked_scale(scale, d)
@@ -1411,10 +1419,11 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         score_mod, mask_mod: FlexAttention-style callbacks, as for
             :func:`attention`, traced into the kernel (docs/modifiers.md):
             ``b`` is the sequence's index, ``q_idx`` and ``kv_idx`` its query's
-            and key's positions in the sequence. Not with inputs requiring
-            grad yet.
+            and key's positions in the sequence. With inputs requiring grad,
+            the packed backward kernels run them (their tensors get no
+            gradient; not in deterministic mode).
         deterministic: with inputs requiring grad, the backward's
-            (:func:`attention_backward`'s, per sequence); None follows
+            (:func:`attention_varlen_backward`'s, per sequence); None follows
             ``torch.are_deterministic_algorithms_enabled()``.
 
     Returns:
@@ -1430,11 +1439,6 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     traced = _modifiers.trace(score_mod, mask_mod)
     check_aux_grad(traced)
     if _needs_grad(q, k, v):
-        if traced is not None:
-            raise NotImplementedError(
-                "score_mod/mask_mod with attention_varlen on inputs that require grad: the "
-                "varlen backward runs per sequence, where the regions' b index would not be "
-                "the sequence's (docs/serving.md)")
         if out is not None or lse_out is not None:
             raise ValueError("out and lse_out cannot be given when q, k or v require grad "
                              "(autograd records a new output)")
@@ -1444,10 +1448,14 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         # without grad.
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
+        if deterministic and traced is not None:  # refused now rather than in the backward
+            raise NotImplementedError(
+                "deterministic mode with score_mod/mask_mod in the varlen backward: the packed "
+                "kernels add dQ in no fixed order")
         o, lse = varlen_attention_with_grad(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                             max_seqlen_k, causal, scale, mask_alignment,
                                             tuple(window_size), check_cu_seqlens, tuning,
-                                            deterministic)
+                                            deterministic, score_mod, mask_mod, traced)
         return (o, lse) if return_lse else o
     batch, total_q, total_k, hq, hkv, d, dv, max_seqlen_q, max_seqlen_k = check_varlen_inputs(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -1517,21 +1525,57 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     return (out, lse) if return_lse else out
 
 
+#: Which kernels ``attention_varlen_backward`` runs without modifiers:
+#: "sequences" (the dense backward family per sequence: one synchronisation
+#: and three launches a sequence; the default until the packed kernels have
+#: passed ``check --varlen`` on a GPU) or "packed" (the varlen backward
+#: family: three launches for the batch, no synchronisation). With a
+#: score_mod or mask_mod only the packed kernels serve (their ``b`` is the
+#: sequence); deterministic mode only the per-sequence ones.
+VARLEN_BACKWARD_ENV = "KVPIPE_VARLEN_BACKWARD"
+
+
+def varlen_padded_rows(total_q: int, batch: int, block_m: int) -> int:
+    """Rows per head of the packed backward's fp32 row buffers (lse_log2,
+    delta, dq_accum): each sequence's rows padded to whole ``block_m``-row
+    Q blocks from ``floor((cu_seqlens_q[b] + b * block_m) / block_m) *
+    block_m`` (the kernels' ``paddedRowBase``, docs/backward.md)."""
+    return (total_q + batch * block_m + block_m - 1) // block_m * block_m
+
+
 def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: Any,
                               cu_seqlens_q: Any, cu_seqlens_k: Any, causal: bool = False,
                               scale: Optional[float] = None, mask_alignment: str = "top_left",
                               window_size: Tuple[int, int] = (-1, -1),
-                              deterministic: Optional[bool] = None) -> Tuple[Any, Any, Any]:
+                              deterministic: Optional[bool] = None,
+                              max_seqlen_q: Optional[int] = None,
+                              max_seqlen_k: Optional[int] = None,
+                              score_mod: Any = None, mask_mod: Any = None,
+                              _traced: Any = _modifiers.UNTRACED,
+                              packed: Optional[bool] = None) -> Tuple[Any, Any, Any]:
     """The gradients ``(dq, dk, dv)`` of :func:`attention_varlen` for the
     output gradient ``dout``, from its ``out`` and ``lse`` (``(H_q,
-    total_q)``), in the packed layouts of q, k and v.
+    total_q)``), in the packed layouts of q, k and v; rows that belong to no
+    sequence get zero gradients.
 
-    Each sequence's gradients come from the backward family
-    (:func:`attention_backward`) on views of its rows: there is no packed
-    backward kernel yet, so this reads ``cu_seqlens`` back (one
-    synchronisation) and launches three kernels per sequence with keys and
-    queries; rows that belong to no sequence get zero gradients. Fine for
-    batches of long sequences; many short ones pay the launches.
+    Two ways (``packed``; None: ``KVPIPE_VARLEN_BACKWARD``, see
+    ``VARLEN_BACKWARD_ENV``, and packed wherever modifiers are given):
+
+    * packed: the ``varlen`` backward family (docs/backward.md, "Packed
+      sequences"): preprocess, main and postprocess over the whole batch,
+      each CTA reading its sequence from ``cu_seqlens``; the grids are sized
+      by ``max_seqlen_q`` / ``max_seqlen_k`` (read back from cu_seqlens, one
+      synchronisation, when not given). ``score_mod`` / ``mask_mod``: the
+      forward's callbacks (``b`` the sequence); their tensors get no
+      gradient.
+    * per sequence: the dense backward family (:func:`attention_backward`)
+      on views of each sequence's rows, after reading ``cu_seqlens`` back
+      (one synchronisation, three launches a sequence). Deterministic mode
+      takes this way.
+
+    Raises:
+        ValueError / TypeError: a bad argument, named.
+        NotImplementedError: deterministic mode with modifiers.
     """
     _, total_q, total_k, hq, hkv, d, dv, _, _ = check_varlen_inputs(
         q, k, v, cu_seqlens_q, cu_seqlens_k, 1, 1)
@@ -1543,6 +1587,33 @@ def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: 
         if tuple(t.shape) != shape or str(t.dtype) != dtype:
             raise ValueError(f"{name} must be a {dtype} tensor of shape {shape}, got "
                              f"{t.dtype} {tuple(t.shape)}")
+    if packed is not None and not isinstance(packed, bool):
+        raise TypeError(f"packed must be a bool or None, got {packed!r}")
+    if deterministic is not None and not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
+    traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
+    if deterministic is None:
+        import torch
+
+        deterministic = torch.are_deterministic_algorithms_enabled()
+    if deterministic and traced is not None:
+        raise NotImplementedError(
+            "deterministic mode with score_mod/mask_mod in the varlen backward: the packed "
+            "kernels add dQ in no fixed order, and the per-sequence ones would give the "
+            "regions each sequence as batch 0")
+    if packed is None:
+        packed = traced is not None or (
+            os.environ.get(VARLEN_BACKWARD_ENV, "sequences") == "packed")
+    if packed and deterministic:
+        raise ValueError("packed=True is not supported with deterministic=True (the packed "
+                         "kernels add dQ in no fixed order)")
+    if packed:
+        return _varlen_backward_packed(q, k, v, out, lse, dout, cu_seqlens_q, cu_seqlens_k,
+                                       causal, scale, mask_alignment, window_size,
+                                       max_seqlen_q, max_seqlen_k, traced)
+    if traced is not None:
+        raise ValueError("packed=False cannot run score_mod/mask_mod: per sequence, their b "
+                         "index would not be the sequence's")
     import torch
 
     starts_q, starts_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
@@ -1576,6 +1647,128 @@ def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: 
                            deterministic=deterministic, mask_alignment=alignment,
                            window_size=window_size)
     return dq, dk, dv_out
+
+
+def _varlen_backward_packed(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: Any,
+                            cu_seqlens_q: Any, cu_seqlens_k: Any, causal: bool,
+                            scale: Optional[float], mask_alignment: str,
+                            window_size: Tuple[int, int], max_seqlen_q: Optional[int],
+                            max_seqlen_k: Optional[int], traced: Any) -> Tuple[Any, Any, Any]:
+    """``attention_varlen_backward`` by the varlen backward family: the
+    arguments are checked there."""
+    import torch
+
+    total_q, hq, d = tuple(q.shape)
+    total_k, hkv, _ = tuple(k.shape)
+    v_dim = tuple(v.shape)[-1]
+    batch = tuple(cu_seqlens_q.shape)[0] - 1
+    _check_backward_dims(d, v_dim, causal)
+    scale = checked_scale(scale, d)
+    window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
+                                                             window_size)
+    if not causal and not sliding_window:
+        mask_alignment = "top_left"  # no mask: one kernel for both alignments
+    if traced is not None:
+        check_aux_grad(traced)
+    if max_seqlen_q is None or max_seqlen_k is None:
+        lengths = [(t[1:] - t[:-1]).max().item() if batch else 0
+                   for t in (cu_seqlens_q, cu_seqlens_k)]
+        max_seqlen_q = lengths[0] if max_seqlen_q is None else max_seqlen_q
+        max_seqlen_k = lengths[1] if max_seqlen_k is None else max_seqlen_k
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+    # No sequence is longer than the packed tensor: a larger maximum only
+    # grows the grids.
+    max_seqlen_q, max_seqlen_k = min(max_seqlen_q, total_q), min(max_seqlen_k, total_k)
+    _check_modifier_lengths(traced, max_seqlen_q, max_seqlen_k)
+    group = hq // hkv
+    # Rows of no sequence, and keys no query sees, keep these zeros.
+    dq = torch.zeros((total_q, hq, d), dtype=q.dtype, device=q.device)
+    if max_seqlen_q == 0 or max_seqlen_k == 0 or batch == 0:
+        return dq, torch.zeros((total_k, hkv, d), dtype=q.dtype, device=q.device), \
+            torch.zeros((total_k, hkv, v_dim), dtype=q.dtype, device=q.device)
+    dk_heads = torch.zeros((total_k, hq, d), dtype=q.dtype, device=q.device)
+    dv_heads = torch.zeros((total_k, hq, v_dim), dtype=q.dtype, device=q.device)
+    out, dout = _kernel_ready("out", out), _kernel_ready("dout", dout)
+    lse = lse.contiguous()
+    cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
+    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    family = _backward_kernels(backward_config_args(d, q.dtype, causal, False, mask_alignment,
+                                                    sliding_window, v_dim, varlen=True),
+                               device_index,
+                               *([(traced.ir, traced.aux_types)] if traced else []))
+    block_m = family["main"][1]["block_m"]
+    padded = varlen_padded_rows(total_q, batch, block_m)
+    f32 = dict(dtype=torch.float32, device=q.device)
+    buffers = {"delta": torch.empty((hq, padded), **f32),
+               "lse_log2": torch.empty((hq, padded), **f32),
+               "dq_accum": torch.empty((hq, padded, d), **f32),
+               "dq": dq, "dk": dk_heads, "dv": dv_heads}
+    aux_values = _aux_arguments(traced, q) if traced is not None else {}
+    launches = varlen_backward_launches(
+        {role: abi for role, (_, abi) in family.items()}, q, k, v, out, dout, lse,
+        cu_seqlens_q, cu_seqlens_k, {name: t.data_ptr() for name, t in buffers.items()},
+        max_seqlen_q, max_seqlen_k, scale, (window_left, window_right),
+        {name: t.data_ptr() for name, t in aux_values.items()})
+    guard, stream = device_launch(device_index)
+    with guard:
+        for role, grid, values in launches:
+            kernel, abi = family[role]
+            log("launch %s: grid %s, block (%d, 1, 1), %d B shared, varlen B=%d total=%d/%d",
+                abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], batch,
+                total_q, total_k)
+            kernel.launch(grid, (abi["threads"], 1, 1), kernel_arguments(abi, values),
+                          shared_mem=abi["dynamic_shared_memory"], stream=stream)
+    if group == 1:
+        return dq, dk_heads, dv_heads
+    # GQA/MQA: a K/V head's gradient is the sum over its query heads.
+    dk, dv_out = (t.view(total_k, hkv, group, t.shape[-1]).sum(dim=2, dtype=torch.float32)
+                  .to(q.dtype) for t in (dk_heads, dv_heads))
+    return dq, dk, dv_out
+
+
+def varlen_backward_launches(abis: Dict[str, Dict[str, Any]], q: Any, k: Any, v: Any,
+                             out: Any, dout: Any, lse: Any, cu_seqlens_q: Any,
+                             cu_seqlens_k: Any, buffers: Dict[str, int], max_seqlen_q: int,
+                             max_seqlen_k: int, scale: float, window: Tuple[int, int],
+                             aux: Dict[str, int]) -> list:
+    """The packed backward family's launches, in order: ``(role, grid,
+    values)`` with ``values`` the parameters by name (for
+    ``kernel_arguments``). ``abis``: role -> ABI; ``buffers``: the device
+    addresses of ``delta``, ``lse_log2``, ``dq_accum`` (``(H_q,
+    varlen_padded_rows)`` rows), ``dq`` ``(total_q, H_q, D)`` and the per
+    query head ``dk``, ``dv`` ``(total_kv, H_q, D)``, all contiguous; ``aux``:
+    the modifiers' tensors' addresses (docs/kernel-abi.md, "Packed
+    sequences")."""
+    total_q, hq, d = tuple(q.shape)
+    total_k, hkv = tuple(k.shape)[:2]
+    batch = tuple(cu_seqlens_q.shape)[0] - 1
+    block_m = abis["main"]["block_m"]
+    offsets = {"cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
+               "total_q": total_q, "total_kv": total_k}
+    rows = {name: buffers[name] for name in ("delta", "lse_log2", "dq_accum")}
+    grid_q = ((max_seqlen_q + block_m - 1) // block_m, hq, batch)
+    o_strides, do_strides = tuple(out.stride()), tuple(dout.stride())
+    # (total, H, D): the row stride is the sequence stride, no batch's.
+    preprocess = {"o": out.data_ptr(), "do": dout.data_ptr(), "lse": lse.data_ptr(), **rows,
+                  "o_stride_b": 0, "o_stride_h": o_strides[1], "o_stride_s": o_strides[0],
+                  "do_stride_b": 0, "do_stride_h": do_strides[1], "do_stride_s": do_strides[0],
+                  "seq_q": max_seqlen_q, "heads_q": hq, **offsets}
+    main = {"q_map": ("q", _PackedView(q), "bshd"), "k_map": ("k", _PackedView(k), "bshd"),
+            "v_map": ("v", _PackedView(v), "bshd"),
+            "do_map": ("dout", _PackedView(dout), "bshd"), "dk": buffers["dk"],
+            "dv": buffers["dv"], **rows, "seq_q": max_seqlen_q, "seq_kv": max_seqlen_k,
+            "heads_per_kv_head": hq // hkv, "scale_log2": scale * _LOG2E,
+            "scale": float(scale), "heads_q": hq, "batch": batch, "window_left": window[0],
+            "window_right": window[1], **offsets, **aux}
+    postprocess = {"dq_accum": buffers["dq_accum"], "dq": buffers["dq"], "dq_stride_b": 0,
+                   "dq_stride_h": d, "dq_stride_s": hq * d, "seq_q": max_seqlen_q,
+                   "heads_q": hq, "scale": float(scale), **offsets}
+    grid_kv = ((max_seqlen_k + abis["main"]["block_n"] - 1) // abis["main"]["block_n"], hq,
+               batch)
+    return [("preprocess", grid_q, preprocess), ("main", grid_kv, main),
+            ("postprocess", grid_q, postprocess)]
 
 
 def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: Any, lse: Any,

@@ -83,7 +83,8 @@ def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[fl
 
 
 class VarlenAttentionFunction(torch.autograd.Function):
-    """``attention_varlen`` with a backward (``attention_varlen_backward``)."""
+    """``attention_varlen`` with a backward (``attention_varlen_backward``;
+    with modifiers, the packed kernels, as for ``AttentionFunction``)."""
 
     @staticmethod
     def forward(ctx: Any, q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
@@ -91,30 +92,44 @@ class VarlenAttentionFunction(torch.autograd.Function):
                 mask_alignment: str, window_size: Tuple[int, int],
                 check_cu_seqlens: Optional[bool],
                 tuning: Tuple[Tuple[str, Any], ...],
-                deterministic: Optional[bool]) -> Tuple[Any, Any]:
+                deterministic: Optional[bool], score_mod: Optional[Callable[..., Any]],
+                mask_mod: Optional[Callable[..., Any]], traced: Any,
+                *aux_tensors: Any) -> Tuple[Any, Any]:
+        traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
         with torch.no_grad():
             o, lse = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                       max_seqlen_k, causal=causal, scale=scale,
                                       return_lse=True, mask_alignment=mask_alignment,
                                       window_size=window_size,
-                                      check_cu_seqlens=check_cu_seqlens, **dict(tuning))
-        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)
+                                      check_cu_seqlens=check_cu_seqlens,
+                                      score_mod=score_mod, mask_mod=mask_mod, **dict(tuning))
+        aux = tuple(traced.aux_tensors) if traced is not None else ()
+        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, *aux)
+        ctx.traced_ir = traced.ir if traced is not None else None
         ctx.causal, ctx.scale = causal, scale
         ctx.mask_alignment, ctx.window_size = mask_alignment, window_size
         ctx.deterministic = deterministic
+        ctx.max_seqlen = (max_seqlen_q, max_seqlen_k)
+        ctx.score_mod, ctx.mask_mod = score_mod, mask_mod
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx: Any, dout: Any, _dlse: Any) -> Tuple[Any, ...]:
-        q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+        q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, *aux = ctx.saved_tensors
+        traced = check_same_modifiers(ctx.traced_ir, tuple(aux), ctx.score_mod, ctx.mask_mod)
         dq, dk, dv = attention_varlen_backward(q, k, v, o, lse, dout.contiguous(),
                                                cu_seqlens_q, cu_seqlens_k, causal=ctx.causal,
                                                scale=ctx.scale,
                                                mask_alignment=ctx.mask_alignment,
                                                window_size=ctx.window_size,
-                                               deterministic=ctx.deterministic)
-        return (dq, dk, dv) + (None,) * 11
+                                               deterministic=ctx.deterministic,
+                                               max_seqlen_q=ctx.max_seqlen[0],
+                                               max_seqlen_k=ctx.max_seqlen[1],
+                                               score_mod=ctx.score_mod, mask_mod=ctx.mask_mod,
+                                               _traced=traced)
+        # The modifiers' tensors (after the 17 fixed inputs) get no gradient.
+        return (dq, dk, dv) + (None,) * 14 + (None,) * len(aux)
 
 
 def varlen_attention_with_grad(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
@@ -122,9 +137,15 @@ def varlen_attention_with_grad(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seq
                                scale: Optional[float], mask_alignment: str,
                                window_size: Tuple[int, int], check_cu_seqlens: Optional[bool],
                                tuning: Dict[str, Any],
-                               deterministic: Optional[bool] = None) -> Tuple[Any, Any]:
+                               deterministic: Optional[bool] = None,
+                               score_mod: Optional[Callable[..., Any]] = None,
+                               mask_mod: Optional[Callable[..., Any]] = None,
+                               traced: Any = _modifiers.UNTRACED) -> Tuple[Any, Any]:
     """(out, lse) of ``attention_varlen`` with a grad_fn for out."""
+    traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
+    aux = tuple(traced.aux_tensors) if traced is not None else ()
     return VarlenAttentionFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                          max_seqlen_k, causal, scale, mask_alignment,
                                          tuple(window_size), check_cu_seqlens,
-                                         tuple(sorted(tuning.items())), deterministic)
+                                         tuple(sorted(tuning.items())), deterministic,
+                                         score_mod, mask_mod, traced, *aux)

@@ -22,7 +22,10 @@ mask (``check.reference_mask``), query rows in chunks. Every case runs twice:
 The backward (``backward_cases``): ``flash_attn_varlen_func`` on inputs that
 require grad, ``.backward(dout)``, dq, dk and dv against float32 autograd of
 the per-sequence reference, on batches with a sequence without keys or
-queries, GQA, causal (bottom-right), a window, head dims 64 to 256.
+queries, GQA, causal (bottom-right), a window, head dims 64 to 256, rows
+after the last sequence (zero gradients); each case both per sequence and
+by the packed kernels, and softcap / ALiBi (``MODIFIER_BACKWARD_CASES``)
+packed.
 """
 
 from __future__ import annotations
@@ -199,17 +202,7 @@ def run_modifier_case(case: VarlenCase, softcap: float, alibi: bool,
         qs = q[rows_q].transpose(0, 1).float()
         ks = k[rows_k].transpose(0, 1).float().repeat_interleave(group, 0)
         vs = v[rows_k].transpose(0, 1).float().repeat_interleave(group, 0)
-        scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
-        if softcap:
-            scores = softcap * torch.tanh(scores / softcap)
-        if alibi:
-            i = torch.arange(n_q, device="cuda")[:, None]
-            j = torch.arange(n_k, device="cuda")[None, :]
-            scores = scores - slopes[:, None, None] * (i + n_k - n_q - j).abs()
-        visible = reference_mask(n_q, n_k, case.causal, case.alignment, case.window,
-                                 q.device, torch)
-        if visible is not None:
-            scores = scores.masked_fill(~visible, float("-inf"))
+        scores = _reference_scores(case, qs, ks, scale, softcap, slopes, n_q, n_k, torch)
         ref_lse = torch.logsumexp(scores, dim=-1)
         empty = torch.isneginf(ref_lse)
         ref = torch.matmul(torch.softmax(scores, dim=-1), vs).masked_fill(empty[..., None], 0.0)
@@ -234,14 +227,34 @@ def backward_cases() -> List[VarlenCase]:
         VarlenCase("bf16", 96, 2, 2, (33, 190), (100, 190), True, "bottom_right"),
         VarlenCase("bf16", 256, 2, 1, (190, 33), (190, 100), True, "bottom_right"),
         VarlenCase("bf16", 192, 4, 2, (100, 250), (300, 250), value_head_dim=128),
+        # Many short sequences next to a long one (the packed kernels' padded
+        # row blocks and key blocks end at each sequence's own rows).
+        VarlenCase("bf16", 128, 4, 1, (17, 64, 65, 3, 640, 1, 129),
+                   (17, 64, 70, 40, 640, 9, 129), True, "bottom_right"),
+        VarlenCase("f16", 64, 2, 2, (129, 5, 300), (700, 5, 300)),
     ]
+
+
+#: Backward cases through flash_attn_varlen_func's softcap / alibi_slopes
+#: (score_mods: only the packed kernels run them): (case, softcap, alibi).
+MODIFIER_BACKWARD_CASES = [
+    (VarlenCase("bf16", 128, 4, 2, (1, 200, 77, 130), (5, 300, 77, 130), True, "bottom_right"),
+     30.0, True),
+    (VarlenCase("f16", 64, 4, 4, (300, 64), (300, 128)), 0.0, True),
+]
+
+#: How the check runs the backward without modifiers: both ways
+#: (attention_varlen_backward's ``packed``).
+BACKWARD_WAYS = ("sequences", "packed")
 
 
 def backward_kernel_configs() -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of the kernels ``run_backward``
-    launches: the varlen forward, and the dense backward families that
-    ``attention_varlen_backward`` runs per sequence (top-left for sequences
-    as long as their keys)."""
+    launches: the varlen forward, the packed varlen backward family, and
+    the dense backward families that ``attention_varlen_backward`` runs per
+    sequence (top-left for sequences as long as their keys)."""
+    from kvpipe import modifiers
+
     wanted: List[Dict[str, Any]] = []
     for case in backward_cases():
         causal, alignment, window = _kernel_choice(case)
@@ -249,34 +262,82 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
                     value_head_dim=case.value_head_dim)
         wanted.append(dict(**dims, causal=causal, mask_alignment=alignment,
                            sliding_window=window, varlen=True))
+        wanted.append(dict(**dims, causal=causal, mask_alignment=alignment,
+                           sliding_window=window, varlen=True, backward=True))
         for seq_alignment in {alignment, "top_left"}:
             if not (causal or window):
                 seq_alignment = "top_left"
             wanted.append(dict(**dims, causal=causal, mask_alignment=seq_alignment,
                                sliding_window=window, backward=True))
+    for case, softcap, alibi in MODIFIER_BACKWARD_CASES:
+        traced = modifiers.trace(_flash_varlen_score_mod(case, softcap, alibi))
+        causal, alignment, window = _kernel_choice(case)
+        for backward in (False, True):
+            wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                               value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                               sliding_window=window, varlen=True, backward=backward,
+                               modifiers=traced.ir, aux_types=traced.aux_types))
     return unique_configs(wanted)
 
 
-def run_backward_case(case: VarlenCase, seed: int) -> Dict[str, Any]:
+def _reference_scores(case: VarlenCase, qs: Any, ks: Any, scale: float, softcap: float,
+                      slopes: Any, n_q: int, n_k: int, torch: Any) -> Any:
+    """One sequence's float32 scores (H, n_q, n_k) with flash-attn's softcap
+    and ALiBi (slopes per head, or None) and the case's mask (-inf)."""
+    scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    if slopes is not None:
+        i = torch.arange(n_q, device=qs.device)[:, None]
+        j = torch.arange(n_k, device=qs.device)[None, :]
+        scores = scores - slopes[:, None, None] * (i + n_k - n_q - j).abs()
+    visible = reference_mask(n_q, n_k, case.causal, case.alignment, case.window,
+                             qs.device, torch)
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    return scores
+
+
+def run_backward_case(case: VarlenCase, seed: int, way: str = "sequences",
+                      softcap: float = 0.0, alibi: bool = False) -> Dict[str, Any]:
+    """flash_attn_varlen_func on leaves that require grad, ``.backward`` of
+    a random output gradient, with attention_varlen_backward's ``way``
+    (``KVPIPE_VARLEN_BACKWARD``; with softcap or ALiBi always packed), and
+    3 rows after the last sequence that belong to none: dq, dk and dv
+    against float32 autograd of the per-sequence reference (whose gradient
+    there is 0)."""
+    import os
+
     import torch
 
+    from kvpipe.attention import VARLEN_BACKWARD_ENV
     from kvpipe.flash_attn import flash_attn_varlen_func
 
     torch.manual_seed(seed)
-    q, k, v, cu_q, cu_k, starts_q, starts_k = _packed_inputs(case, 0, torch)
+    q, k, v, cu_q, cu_k, starts_q, starts_k = _packed_inputs(case, 3, torch)
+    slopes = torch.rand(case.heads_q, device="cuda") * 0.5 if alibi else None
     scale = 1.0 / math.sqrt(case.head_dim)
-    row: Dict[str, Any] = {"case": "backward " + case.name}
+    mods = f" softcap {softcap} alibi {alibi}" if softcap or alibi else ""
+    row: Dict[str, Any] = {"case": f"backward {way}{mods} {case.name}"}
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    before = os.environ.get(VARLEN_BACKWARD_ENV)
+    os.environ[VARLEN_BACKWARD_ENV] = way
     try:
         out = flash_attn_varlen_func(*leaves, cu_q, cu_k, max(case.lengths_q),
                                      max(case.lengths_k), causal=case.causal,
-                                     window_size=case.window)
+                                     window_size=case.window, softcap=softcap,
+                                     alibi_slopes=slopes)
         dout = torch.randn_like(out)
         out.backward(dout)
         torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
         return row
+    finally:
+        if before is None:
+            os.environ.pop(VARLEN_BACKWARD_ENV, None)
+        else:
+            os.environ[VARLEN_BACKWARD_ENV] = before
     # The reference: float32 leaves, the per-sequence masked attention.
     ref_leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
     qf, kf, vf = ref_leaves
@@ -287,12 +348,11 @@ def run_backward_case(case: VarlenCase, seed: int) -> Dict[str, Any]:
             continue
         rows_q = slice(starts_q[s], starts_q[s] + n_q)
         rows_k = slice(starts_k[s], starts_k[s] + n_k)
-        visible = reference_mask(n_q, n_k, case.causal, case.alignment, case.window,
-                                 q.device, torch)
-        o, _ = _masked_attention(qf[rows_q].transpose(0, 1),
-                                 kf[rows_k].transpose(0, 1).repeat_interleave(group, 0),
-                                 vf[rows_k].transpose(0, 1).repeat_interleave(group, 0),
-                                 scale, visible, torch)
+        scores = _reference_scores(case, qf[rows_q].transpose(0, 1),
+                                   kf[rows_k].transpose(0, 1).repeat_interleave(group, 0),
+                                   scale, softcap, slopes, n_q, n_k, torch)
+        o = torch.matmul(torch.softmax(scores, dim=-1),
+                         vf[rows_k].transpose(0, 1).repeat_interleave(group, 0))
         loss = loss + (o.transpose(0, 1) * dout[rows_q].float()).sum()
     loss.backward()
     errors, ok = {}, True
@@ -477,9 +537,12 @@ def run(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:
         detail = (f"rel {row['rel']:.2e} lse {row['lse_err']:.2e}" if "rel" in row
                   else row.get("error", ""))
         print(f"{'PASS' if row['ok'] else 'FAIL'} {row['case']}: {detail}", flush=True)
-    for i, case in enumerate(backward_cases()):
+    backward = [(case, way, 0.0, False) for case in backward_cases() for way in BACKWARD_WAYS]
+    backward += [(case, "packed", softcap, alibi)
+                 for case, softcap, alibi in MODIFIER_BACKWARD_CASES]
+    for i, (case, way, softcap, alibi) in enumerate(backward):
         start = time.perf_counter()
-        row = run_backward_case(case, seed=4242 + i)
+        row = run_backward_case(case, seed=4242 + i, way=way, softcap=softcap, alibi=alibi)
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
         detail = f"rel {row['rel']:.2e}" if "rel" in row else row.get("error", "")

@@ -348,7 +348,8 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
             own lengths.
         dropout_p, block_table: must be 0 / None.
         deterministic: the backward's (inputs requiring grad: per sequence,
-            the dense backward family); the forward is deterministic.
+            the dense backward family; not with softcap or alibi_slopes, which
+            the packed backward runs); the forward is deterministic.
         return_attn_probs: also return the log-sum-exp (and ``None``).
 
     Returns:

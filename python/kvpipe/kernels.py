@@ -198,7 +198,8 @@ class AttentionConfig:
             raise ValueError("score_mod and mask_mod cannot be combined with split_kv or "
                              "pack_gqa yet")
         _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,
-                                                          pack_gqa=pack_gqa))
+                                                          pack_gqa=pack_gqa,
+                                                          deterministic=deterministic))
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
                                kv_lengths, backward, deterministic, split_kv, pack_gqa,
@@ -303,9 +304,10 @@ def _check_varlen(varlen: Any, backward: bool, kv_lengths: bool,
         raise TypeError(f"varlen must be a bool, got {varlen!r}")
     if not varlen:
         return
-    if backward:
-        raise ValueError("varlen=True is not supported with backward=True (the backward "
-                         "kernels take padded batches)")
+    if backward and attributes.get("deterministic"):
+        raise ValueError("varlen=True is not supported with backward=True and "
+                         "deterministic=True (the ordered dQ additions number the K/V "
+                         "blocks of one sequence length)")
     if kv_lengths:
         raise ValueError("varlen=True is not supported with kv_lengths=True (the sequences' "
                          "key counts come from cu_seqlens_k)")

@@ -74,12 +74,114 @@ def test_softcap_and_alibi_become_a_score_mod_of_the_varlen_kernel(monkeypatch):
                                           alibi_slopes=FakeTensor((7,), dtype="float32"))
 
 
-def test_varlen_modifiers_with_grad_are_refused_by_name():
-    # The per-sequence backward would give the regions b = 0.
+def test_varlen_modifiers_with_grad_go_through_autograd(monkeypatch):
+    # The packed backward gives the regions each sequence's b: a score_mod on
+    # inputs requiring grad reaches the autograd function with its trace.
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("kvpipe.autograd")
+    fake.varlen_attention_with_grad = lambda *args: calls.append(args) or ("o", "lse")
+    monkeypatch.setitem(sys.modules, "kvpipe.autograd", fake)
     q, k, v, cu_q, cu_k = packed()
-    with pytest.raises(NotImplementedError, match="score_mod/mask_mod with attention_varlen"):
-        attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
-                                   200, 400, score_mod=lambda s, b, h, qi, kv: s * 2.0)
+    score_mod = lambda s, b, h, qi, kv: s * 2.0  # noqa: E731
+    assert attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
+                                      200, 400, score_mod=score_mod) == "o"
+    (args,) = calls
+    assert args[-3] is score_mod and args[-2] is None
+    assert "arith.mulf" in args[-1].ir
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(packed="yes"), TypeError, "packed must be a bool or None"),
+    (dict(deterministic=1), TypeError, "deterministic must be a bool or None"),
+    (dict(deterministic=True, score_mod=lambda s, b, h, qi, kv: s * 2.0),
+     NotImplementedError, "deterministic mode with score_mod/mask_mod in the varlen backward"),
+    (dict(deterministic=True, packed=True), ValueError,
+     "packed=True is not supported with deterministic=True"),
+    (dict(deterministic=False, packed=False, score_mod=lambda s, b, h, qi, kv: s * 2.0),
+     ValueError, "packed=False cannot run score_mod/mask_mod"),
+])
+def test_varlen_backward_ways_are_checked_by_name(kwargs, error, match):
+    q, k, v, cu_q, cu_k = packed()
+    out = FakeTensor((300, 8, 128), ptr=0x600000)
+    lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
+    with pytest.raises(error, match=match):
+        attention.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k, **kwargs)
+
+
+@pytest.mark.parametrize("head_dim,value_dim,causal,window", [
+    (128, 128, True, False), (64, 64, False, True), (192, 128, False, False)])
+def test_packed_backward_launches_follow_the_abis(compiler, tmp_path, monkeypatch, head_dim,
+                                                 value_dim, causal, window):
+    # Every parameter each of the three kernels names is provided, the grids
+    # are sized by the maxima with the batch in z, the packed tensors are
+    # (1, total, H, D) maps, and the row strides are the packed ones.
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    family = kvpipe.compile_attention(head_dim, "bf16", causal, backward=True, varlen=True,
+                                      mask_alignment="bottom_right" if causal else "top_left",
+                                      sliding_window=window,
+                                      value_head_dim=None if value_dim == head_dim else value_dim)
+    abis = {role: family.kernel_abi(role) for role in ("preprocess", "main", "postprocess")}
+    assert all(abi["varlen"] is True for abi in abis.values())
+    assert abis["main"]["params"][4:6] == ["dk", "dv"]
+    assert abis["main"]["param_kinds"]["dk"] == "pointer"
+    encoded = []
+
+    def fake_encode(t, box, swizzle, dims_order=None, **kwargs):
+        encoded.append((t.data_ptr(), tuple(t.shape), tuple(t.stride())))
+        return bytes(128)
+
+    monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
+    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    q, k, v, cu_q, cu_k = packed(d=head_dim, dv=value_dim)
+    out = FakeTensor((300, 8, value_dim), ptr=0x600000)
+    dout = FakeTensor((300, 8, value_dim), ptr=0x800000)
+    lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
+    buffers = {name: 0x1000000 * (i + 1) for i, name in
+               enumerate(("delta", "lse_log2", "dq_accum", "dq", "dk", "dv"))}
+    launches = attention.varlen_backward_launches(abis, q, k, v, out, dout, lse, cu_q, cu_k,
+                                                  buffers, 200, 400, 0.125, (-1, 0), {})
+    assert [role for role, _, _ in launches] == ["preprocess", "main", "postprocess"]
+    block_n = abis["main"]["block_n"]
+    grids = {role: grid for role, grid, _ in launches}
+    assert grids == {"preprocess": (4, 8, 3), "main": (-(-400 // block_n), 8, 3),
+                     "postprocess": (4, 8, 3)}
+    for role, _, values in launches:
+        args = attention.kernel_arguments(abis[role], values)
+        assert len(args) == len(abis[role]["params"])
+        assert values.get("cu_seqlens_q") == 0x400000 and values.get("total_q") == 300
+    pre, main, post = (values for _, _, values in launches)
+    assert (pre["o_stride_s"], pre["o_stride_h"], pre["o_stride_b"]) == (8 * value_dim,
+                                                                         value_dim, 0)
+    assert (main["cu_seqlens_k"], main["total_kv"], main["heads_per_kv_head"]) == (
+        0x500000, 500, 4)
+    assert (main["dk"], main["dv"], post["dq"]) == (buffers["dk"], buffers["dv"], buffers["dq"])
+    assert (post["dq_stride_s"], post["dq_stride_h"]) == (8 * head_dim, head_dim)
+    assert [e[:2] for e in encoded] == [
+        (0x100000, (1, 300, 8, head_dim)), (0x200000, (1, 500, 2, head_dim)),
+        (0x300000, (1, 500, 2, value_dim)), (0x800000, (1, 300, 8, value_dim))]
+
+
+def test_varlen_padded_rows_keep_sequences_apart():
+    # Each sequence's rows padded to whole blocks from FA3's padded start
+    # never overlap the next's and end inside varlen_padded_rows.
+    import random
+
+    rng = random.Random(5)
+    for _ in range(200):
+        lengths = [rng.choice((0, 1, 63, 64, 65, rng.randrange(300))) for _ in
+                   range(rng.randrange(1, 9))]
+        starts = [sum(lengths[:b]) for b in range(len(lengths))]
+        total = sum(lengths) + rng.randrange(3)
+        end = attention.varlen_padded_rows(total, len(lengths), 64)
+        previous = 0
+        for b, (start, n) in enumerate(zip(starts, lengths)):
+            first = (start + 64 * b) // 64 * 64
+            assert first >= previous and first % 64 == 0
+            previous = first + -(-n // 64) * 64
+        assert previous <= end
 
 
 @pytest.mark.parametrize("change,error,match", [
@@ -166,7 +268,8 @@ def test_the_kernel_configuration_says_varlen():
 
 @pytest.mark.parametrize("kwargs,match", [
     ({"kv_lengths": True}, "not supported with kv_lengths"),
-    ({"backward": True}, "not supported with backward"),
+    ({"backward": True, "deterministic": True}, "not supported with backward=True and "
+                                                "deterministic=True"),
     ({"persistent": True}, "not supported with persistent"),
     ({"split_kv": True}, "not supported with split_kv"),
     ({"pack_gqa": 4}, "not supported with pack_gqa"),
@@ -322,9 +425,9 @@ def test_inputs_requiring_grad_go_through_autograd(monkeypatch):
 def test_the_backward_check_covers_the_backward_families():
     # check --varlen's backward cases: a sequence without keys and one
     # without queries, GQA, bottom-right causal, a window, every head dim
-    # pair's tiles; compile --for-check --varlen holds the dense backward
-    # families the per-sequence backward launches (top-left for sequences as
-    # long as their keys).
+    # pair's tiles; compile --for-check --varlen holds the packed backward
+    # family and the dense backward families the per-sequence backward
+    # launches (top-left for sequences as long as their keys).
     cases = check_varlen.backward_cases()
     assert any(0 in c.lengths_q for c in cases)
     assert any(c.heads_q != c.heads_kv for c in cases)
@@ -335,7 +438,7 @@ def test_the_backward_check_covers_the_backward_families():
     configs = check_varlen.kernel_configs()
     for case in cases:
         causal, alignment, window = check_varlen._kernel_choice(case)
-        for kind in ({"varlen": True}, {"backward": True}):
+        for kind in ({"varlen": True}, {"backward": True}, {"varlen": True, "backward": True}):
             assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
                         value_head_dim=case.value_head_dim, mask_alignment=alignment,
                         sliding_window=window, **kind) in configs
@@ -369,11 +472,14 @@ def test_compile_for_check_varlen_holds_the_modifier_kernels():
             return Lengths((self.shape[0] - 1,), dtype="int32")
 
     configs = check_varlen.kernel_configs()
-    for case, softcap, alibi in check_varlen.MODIFIER_CASES:
+    cases = [(case, softcap, alibi, False) for case, softcap, alibi in check_varlen.MODIFIER_CASES]
+    cases += [(case, softcap, alibi, True)
+              for case, softcap, alibi in check_varlen.MODIFIER_BACKWARD_CASES]
+    for case, softcap, alibi, backward in cases:
         q = FakeTensor((sum(case.lengths_q), case.heads_q, case.head_dim))
         offsets = Offsets((len(case.lengths_q) + 1,), dtype="int32")
         slopes = Loadable((case.heads_q,), dtype="float32") if alibi else None
         traced = kvpipe.modifiers.trace(
             flash_attn._varlen_score_mod(softcap, slopes, q, offsets, offsets))
         assert any(c.get("modifiers") == traced.ir and c["head_dim"] == case.head_dim
-                   for c in configs), case.name
+                   and c.get("backward", False) == backward for c in configs), case.name

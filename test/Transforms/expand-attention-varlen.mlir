@@ -126,8 +126,8 @@ gpu.module @m {
 // -----
 
 gpu.module @m {
-  // expected-error @+1 {{'varlen' is not supported with 'backward'}}
-  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, varlen = true, backward = true}
+  // expected-error @+1 {{'varlen' is not supported with 'deterministic' in the backward (the ordered dQ additions number the K/V blocks of one sequence length)}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, varlen = true, backward = true, deterministic = true}
 }
 
 // -----

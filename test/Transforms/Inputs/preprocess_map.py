@@ -16,7 +16,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from simt import SIZES, Interpreter, kernel_ops  # noqa: E402
+from simt import Interpreter, count_mismatches, kernel_ops, write_recorder  # noqa: E402
 
 OPT = sys.argv[1]
 THREADS = 128
@@ -47,14 +47,7 @@ def check(head_dim, value_dim, dtype, seq_q, block):
         assert buffer == "lse" and type_ == "f32", pointer
         return value("lse", byte // 4) + 0.5
 
-    def store(pointer, type_, stored):
-        m = re.match(r"vector<(\d+)x(\w+)>", type_)
-        count, elem = (int(m.group(1)), m.group(2)) if m else (1, type_)
-        for k, v in enumerate(stored if m else [stored]):
-            key = (pointer[0], pointer[1] // SIZES[elem] + k)
-            writes[key] = "twice" if key in writes else v
-
-    interp = Interpreter(THREADS, block, load, store)
+    interp = Interpreter(THREADS, block, load, write_recorder(writes))
     interp.bind(names, [("o", 0), ("do", 0), ("lse", 0), ("delta", 0), ("lse_log2", 0),
                         ("dq_accum", 0), *strides, *strides, seq_q, heads])
     interp.run(ops)
@@ -72,10 +65,7 @@ def check(head_dim, value_dim, dtype, seq_q, block):
         expected[("lse_log2", base + row)] = lse * math.log2(math.e) if valid else 0.0
         for c in range(head_dim):
             expected[("dq_accum", (base + row) * head_dim + c)] = 0.0
-    mismatches = sum(1 for key, v in expected.items()
-                     if not isinstance(writes.get(key), float)
-                     or abs(writes[key] - v) > 1e-5 * max(1.0, abs(v)))
-    mismatches += sum(1 for key in writes if key not in expected)
+    mismatches = count_mismatches(expected, writes)
     print(f"D {head_dim}/{value_dim} {dtype} seq_q {seq_q} block {block['x']}: "
           f"{len(writes)} writes, {mismatches} mismatches")
     return mismatches

@@ -77,6 +77,7 @@ def signature(attrs):
 class Interpreter:
     def __init__(self, threads, block, load, store):
         self.threads, self.block, self.load, self.store = threads, block, load, store
+        self.grid = {}  # gpu.grid_dim's extents, where a kernel reads them
         self.env = {}
 
     def bind(self, names, values):
@@ -139,6 +140,8 @@ class Interpreter:
             r = list(lanes)
         elif n == "gpu.block_id":
             r = [self.block[re.search(r"dim (\w)", attrs).group(1)]] * self.threads
+        elif n == "gpu.grid_dim":
+            r = [self.grid[re.search(r"dim (\w)", attrs).group(1)]] * self.threads
         elif n in INTEGER:
             r = each(INTEGER[n])
         elif n in ("arith.index_cast", "arith.extui", "arith.truncf", "arith.extf"):
@@ -199,4 +202,25 @@ INTEGER = {"arith.addi": lambda x, y: x + y, "arith.subi": lambda x, y: x - y,
            "arith.muli": lambda x, y: x * y, "arith.andi": lambda x, y: x & y,
            "arith.ori": lambda x, y: x | y, "arith.remui": lambda x, y: x % y,
            "arith.divui": lambda x, y: x // y, "arith.ceildivui": lambda x, y: -(-x // y),
-           "arith.minui": min}
+           "arith.minui": min, "arith.maxui": max, "arith.minsi": min, "arith.maxsi": max}
+
+
+def write_recorder(writes):
+    """A `store` for Interpreter that records each element stored, by
+    (buffer, element index), in `writes` ("twice" where stored again)."""
+    def store(pointer, type_, stored):
+        m = re.match(r"vector<(\d+)x(\w+)>", type_)
+        count, elem = (int(m.group(1)), m.group(2)) if m else (1, type_)
+        for k, v in enumerate(stored if m else [stored]):
+            key = (pointer[0], pointer[1] // SIZES[elem] + k)
+            writes[key] = "twice" if key in writes else v
+    return store
+
+
+def count_mismatches(expected, writes):
+    """Expected elements missing, stored twice or off by more than 1e-5
+    (relative above 1), plus elements stored that none expected."""
+    mismatches = sum(1 for key, v in expected.items()
+                     if not isinstance(writes.get(key), float)
+                     or abs(writes[key] - v) > 1e-5 * max(1.0, abs(v)))
+    return mismatches + sum(1 for key in writes if key not in expected)

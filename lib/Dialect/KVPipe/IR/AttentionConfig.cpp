@@ -103,8 +103,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"kv_lengths", op.getKvLengths().has_value()},
         {"split_kv", op.getSplitKv().has_value()},
         {"pack_gqa", op.getPackGqa().has_value()},
-        {"page_size", op.getPageSize().has_value()},
-        {"varlen", op.getVarlen().has_value()}};
+        {"page_size", op.getPageSize().has_value()}};
     for (auto [name, present] : tuning)
       if (present)
         return emitError() << "'" << name
@@ -123,7 +122,10 @@ AttentionConfig::get(AttentionKernelOp op,
     // windows), turned around: a K/V block's Q blocks (MaskBounds).
     c.maskAlignment = op.getMaskAlignment().value_or(MaskAlignment::TopLeft);
     c.slidingWindow = op.getSlidingWindow().value_or(false);
-    c.kvLengths = c.varlen = false;
+    c.kvLengths = false;
+    // Packed sequences (flash_attn_varlen_func's backward): each CTA reads
+    // its sequence's rows from cu_seqlens, as the forward's.
+    c.varlen = op.getVarlen().value_or(false);
     // The deterministic dQ turns number the K/V blocks that reach a Q block
     // 0 .. m, which only the top-left causal mask (or none) guarantees.
     // The tiles are fixed per head dim and fit (docs/backward.md, "Shared
@@ -134,6 +136,12 @@ AttentionConfig::get(AttentionKernelOp op,
                          << " needs " << c.backwardSharedMemoryBytes()
                          << " bytes of shared memory, more than the "
                          << kMaxSharedMemoryBytes;
+    // The ordered dQ turns count a head's K/V blocks from seq_kv, which a
+    // packed batch has per sequence.
+    if (c.deterministic && c.varlen)
+      return emitError() << "'varlen' is not supported with 'deterministic' "
+                            "in the backward (the ordered dQ additions number "
+                            "the K/V blocks of one sequence length)";
     if (c.deterministic && c.slidingWindow)
       return emitError() << "'sliding_window' is not supported with "
                             "'deterministic' in the backward (the ordered dQ "

@@ -76,28 +76,77 @@ gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
 // Preprocess and postprocess: one warp per row, D/32 elements per lane.
 //===----------------------------------------------------------------------===//
 
+Value BackwardBuilder::paddedRowBase(Value headsQ, Value totalQ) {
+  if (!c.varlen) {
+    Value padded = arith::MulIOp::create(
+        b, arith::CeilDivUIOp::create(b, seqQ, index(kBlockM)),
+        index(kBlockM));
+    return arith::MulIOp::create(
+        b,
+        arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ),
+                              head),
+        padded);
+  }
+  // One grid row (z) per sequence.
+  Value batches = gpu::GridDimOp::create(b, gpu::Dimension::z);
+  Value perHead = arith::MulIOp::create(
+      b,
+      arith::CeilDivUIOp::create(
+          b,
+          arith::AddIOp::create(
+              b, totalQ, arith::MulIOp::create(b, batches, index(kBlockM))),
+          index(kBlockM)),
+      index(kBlockM));
+  Value start = arith::MulIOp::create(
+      b,
+      arith::DivUIOp::create(
+          b,
+          arith::AddIOp::create(
+              b, seqStartQ, arith::MulIOp::create(b, batch, index(kBlockM))),
+          index(kBlockM)),
+      index(kBlockM));
+  return arith::AddIOp::create(b, arith::MulIOp::create(b, head, perHead),
+                               start);
+}
+
+void BackwardBuilder::loadSequence(Value cuSeqlensQ, Value totalQ,
+                                   Value cuSeqlensK, Value totalKV) {
+  SequenceRows queries = loadSequenceRows(b, cuSeqlensQ, batch, totalQ);
+  seqStartQ = queries.start;
+  seqQ = queries.count;
+  if (!cuSeqlensK)
+    return;
+  // Clamped to the packed K/V rows too: the main kernel stores dK and dV
+  // at its sequence's key rows.
+  SequenceRows keys = loadSequenceRows(b, cuSeqlensK, batch, totalKV);
+  seqStartKV = keys.start;
+  seqKV = keys.count;
+}
+
 void BackwardBuilder::forEachWarpRow(
-    Value seqQ, Value headsQ,
+    Value maxSeqQ, Value headsQ, Value cuSeqlensQ, Value totalQ,
     function_ref<void(Value, Value, Value, Value)> body) {
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value warp = arith::DivUIOp::create(b, tid, index(32));
   Value lane = arith::RemUIOp::create(b, tid, index(32));
   Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  Value headIndex = gpu::BlockIdOp::create(b, gpu::Dimension::y);
-  Value batchIndex = gpu::BlockIdOp::create(b, gpu::Dimension::z);
-  Value padded = arith::MulIOp::create(
-      b, arith::CeilDivUIOp::create(b, seqQ, index(kBlockM)), index(kBlockM));
-  rowBase = arith::MulIOp::create(
-      b,
-      arith::AddIOp::create(b, arith::MulIOp::create(b, batchIndex, headsQ),
-                            headIndex),
-      padded);
-  batch = batchIndex;
-  head = headIndex;
+  head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
+  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  seqQ = maxSeqQ;
+  if (c.varlen)
+    loadSequence(cuSeqlensQ, totalQ, Value(), Value());
+  rowBase = paddedRowBase(headsQ, totalQ);
+  Value blockRow = arith::MulIOp::create(b, block, index(kBlockM));
   Value firstRow = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, block, index(kBlockM)),
-      arith::MulIOp::create(b, warp, index(kBlockM / 4)));
-  auto loop = scf::ForOp::create(b, index(0), index(kBlockM / 4), index(1));
+      b, blockRow, arith::MulIOp::create(b, warp, index(kBlockM / 4)));
+  // A packed sequence's blocks end at its own rows (the grid is sized by
+  // the longest): the padded rows after them are the next sequence's.
+  Value rows = index(kBlockM / 4);
+  if (c.varlen)
+    rows = arith::SelectOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, blockRow, seqQ),
+        rows, index(0));
+  auto loop = scf::ForOp::create(b, index(0), rows, index(1));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value row = arith::AddIOp::create(b, firstRow, loop.getInductionVar());
@@ -117,9 +166,9 @@ Value BackwardBuilder::rowElements(Value base, Value strides[3], Value row,
   Value rowOffset = arith::AddIOp::create(
       b,
       arith::AddIOp::create(
-          b, arith::MulIOp::create(b, toI64(batch), strides[0]),
+          b, arith::MulIOp::create(b, toI64(mapBatch()), strides[0]),
           arith::MulIOp::create(b, toI64(head), strides[1])),
-      arith::MulIOp::create(b, toI64(row), strides[2]));
+      arith::MulIOp::create(b, toI64(mapRow(seqStartQ, row)), strides[2]));
   auto chunkType = VectorType::get({width}, c.elementType);
   auto type = VectorType::get({perLane}, c.elementType);
   Value elements = arith::ConstantOp::create(
@@ -149,14 +198,23 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                              i32Type,   i32Type};
   if (c.deterministic)
     types.push_back(ptrType());
+  // Packed sequences: cu_seqlens_q and total_q.
+  size_t varlenParams = types.size();
+  if (c.varlen)
+    types.append({ptrType(), i32Type});
   std::string name = (family + "_preprocess").str();
   gpu::GPUFuncOp func = createKernel(
       name, types, 128,
       getAttentionBackwardABI(ctx, name, family, c,
                               AttentionBackwardRole::Preprocess));
   auto p = [&](PreprocessParam x) { return params[static_cast<unsigned>(x)]; };
-  Value seqQ = toIndex(p(PreprocessParam::SeqQ));
+  Value maxSeqQ = toIndex(p(PreprocessParam::SeqQ));
   Value headsQ = toIndex(p(PreprocessParam::HeadsQ));
+  Value cuSeqlensQ, totalQ;
+  if (c.varlen) {
+    cuSeqlensQ = params[varlenParams];
+    totalQ = toIndex(params[varlenParams + 1]);
+  }
   Value oStrides[3] = {p(PreprocessParam::OStrideB),
                        p(PreprocessParam::OStrideH),
                        p(PreprocessParam::OStrideS)};
@@ -165,8 +223,10 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                         p(PreprocessParam::DOStrideS)};
   // O and dO rows: value_head_dim columns; dQ's: head_dim.
   int64_t perLane = c.valueHeadDim / 32;
-  forEachWarpRow(seqQ, headsQ, [&](Value row, Value paddedRow, Value valid,
-                                   Value lane) {
+  forEachWarpRow(maxSeqQ, headsQ, cuSeqlensQ, totalQ, [&](Value row,
+                                                          Value paddedRow,
+                                                          Value valid,
+                                                          Value lane) {
     // The warp's part of rowsum(dO * O): 0 for a padding row.
     auto ifValid = scf::IfOp::create(b, b.getF32Type(), valid,
                                      /*withElseRegion=*/true);
@@ -221,13 +281,20 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
       b.setInsertionPointToStart(ifLse.elseBlock());
       scf::YieldOp::create(b, f32(0.0));
       b.setInsertionPointToStart(ifLse.thenBlock());
-      Value unpadded = toI64(arith::AddIOp::create(
-          b,
-          arith::MulIOp::create(
-              b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ),
-                                       head),
-              seqQ),
-          row));
+      // lse: (B, H, seq_q); packed, flash-attn's (H, total_q).
+      Value unpadded = toI64(
+          c.varlen
+              ? arith::AddIOp::create(
+                    b, arith::MulIOp::create(b, head, totalQ),
+                    arith::AddIOp::create(b, seqStartQ, row))
+              : arith::AddIOp::create(
+                    b,
+                    arith::MulIOp::create(
+                        b,
+                        arith::AddIOp::create(
+                            b, arith::MulIOp::create(b, batch, headsQ), head),
+                        seqQ),
+                    row));
       Value lse = LLVM::LoadOp::create(
           b, b.getF32Type(),
           element(b.getF32Type(), p(PreprocessParam::Lse), unpadded));
@@ -263,6 +330,10 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   Type i32Type = b.getI32Type(), i64Type = b.getI64Type();
   SmallVector<Type> types = {ptrType(), ptrType(), i64Type,        i64Type,
                              i64Type,   i32Type,   i32Type,        b.getF32Type()};
+  // Packed sequences: cu_seqlens_q and total_q.
+  size_t varlenParams = types.size();
+  if (c.varlen)
+    types.append({ptrType(), i32Type});
   std::string name = (family + "_postprocess").str();
   gpu::GPUFuncOp func = createKernel(
       name, types, 128,
@@ -271,7 +342,7 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   auto p = [&](PostprocessParam x) {
     return params[static_cast<unsigned>(x)];
   };
-  Value seqQ = toIndex(p(PostprocessParam::SeqQ));
+  seqQ = toIndex(p(PostprocessParam::SeqQ));
   Value headsQ = toIndex(p(PostprocessParam::HeadsQ));
   Value strides[3] = {p(PostprocessParam::DQStrideB),
                       p(PostprocessParam::DQStrideH),
@@ -286,21 +357,26 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
-  Value padded = arith::MulIOp::create(
-      b, arith::CeilDivUIOp::create(b, seqQ, index(kBlockM)), index(kBlockM));
+  Value totalQ;
+  if (c.varlen) {
+    totalQ = toIndex(params[varlenParams + 1]);
+    loadSequence(params[varlenParams], totalQ, Value(), Value());
+  }
   Value blockRow = arith::MulIOp::create(b, block, index(kBlockM));
+  Block *entry = b.getInsertionBlock();
+  if (c.varlen) {
+    // A packed sequence's blocks end at its own rows (the grid is sized by
+    // the longest): past them, the padded rows are the next sequence's, or
+    // past the buffer.
+    auto inside = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, blockRow, seqQ),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(inside.thenBlock());
+  }
   Value accBlock = element(
       b.getF32Type(), p(PostprocessParam::DQAccum),
       toI64(arith::MulIOp::create(
-          b,
-          arith::AddIOp::create(
-              b,
-              arith::MulIOp::create(
-                  b,
-                  arith::AddIOp::create(
-                      b, arith::MulIOp::create(b, batch, headsQ), head),
-                  padded),
-              blockRow),
+          b, arith::AddIOp::create(b, paddedRowBase(headsQ, totalQ), blockRow),
           index(c.headDim))));
   int64_t numElements = AccumulatorLayout::elementsPerThread(c.headDim);
   Value acc = buildFragmentOrderLoad(b, accBlock, t, numElements);
@@ -318,9 +394,13 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   Value threadColumn = toI64(arith::MulIOp::create(
       b, arith::RemUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow)),
       index(AccumulatorLayout::kColumnsPerLane)));
+  // Packed: the sequence's rows from its first (batch 0 of the view).
   Value headOffset = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, toI64(batch), strides[0]),
+      b, arith::MulIOp::create(b, toI64(mapBatch()), strides[0]),
       arith::MulIOp::create(b, toI64(head), strides[1]));
+  if (seqStartQ)
+    headOffset = arith::AddIOp::create(
+        b, headOffset, arith::MulIOp::create(b, toI64(seqStartQ), strides[2]));
   for (int64_t half : {0, 1}) {
     Value row = arith::AddIOp::create(
         b, firstRow, index(half * AccumulatorLayout::kRowHalfDistance));
@@ -352,6 +432,7 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
           2 * c.elementBytes());
     }
   }
+  b.setInsertionPointToEnd(entry);
   gpu::ReturnOp::create(b);
   return func;
 }
@@ -365,15 +446,24 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   // The rows of a dK / dV store: a warpgroup's 64 keys, or with the head
   // dim split all the CTA's keys (a warpgroup's column blocks).
   int64_t gradientRows = c.backwardSplitsHeadDim() ? c.blockN : 64;
+  // Packed sequences store dK and dV with predicated stores (a TMA store
+  // would write past the sequence's keys into the next's): pointers to
+  // contiguous (total_kv, heads_q, D) gradients instead of tensor maps.
+  Type gradientType =
+      c.varlen ? ptrType() : Type(tensorMapType(gradientRows));
   SmallVector<Type> types = {
       tensorMapType(kBlockM), tensorMapType(c.blockN), tensorMapType(c.blockN),
-      tensorMapType(kBlockM), tensorMapType(gradientRows), tensorMapType(gradientRows),
+      tensorMapType(kBlockM), gradientType,           gradientType,
       ptrType(),              ptrType(),              ptrType(),
       i32Type,                i32Type,                i32Type,
       f32Type,                f32Type,                i32Type,
       i32Type};
   if (c.deterministic)
     types.push_back(ptrType());
+  // Packed sequences: cu_seqlens_q, cu_seqlens_k, total_q, total_kv.
+  size_t varlenParams = types.size();
+  if (c.varlen)
+    types.append({ptrType(), ptrType(), i32Type, i32Type});
   // The window bounds, then the modifiers' auxiliary tensors (as the
   // forward's: after every other parameter).
   size_t extra = types.size();
@@ -391,6 +481,15 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   seqQ = toIndex(param(BackwardParam::SeqQ));
   seqKV = toIndex(param(BackwardParam::SeqKV));
   headsQ = toIndex(param(BackwardParam::HeadsQ));
+  // Packed: the CTA's sequence (grid z) and its lengths, which the masks,
+  // the Q-block range and the modifiers read as seq_q and seq_kv.
+  Value totalQ;
+  if (c.varlen) {
+    batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+    totalQ = toIndex(params[varlenParams + 2]);
+    loadSequence(params[varlenParams], totalQ, params[varlenParams + 1],
+                 toIndex(params[varlenParams + 3]));
+  }
   if (c.maskMod)
     maskShape.emplace(*c.maskMod);
   ArrayRef<Value> extraParams = ArrayRef<Value>(params).drop_front(extra);
@@ -427,7 +526,8 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
             b, arith::CeilDivUIOp::create(b, seqKV, index(c.blockN)), index(1)),
         kvBlock);
   head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
-  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
+  if (!batch)
+    batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
   kvHead = arith::DivUIOp::create(
       b, head, toIndex(param(BackwardParam::HeadsPerKVHead)));
   kvRow0 = arith::MulIOp::create(b, kvBlock, index(c.blockN));
@@ -441,9 +541,13 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
                : index(0);
   qEnd = numQBlocks;
   narrowQueryBlocks();
-  rowBase = arith::MulIOp::create(
-      b, arith::AddIOp::create(b, arith::MulIOp::create(b, batch, headsQ), head),
-      arith::MulIOp::create(b, numQBlocks, index(kBlockM)));
+  // A packed sequence's K/V blocks end at its own keys (the grid is sized
+  // by the longest): a block past them visits no Q block and stores nothing.
+  if (c.varlen)
+    qEnd = arith::SelectOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, kvRow0, seqKV),
+        qEnd, qBegin);
+  rowBase = paddedRowBase(headsQ, totalQ);
 
   // Shared memory from a 1024-byte aligned start (the swizzle atom), as the
   // forward: K, V, the Q ring, the dO ring, the consumers' dS tiles.
@@ -520,15 +624,17 @@ void BackwardBuilder::buildMainProducer() {
       Value block = buildTileView(
           b, tile, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
           {rows, kW});
-      TMALoadOp::create(b, map, ValueRange{batch, headIndex, row, index(col * kW)},
+      TMALoadOp::create(b, map,
+                        ValueRange{mapBatch(), headIndex, row, index(col * kW)},
                         block, barrier, Value());
     }
   };
   // The CTA's K and V blocks, once.
   ProducerAcquireOp::create(b, pipeKV, nullptr);
   Value kvBarrier = ProducerMBarOp::create(b, pipeKV, nullptr);
-  loadRows(param(BackwardParam::KMap), sK, kvHead, kvRow0, c.blockN, kvBarrier);
-  loadRows(param(BackwardParam::VMap), sV, kvHead, kvRow0, c.blockN, kvBarrier);
+  Value kvRow = mapRow(seqStartKV, kvRow0);
+  loadRows(param(BackwardParam::KMap), sK, kvHead, kvRow, c.blockN, kvBarrier);
+  loadRows(param(BackwardParam::VMap), sV, kvHead, kvRow, c.blockN, kvBarrier);
   ProducerCommitOp::create(b, pipeKV, nullptr);
   StepOp::create(b, pipeKV);
 
@@ -553,7 +659,7 @@ void BackwardBuilder::buildMainProducer() {
         b, ring,
         {slotIndex, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
         slotShape);
-    loadRows(map, tile, head, qRow, kBlockM, barrier);
+    loadRows(map, tile, head, mapRow(seqStartQ, qRow), kBlockM, barrier);
     ProducerCommitOp::create(b, state, nullptr);
     next.push_back(StepOp::create(b, state));
   }
@@ -1160,6 +1266,15 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                           kSwizzle);
   StoreFragmentOp::create(b, arith::TruncFOp::create(b, narrow, dV), sVc,
                           kSwizzle);
+  if (c.varlen) {
+    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+    storePackedGradient(sKc, BackwardParam::DKMap, c.headDim, tileKeyRow,
+                        index(0), t);
+    storePackedGradient(sVc, BackwardParam::DVMap, c.valueHeadDim, tileKeyRow,
+                        index(0), t);
+    ConsumerReleaseOp::create(b, pipeKV, elected, nullptr);
+    return;
+  }
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
@@ -1184,6 +1299,26 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
                                          b.getUnitAttr());
   }
   ConsumerReleaseOp::create(b, pipeKV, elected, nullptr);
+}
+
+void BackwardBuilder::storePackedGradient(Value tile, BackwardParam gradient,
+                                          int64_t dim, Value firstKey,
+                                          Value firstColumn, Value thread) {
+  // The gradient is (total_kv, heads_q, dim), contiguous: dK and dV per
+  // query head (the Python side sums a GQA group's heads).
+  Value rowStride =
+      arith::MulIOp::create(b, toI64(headsQ),
+                            arith::ConstantIntOp::create(b, dim, 64));
+  Value firstRowOffset = arith::AddIOp::create(
+      b,
+      arith::MulIOp::create(
+          b, toI64(arith::AddIOp::create(b, seqStartKV, firstKey)), rowStride),
+      toI64(arith::AddIOp::create(
+          b, arith::MulIOp::create(b, head, index(dim)), firstColumn)));
+  buildPredicatedCopy(
+      b, PredicatedStore{tile, /*barrierId=*/Value(), thread, param(gradient),
+                         firstRowOffset, rowStride,
+                         arith::SubIOp::create(b, seqKV, firstKey), kSwizzle});
 }
 
 void BackwardBuilder::buildOrderedTurnWait(Value semaphore, Value turn,
@@ -1276,6 +1411,10 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
   if (c.valueHeadDim != c.headDim)
     entries.push_back(b.getNamedAttr("value_head_dim",
                                      b.getI64IntegerAttr(c.valueHeadDim)));
+  // Packed sequences (flash_attn_varlen_func's layout): only these kernels
+  // say so and take the offsets.
+  if (c.varlen)
+    entries.push_back(b.getNamedAttr("varlen", b.getBoolAttr(true)));
   // Only kernels with other masks than top-left causal or modifiers name
   // them: the others' ABI is unchanged.
   if (c.maskAlignment != MaskAlignment::TopLeft || c.slidingWindow) {
@@ -1292,6 +1431,17 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
   SmallVector<std::string> auxGradNames;
   for (int64_t i : c.auxGrads)
     auxGradNames.push_back("aux" + std::to_string(i) + "_grad");
+  // The packed sequences' parameters of the role (after the others and
+  // the dQ counters, before the window bounds).
+  SmallVector<std::pair<StringRef, StringRef>> varlenList;
+  if (c.varlen) {
+    varlenList.push_back({"cu_seqlens_q", "pointer"});
+    if (role == AttentionBackwardRole::Main)
+      varlenList.push_back({"cu_seqlens_k", "pointer"});
+    varlenList.push_back({"total_q", "i32"});
+    if (role == AttentionBackwardRole::Main)
+      varlenList.push_back({"total_kv", "i32"});
+  }
   auto kinds = [&](ArrayRef<std::pair<StringRef, StringRef>> list,
                    bool withSemaphore = false, bool withMasks = false) {
     SmallVector<StringRef> names;
@@ -1299,6 +1449,7 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
     SmallVector<std::pair<StringRef, StringRef>> all(list);
     if (withSemaphore)
       all.push_back({"dq_semaphore", "pointer"});
+    all.append(varlenList.begin(), varlenList.end());
     // The main kernel's window bounds and auxiliary tensors.
     if (withMasks && c.slidingWindow)
       all.append({{"window_left", "i32"}, {"window_right", "i32"}});
@@ -1352,8 +1503,11 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
            {"k_map", "tensor_map"},
            {"v_map", "tensor_map"},
            {"do_map", "tensor_map"},
-           {"dk_map", "tensor_map"},
-           {"dv_map", "tensor_map"},
+           // Packed: contiguous (total_kv, heads_q, D) gradients.
+           c.varlen ? std::pair<StringRef, StringRef>{"dk", "pointer"}
+                    : std::pair<StringRef, StringRef>{"dk_map", "tensor_map"},
+           c.varlen ? std::pair<StringRef, StringRef>{"dv", "pointer"}
+                    : std::pair<StringRef, StringRef>{"dv_map", "tensor_map"},
            {"lse_log2", "pointer"},
            {"delta", "pointer"},
            {"dq_accum", "pointer"},

@@ -428,6 +428,28 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
     for (int64_t m = 0; m < vRowBlocks; ++m)
       storeTransposed(loop.getResult(2 + m), sV, firstVRowTile, m);
   });
+  if (c.varlen) {
+    // Packed: this warpgroup's column blocks, every row below the
+    // sequence's keys, by predicated stores.
+    NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr, Value());
+    auto copyBlocks = [&](Value tile, BackwardParam gradient, int64_t dim,
+                          Value firstTile, int64_t blocks) {
+      Value view = buildTileView(
+          b, tile,
+          {OpFoldResult(firstTile), b.getIndexAttr(0), b.getIndexAttr(0)},
+          {blocks, c.blockN, kW});
+      storePackedGradient(view, gradient, dim, kvRow0,
+                          arith::MulIOp::create(b, firstTile, index(kW)), t);
+    };
+    copyBlocks(sK, BackwardParam::DKMap, c.headDim, firstKRowTile,
+               kRowBlocks * tilesPerRowBlock);
+    withDV([&] {
+      copyBlocks(sV, BackwardParam::DVMap, c.valueHeadDim, firstVRowTile,
+                 vRowBlocks * tilesPerRowBlock);
+    });
+    ConsumerReleaseOp::create(b, pipeKV, elected, nullptr);
+    return;
+  }
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
       NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));

@@ -25,39 +25,20 @@ using namespace mlir;
 using namespace kvpipe;
 using namespace kvpipe::detail;
 
-Value KernelBuilder::loadOffset(AttentionParam offsets, Value sequence) {
-  // The same address in every thread.
-  Value address = LLVM::GEPOp::create(
-      b, LLVM::LLVMPointerType::get(ctx, 1), b.getI32Type(), param(offsets),
-      ValueRange{arith::IndexCastOp::create(b, b.getI64Type(), sequence)});
-  return toIndex(LLVM::LoadOp::create(b, b.getI32Type(), address));
-}
-
 void KernelBuilder::setSequence() {
-  // One load of each offset per tile. Clamped so that no offsets, however
-  // wrong, send a store outside the packed output: the query rows are
-  // [start, end) with 0 <= start <= end <= total_q. (K/V loads need no
-  // clamp: TMA fills rows outside the tensor with zeros.)
-  Value totalQ = toIndex(param(AttentionParam::TotalQ));
-  auto clamp = [&](Value v, Value low, Value high) -> Value {
-    return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, low), high);
-  };
-  seqStartQ = clamp(loadOffset(AttentionParam::CuSeqlensQ, batch), index(0),
-                    totalQ);
-  Value endQ = clamp(loadOffset(AttentionParam::CuSeqlensQ,
-                                arith::AddIOp::create(b, batch, index(1))),
-                     seqStartQ, totalQ);
-  seqQ = arith::SubIOp::create(b, endQ, seqStartQ);
-  seqStartKV = arith::MaxSIOp::create(
-      b, loadOffset(AttentionParam::CuSeqlensK, batch), index(0));
-  seqKV = arith::MaxSIOp::create(
-      b,
-      arith::SubIOp::create(
-          b,
-          loadOffset(AttentionParam::CuSeqlensK,
-                     arith::AddIOp::create(b, batch, index(1))),
-          seqStartKV),
-      index(0));
+  // One load of each offset per tile, clamped: the query rows are
+  // [start, end) with 0 <= start <= end <= total_q, so that no offsets,
+  // however wrong, send a store outside the packed output. (K/V loads need
+  // no upper clamp: TMA fills rows outside the tensor with zeros.)
+  SequenceRows queries =
+      loadSequenceRows(b, param(AttentionParam::CuSeqlensQ), batch,
+                       toIndex(param(AttentionParam::TotalQ)));
+  seqStartQ = queries.start;
+  seqQ = queries.count;
+  SequenceRows keys = loadSequenceRows(b, param(AttentionParam::CuSeqlensK),
+                                       batch, /*total=*/Value());
+  seqStartKV = keys.start;
+  seqKV = keys.count;
   if (c.maskAlignment == MaskAlignment::BottomRight)
     diagonal = arith::SubIOp::create(b, seqKV, seqQ);
 }

@@ -75,11 +75,34 @@ private:
   }
   /// For the row-wise kernels: `body(row, valid)` for each of the 16 rows a
   /// warp of the CTA's 64-row block takes, with the kernel's row and
-  /// padded-row bases set.
-  void forEachWarpRow(Value seqQ, Value headsQ,
+  /// padded-row bases set (`batch`, `head`, `rowBase`; with `varlen`, the
+  /// sequence's `seqQ` and `seqStartQ` read from `cuSeqlensQ` first, and
+  /// nothing for a block past the sequence's rows).
+  void forEachWarpRow(Value maxSeqQ, Value headsQ, Value cuSeqlensQ,
+                      Value totalQ,
                       function_ref<void(Value row, Value paddedRow,
                                         Value valid, Value lane)>
                           body);
+  /// The padded row of (batch, head)'s query row 0 in the fp32 row buffers
+  /// (lse_log2, delta; dq_accum has head_dim elements a row): the one place
+  /// their layout is decided. Rows are padded to whole 64-row Q blocks:
+  /// dense, (batch * heads_q + head) * round_up(seq_q, 64); with `varlen`,
+  /// head * varlenPaddedRows + the sequence's padded start
+  /// floor((cu_seqlens_q[b] + 64 b) / 64) * 64 (FA3's), which keeps every
+  /// sequence's padded blocks apart and inside round_up(total_q + 64 batch,
+  /// 64) rows a head (docs/backward.md, "Packed sequences").
+  Value paddedRowBase(Value headsQ, Value totalQ);
+  /// With `varlen`: reads the CTA's sequence (`batch`) from the offsets,
+  /// setting seqStartQ / seqQ (and with `cuSeqlensK`, seqStartKV / seqKV).
+  void loadSequence(Value cuSeqlensQ, Value totalQ, Value cuSeqlensK,
+                    Value totalKV);
+  /// The batch coordinate of the tensor maps and strided tensors: packed
+  /// sequences are all batch 0 of a (1, total, H, D) view.
+  Value mapBatch() { return c.varlen ? index(0) : batch; }
+  /// Row `row` of the sequence in its tensor (packed: from its first row).
+  Value mapRow(Value start, Value row) {
+    return start ? Value(arith::AddIOp::create(b, start, row)) : row;
+  }
   /// `v` (f32) rounded to the element type two at a time (cvt.rn.bf16x2 /
   /// f16x2, one F2FP): P^T is both the dV wgmma's A operand (packed) and
   /// extended back for dS, and from a plain truncf LLVM emits one scalar
@@ -179,6 +202,13 @@ private:
             arith::AddIOp::create(b, firstKey, threadColumn),
             seqQ,        seqKV,    auxParams, c.auxTypes, /*transposed=*/false};
   }
+  /// Packed sequences' dK / dV epilogue: `tile` ([blocks][keys][kW], staged
+  /// and visible to the warpgroup's threads; `thread` 0..127) holds rows
+  /// from key `firstKey` of the CTA's sequence and columns from
+  /// `firstColumn` of the (total_kv, heads_q, dim) gradient `gradient`:
+  /// copied by 16-byte stores, the rows at or past the sequence's keys not.
+  void storePackedGradient(Value tile, BackwardParam gradient, int64_t dim,
+                           Value firstKey, Value firstColumn, Value thread);
   /// Deterministic mode: the turn of consumer warpgroup `consumer` to add
   /// to dQ of Q block `qBlock` (null without the causal mask, where it does
   /// not depend on the block).
@@ -225,6 +255,9 @@ private:
   Value kvBlock;
   Value seqQ, seqKV, headsQ, batch, head, kvHead, kvRow0, qBegin, numQBlocks,
       rowBase;
+  /// With `varlen`: the sequence's first rows in the packed Q / dO / O and
+  /// K / V tensors (null otherwise).
+  Value seqStartQ, seqStartKV;
   /// The Q blocks past the last one the masks let see a key of the CTA
   /// (numQBlocks without a left bound).
   Value qEnd;

@@ -187,8 +187,6 @@ private:
   /// query and key rows in the packed tensors, and its lengths as seqQ and
   /// seqKV).
   void setSequence();
-  /// With `varlen`: cu_seqlens entry `sequence` of `offsets` (one load).
-  Value loadOffset(AttentionParam offsets, Value sequence);
   /// With `varlen`: no K/V blocks for a Q block past its sequence's end.
   void skipBlockPastSequence();
   /// With `varlen`: the epilogue's predicated stores of O, and the

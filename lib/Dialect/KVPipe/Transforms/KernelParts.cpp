@@ -363,6 +363,15 @@ void kvpipe::buildPredicatedStore(ImplicitLocOpBuilder &b, Value o,
   NVVM::BarrierOp::create(b, Type(), store.barrierId,
                           arith::ConstantIntOp::create(b, 128, 32), nullptr,
                           Value());
+  buildPredicatedCopy(b, store);
+}
+
+void kvpipe::buildPredicatedCopy(ImplicitLocOpBuilder &b,
+                                 const PredicatedStore &store) {
+  auto index = [&](int64_t v) { return indexConstant(b, v); };
+  auto i64 = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getI64Type(), v);
+  };
   auto rowsType = cast<MemRefType>(store.rows.getType());
   int64_t rows = rowsType.getDimSize(1), width = rowsType.getDimSize(2);
   int64_t elementBytes = rowsType.getElementTypeBitWidth() / 8;
@@ -409,6 +418,34 @@ void kvpipe::buildPredicatedStore(ImplicitLocOpBuilder &b, Value o,
                                         store.output, ValueRange{offset});
     LLVM::StoreOp::create(b, value, address, /*alignment=*/16);
   }
+}
+
+SequenceRows kvpipe::loadSequenceRows(ImplicitLocOpBuilder &b,
+                                      Value offsets, Value sequence,
+                                      Value total) {
+  auto load = [&](Value at) -> Value {
+    Value address = LLVM::GEPOp::create(
+        b, LLVM::LLVMPointerType::get(b.getContext(), 1), b.getI32Type(),
+        offsets,
+        ValueRange{arith::IndexCastOp::create(b, b.getI64Type(), at)});
+    return arith::IndexCastOp::create(
+        b, b.getIndexType(), LLVM::LoadOp::create(b, b.getI32Type(), address));
+  };
+  auto loadNext = [&]() {
+    return load(arith::AddIOp::create(b, sequence, indexConstant(b, 1)));
+  };
+  Value zero = indexConstant(b, 0);
+  if (!total) {
+    Value start = arith::MaxSIOp::create(b, load(sequence), zero);
+    return {start, arith::MaxSIOp::create(
+                       b, arith::SubIOp::create(b, loadNext(), start), zero)};
+  }
+  auto clamp = [&](Value v, Value low, Value high) -> Value {
+    return arith::MinSIOp::create(b, arith::MaxSIOp::create(b, v, low), high);
+  };
+  Value start = clamp(load(sequence), zero, total);
+  Value end = clamp(loadNext(), start, total);
+  return {start, arith::SubIOp::create(b, end, start)};
 }
 
 void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,

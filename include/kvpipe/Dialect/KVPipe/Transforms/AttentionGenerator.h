@@ -100,6 +100,8 @@ enum class BackwardParam : unsigned {
   KMap,
   VMap,
   DOMap,
+  /// dK and dV's tensor maps; with `varlen`, pointers to contiguous
+  /// (total_kv, heads_q, D) gradients (predicated stores).
   DKMap,
   DVMap,
   LseLog2,
@@ -114,6 +116,8 @@ enum class BackwardParam : unsigned {
   Batch,
   /// Only with `deterministic`.
   DQSemaphore,
+  // With `varlen` (never with `deterministic`), after the others:
+  // cu_seqlens_q, cu_seqlens_k, total_q, total_kv (see the ABI report).
   Count
 };
 
@@ -135,6 +139,8 @@ enum class PreprocessParam : unsigned {
   HeadsQ,
   /// Only with `deterministic`.
   DQSemaphore,
+  // With `varlen` (never with `deterministic`), after the others:
+  // cu_seqlens_q, total_q.
   Count
 };
 
@@ -148,6 +154,7 @@ enum class PostprocessParam : unsigned {
   SeqQ,
   HeadsQ,
   Scale,
+  // With `varlen`, after the others: cu_seqlens_q, total_q.
   Count
 };
 

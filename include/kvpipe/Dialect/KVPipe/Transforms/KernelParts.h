@@ -243,6 +243,24 @@ struct PredicatedStore {
 /// `store.rowCount`.
 void buildPredicatedStore(mlir::ImplicitLocOpBuilder &b, mlir::Value o,
                           const PredicatedStore &store);
+/// Its second half, for rows already staged and visible to every thread of
+/// the warpgroup: the 16-byte copies of `store.rows` (any [blocks][rows][W]
+/// view: the backward's dK / dV tiles) below `store.rowCount`.
+void buildPredicatedCopy(mlir::ImplicitLocOpBuilder &b,
+                         const PredicatedStore &store);
+
+/// Sequence `sequence`'s rows [start, start + count) of a batch packed
+/// without padding (`varlen`), from the i32 prefix offsets at `offsets`
+/// (`!llvm.ptr<1>`, one load of each bound, the same address in every
+/// thread). Clamped so that no offsets, however wrong, send an access
+/// outside the packed rows: 0 <= start <= start + count <= total (without
+/// `total`, only start >= 0 and count >= 0).
+struct SequenceRows {
+  mlir::Value start, count;
+};
+SequenceRows loadSequenceRows(mlir::ImplicitLocOpBuilder &b,
+                              mlir::Value offsets, mlir::Value sequence,
+                              mlir::Value total);
 
 /// Writes `lse[(batch * heads + head) * seqQ + row]` = ln 2 (m c + log2 l)
 /// (natural log of the row's sum of exp(S scale)) for the thread's two
