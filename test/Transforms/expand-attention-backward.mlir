@@ -11,22 +11,30 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @bwd64 {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true}
 }
 
-// The preprocess: one warp per row, delta = rowsum(dO * O) across the warp,
-// lane 0 writes delta and lse * log2(e); every lane zeroes its part of the
-// dQ accumulator's row.
+// The preprocess: each warp takes 16 rows, and their O and dO rows (4
+// columns a lane at head dim 128; rows past seq_q load the last row) are all
+// loaded before the first row is reduced; delta = rowsum(dO * O) across the
+// warp (0 for a padding row) is stored by lane r for row r, every lane zeroes
+// its part of the dQ accumulator's row, and lanes 0-15 write lse * log2(e) of
+// the warp's rows.
 // CHECK-LABEL: gpu.func @bwd_preprocess(
 //  CHECK-SAME:   role = "preprocess"
-//       CHECK:   scf.for
-//       CHECK:     scf.if %{{.*}} -> (f32)
-//       CHECK:       llvm.load {{.*}} -> vector<4xbf16>
-//       CHECK:       llvm.load {{.*}} -> vector<4xbf16>
-//       CHECK:       vector.reduction <add>
-//       CHECK:     gpu.shuffle  xor %{{.*}}, %c16_i32
-//       CHECK:     gpu.shuffle  xor %{{.*}}, %c1_i32
-//       CHECK:     llvm.store %{{.*}} : vector<4xf32>, !llvm.ptr<1>
+//   CHECK-NOT:   scf.for
+// CHECK-COUNT-32: llvm.load {{.*}} -> vector<4xbf16>
+//   CHECK-NOT:   llvm.load
+//       CHECK:   vector.reduction <add>
+//  CHECK-NEXT:   arith.select
+//  CHECK-NEXT:   gpu.shuffle  xor %{{.*}}, %c16_i32
+//       CHECK:   gpu.shuffle  xor %{{.*}}, %c1_i32
+//       CHECK:   llvm.store %{{.*}} : vector<4xf32>, !llvm.ptr<1>
+//       CHECK:   scf.if
 //       CHECK:     llvm.store %{{.*}} : f32, !llvm.ptr<1>
-//       CHECK:       arith.mulf %{{.*}}, %cst{{.*}} : f32
+//       CHECK:   arith.cmpi ult, %{{.*}}, %c16 : index
+//  CHECK-NEXT:   scf.if
+//       CHECK:     llvm.load {{.*}} -> f32
+//       CHECK:     arith.mulf %{{.*}}, %cst{{.*}} : f32
 //       CHECK:     llvm.store %{{.*}} : f32, !llvm.ptr<1>
+//       CHECK:   gpu.return
 
 // The main kernel: K and V resident (pipeline of one slot), Q and dO
 // streamed (two slots each), two consumer warpgroups; with the causal mask

@@ -73,7 +73,7 @@ gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
 }
 
 //===----------------------------------------------------------------------===//
-// Preprocess and postprocess: one warp per row, D/32 elements per lane.
+// Preprocess and postprocess: a warp's rows at once, D/32 elements per lane.
 //===----------------------------------------------------------------------===//
 
 Value BackwardBuilder::paddedRowBase(Value headsQ, Value totalQ) {
@@ -123,12 +123,10 @@ void BackwardBuilder::loadSequence(Value cuSeqlensQ, Value totalQ,
   seqKV = keys.count;
 }
 
-void BackwardBuilder::forEachWarpRow(
-    Value maxSeqQ, Value headsQ, Value cuSeqlensQ, Value totalQ,
-    function_ref<void(Value, Value, Value, Value)> body) {
+Value BackwardBuilder::setUpWarpRows(Value maxSeqQ, Value headsQ,
+                                     Value cuSeqlensQ, Value totalQ) {
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value warp = arith::DivUIOp::create(b, tid, index(32));
-  Value lane = arith::RemUIOp::create(b, tid, index(32));
   Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
@@ -137,21 +135,17 @@ void BackwardBuilder::forEachWarpRow(
     loadSequence(cuSeqlensQ, totalQ, Value(), Value());
   rowBase = paddedRowBase(headsQ, totalQ);
   Value blockRow = arith::MulIOp::create(b, block, index(kBlockM));
-  Value firstRow = arith::AddIOp::create(
-      b, blockRow, arith::MulIOp::create(b, warp, index(kBlockM / 4)));
-  // A packed sequence's blocks end at its own rows (the grid is sized by
-  // the longest): the padded rows after them are the next sequence's.
-  Value rows = index(kBlockM / 4);
-  if (c.varlen)
-    rows = arith::SelectOp::create(
+  if (c.varlen) {
+    // A packed sequence's blocks end at its own rows (the grid is sized by
+    // the longest): the padded rows after them are the next sequence's.
+    // Inside, seq_q >= 1.
+    auto inside = scf::IfOp::create(
         b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, blockRow, seqQ),
-        rows, index(0));
-  auto loop = scf::ForOp::create(b, index(0), rows, index(1));
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(loop.getBody());
-  Value row = arith::AddIOp::create(b, firstRow, loop.getInductionVar());
-  Value valid = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ);
-  body(row, arith::AddIOp::create(b, rowBase, row), valid, lane);
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(inside.thenBlock());
+  }
+  return arith::AddIOp::create(
+      b, blockRow, arith::MulIOp::create(b, warp, index(kRowsPerWarp)));
 }
 
 Value BackwardBuilder::rowChunkColumn(Value lane, int64_t chunk,
@@ -223,40 +217,49 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                         p(PreprocessParam::DOStrideS)};
   // O and dO rows: value_head_dim columns; dQ's: head_dim.
   int64_t perLane = c.valueHeadDim / 32;
-  forEachWarpRow(maxSeqQ, headsQ, cuSeqlensQ, totalQ, [&](Value row,
-                                                          Value paddedRow,
-                                                          Value valid,
-                                                          Value lane) {
-    // The warp's part of rowsum(dO * O): 0 for a padding row.
-    auto ifValid = scf::IfOp::create(b, b.getF32Type(), valid,
-                                     /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifValid.elseBlock());
-      scf::YieldOp::create(b, f32(0.0));
-      b.setInsertionPointToStart(ifValid.thenBlock());
-      auto f32Vec = VectorType::get({perLane}, b.getF32Type());
-      Value o = arith::ExtFOp::create(
-          b, f32Vec, rowElements(p(PreprocessParam::O), oStrides, row, lane,
+  Block *entry = b.getInsertionBlock();
+  Value firstRow = setUpWarpRows(maxSeqQ, headsQ, cuSeqlensQ, totalQ);
+  Value lane = arith::RemUIOp::create(
+      b, gpu::ThreadIdOp::create(b, gpu::Dimension::x), index(32));
+  Value lastRow = arith::SubIOp::create(b, seqQ, index(1));
+  // Every row's O and dO are loaded before any row is reduced: a row at a
+  // time, each warp had one row's loads in flight and the kernel was 6 %
+  // (head dim 128) to 20 % (64) slower than cuDNN's (H200, 2026-12-05).
+  // Rows past seq_q load the last row and count 0 (no branch between the
+  // loads).
+  // Above 4 columns a lane (head dims 192, 256), 8 rows at a time: 16 rows
+  // of O and dO are 128 registers a thread, and ptxas spilled.
+  auto f32Vec = VectorType::get({perLane}, b.getF32Type());
+  int64_t rowsAtOnce = perLane > 4 ? kRowsPerWarp / 2 : kRowsPerWarp;
+  int64_t width = rowChunkElements(c.headDim);
+  auto zeroChunk = VectorType::get({width}, b.getF32Type());
+  Value zeros = arith::ConstantOp::create(
+      b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
+  SmallVector<Value> rows, valid, os, dOs;
+  for (int64_t r = 0; r < kRowsPerWarp; ++r) {
+    if (r % rowsAtOnce == 0)
+      for (int64_t next = r; next < r + rowsAtOnce; ++next) {
+        rows.push_back(arith::AddIOp::create(b, firstRow, index(next)));
+        valid.push_back(arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
+                                              rows.back(), seqQ));
+        Value loaded = arith::MinUIOp::create(b, rows.back(), lastRow);
+        os.push_back(rowElements(p(PreprocessParam::O), oStrides, loaded, lane,
                                  c.valueHeadDim));
-      Value dO = arith::ExtFOp::create(
-          b, f32Vec, rowElements(p(PreprocessParam::DO), dOStrides, row, lane,
-                                 c.valueHeadDim));
-      Value partial = vector::ReductionOp::create(
-          b, vector::CombiningKind::ADD, arith::MulFOp::create(b, o, dO));
-      scf::YieldOp::create(b, partial);
-    }
-    Value sum = reduceAcrossLanes(b, ifValid.getResult(0),
-                                  vector::CombiningKind::ADD,
-                                  {16, 8, 4, 2, 1});
-    Value paddedOffset = toI64(paddedRow);
+        dOs.push_back(rowElements(p(PreprocessParam::DO), dOStrides, loaded,
+                                  lane, c.valueHeadDim));
+      }
+    // rowsum(dO * O), the warp's lanes summed: 0 for a padding row.
+    Value partial = vector::ReductionOp::create(
+        b, vector::CombiningKind::ADD,
+        arith::MulFOp::create(b, arith::ExtFOp::create(b, f32Vec, os[r]),
+                              arith::ExtFOp::create(b, f32Vec, dOs[r])));
+    Value sum = reduceAcrossLanes(
+        b, arith::SelectOp::create(b, valid[r], partial, f32(0.0)),
+        vector::CombiningKind::ADD, {16, 8, 4, 2, 1});
+    Value paddedOffset = toI64(arith::AddIOp::create(b, rowBase, rows[r]));
     // This lane's chunks of the dQ accumulator's row are zeroed.
     Value dqRow = arith::MulIOp::create(
         b, paddedOffset, arith::ConstantIntOp::create(b, c.headDim, 64));
-    int64_t width = rowChunkElements(c.headDim);
-    auto zeroChunk = VectorType::get({width}, b.getF32Type());
-    Value zeros = arith::ConstantOp::create(
-        b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
     for (int64_t chunk = 0; chunk < c.headDim / 32 / width; ++chunk)
       LLVM::StoreOp::create(
           b, zeros,
@@ -264,47 +267,53 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
                   arith::AddIOp::create(
                       b, dqRow, toI64(rowChunkColumn(lane, chunk, width)))),
           width * 4);
-    auto first = scf::IfOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(0)),
+    // Every lane holds the sum; lane r stores it.
+    auto store = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(r)),
         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(first.thenBlock());
+    b.setInsertionPointToStart(store.thenBlock());
     LLVM::StoreOp::create(b, sum,
                           element(b.getF32Type(), p(PreprocessParam::Delta),
                                   paddedOffset));
-    // lse * log2(e) for the main kernel's exp2; padding rows 0 (their
-    // columns are masked there).
-    auto ifLse = scf::IfOp::create(b, b.getF32Type(), valid,
-                                   /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard lseGuard(b);
-      b.setInsertionPointToStart(ifLse.elseBlock());
-      scf::YieldOp::create(b, f32(0.0));
-      b.setInsertionPointToStart(ifLse.thenBlock());
-      // lse: (B, H, seq_q); packed, flash-attn's (H, total_q).
-      Value unpadded = toI64(
-          c.varlen
-              ? arith::AddIOp::create(
-                    b, arith::MulIOp::create(b, head, totalQ),
-                    arith::AddIOp::create(b, seqStartQ, row))
-              : arith::AddIOp::create(
-                    b,
-                    arith::MulIOp::create(
-                        b,
-                        arith::AddIOp::create(
-                            b, arith::MulIOp::create(b, batch, headsQ), head),
-                        seqQ),
-                    row));
-      Value lse = LLVM::LoadOp::create(
-          b, b.getF32Type(),
-          element(b.getF32Type(), p(PreprocessParam::Lse), unpadded));
-      scf::YieldOp::create(b, ValueRange{arith::MulFOp::create(
-                                  b, lse, f32(M_LOG2E))});
-    }
-    LLVM::StoreOp::create(b, ifLse.getResult(0),
-                          element(b.getF32Type(), p(PreprocessParam::LseLog2),
-                                  paddedOffset));
-  });
+  }
+  // lse * log2(e) for the main kernel's exp2, lane r for row r; padding
+  // rows 0 (their columns are masked there).
+  {
+    auto perRow = scf::IfOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, lane,
+                              index(kRowsPerWarp)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(perRow.thenBlock());
+    Value row = arith::AddIOp::create(b, firstRow, lane);
+    Value loaded = arith::MinUIOp::create(b, row, lastRow);
+    // lse: (B, H, seq_q); packed, flash-attn's (H, total_q).
+    Value unpadded = toI64(
+        c.varlen
+            ? arith::AddIOp::create(b, arith::MulIOp::create(b, head, totalQ),
+                                    arith::AddIOp::create(b, seqStartQ, loaded))
+            : arith::AddIOp::create(
+                  b,
+                  arith::MulIOp::create(
+                      b,
+                      arith::AddIOp::create(
+                          b, arith::MulIOp::create(b, batch, headsQ), head),
+                      seqQ),
+                  loaded));
+    Value lse = LLVM::LoadOp::create(
+        b, b.getF32Type(),
+        element(b.getF32Type(), p(PreprocessParam::Lse), unpadded));
+    Value lseLog2 = arith::SelectOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ),
+        arith::MulFOp::create(b, lse, f32(M_LOG2E)), f32(0.0));
+    LLVM::StoreOp::create(
+        b, lseLog2,
+        element(b.getF32Type(), p(PreprocessParam::LseLog2),
+                toI64(arith::AddIOp::create(b, rowBase, row))));
+  }
+  b.setInsertionPointToEnd(entry);
   if (c.deterministic) {
     // The CTA's Q block starts with no dQ contribution added: its counter
     // (one per 64-row block of the padded rows, rowBase / 64 + block) is 0.

@@ -73,16 +73,15 @@ private:
   Value element(Type t, Value base, Value offset) {
     return LLVM::GEPOp::create(b, ptrType(), t, base, ValueRange{offset});
   }
-  /// For the row-wise kernels: `body(row, valid)` for each of the 16 rows a
-  /// warp of the CTA's 64-row block takes, with the kernel's row and
-  /// padded-row bases set (`batch`, `head`, `rowBase`; with `varlen`, the
-  /// sequence's `seqQ` and `seqStartQ` read from `cuSeqlensQ` first, and
-  /// nothing for a block past the sequence's rows).
-  void forEachWarpRow(Value maxSeqQ, Value headsQ, Value cuSeqlensQ,
-                      Value totalQ,
-                      function_ref<void(Value row, Value paddedRow,
-                                        Value valid, Value lane)>
-                          body);
+  /// For the preprocess: each warp of the CTA's 64-row block takes
+  /// kRowsPerWarp consecutive rows. Sets `batch`, `head`, `rowBase` and (with
+  /// `varlen`, read from `cuSeqlensQ`) the sequence's `seqQ` and
+  /// `seqStartQ`, and with `varlen` leaves the insertion point in a branch
+  /// that a block past the sequence's rows skips (seq_q >= 1 inside);
+  /// returns the warp's first row.
+  static constexpr int64_t kRowsPerWarp = kBlockM / 4;
+  Value setUpWarpRows(Value maxSeqQ, Value headsQ, Value cuSeqlensQ,
+                      Value totalQ);
   /// The padded row of (batch, head)'s query row 0 in the fp32 row buffers
   /// (lse_log2, delta; dq_accum has head_dim elements a row): the one place
   /// their layout is decided. Rows are padded to whole 64-row Q blocks:
