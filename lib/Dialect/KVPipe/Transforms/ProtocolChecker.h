@@ -271,6 +271,13 @@ private:
   /// computed from the thread's identity and constants nor CTA-uniform
   /// makes the count unproven.
   void checkArrivals(ArrayRef<std::pair<Operation *, Value>> ops);
+  /// With the group's threads counting `expected` together: each op that
+  /// arrives fewer or more times alone must make up a phase with its thread
+  /// alternatives (ops in other branches of a per-thread condition), else
+  /// unproven (a peeled release, a CTA-uniform branch: separate phases).
+  void checkArrivalsPerPhase(ArrayRef<std::pair<Operation *, Value>> ops,
+                             const ThreadScope &scope, int64_t expected,
+                             bool consumer);
 
   // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
   // (ProtocolBarriers.cpp)
