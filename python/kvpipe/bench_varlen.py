@@ -9,6 +9,12 @@ uneven batch: the dense kernel must pad every sequence to the longest,
 which is what varlen saves. TFLOP/s count the real work of each sequence
 (4 * H * n_q * n_k * D, halved when causal) over the median time, for both
 columns.
+
+The backward (2.5x the forward's FLOPs): ``attention_varlen_backward``'s
+two ways -- the packed varlen backward family (three launches for the
+batch) and the dense backward family per sequence (a cu_seqlens read-back
+and three launches a sequence) -- and the dense backward on the padded
+batch.
 """
 
 from __future__ import annotations
@@ -37,6 +43,13 @@ def kernel_configs() -> List[Dict[str, Any]]:
                             mask_alignment=alignment, sliding_window=False, varlen=True))
         configs.append(dict(head_dim=HEAD_DIM, dtype="bf16", causal=causal, value_head_dim=None,
                             mask_alignment="top_left", sliding_window=False))
+        # The backward: packed, and dense (per sequence: each has as many
+        # queries as keys, which takes the top-left family; and padded).
+        configs.append(dict(head_dim=HEAD_DIM, dtype="bf16", causal=causal, value_head_dim=None,
+                            mask_alignment=alignment, sliding_window=False, varlen=True,
+                            backward=True))
+        configs.append(dict(head_dim=HEAD_DIM, dtype="bf16", causal=causal, value_head_dim=None,
+                            mask_alignment="top_left", sliding_window=False, backward=True))
     return configs
 
 
@@ -48,6 +61,8 @@ def run(causals: Sequence[bool] = (False, True)) -> List[Dict[str, Any]]:
     import torch
 
     import kvpipe
+    from kvpipe.attention import (attention_backward, attention_impl, attention_varlen,
+                                  attention_varlen_backward)
     from kvpipe.flash_attn import flash_attn_varlen_func
 
     rows = []
@@ -84,19 +99,47 @@ def run(causals: Sequence[bool] = (False, True)) -> List[Dict[str, Any]]:
             row["dense"] = round(flops / _median_ms(dense) / 1e9, 1)
             row["padded"] = any(n != longest for n in lengths)
             row["varlen_vs_dense"] = round(row["varlen"] / row["dense"], 3)
+
+            # The backward, 2.5x the forward's FLOPs.
+            alignment = "bottom_right" if causal else "top_left"
+            out, lse = attention_varlen(q, k, v, cu, cu, longest, longest, causal=causal,
+                                        return_lse=True, mask_alignment=alignment)
+            dout = torch.randn_like(out)
+            for name, packed in (("bwd_packed", True), ("bwd_sequences", False)):
+                def backward(packed: bool = packed) -> Any:
+                    return attention_varlen_backward(
+                        q, k, v, out, lse, dout, cu, cu, causal=causal,
+                        mask_alignment=alignment, deterministic=False, max_seqlen_q=longest,
+                        max_seqlen_k=longest, packed=packed)
+                row[name] = round(2.5 * flops / _median_ms(backward) / 1e9, 1)
+            dense_out, dense_lse = attention_impl(dq, dk, dv, causal=causal, layout="bshd",
+                                                  return_lse=True)
+            dense_dout = torch.randn_like(dense_out)
+
+            def dense_backward() -> Any:
+                return attention_backward(dq, dk, dv, dense_out, dense_lse, dense_dout,
+                                          causal=causal, layout="bshd", deterministic=False)
+
+            row["bwd_dense"] = round(2.5 * flops / _median_ms(dense_backward) / 1e9, 1)
+            row["bwd_packed_vs_sequences"] = round(row["bwd_packed"] / row["bwd_sequences"], 3)
             print(row, flush=True)
             rows.append(row)
-            del q, k, v, padded, dq, dk, dv
+            del q, k, v, padded, dq, dk, dv, out, lse, dout, dense_out, dense_lse, dense_dout
     return rows
 
 
 def to_markdown(rows: List[Dict[str, Any]]) -> str:
     lines = [f"Varlen vs dense, bf16, D {HEAD_DIM}, H {HEADS}; TFLOP/s of the real work "
              "(the dense kernel pads uneven batches to the longest sequence).", "",
-             "| batch | causal | varlen TFLOP/s | dense TFLOP/s | varlen/dense |",
-             "| --- | --- | --- | --- | --- |"]
+             "Backward (2.5x the FLOPs): the packed varlen family, the dense family per "
+             "sequence, the dense family on the padded batch.", "",
+             "| batch | causal | varlen TFLOP/s | dense TFLOP/s | varlen/dense | bwd packed | "
+             "bwd per sequence | bwd dense | packed/per sequence |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         batch = r["batch"] + (" (dense padded)" if r["padded"] else "")
         lines.append(f"| {batch} | {'yes' if r['causal'] else 'no'} | {r['varlen']} | "
-                     f"{r['dense']} | {r['varlen_vs_dense']} |")
+                     f"{r['dense']} | {r['varlen_vs_dense']} | {r.get('bwd_packed', '')} | "
+                     f"{r.get('bwd_sequences', '')} | {r.get('bwd_dense', '')} | "
+                     f"{r.get('bwd_packed_vs_sequences', '')} |")
     return "\n".join(lines) + "\n"

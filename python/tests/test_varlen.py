@@ -483,3 +483,18 @@ def test_compile_for_check_varlen_holds_the_modifier_kernels():
             flash_attn._varlen_score_mod(softcap, slopes, q, offsets, offsets))
         assert any(c.get("modifiers") == traced.ir and c["head_dim"] == case.head_dim
                    and c.get("backward", False) == backward for c in configs), case.name
+
+
+def test_the_varlen_bench_table_has_the_backward_columns():
+    row = {"batch": "uneven", "padded": True, "causal": True, "varlen": 300.0, "dense": 200.0,
+           "varlen_vs_dense": 1.5, "bwd_packed": 250.0, "bwd_sequences": 125.0,
+           "bwd_dense": 100.0, "bwd_packed_vs_sequences": 2.0}
+    lines = bench_varlen.to_markdown([row]).splitlines()
+    header = next(line for line in lines if line.startswith("| batch"))
+    assert header.count("|") == lines[-1].count("|")
+    assert lines[-1] == ("| uneven (dense padded) | yes | 300.0 | 200.0 | 1.5 | 250.0 | 125.0 | "
+                         "100.0 | 2.0 |")
+    # The packed and dense backward families are compiled for the GPU.
+    configs = bench_varlen.kernel_configs()
+    assert any(c.get("varlen") and c.get("backward") for c in configs)
+    assert any(c.get("backward") and not c.get("varlen") for c in configs)

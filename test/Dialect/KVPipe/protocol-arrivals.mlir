@@ -1128,3 +1128,96 @@ func.func @uneven(%n: index, %half: index) {
   }
   return
 }
+
+// -----
+
+// WRONG (the fourth audit's p28): the peeled first release elects one
+// thread, the loop's every thread of the warpgroup. Together they are the
+// 128 threads the pipeline expects, but they are separate phases: the first
+// phase gets one arrival and never completes. Each op must make up its
+// phases alone, or with ops on other threads' paths: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 128>
+func.func @peeled(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %true = arith.constant true
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      kvpipe.producer_acquire %p : !p
+      kvpipe.producer_commit %p : !p
+      %p1 = kvpipe.step %p : !p
+      %r = scf.for %i = %c1 to %n step %c1 iter_args(%s = %p1) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %e = arith.cmpi eq, %tid, %c128 : index
+    kvpipe.consumer_wait %p : !p
+    // expected-warning @below {{'kvpipe.consumer_release' op cannot prove how many threads arrive on each phase of the consumer barrier: this release alone arrives 1 time (the pipeline expects 128), and the other ops of the sub-stage whose threads make up the count may run as separate phases}}
+    %p1 = kvpipe.consumer_release %p, %e : !p
+    %r = scf.for %i = %c1 to %n step %c1 iter_args(%s = %p1) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-note @below {{another release of the sub-stage}}
+      %t = kvpipe.consumer_release %s, %true : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+// WRONG (the fourth audit's p23): under a CTA-uniform condition one branch
+// elects one thread and the other all 128; every thread takes the same
+// branch, so a phase of the first gets one arrival: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 128>
+func.func @uniform_branches(%n: index, %m: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %true = arith.constant true
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %e = arith.cmpi eq, %tid, %c128 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      %few = arith.cmpi ult, %i, %m : index
+      %t = scf.if %few -> !p {
+        kvpipe.consumer_wait %s : !p
+        // expected-warning @below {{'kvpipe.consumer_release' op cannot prove how many threads arrive on each phase of the consumer barrier: this release alone arrives 1 time (the pipeline expects 128)}}
+        %t1 = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t1 : !p
+      } else {
+        kvpipe.consumer_wait %s : !p
+        // expected-note @below {{another release of the sub-stage}}
+        %t2 = kvpipe.consumer_release %s, %true : !p
+        scf.yield %t2 : !p
+      }
+      scf.yield %t : !p
+    }
+  }
+  return
+}

@@ -199,3 +199,380 @@ func.func @store_retired_in_branch(%p: !p, %e: i1, %map: !map, %k: !ring, %i: in
   %t = kvpipe.consumer_release %p, %e : !p
   return %t : !p
 }
+
+// Held-out programs of the fourth checker audit: the address of a slot
+// access (offsets that add up, a shifted or reshaped ring, the slot in another
+// dimension, offsets through branches, narrow arithmetic), helpers that access
+// a slot they are passed, views the walk cannot follow, TMA stores across cf
+// blocks.
+
+// -----
+
+// WRONG: a subview at the slot of a subview at the slot: the offsets add up
+// (slot 2 * index of a ring of 4), though each one is the index.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring4, %h: vector<32xbf16>) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %a = memref.subview %k[%slot, 0, 0] [2, 64, 64] [1, 1, 1] : !ring4 to !two
+  %b = memref.subview %a[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !two to !tile
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses: several offsets of its address are computed from a kvpipe.index, and they add up}}
+  %v = vector.load %b[%c0, %c0] : !tile, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: a subview at the slot of a subview of the ring shifted by one slot:
+// the access reads slot index + 1.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two1 = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: 4096>, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring4) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %a = memref.subview %k[1, 0, 0] [2, 64, 64] [1, 1, 1] : !ring4 to !two1
+  %b = memref.subview %a[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !two1 to !tile
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses: the 'memref.subview' below its offset computed from a kvpipe.index shifts, strides or reshapes the dimen}}
+  %v = vector.load %b[%c0, %c0] : !tile, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the ring's slots and rows collapsed, then indexed by the slot: it
+// reads row index of slot 0.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %flat = memref.collapse_shape %k [[0, 1], [2]] : !ring into memref<128x64xbf16, #smem>
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses: the 'memref.collapse_shape' below its offset computed from a kvpipe.index shifts, strides or reshapes th}}
+  %v = vector.load %flat[%slot, %c0] : memref<128x64xbf16, #smem>, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the slot index in the rows' dimension of the ring (slot 0, row index).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses: its offset computed from a kvpipe.index is not in the first dimension of the buffer it indexes, so it se}}
+  %v = vector.load %k[%c0, %slot, %c0] : !ring, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the same for a wgmma's operand.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %q: !q, %k: !ring4) -> !p {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %a = memref.subview %k[%slot, 0, 0] [2, 64, 64] [1, 1, 1] : !ring4 to !two
+  %b = memref.subview %a[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !two to !kt
+  // expected-warning @+1 {{cannot prove which ring slot the wgmma reads: several offsets of its address are computed from a kvpipe.index, and they add up}}
+  %acc = kvpipe.warpgroup_mma %q, %b : !q, !kt -> vector<32xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<32xf32>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// WRONG: a helper loads the slot's tile after the release: the call accesses
+// the slot where it runs.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func private @h(%b: !tile) -> vector<8xbf16> {
+  %c0 = arith.constant 0 : index
+  %v = vector.load %b[%c0, %c0] : !tile, vector<8xbf16>
+  return %v : vector<8xbf16>
+}
+func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %b = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+  // expected-note @+1 {{the slot is handed over here}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  // expected-error @+1 {{accesses a ring slot after its 'consumer_release': the other side may already be refilling or reading it}}
+  %v = func.call @h(%b) : (!tile) -> vector<8xbf16>
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the slot's index passed to a helper that loads from the ring after
+// the release; the helper's offsets from the index are not evaluated.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func private @h(%r: !ring, %i: index) -> vector<8xbf16> {
+  %c0 = arith.constant 0 : index
+  %v = vector.load %r[%i, %c0, %c0] : !ring, vector<8xbf16>
+  return %v : vector<8xbf16>
+}
+func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-note @+1 {{the slot is handed over here}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  // expected-warning @+2 {{cannot prove which ring slot the callee accesses: the call passes a value computed from a kvpipe.index to a helper that accesses shared memory, and th}}
+  // expected-error @+1 {{accesses a ring slot after its 'consumer_release': the other side may already be refilling or reading it}}
+  %v = func.call @h(%k, %slot) : (!ring, index) -> vector<8xbf16>
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: a helper issues the TMA store of the slot and returns with it in
+// flight; the caller releases the slot.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func private @st(%t0: !tile, %map: !map, %i: index) {
+  %c0 = arith.constant 0 : index
+  kvpipe.tma_store %t0, %map[%c0, %i, %c0] : !tile, !map
+  return
+}
+func.func @f(%p: !p, %e: i1, %map: !map, %k: !ring, %i: index) -> !p {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %t0 = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+  // expected-warning @+1 {{cannot prove that the TMA store has read the ring slot before its 'consumer_release': no cp.async.bulk.commit_group followed by cp.async.bulk.wait_gro}}
+  func.call @st(%t0, %map, %i) : (!tile, !map, index) -> ()
+  // expected-note @+1 {{the slot is handed over here}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// WRONG: an arith.select of the slot's tile and another buffer, loaded after
+// the release: the view walk stops at the select.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %c: i1, %k: !ring, %o: !tile) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %b = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+  %t = kvpipe.consumer_release %p, %e : !p
+  %s = arith.select %c, %b, %o : !tile
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses: its address comes from 'arith.select', which the checker does not follow}}
+  %v = vector.load %s[%c0, %c0] : !tile, vector<8xbf16>
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the ring cast to the generic address space and loaded after the
+// release: the slot is still the slot.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-note @+1 {{the slot is handed over here}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  %g = memref.memory_space_cast %k : !ring to memref<2x64x64xbf16>
+  // expected-error @+1 {{accesses a ring slot after its 'consumer_release': the other side may already be refilling or reading it}}
+  %v = vector.load %g[%slot, %c0, %c0] : memref<2x64x64xbf16>, vector<8xbf16>
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the offset is index xor 1 on one branch of an scf.if (not evaluated).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %c: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %o = scf.if %c -> index {
+    %x = arith.xori %slot, %c1 : index
+    scf.yield %x : index
+  } else {
+    scf.yield %slot : index
+  }
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses: the offset of its address is computed from a kvpipe.index through ops the slot evaluation does not follo}}
+  %v = vector.load %k[%o, %c0, %c0] : !ring, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: i8 arithmetic that wraps: (index * 129) remsi 2 is 1 as integers
+// at slot 1 but -1 in i8.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : i8
+  %c65 = arith.constant 65 : i8
+  %c2 = arith.constant 2 : i8
+  kvpipe.consumer_wait %p : !p
+  // expected-note @+1 {{the index}}
+  %slot = kvpipe.index %p : !p
+  %s8 = arith.index_cast %slot : index to i8
+  %m = arith.addi %c64, %c65 : i8
+  %a = arith.muli %s8, %m : i8
+  %r = arith.remsi %a, %c2 : i8
+  %o = arith.index_cast %r : i8 to index
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses: the offset of its address computed from the state's kvpipe.index is not evaluated at slot 0, and its acc}}
+  %v = vector.load %k[%o, %c0, %c0] : !ring, vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}
+
+// -----
+
+// WRONG: the TMA store and the release in different blocks of unstructured
+// control flow, the store never retired.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x64x64xbf16, #smem>
+!ring4 = memref<4x64x64xbf16, #smem>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!kt = memref<1x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!two = memref<2x64x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+func.func @f(%p: !p, %e: i1, %map: !map, %k: !ring, %i: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %t0 = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+  // expected-warning @+1 {{cannot prove that the TMA store has read the ring slot before its 'consumer_release': no cp.async.bulk.commit_group followed by cp.async.bulk.wait_gro}}
+  kvpipe.tma_store %t0, %map[%c0, %i, %c0] : !tile, !map
+  cf.br ^bb1
+^bb1:
+  // expected-note @+1 {{the slot is handed over here}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// Corrected: the helper loads the slot's tile between the wait and the
+// release; a subview of the ring below the slot's subview that keeps the
+// slot dimension (offset 0, unit stride) is the ring.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x64x64xbf16, #smem>
+!half = memref<2x32x64xbf16, strided<[4096, 64, 1], offset: ?>, #smem>
+!tile = memref<32x64xbf16, strided<[64, 1], offset: ?>, #smem>
+func.func private @h(%b: !tile) -> vector<8xbf16> {
+  %c0 = arith.constant 0 : index
+  %v = vector.load %b[%c0, %c0] : !tile, vector<8xbf16>
+  return %v : vector<8xbf16>
+}
+func.func @helper_between_wait_and_release(%p: !p, %e: i1, %k: !ring, %r: index) -> (!p, vector<8xbf16>) {
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  %rows = memref.subview %k[0, %r, 0] [2, 32, 64] [1, 1, 1] : !ring to !half
+  %b = memref.subview %rows[%slot, 0, 0] [1, 32, 64] [1, 1, 1] : !half to !tile
+  %v = func.call @h(%b) : (!tile) -> vector<8xbf16>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %v : !p, vector<8xbf16>
+}

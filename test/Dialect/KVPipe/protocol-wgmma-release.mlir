@@ -207,6 +207,9 @@ func.func @index_through_if(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring) -> !p {
     scf.yield %c0 : index
   }
   %tile = memref.subview %k[%s2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // Its slot offset is the index or 0 (through the scf.if / loop): which slot
+  // it reads is not evaluated (slot 0 was not waited for when the index is 1).
+  // expected-warning @+2 {{cannot prove which ring slot the wgmma reads: the offset of its address is computed from a kvpipe.index through ops the slot evaluation does not follow}}
   // expected-note @below {{the wgmma reading the slot, not retired before the release}}
   %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
   // expected-error @below {{'kvpipe.consumer_release' op releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
@@ -230,6 +233,9 @@ func.func @index_through_loop(%p: !p, %e: i1, %q: !q, %k: !ring, %n: index) -> !
     scf.yield %x : index
   }
   %tile = memref.subview %k[%s2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // Its slot offset is the index or 0 (through the scf.if / loop): which slot
+  // it reads is not evaluated (slot 0 was not waited for when the index is 1).
+  // expected-warning @+2 {{cannot prove which ring slot the wgmma reads: the offset of its address is computed from a kvpipe.index through ops the slot evaluation does not follow}}
   // expected-note @below {{the wgmma reading the slot}}
   %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
   // expected-error @below {{releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
@@ -306,6 +312,9 @@ func.func @index_through_helper_retired(%p: !p, %e: i1, %c: i1, %q: !q, %k: !rin
     scf.yield %c0 : index
   }
   %tile = memref.subview %k[%s2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // Its slot offset is the index or 0 (through the scf.if / loop): which slot
+  // it reads is not evaluated (slot 0 was not waited for when the index is 1).
+  // expected-warning @below {{cannot prove which ring slot the wgmma reads: the offset of its address is computed from a kvpipe.index through ops the slot evaluation does not follow}}
   %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
   %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
   %t = kvpipe.consumer_release %p, %e : !p

@@ -272,8 +272,10 @@ void ProtocolChecker::checkArrivals(
       diag.attachNote(count.unknownValue.getLoc()) << "this value";
     return;
   }
-  if (count.total == expected)
+  if (count.total == expected) {
+    checkArrivalsPerPhase(counted, *scope, expected, consumer);
     return;
+  }
   std::string counts;
   for (auto [i, n] : llvm::enumerate(count.perWarpgroup))
     counts += (i ? ", " : "") + std::to_string(n);
@@ -302,4 +304,76 @@ void ProtocolChecker::checkArrivals(
     diag.attachNote(roles.getLoc()) << "the warp roles";
   else
     diag.attachNote(scope->scope->getLoc()) << "the kernel";
+}
+
+/// Whether `a` and `b` run on different threads: in different regions of
+/// their innermost common ancestor, a branch the checker evaluates per
+/// thread (an scf.if or scf.index_switch on a condition that is not
+/// CTA-uniform, or the roles of kvpipe.warp_roles).
+static bool areThreadAlternatives(Operation *a, Operation *b,
+                                  function_ref<bool(Value)> isUniform) {
+  Operation *common = a->getParentOp();
+  while (common && !common->isAncestor(b))
+    common = common->getParentOp();
+  if (!common || !isa<scf::IfOp, scf::IndexSwitchOp, WarpRolesOp>(common))
+    return false;
+  if (auto ifOp = dyn_cast<scf::IfOp>(common); ifOp && isUniform(ifOp.getCondition()))
+    return false;
+  if (auto indexSwitch = dyn_cast<scf::IndexSwitchOp>(common);
+      indexSwitch && isUniform(indexSwitch.getArg()))
+    return false;
+  for (Region &region : common->getRegions())
+    if (region.isAncestor(a->getParentRegion()))
+      return !region.isAncestor(b->getParentRegion());
+  return false;
+}
+
+void ProtocolChecker::checkArrivalsPerPhase(
+    ArrayRef<std::pair<Operation *, Value>> ops, const ThreadScope &scope,
+    int64_t expected, bool consumer) {
+  // The count above unites the threads of every op of the sub-stage, which
+  // is each phase's only where the ops are alternatives: one phase's
+  // arrivals from ops on different threads' paths. Ops that one thread may
+  // run one after the other (a peeled first release and the loop's), or the
+  // branches of a CTA-uniform condition, arrive on separate phases, each of
+  // which must get every arrival alone.
+  auto uniform = [&](Value v) { return isUniform(v); };
+  for (auto [i, entry] : llvm::enumerate(ops)) {
+    ThreadCount alone = countThreads(ArrayRef(entry), scope, uniform);
+    if (alone.unprovenReason || alone.total == expected)
+      continue;
+    // Its phase's other arrivals come from its thread alternatives, which
+    // must be alternatives of each other too.
+    SmallVector<std::pair<Operation *, Value>> phase = {entry};
+    for (auto [j, other] : llvm::enumerate(ops))
+      if (j != i && areThreadAlternatives(entry.first, other.first, uniform))
+        phase.push_back(other);
+    bool exclusive = true;
+    for (size_t x = 1; x < phase.size(); ++x)
+      for (size_t y = x + 1; y < phase.size(); ++y)
+        exclusive &=
+            areThreadAlternatives(phase[x].first, phase[y].first, uniform);
+    ThreadCount together = countThreads(phase, scope, uniform);
+    if (exclusive && !together.unprovenReason && together.total == expected)
+      continue;
+    InFlightDiagnostic diag =
+        unproven(entry.first)
+        << "how many threads arrive on each phase of the "
+        << (consumer ? "consumer barrier" : "producer barrier") << ": this "
+        << (consumer ? "release" : "commit") << " alone arrives "
+        << alone.total << " time" << (alone.total == 1 ? "" : "s")
+        << " (the pipeline expects " << expected
+        << "), and the other ops of the sub-stage whose threads make up the "
+           "count may run as separate phases (one after the other, or in the "
+           "branches of a CTA-uniform condition), not on other threads' "
+           "paths of the same phase"
+        << where(cast<PipelineProtocolOpInterface>(entry.first).getPipeline(),
+                 cast<PipelineProtocolOpInterface>(entry.first).getSubStage());
+    for (auto other : ops)
+      if (other.first != entry.first)
+        diag.attachNote(other.first->getLoc())
+            << "another " << (consumer ? "release" : "commit")
+            << " of the sub-stage";
+    return;
+  }
 }

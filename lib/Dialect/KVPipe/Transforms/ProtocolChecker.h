@@ -236,6 +236,10 @@ private:
   /// `index`: through constants, integer casts and pure integer arithmetic.
   std::optional<int64_t> evaluateAtIndex(Value value, Value slot, int64_t index,
                                          unsigned depth = 0);
+  /// evaluateAtIndex without its check that the value fits its type.
+  std::optional<int64_t> evaluateAtIndexUnchecked(Value value, Value slot,
+                                                  int64_t index,
+                                                  unsigned depth);
   /// A producer's TMA load fills the ring slot of the state whose barrier
   /// it completes on: the slot offset of its destination's view chain (a
   /// memref.subview offset computed from a kvpipe.index) is that state's
@@ -267,6 +271,13 @@ private:
   /// computed from the thread's identity and constants nor CTA-uniform
   /// makes the count unproven.
   void checkArrivals(ArrayRef<std::pair<Operation *, Value>> ops);
+  /// With the group's threads counting `expected` together: each op that
+  /// arrives fewer or more times alone must make up a phase with its thread
+  /// alternatives (ops in other branches of a per-thread condition), else
+  /// unproven (a peeled release, a CTA-uniform branch: separate phases).
+  void checkArrivalsPerPhase(ArrayRef<std::pair<Operation *, Value>> ops,
+                             const ThreadScope &scope, int64_t expected,
+                             bool consumer);
 
   // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
   // (ProtocolBarriers.cpp)
@@ -368,8 +379,10 @@ private:
   /// which may be the ring's slot) appended to `offsets`, and a
   /// reinterpret_cast's offsets or a view's byte shift (linear positions) to
   /// `linearOffsets`; null for any other op.
+public:
   static Value stepView(Operation *def, SmallVectorImpl<Value> &offsets,
                         SmallVectorImpl<Value> &linearOffsets);
+private:
   /// The offsets of `memref`'s view chain within its function (stepView
   /// down to the first op it does not follow); `viewed`: any view op.
   struct ViewOffsets {
@@ -423,7 +436,17 @@ private:
   /// The slot the memref operand `memref` of `op` addresses (its view
   /// chain's offsets, checkSlotOffset each; a linear offset computed from a
   /// kvpipe.index is not evaluated: unproven).
-  void checkSlotOffsets(Operation *op, Value memref);
+  void checkSlotOffsets(Operation *op, Value memref,
+                        ArrayRef<Value> indices = {});
+  /// Why the address of `memref` (indexed by the op's `indices`) may not be
+  /// the slot its offset computed from a kvpipe.index says: several such
+  /// offsets (they add up), one not in the first dimension of the buffer it
+  /// indexes, or a view below it that shifts, strides or reshapes that
+  /// dimension (a subview at a constant slot, a collapse_shape of slots and
+  /// rows). Nothing when there is no such offset or the address is the
+  /// slot's.
+  std::optional<std::string> getSlotAddressProblem(Value memref,
+                                                   ArrayRef<Value> indices);
   /// An offset (or index operand) of `op`'s address computed from a ring's
   /// kvpipe.index must be the index itself at every slot, else unproven.
   void checkSlotOffset(Operation *op, Value offset);
@@ -436,12 +459,19 @@ private:
   /// other side may be refilling or reading it).
   void checkSlotAccesses();
   void checkSlotAccess(Operation *op, Value slot);
+  /// A call that passes a slot's view or index to a helper that may access
+  /// shared memory (other than by wgmma) accesses the slot where it runs:
+  /// checkSlotAccess at the call, the view's offsets checked there, and an
+  /// index passed in is unproven (the helper's offsets from it are not
+  /// evaluated); a helper that may return with a TMA store in flight is
+  /// checked like the store.
+  void checkCallAccesses(CallOpInterface call);
   /// A TMA store reads its slot asynchronously: before a release or commit
   /// of the slot that follows it, the issuing thread must have committed
   /// the bulk group and waited for it (`cp.async.bulk.commit_group`, then
   /// `cp.async.bulk.wait_group 0`, after the store in its block or in the
   /// blocks around it), else unproven.
-  void checkStoreRetired(TMAStoreOp store, Value slot);
+  void checkStoreRetired(Operation *store, Value slot);
   DenseSet<std::pair<Operation *, Value>> reportedAccesses;
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;

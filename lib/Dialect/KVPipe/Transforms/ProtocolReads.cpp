@@ -768,9 +768,20 @@ static int64_t getEvaluatedStages(IndexOp index, const PipelineFlow &flow) {
   return stages == 1 || flow.isMixed(index.getPipeline()) ? 0 : stages;
 }
 
-void ProtocolChecker::checkSlotOffsets(Operation *op, Value memref) {
+void ProtocolChecker::checkSlotOffsets(Operation *op, Value memref,
+                                       ArrayRef<Value> indices) {
+  if (std::optional<std::string> problem =
+          getSlotAddressProblem(memref, indices)) {
+    if (reportedSlotOffsets.insert(op).second)
+      unproven(op) << "which ring slot the "
+                   << (isa<WarpgroupMmaOp>(op) ? "wgmma reads" : "op accesses")
+                   << ": " << *problem;
+    return;
+  }
   ViewOffsets chain = getViewOffsets(memref);
   for (Value offset : chain.offsets)
+    checkSlotOffset(op, offset);
+  for (Value offset : indices)
     checkSlotOffset(op, offset);
   for (Value offset : chain.linearOffsets)
     for (IndexOp index : getIndicesOf(offset)) {
@@ -789,8 +800,105 @@ void ProtocolChecker::checkSlotOffsets(Operation *op, Value memref) {
     }
 }
 
+std::optional<std::string>
+ProtocolChecker::getSlotAddressProblem(Value memref, ArrayRef<Value> indices) {
+  auto fromIndex = [&](Value v) {
+    Operation *unknown = nullptr;
+    return !getSlotsOf(v, 0, unknown).empty();
+  };
+  // The positions computed from a kvpipe.index: the op's own indices, then
+  // the subview offsets down the view chain. `ring` is the buffer whose
+  // dimension the (last found) one indexes.
+  int found = 0;
+  bool inFirst = true;
+  Value ring;
+  for (auto [i, v] : llvm::enumerate(indices))
+    if (fromIndex(v)) {
+      ++found;
+      inFirst &= i == 0;
+      ring = memref;
+    }
+  Value current = memref;
+  for (unsigned guard = 0; current && guard < 64; ++guard) {
+    Operation *def = current.getDefiningOp();
+    SmallVector<Value> offsets, linearOffsets;
+    Value source = stepView(def, offsets, linearOffsets);
+    if (!source)
+      break;
+    if (auto subview = dyn_cast<memref::SubViewOp>(def))
+      for (auto [d, offset] : llvm::enumerate(subview.getMixedOffsets()))
+        if (auto v = dyn_cast<Value>(offset); v && fromIndex(v)) {
+          ++found;
+          inFirst &= d == 0;
+          ring = source;
+        }
+    current = source;
+  }
+  if (found == 0)
+    return std::nullopt;
+  // Two offsets computed from the index add up (a subview at the slot of a
+  // subview at the slot reads slot 2 * index), whatever each one is.
+  if (found > 1)
+    return std::string("several offsets of its address are computed from a "
+                       "kvpipe.index, and they add up");
+  // The slot is the position in the ring's first dimension.
+  if (!inFirst)
+    return std::string("its offset computed from a kvpipe.index is not in the "
+                       "first dimension of the buffer it indexes, so it "
+                       "selects rows or columns, not a slot");
+  // Below the slot's offset, only views that keep that dimension as the
+  // ring's: a shift (subview at 1), a stride or a reshape (collapse_shape
+  // of slots and rows) makes the position another slot, or part of two.
+  for (unsigned guard = 0; ring && guard < 64; ++guard) {
+    Operation *def = ring.getDefiningOp();
+    if (!def)
+      break;
+    if (isa<memref::CastOp, memref::MemorySpaceCastOp, memref::ViewOp>(def)) {
+      ring = def->getOperand(0);
+      continue;
+    }
+    if (auto subview = dyn_cast<memref::SubViewOp>(def)) {
+      if (isConstantIntValue(subview.getMixedOffsets()[0], 0) &&
+          isConstantIntValue(subview.getMixedStrides()[0], 1) &&
+          subview.getSourceType().getRank() == subview.getType().getRank()) {
+        ring = subview.getSource();
+        continue;
+      }
+    }
+    SmallVector<Value> offsets, linearOffsets;
+    if (stepView(def, offsets, linearOffsets))
+      return "the '" + def->getName().getStringRef().str() +
+             "' below its offset computed from a kvpipe.index shifts, "
+             "strides or reshapes the dimension that offset indexes";
+    break;
+  }
+  return std::nullopt;
+}
+
 void ProtocolChecker::checkSlotOffset(Operation *op, Value offset) {
-  for (IndexOp index : getIndicesOf(offset)) {
+  SmallVector<IndexOp> indices = getIndicesOf(offset);
+  if (indices.empty()) {
+    // Computed from an index through ops evaluateAtIndex does not follow
+    // (an scf.if result, a loop's carried value, a helper's result): the
+    // slots it can be are the union getSlotsOf finds, but which one it is
+    // at each slot is not evaluated.
+    // (A helper's result, `call @slot_of(%state)`, is taken as is: not
+    // evaluated, a known gap.)
+    if (offset.getDefiningOp<CallOpInterface>())
+      return;
+    Operation *unknown = nullptr;
+    SmallVector<Value> slots = getSlotsOf(offset, 0, unknown);
+    if (slots.empty() || !reportedSlotOffsets.insert(op).second)
+      return;
+    unproven(op) << "which ring slot the "
+                 << (isa<WarpgroupMmaOp>(op) ? "wgmma reads" : "op accesses")
+                 << ": the offset of its address is computed from a "
+                    "kvpipe.index through ops the slot evaluation does not "
+                    "follow (branches, loops, calls)"
+                 << where(slots.front());
+    return;
+  }
+  for (IndexOp index : indices) {
     int64_t stages = getEvaluatedStages(index, flow);
     Value slot = stages ? flow.getSlot(index.getPipeline()) : Value();
     for (int64_t i = 0; i < stages; ++i) {
@@ -839,51 +947,18 @@ static bool accessesMemRef(Operation *op, Value operand) {
   });
 }
 
-void ProtocolChecker::checkSlotAccesses() {
-  root->walk([&](Operation *op) {
-    // wgmma reads are simulated (checkReads); TMA loads fill slots on the
-    // producer's barrier (checkLoadSlots); views only compute addresses.
-    if (isa<WarpgroupMmaOp, TMALoadOp, PipelineProtocolOpInterface>(op) ||
-        isa<ViewLikeOpInterface>(op))
-      return;
-    SmallVector<Value> slots;
-    bool accesses = false;
-    for (Value operand : op->getOperands()) {
-      auto type = dyn_cast<MemRefType>(operand.getType());
-      if (!type || !isShared(type) || !accessesMemRef(op, operand))
-        continue;
-      accesses = true;
-      Operation *unknown = nullptr;
-      addSlots(slots, getSlotsRead(operand, unknown));
-      checkSlotOffsets(op, operand);
-    }
-    if (!accesses)
-      return;
-    // The ring addressed by the op's own indices (vector.load %ring[%slot, ...]).
-    for (Value operand : op->getOperands())
-      if (operand.getType().isIndex()) {
-        Operation *unknown = nullptr;
-        addSlots(slots, getSlotsOf(operand, 0, unknown));
-        checkSlotOffset(op, operand);
-      }
-    for (Value slot : slots) {
-      checkSlotAccess(op, slot);
-      if (auto store = dyn_cast<TMAStoreOp>(op))
-        checkStoreRetired(store, slot);
-    }
-  });
-}
-
 /// Whether, walking forward from `store` (the rest of its block, then the
-/// rest of each enclosing block) up to `handover`, the bulk group holding the
-/// store is committed and then waited for to the last group.
+/// rest of each enclosing block) up to `handover` (to the end of the function
+/// when null), the bulk group holding the store is committed and then waited
+/// for to the last group. A block of a region of several blocks is not left:
+/// what follows its region op does not run before the region's other blocks.
 static bool isBulkStoreRetiredBefore(Operation *store, Operation *handover) {
   bool committed = false;
   for (Operation *from = store; from && !isa<FunctionOpInterface>(from);
        from = from->getParentOp()) {
     for (Operation *next = from->getNextNode(); next;
          next = next->getNextNode()) {
-      if (next == handover || next->isAncestor(handover))
+      if (handover && (next == handover || next->isAncestor(handover)))
         return false;
       if (isa<NVVM::CpAsyncBulkCommitGroupOp>(next))
         committed = true;
@@ -891,24 +966,229 @@ static bool isBulkStoreRetiredBefore(Operation *store, Operation *handover) {
                wait && committed && wait.getGroup() == 0)
         return true;
     }
+    if (!from->getParentRegion()->hasOneBlock())
+      return false;
   }
   return false;
 }
 
-void ProtocolChecker::checkStoreRetired(TMAStoreOp store, Value slot) {
+/// Whether `to` can be reached from `from` along the branches of their
+/// region.
+static bool isReachable(Block *from, Block *to) {
+  SmallVector<Block *> worklist = {from};
+  DenseSet<Block *> seen;
+  while (!worklist.empty()) {
+    Block *block = worklist.pop_back_val();
+    if (!seen.insert(block).second)
+      continue;
+    for (Block *successor : block->getSuccessors()) {
+      if (successor == to)
+        return true;
+      worklist.push_back(successor);
+    }
+  }
+  return false;
+}
+
+/// Whether `op` is one checkSlotAccesses leaves to other rules: wgmma reads
+/// are simulated (checkReads), TMA loads fill slots on the producer's barrier
+/// (checkLoadSlots), views only compute addresses.
+static bool isAccessCheckedElsewhere(Operation *op) {
+  return isa<WarpgroupMmaOp, TMALoadOp, PipelineProtocolOpInterface>(op) ||
+         isa<ViewLikeOpInterface>(op);
+}
+
+/// Whether the helper `callee` may read or write shared memory through its
+/// arguments other than by wgmma (which checkReads follows into helpers):
+/// an access of a memref, or a call it makes. Unknown callees may.
+static bool mayAccessSharedMemory(FunctionOpInterface callee) {
+  if (!callee || callee.isExternal())
+    return true;
+  WalkResult result = callee->walk([](Operation *op) {
+    if (isAccessCheckedElsewhere(op))
+      return WalkResult::advance();
+    if (isa<CallOpInterface>(op))
+      return WalkResult::interrupt();
+    for (Value operand : op->getOperands())
+      if (isa<MemRefType>(operand.getType()) && accessesMemRef(op, operand))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return result.wasInterrupted();
+}
+
+/// Whether the helper `callee` may leave a TMA store in flight when it
+/// returns: it issues one (or calls another helper, or is unknown) without
+/// committing the bulk group and waiting for it to the last group after it.
+static bool mayReturnWithStoreInFlight(FunctionOpInterface callee) {
+  if (!callee || callee.isExternal())
+    return true;
+  WalkResult result = callee->walk([](Operation *op) {
+    if (isa<CallOpInterface>(op) ||
+        (isa<TMAStoreOp>(op) && !isBulkStoreRetiredBefore(op, nullptr)))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return result.wasInterrupted();
+}
+
+/// Where the view chain of `memref` ends in a value the slot walk does not
+/// follow (an arith.select or scf.if of views, a loop's carried view, a
+/// block argument of unstructured control flow): that op; null when it ends
+/// in a buffer (an allocation, a global, dynamic shared memory, a function
+/// argument) or a call (followed into the callee).
+static Operation *getUnfollowedSource(Value memref) {
+  Value current = memref;
+  for (unsigned guard = 0; guard < 64; ++guard) {
+    if (auto argument = dyn_cast<BlockArgument>(current)) {
+      Operation *owner = argument.getOwner()->getParentOp();
+      if (isa_and_nonnull<FunctionOpInterface>(owner) &&
+          argument.getOwner()->isEntryBlock())
+        return nullptr;
+      return owner;
+    }
+    Operation *def = current.getDefiningOp();
+    SmallVector<Value> offsets;
+    if (Value source = ProtocolChecker::stepView(def, offsets, offsets)) {
+      current = source;
+      continue;
+    }
+    if (isa<memref::AllocOp, memref::AllocaOp, memref::GetGlobalOp,
+            gpu::DynamicSharedMemoryOp, CallOpInterface>(def))
+      return nullptr;
+    return def;
+  }
+  return nullptr;
+}
+
+void ProtocolChecker::checkSlotAccesses() {
+  root->walk([&](Operation *op) {
+    if (isAccessCheckedElsewhere(op))
+      return;
+    // A call that hands a helper a slot's view or index: the helper's
+    // accesses of it run where the call runs. (Inside the helper the
+    // buffer is an argument, whose slot it cannot see.)
+    if (auto call = dyn_cast<CallOpInterface>(op)) {
+      checkCallAccesses(call);
+      return;
+    }
+    SmallVector<Value> slots;
+    bool accesses = false;
+    for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
+      auto type = dyn_cast<MemRefType>(operand.getType());
+      if (!type || !accessesMemRef(op, operand))
+        continue;
+      Operation *unknown = nullptr;
+      SmallVector<Value> here = getSlotsRead(operand, unknown);
+      // A slot reached through a memory_space_cast to the generic space is
+      // still the slot: the view chain's buffers are in shared memory.
+      bool shared = isShared(type);
+      for (Value v = operand; v && !shared;) {
+        SmallVector<Value> offsets;
+        v = stepView(v.getDefiningOp(), offsets, offsets);
+        shared = v && isShared(cast<MemRefType>(v.getType()));
+      }
+      if (!shared)
+        continue;
+      accesses = true;
+      addSlots(slots, here);
+      // An address the view walk cannot follow (an arith.select or scf.if of
+      // views, a loop's carried view) may be a slot's.
+      if (Operation *source = getUnfollowedSource(operand);
+          source && reportedSlotOffsets.insert(op).second)
+        unproven(op) << "which ring slot the op accesses: its address comes "
+                        "from '"
+                     << source->getName()
+                     << "', which the checker does not follow";
+      // The ring addressed by the op's own indices (vector.load
+      // %ring[%slot, ...]): the index operands after the memref.
+      SmallVector<Value> indices;
+      for (Value index : op->getOperands().drop_front(position + 1))
+        if (index.getType().isIndex())
+          indices.push_back(index);
+      for (Value index : indices) {
+        Operation *unknownIndex = nullptr;
+        addSlots(slots, getSlotsOf(index, 0, unknownIndex));
+      }
+      checkSlotOffsets(op, operand, indices);
+    }
+    if (!accesses)
+      return;
+    for (Value slot : slots) {
+      checkSlotAccess(op, slot);
+      if (isa<TMAStoreOp>(op))
+        checkStoreRetired(op, slot);
+    }
+  });
+}
+
+void ProtocolChecker::checkCallAccesses(CallOpInterface call) {
+  SmallVector<Value> slots;
+  SmallVector<Value> slotIndices, slotViews;
+  for (Value operand : call.getArgOperands()) {
+    Operation *unknown = nullptr;
+    SmallVector<Value> here;
+    if (isa<MemRefType>(operand.getType())) {
+      here = getSlotsRead(operand, unknown);
+      if (!here.empty())
+        slotViews.push_back(operand);
+    } else if (operand.getType().isIntOrIndex()) {
+      here = getSlotsOf(operand, 0, unknown);
+      if (!here.empty())
+        slotIndices.push_back(operand);
+    }
+    addSlots(slots, here);
+  }
+  if (slots.empty())
+    return;
+  FunctionOpInterface callee = flow.resolveCallee(call);
+  if (!mayAccessSharedMemory(callee))
+    return;
+  Operation *op = call.getOperation();
+  // The offsets the helper adds to an index it receives are not evaluated
+  // against the slot (a view it receives is the slot's tile).
+  if (!slotIndices.empty() && reportedSlotOffsets.insert(op).second)
+    unproven(op) << "which ring slot the callee accesses: the call passes a "
+                    "value computed from a kvpipe.index to a helper that "
+                    "accesses shared memory, and the addresses the helper "
+                    "computes from it are not evaluated"
+                 << where(slots.front());
+  for (Value view : slotViews)
+    checkSlotOffsets(op, view);
+  for (Value slot : slots) {
+    checkSlotAccess(op, slot);
+    if (mayReturnWithStoreInFlight(callee))
+      checkStoreRetired(op, slot);
+  }
+}
+
+void ProtocolChecker::checkStoreRetired(Operation *store, Value slot) {
   auto function = store->getParentOfType<FunctionOpInterface>();
   if (!function)
     return;
   function->walk([&](PipelineProtocolOpInterface protocol) {
     if (!protocol.closesSlot() || flow.getSlot(protocol.getPipeline()) != slot)
       return WalkResult::advance();
-    // A handover that runs after the store in program order: in the
-    // handover's block, the store's ancestor comes first.
+    // A handover that runs after the store in program order: in the block
+    // of the handover (or of the op around it) that holds the store, the
+    // store's ancestor comes first; or, in a region of several blocks, the
+    // handover's block is reachable from the store's.
     Operation *handover = protocol.getOperation();
-    Operation *storeAt = handover->getBlock()->findAncestorOpInBlock(*store);
-    if (!storeAt || storeAt == handover || !storeAt->isBeforeInBlock(handover))
-      return WalkResult::advance();
-    if (isBulkStoreRetiredBefore(store, handover))
+    bool after = false;
+    for (Operation *at = handover; at && !after && at != function;
+         at = at->getParentOp()) {
+      if (Operation *storeAt = at->getBlock()->findAncestorOpInBlock(*store)) {
+        after = storeAt != at && storeAt->isBeforeInBlock(at);
+        break;
+      }
+      Block *storeBlock =
+          at->getParentRegion()->findAncestorBlockInRegion(*store->getBlock());
+      if (storeBlock) {
+        after = isReachable(storeBlock, at->getBlock());
+        break;
+      }
+    }
+    if (!after || isBulkStoreRetiredBefore(store, handover))
       return WalkResult::advance();
     InFlightDiagnostic diag =
         unproven(store)
@@ -916,6 +1196,9 @@ void ProtocolChecker::checkStoreRetired(TMAStoreOp store, Value slot) {
         << handover->getName().stripDialect()
         << "': no cp.async.bulk.commit_group followed by "
            "cp.async.bulk.wait_group 0 runs between them after the store"
+        << (isa<CallOpInterface>(store)
+                ? " (the store is in the callee, which does not retire it)"
+                : "")
         << where(protocol.getPipeline());
     diag.attachNote(handover->getLoc()) << "the slot is handed over here";
     return WalkResult::interrupt();

@@ -35,6 +35,25 @@ std::optional<int64_t> ProtocolChecker::evaluateAtIndex(Value value, Value slot,
                                                         unsigned depth) {
   if (depth > 32)
     return std::nullopt;
+  // The value must fit its type as a non-negative signed integer: an i8
+  // `index * 129` wraps, and its `remsi` is then not the mathematical one,
+  // nor is an index_cast to a narrower type the value itself.
+  if (!value.getType().isIntOrIndex())
+    return std::nullopt;
+  unsigned width = value.getType().isIndex()
+                       ? 64
+                       : value.getType().getIntOrFloatBitWidth();
+  auto fits = [&](std::optional<int64_t> v) -> std::optional<int64_t> {
+    if (v && *v >= 0 && (width >= 64 || *v < (int64_t(1) << (width - 1))))
+      return v;
+    return std::nullopt;
+  };
+  return fits(evaluateAtIndexUnchecked(value, slot, index, depth));
+}
+
+std::optional<int64_t>
+ProtocolChecker::evaluateAtIndexUnchecked(Value value, Value slot,
+                                          int64_t index, unsigned depth) {
   if (std::optional<int64_t> constant = getConstantIntValue(value))
     return *constant;
   Operation *def = value.getDefiningOp();
@@ -111,6 +130,18 @@ void ProtocolChecker::checkLoadSlots() {
     else
       for (int64_t i = 0; i < stages; ++i)
         indices.push_back(i);
+    // The slot offset must be the one position of the ring's slot
+    // dimension (not two that add up, not under a shifted or reshaped view).
+    if (!offsets.empty())
+      if (std::optional<std::string> problem =
+              getSlotAddressProblem(load.getDest(), {})) {
+        InFlightDiagnostic diag =
+            unproven(load)
+            << "that the TMA load fills the ring slot of its barrier's state: "
+            << *problem << where(state, mbar.getStage());
+        diag.attachNote(mbar.getLoc()) << "the barrier";
+        return;
+      }
     if (offsets.empty()) {
       InFlightDiagnostic diag =
           unproven(load)
