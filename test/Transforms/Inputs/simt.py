@@ -207,12 +207,19 @@ INTEGER = {"arith.addi": lambda x, y: x + y, "arith.subi": lambda x, y: x - y,
 
 def write_recorder(writes):
     """A `store` for Interpreter that records each element stored, by
-    (buffer, element index), in `writes` ("twice" where stored again)."""
+    (buffer, element index), in `writes` ("twice" where stored again). An
+    i32 that is a bitcast pair of 16-bit elements (llvm.bitcast) is its two
+    elements."""
     def store(pointer, type_, stored):
         m = re.match(r"vector<(\d+)x(\w+)>", type_)
         count, elem = (int(m.group(1)), m.group(2)) if m else (1, type_)
-        for k, v in enumerate(stored if m else [stored]):
-            key = (pointer[0], pointer[1] // SIZES[elem] + k)
+        values = stored if m else [stored]
+        size = SIZES[elem]
+        if any(isinstance(v, tuple) and v[0] == "pair" for v in values):
+            values = [x for v in values for x in v[1:]]
+            size = 2
+        for k, v in enumerate(values):
+            key = (pointer[0], pointer[1] // size + k)
             writes[key] = "twice" if key in writes else v
     return store
 

@@ -127,6 +127,8 @@ def check_postprocess(head_dim, dtype):
         buffer, byte = pointer
         if buffer == "cu_q":
             return starts[byte // 4]
+        if type_ == "address":  # dQ's, 16-byte aligned
+            return 0x10000 + byte
         assert buffer == "dq_accum", pointer
         m = re.match(r"vector<(\d+)x(\w+)>", type_)
         count = int(m.group(1)) if m else 1

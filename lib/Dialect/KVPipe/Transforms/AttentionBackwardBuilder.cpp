@@ -410,36 +410,121 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   if (seqStartQ)
     headOffset = arith::AddIOp::create(
         b, headOffset, arith::MulIOp::create(b, toI64(seqStartQ), strides[2]));
-  for (int64_t half : {0, 1}) {
-    Value row = arith::AddIOp::create(
-        b, firstRow, index(half * AccumulatorLayout::kRowHalfDistance));
-    auto ifValid = scf::IfOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ),
-        /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifValid.thenBlock());
-    Value first = element(
-        c.elementType, p(PostprocessParam::DQ),
-        arith::AddIOp::create(
-            b, headOffset,
-            arith::AddIOp::create(
-                b, arith::MulIOp::create(b, toI64(row), strides[2]),
-                threadColumn)));
-    for (int64_t i = 0; i < numElements; i += 2) {
-      if (AccumulatorLayout::rowHalf(i) != half)
-        continue;
-      // Elements i and i + 1: adjacent columns of the row.
-      Value pair = vector::FromElementsOp::create(
-          b, VectorType::get({2}, c.elementType),
-          ValueRange{vector::ExtractOp::create(b, narrow, i),
-                     vector::ExtractOp::create(b, narrow, i + 1)});
-      LLVM::StoreOp::create(
-          b, pair,
-          element(c.elementType, first,
-                  arith::ConstantIntOp::create(
-                      b, AccumulatorLayout::columnOffset(i), 64)),
-          2 * c.elementBytes());
+  // Row half `half` of the thread's fragment, where its row is below seq_q:
+  // `stores(rowStart)` with the element offset of the row's column 0. A
+  // quad's four lanes share the row.
+  auto forEachRowHalf = [&](function_ref<void(Value rowStart, int64_t half)>
+                                stores) {
+    for (int64_t half : {0, 1}) {
+      Value row = arith::AddIOp::create(
+          b, firstRow, index(half * AccumulatorLayout::kRowHalfDistance));
+      auto ifValid = scf::IfOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifValid.thenBlock());
+      stores(arith::AddIOp::create(
+                 b, headOffset,
+                 arith::MulIOp::create(b, toI64(row), strides[2])),
+             half);
     }
+  };
+  // Elements i and i + 1 (adjacent columns of a row) as one 32-bit pair.
+  auto pairOf = [&](int64_t i) -> Value {
+    return vector::FromElementsOp::create(
+        b, VectorType::get({2}, c.elementType),
+        ValueRange{vector::ExtractOp::create(b, narrow, i),
+                   vector::ExtractOp::create(b, narrow, i + 1)});
+  };
+  // 16-byte stores where dQ's address and strides are multiples of 16
+  // bytes (a uniform branch): each quad transposes its 4 x 4 blocks of
+  // column pairs, so that lane q holds the 8 columns of group 4 m + q of
+  // its rows -- two shfl.xor rounds of selects (FA3 writes dQ through
+  // shared memory instead). Otherwise 4-byte stores of the fragment's pairs.
+  Value addressBits = LLVM::PtrToIntOp::create(b, b.getI64Type(),
+                                               p(PostprocessParam::DQ));
+  for (Value stride : strides)
+    addressBits = arith::OrIOp::create(
+        b, addressBits,
+        arith::MulIOp::create(
+            b, stride, arith::ConstantIntOp::create(b, c.elementBytes(), 64)));
+  Value wide = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::eq,
+      arith::AndIOp::create(b, addressBits,
+                            arith::ConstantIntOp::create(b, 15, 64)),
+      arith::ConstantIntOp::create(b, 0, 64));
+  auto ifWide = scf::IfOp::create(b, wide, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifWide.thenBlock());
+    Value quadLane =
+        arith::RemUIOp::create(b, lane, index(AccumulatorLayout::kLanesPerRow));
+    int64_t groups = c.headDim / AccumulatorLayout::kColumnGroupWidth;
+    // One round: lanes whose bit `mask` is clear keep slots k with that bit
+    // clear and take the partner's slot k ^ mask into k ^ mask's place;
+    // one shuffle per such pair of slots.
+    auto round = [&](SmallVector<Value> &slots, int32_t mask) {
+      Value low = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::eq,
+          arith::AndIOp::create(b, quadLane, index(mask)), index(0));
+      for (int64_t k = 0; k < 4; ++k) {
+        if (k & mask)
+          continue;
+        Value mine = slots[k], theirs = slots[k ^ mask];
+        Value sent = arith::SelectOp::create(b, low, theirs, mine);
+        Value received =
+            gpu::ShuffleOp::create(b, sent, i32(mask), i32(32),
+                                   gpu::ShuffleMode::XOR)
+                .getShuffleResult();
+        slots[k] = arith::SelectOp::create(b, low, mine, received);
+        slots[k ^ mask] = arith::SelectOp::create(b, low, received, theirs);
+      }
+    };
+    // Every shuffle before the row branches (the quads of rows past seq_q
+    // take part).
+    SmallVector<Value> chunks[2];
+    for (int64_t half : {0, 1})
+      for (int64_t m = 0; m < groups / 4; ++m) {
+        SmallVector<Value> slots;
+        for (int64_t k = 0; k < 4; ++k)
+          slots.push_back(LLVM::BitcastOp::create(
+              b, b.getI32Type(), pairOf(4 * (4 * m + k) + 2 * half)));
+        round(slots, 2);
+        round(slots, 1);
+        chunks[half].push_back(vector::FromElementsOp::create(
+            b, VectorType::get({4}, b.getI32Type()), slots));
+      }
+    Value quadColumn = toI64(arith::MulIOp::create(
+        b, quadLane, index(AccumulatorLayout::kColumnGroupWidth)));
+    forEachRowHalf([&](Value rowStart, int64_t half) {
+      for (auto [m, chunk] : llvm::enumerate(chunks[half]))
+        LLVM::StoreOp::create(
+            b, chunk,
+            element(c.elementType, p(PostprocessParam::DQ),
+                    arith::AddIOp::create(
+                        b, rowStart,
+                        arith::AddIOp::create(
+                            b, quadColumn,
+                            arith::ConstantIntOp::create(
+                                b, 4 * AccumulatorLayout::kColumnGroupWidth * m,
+                                64)))),
+            16);
+    });
+    b.setInsertionPointToStart(ifWide.elseBlock());
+    forEachRowHalf([&](Value rowStart, int64_t half) {
+      Value first = element(c.elementType, p(PostprocessParam::DQ),
+                            arith::AddIOp::create(b, rowStart, threadColumn));
+      for (int64_t i = 0; i < numElements; i += 2) {
+        if (AccumulatorLayout::rowHalf(i) != half)
+          continue;
+        LLVM::StoreOp::create(
+            b, pairOf(i),
+            element(c.elementType, first,
+                    arith::ConstantIntOp::create(
+                        b, AccumulatorLayout::columnOffset(i), 64)),
+            2 * c.elementBytes());
+      }
+    });
   }
   b.setInsertionPointToEnd(entry);
   gpu::ReturnOp::create(b);
