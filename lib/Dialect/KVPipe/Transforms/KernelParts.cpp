@@ -353,10 +353,6 @@ void kvpipe::buildStagedStore(ImplicitLocOpBuilder &b, Value o,
 
 void kvpipe::buildPredicatedStore(ImplicitLocOpBuilder &b, Value o,
                                   const PredicatedStore &store) {
-  auto index = [&](int64_t v) { return indexConstant(b, v); };
-  auto i64 = [&](Value v) {
-    return arith::IndexCastOp::create(b, b.getI64Type(), v);
-  };
   // The fragment's writes must be complete in all 128 threads before any
   // thread reads another's (generic proxy on both sides: no fence).
   StoreFragmentOp::create(b, o, store.rows, store.swizzle);
