@@ -1442,16 +1442,16 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         if out is not None or lse_out is not None:
             raise ValueError("out and lse_out cannot be given when q, k or v require grad "
                              "(autograd records a new output)")
-        from kvpipe.autograd import varlen_attention_with_grad
-
-        # The arguments are checked by this function, called again there
-        # without grad.
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
         if deterministic and traced is not None:  # refused now rather than in the backward
             raise NotImplementedError(
                 "deterministic mode with score_mod/mask_mod in the varlen backward: the packed "
                 "kernels add dQ in no fixed order")
+        from kvpipe.autograd import varlen_attention_with_grad
+
+        # The arguments are checked by this function, called again there
+        # without grad.
         o, lse = varlen_attention_with_grad(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                             max_seqlen_k, causal, scale, mask_alignment,
                                             tuple(window_size), check_cu_seqlens, tuning,

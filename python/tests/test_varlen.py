@@ -498,3 +498,13 @@ def test_the_varlen_bench_table_has_the_backward_columns():
     configs = bench_varlen.kernel_configs()
     assert any(c.get("varlen") and c.get("backward") for c in configs)
     assert any(c.get("backward") and not c.get("varlen") for c in configs)
+
+
+def test_deterministic_varlen_modifiers_with_grad_are_refused_at_the_forward():
+    # Only the packed backward runs modifiers, and it adds dQ in no fixed
+    # order: refused before the forward runs, naming both.
+    q, k, v, cu_q, cu_k = packed()
+    with pytest.raises(NotImplementedError, match="deterministic mode with score_mod/mask_mod"):
+        attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
+                                   200, 400, score_mod=lambda s, b, h, qi, kv: s * 2.0,
+                                   deterministic=True)
