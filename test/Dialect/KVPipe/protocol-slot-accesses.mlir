@@ -576,3 +576,33 @@ func.func @helper_between_wait_and_release(%p: !p, %e: i1, %k: !ring, %r: index)
   %t = kvpipe.consumer_release %p, %e : !p
   return %t, %v : !p, vector<8xbf16>
 }
+
+// -----
+
+// WRONG (the fourth audit's known gap: a helper's index result): the helper
+// returns the *next* slot's index, (index + 1) mod 2, and the wgmma reads a
+// slot that was not waited for. A helper's result is the slot only where the
+// callee returns the kvpipe.index of the state it is passed: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!q = memref<1x64x64xbf16, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+func.func private @next_slot(%s: !p) -> index {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %i = kvpipe.index %s : !p
+  %n = arith.addi %i, %c1 : index
+  %r = arith.remui %n, %c2 : index
+  return %r : index
+}
+func.func @helper_index_result(%p: !p, %e: i1, %q: !q, %k: !ring) -> (!p, vector<64xf32>) {
+  kvpipe.consumer_wait %p : !p
+  %slot = func.call @next_slot(%p) : (!p) -> index
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  // expected-warning @+1 {{cannot prove which ring slot the wgmma reads: the offset of its address is computed from a kvpipe.index through ops the slot evaluation does not follow (branches, loops, calls)}}
+  %acc = kvpipe.warpgroup_mma %q, %tile : !q, !kt -> vector<64xf32>
+  %d = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+  %t = kvpipe.consumer_release %p, %e : !p
+  return %t, %d : !p, vector<64xf32>
+}

@@ -450,6 +450,11 @@ private:
   /// An offset (or index operand) of `op`'s address computed from a ring's
   /// kvpipe.index must be the index itself at every slot, else unproven.
   void checkSlotOffset(Operation *op, Value offset);
+  /// Whether `result` of `call` is, at every return of its callee, the
+  /// kvpipe.index of the pipeline state the call passes as the callee's
+  /// argument (so the slot getSlotsOf finds through the call is the
+  /// offset's value, not a function of it).
+  bool returnsIndexOfArgument(CallOpInterface call, OpResult result);
   DenseSet<Operation *> reportedSlotOffsets;
   /// Ops other than wgmma that read or write a ring slot (vector and memref
   /// loads and stores, kvpipe.tma_store, kvpipe.store_fragment, ...) run

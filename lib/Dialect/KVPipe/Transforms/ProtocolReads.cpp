@@ -875,6 +875,31 @@ ProtocolChecker::getSlotAddressProblem(Value memref, ArrayRef<Value> indices) {
   return std::nullopt;
 }
 
+bool ProtocolChecker::returnsIndexOfArgument(CallOpInterface call,
+                                             OpResult result) {
+  FunctionOpInterface callee = flow.resolveCallee(call);
+  if (!callee || callee.isExternal())
+    return false;
+  bool found = false;
+  for (Block &block : callee.getFunctionBody()) {
+    Operation *terminator = block.getTerminator();
+    if (!terminator || !terminator->hasTrait<OpTrait::ReturnLike>())
+      continue;
+    auto index =
+        terminator->getOperand(result.getResultNumber()).getDefiningOp<IndexOp>();
+    auto argument =
+        index ? dyn_cast<BlockArgument>(index.getPipeline()) : BlockArgument();
+    // The state is an argument of the callee's entry block, passed by the
+    // call as that operand.
+    if (!argument || !argument.getOwner()->isEntryBlock() ||
+        argument.getOwner()->getParentOp() != callee.getOperation() ||
+        argument.getArgNumber() >= call.getArgOperands().size())
+      return false;
+    found = true;
+  }
+  return found;
+}
+
 void ProtocolChecker::checkSlotOffset(Operation *op, Value offset) {
   SmallVector<IndexOp> indices = getIndicesOf(offset);
   if (indices.empty()) {
@@ -882,9 +907,12 @@ void ProtocolChecker::checkSlotOffset(Operation *op, Value offset) {
     // (an scf.if result, a loop's carried value, a helper's result): the
     // slots it can be are the union getSlotsOf finds, but which one it is
     // at each slot is not evaluated.
-    // (A helper's result, `call @slot_of(%state)`, is taken as is: not
-    // evaluated, a known gap.)
-    if (offset.getDefiningOp<CallOpInterface>())
+    // A helper's result is the slot only where every return of the callee
+    // returns the kvpipe.index of the state the call passes
+    // (`call @slot_of(%state)`); anything else it computes is not
+    // evaluated.
+    if (auto call = offset.getDefiningOp<CallOpInterface>();
+        call && returnsIndexOfArgument(call, cast<OpResult>(offset)))
       return;
     Operation *unknown = nullptr;
     SmallVector<Value> slots = getSlotsOf(offset, 0, unknown);
