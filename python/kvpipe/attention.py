@@ -1602,8 +1602,11 @@ def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: 
             "kernels add dQ in no fixed order, and the per-sequence ones would give the "
             "regions each sequence as batch 0")
     if packed is None:
-        packed = traced is not None or (
-            os.environ.get(VARLEN_BACKWARD_ENV, "sequences") == "packed")
+        way = os.environ.get(VARLEN_BACKWARD_ENV, "") or "sequences"
+        if way not in ("sequences", "packed"):
+            raise ValueError(f"{VARLEN_BACKWARD_ENV} must be 'sequences' or 'packed', "
+                             f"got {way!r}")
+        packed = traced is not None or way == "packed"
     if packed and deterministic:
         raise ValueError("packed=True is not supported with deterministic=True (the packed "
                          "kernels add dQ in no fixed order)")

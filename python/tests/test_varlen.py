@@ -508,3 +508,14 @@ def test_deterministic_varlen_modifiers_with_grad_are_refused_at_the_forward():
         attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
                                    200, 400, score_mod=lambda s, b, h, qi, kv: s * 2.0,
                                    deterministic=True)
+
+
+def test_a_bad_varlen_backward_way_in_the_environment_is_named(monkeypatch):
+    monkeypatch.setenv(attention.VARLEN_BACKWARD_ENV, "yes")
+    q, k, v, cu_q, cu_k = packed()
+    out = FakeTensor((300, 8, 128), ptr=0x600000)
+    lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
+    with pytest.raises(ValueError, match="KVPIPE_VARLEN_BACKWARD must be 'sequences' or "
+                                         "'packed', got 'yes'"):
+        attention.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k,
+                                            deterministic=False)
