@@ -10,21 +10,17 @@ floats), and nothing else. Prints one line per configuration and
 
 Usage: preprocess_map.py KVPIPE_OPT
 """
-import math
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+from preprocess_rows import expect_row, value  # noqa: E402
 from simt import Interpreter, count_mismatches, kernel_ops, write_recorder  # noqa: E402
 
 OPT = sys.argv[1]
 THREADS = 128
 
-
-def value(tensor, element):
-    """A distinct value, exact in bf16 and f16 (small integers / 8)."""
-    return float(((element * (7 if tensor == "o" else 13) + 3) % 23) - 11) / 8.0
 
 
 def check(head_dim, value_dim, dtype, seq_q, block):
@@ -56,15 +52,10 @@ def check(head_dim, value_dim, dtype, seq_q, block):
     expected = {}
     for r in range(64):
         row = 64 * block["x"] + r
-        valid = row < seq_q
         o_row = block["z"] * strides[0] + block["y"] * strides[1] + row * strides[2]
-        delta = sum(value("o", o_row + c) * value("do", o_row + c)
-                    for c in range(value_dim)) if valid else 0.0
-        expected[("delta", base + row)] = delta
-        lse = value("lse", (block["z"] * heads + block["y"]) * seq_q + row) + 0.5
-        expected[("lse_log2", base + row)] = lse * math.log2(math.e) if valid else 0.0
-        for c in range(head_dim):
-            expected[("dq_accum", (base + row) * head_dim + c)] = 0.0
+        expect_row(expected, base + row, o_row,
+                   (block["z"] * heads + block["y"]) * seq_q + row, row < seq_q, value_dim,
+                   head_dim)
     mismatches = count_mismatches(expected, writes)
     print(f"D {head_dim}/{value_dim} {dtype} seq_q {seq_q} block {block['x']}: "
           f"{len(writes)} writes, {mismatches} mismatches")

@@ -17,12 +17,12 @@ kernel and configuration and "mismatches: 0" at the end.
 
 Usage: varlen_rows_map.py KVPIPE_OPT
 """
-import math
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+from preprocess_rows import expect_row, value  # noqa: E402
 from simt import Interpreter, count_mismatches, kernel_ops, write_recorder  # noqa: E402
 
 OPT = sys.argv[1]
@@ -32,10 +32,6 @@ LENGTHS = (100, 0, 1, 64, 130)
 TAIL = 3  # rows after the last sequence
 HEADS = 2
 
-
-def value(tensor, element):
-    """A distinct value, exact in bf16 and f16 (small integers / 8)."""
-    return float(((element * (7 if tensor == "o" else 13) + 3) % 23) - 11) / 8.0
 
 
 def padded_rows(total_q, batch):
@@ -97,18 +93,9 @@ def check_preprocess(head_dim, value_dim, dtype):
         for b, n in enumerate(LENGTHS):
             base = h * per_head + (starts[b] + BLOCK_M * b) // BLOCK_M * BLOCK_M
             for r in range(-(-n // BLOCK_M) * BLOCK_M):
-                valid = r < n
                 assert base + r < (h + 1) * per_head
-                o_row = h * strides[1] + (starts[b] + r) * strides[2]
-                delta = sum(value("o", o_row + c) * value("do", o_row + c)
-                            for c in range(value_dim)) if valid else 0.0
-                lse = value("lse", h * total_q + starts[b] + r) + 0.5
-                for key, v in ((("delta", base + r), delta),
-                               (("lse_log2", base + r), lse * math.log2(math.e) if valid else 0.0)):
-                    assert key not in expected, "padded rows overlap"
-                    expected[key] = v
-                for c in range(head_dim):
-                    expected[("dq_accum", (base + r) * head_dim + c)] = 0.0
+                expect_row(expected, base + r, h * strides[1] + (starts[b] + r) * strides[2],
+                           h * total_q + starts[b] + r, r < n, value_dim, head_dim)
     mismatches = count_mismatches(expected, writes)
     print(f"preprocess D {head_dim}/{value_dim} {dtype}: {len(writes)} writes, "
           f"{mismatches} mismatches")

@@ -123,29 +123,30 @@ void BackwardBuilder::loadSequence(Value cuSeqlensQ, Value totalQ,
   seqKV = keys.count;
 }
 
-Value BackwardBuilder::setUpWarpRows(Value maxSeqQ, Value headsQ,
-                                     Value cuSeqlensQ, Value totalQ) {
-  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  Value warp = arith::DivUIOp::create(b, tid, index(32));
+BackwardBuilder::RowBlock BackwardBuilder::setUpRowBlock(Value maxSeqQ,
+                                                         Value headsQ,
+                                                         size_t varlenParams) {
   Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
   head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
   batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
   seqQ = maxSeqQ;
-  if (c.varlen)
-    loadSequence(cuSeqlensQ, totalQ, Value(), Value());
+  Value totalQ;
+  if (c.varlen) {
+    totalQ = toIndex(params[varlenParams + 1]);
+    loadSequence(params[varlenParams], totalQ, Value(), Value());
+  }
   rowBase = paddedRowBase(headsQ, totalQ);
   Value blockRow = arith::MulIOp::create(b, block, index(kBlockM));
   if (c.varlen) {
     // A packed sequence's blocks end at its own rows (the grid is sized by
-    // the longest): the padded rows after them are the next sequence's.
-    // Inside, seq_q >= 1.
+    // the longest): past them, the padded rows are the next sequence's, or
+    // past the buffers. Inside, seq_q >= 1.
     auto inside = scf::IfOp::create(
         b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, blockRow, seqQ),
         /*withElseRegion=*/false);
     b.setInsertionPointToStart(inside.thenBlock());
   }
-  return arith::AddIOp::create(
-      b, blockRow, arith::MulIOp::create(b, warp, index(kRowsPerWarp)));
+  return {blockRow, totalQ};
 }
 
 Value BackwardBuilder::rowChunkColumn(Value lane, int64_t chunk,
@@ -204,11 +205,6 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
   auto p = [&](PreprocessParam x) { return params[static_cast<unsigned>(x)]; };
   Value maxSeqQ = toIndex(p(PreprocessParam::SeqQ));
   Value headsQ = toIndex(p(PreprocessParam::HeadsQ));
-  Value cuSeqlensQ, totalQ;
-  if (c.varlen) {
-    cuSeqlensQ = params[varlenParams];
-    totalQ = toIndex(params[varlenParams + 1]);
-  }
   Value oStrides[3] = {p(PreprocessParam::OStrideB),
                        p(PreprocessParam::OStrideH),
                        p(PreprocessParam::OStrideS)};
@@ -218,9 +214,14 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
   // O and dO rows: value_head_dim columns; dQ's: head_dim.
   int64_t perLane = c.valueHeadDim / 32;
   Block *entry = b.getInsertionBlock();
-  Value firstRow = setUpWarpRows(maxSeqQ, headsQ, cuSeqlensQ, totalQ);
-  Value lane = arith::RemUIOp::create(
-      b, gpu::ThreadIdOp::create(b, gpu::Dimension::x), index(32));
+  auto [blockRow, totalQ] = setUpRowBlock(maxSeqQ, headsQ, varlenParams);
+  // Each warp takes kRowsPerWarp consecutive rows of the block.
+  Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, tid, index(32));
+  Value firstRow = arith::AddIOp::create(
+      b, blockRow,
+      arith::MulIOp::create(b, arith::DivUIOp::create(b, tid, index(32)),
+                            index(kRowsPerWarp)));
   Value lastRow = arith::SubIOp::create(b, seqQ, index(1));
   // Every row's O and dO are loaded before any row is reduced: a row at a
   // time, each warp had one row's loads in flight and the kernel was 6 %
@@ -235,47 +236,50 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
   auto zeroChunk = VectorType::get({width}, b.getF32Type());
   Value zeros = arith::ConstantOp::create(
       b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
-  SmallVector<Value> rows, valid, os, dOs;
-  for (int64_t r = 0; r < kRowsPerWarp; ++r) {
-    if (r % rowsAtOnce == 0)
-      for (int64_t next = r; next < r + rowsAtOnce; ++next) {
-        rows.push_back(arith::AddIOp::create(b, firstRow, index(next)));
-        valid.push_back(arith::CmpIOp::create(b, arith::CmpIPredicate::ult,
-                                              rows.back(), seqQ));
-        Value loaded = arith::MinUIOp::create(b, rows.back(), lastRow);
-        os.push_back(rowElements(p(PreprocessParam::O), oStrides, loaded, lane,
-                                 c.valueHeadDim));
-        dOs.push_back(rowElements(p(PreprocessParam::DO), dOStrides, loaded,
-                                  lane, c.valueHeadDim));
-      }
-    // rowsum(dO * O), the warp's lanes summed: 0 for a padding row.
-    Value partial = vector::ReductionOp::create(
-        b, vector::CombiningKind::ADD,
-        arith::MulFOp::create(b, arith::ExtFOp::create(b, f32Vec, os[r]),
-                              arith::ExtFOp::create(b, f32Vec, dOs[r])));
-    Value sum = reduceAcrossLanes(
-        b, arith::SelectOp::create(b, valid[r], partial, f32(0.0)),
-        vector::CombiningKind::ADD, {16, 8, 4, 2, 1});
-    Value paddedOffset = toI64(arith::AddIOp::create(b, rowBase, rows[r]));
-    // This lane's chunks of the dQ accumulator's row are zeroed.
-    Value dqRow = arith::MulIOp::create(
-        b, paddedOffset, arith::ConstantIntOp::create(b, c.headDim, 64));
-    for (int64_t chunk = 0; chunk < c.headDim / 32 / width; ++chunk)
-      LLVM::StoreOp::create(
-          b, zeros,
-          element(b.getF32Type(), p(PreprocessParam::DQAccum),
-                  arith::AddIOp::create(
-                      b, dqRow, toI64(rowChunkColumn(lane, chunk, width)))),
-          width * 4);
-    // Every lane holds the sum; lane r stores it.
-    auto store = scf::IfOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(r)),
-        /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(store.thenBlock());
-    LLVM::StoreOp::create(b, sum,
-                          element(b.getF32Type(), p(PreprocessParam::Delta),
-                                  paddedOffset));
+  for (int64_t group = 0; group < kRowsPerWarp; group += rowsAtOnce) {
+    SmallVector<Value> os, dOs;
+    for (int64_t r = group; r < group + rowsAtOnce; ++r) {
+      Value loaded = arith::MinUIOp::create(
+          b, arith::AddIOp::create(b, firstRow, index(r)), lastRow);
+      os.push_back(rowElements(p(PreprocessParam::O), oStrides, loaded, lane,
+                               c.valueHeadDim));
+      dOs.push_back(rowElements(p(PreprocessParam::DO), dOStrides, loaded,
+                                lane, c.valueHeadDim));
+    }
+    for (int64_t r = group; r < group + rowsAtOnce; ++r) {
+      Value row = arith::AddIOp::create(b, firstRow, index(r));
+      Value valid =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ);
+      // rowsum(dO * O), the warp's lanes summed: 0 for a padding row.
+      Value partial = vector::ReductionOp::create(
+          b, vector::CombiningKind::ADD,
+          arith::MulFOp::create(
+              b, arith::ExtFOp::create(b, f32Vec, os[r - group]),
+              arith::ExtFOp::create(b, f32Vec, dOs[r - group])));
+      Value sum = reduceAcrossLanes(
+          b, arith::SelectOp::create(b, valid, partial, f32(0.0)),
+          vector::CombiningKind::ADD, {16, 8, 4, 2, 1});
+      Value paddedOffset = toI64(arith::AddIOp::create(b, rowBase, row));
+      // This lane's chunks of the dQ accumulator's row are zeroed.
+      Value dqRow = arith::MulIOp::create(
+          b, paddedOffset, arith::ConstantIntOp::create(b, c.headDim, 64));
+      for (int64_t chunk = 0; chunk < c.headDim / 32 / width; ++chunk)
+        LLVM::StoreOp::create(
+            b, zeros,
+            element(b.getF32Type(), p(PreprocessParam::DQAccum),
+                    arith::AddIOp::create(
+                        b, dqRow, toI64(rowChunkColumn(lane, chunk, width)))),
+            width * 4);
+      // Every lane holds the sum; lane r stores it.
+      auto store = scf::IfOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, lane, index(r)),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(store.thenBlock());
+      LLVM::StoreOp::create(b, sum,
+                            element(b.getF32Type(), p(PreprocessParam::Delta),
+                                    paddedOffset));
+    }
   }
   // lse * log2(e) for the main kernel's exp2, lane r for row r; padding
   // rows 0 (their columns are masked there).
@@ -351,7 +355,6 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   auto p = [&](PostprocessParam x) {
     return params[static_cast<unsigned>(x)];
   };
-  seqQ = toIndex(p(PostprocessParam::SeqQ));
   Value headsQ = toIndex(p(PostprocessParam::HeadsQ));
   Value strides[3] = {p(PostprocessParam::DQStrideB),
                       p(PostprocessParam::DQStrideH),
@@ -359,34 +362,18 @@ gpu::GPUFuncOp BackwardBuilder::buildPostprocess() {
   // One CTA per 64-row block, one thread per fragment thread: dq_accum
   // holds the block in fragment order (AccumulatorLayout.h), so each thread
   // loads its D/2 elements with coalesced 16-byte loads and writes them to
-  // their rows and columns of dQ, two adjacent columns per store.
+  // their rows and columns of dQ (below: 16 bytes a store where dQ allows).
   Value t = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value warp = arith::DivUIOp::create(b, t, index(32));
   Value lane = arith::RemUIOp::create(b, t, index(32));
-  Value block = gpu::BlockIdOp::create(b, gpu::Dimension::x);
-  head = gpu::BlockIdOp::create(b, gpu::Dimension::y);
-  batch = gpu::BlockIdOp::create(b, gpu::Dimension::z);
-  Value totalQ;
-  if (c.varlen) {
-    totalQ = toIndex(params[varlenParams + 1]);
-    loadSequence(params[varlenParams], totalQ, Value(), Value());
-  }
-  Value blockRow = arith::MulIOp::create(b, block, index(kBlockM));
   Block *entry = b.getInsertionBlock();
-  if (c.varlen) {
-    // A packed sequence's blocks end at its own rows (the grid is sized by
-    // the longest): past them, the padded rows are the next sequence's, or
-    // past the buffer.
-    auto inside = scf::IfOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, blockRow, seqQ),
-        /*withElseRegion=*/false);
-    b.setInsertionPointToStart(inside.thenBlock());
-  }
+  Value blockRow =
+      setUpRowBlock(toIndex(p(PostprocessParam::SeqQ)), headsQ, varlenParams)
+          .blockRow;
   Value accBlock = element(
       b.getF32Type(), p(PostprocessParam::DQAccum),
-      toI64(arith::MulIOp::create(
-          b, arith::AddIOp::create(b, paddedRowBase(headsQ, totalQ), blockRow),
-          index(c.headDim))));
+      toI64(arith::MulIOp::create(b, arith::AddIOp::create(b, rowBase, blockRow),
+                                  index(c.headDim))));
   int64_t numElements = AccumulatorLayout::elementsPerThread(c.headDim);
   Value acc = buildFragmentOrderLoad(b, accBlock, t, numElements);
   auto f32Vec = VectorType::get({numElements}, b.getF32Type());

@@ -73,15 +73,19 @@ private:
   Value element(Type t, Value base, Value offset) {
     return LLVM::GEPOp::create(b, ptrType(), t, base, ValueRange{offset});
   }
-  /// For the preprocess: each warp of the CTA's 64-row block takes
-  /// kRowsPerWarp consecutive rows. Sets `batch`, `head`, `rowBase` and (with
-  /// `varlen`, read from `cuSeqlensQ`) the sequence's `seqQ` and
-  /// `seqStartQ`, and with `varlen` leaves the insertion point in a branch
-  /// that a block past the sequence's rows skips (seq_q >= 1 inside);
-  /// returns the warp's first row.
+  /// For the row-wise kernels (one CTA per 64-row Q block): sets `batch`,
+  /// `head`, `seqQ` (`maxSeqQ`, or with `varlen` the sequence's, with
+  /// `seqStartQ`, read from cu_seqlens_q and total_q, the kernel parameters
+  /// at `varlenParams`) and `rowBase`; with `varlen` leaves the insertion
+  /// point in a branch that a block past the sequence's rows skips (seq_q
+  /// >= 1 inside). Returns the block's first row and total_q (null without
+  /// `varlen`).
+  struct RowBlock {
+    Value blockRow, totalQ;
+  };
+  RowBlock setUpRowBlock(Value maxSeqQ, Value headsQ, size_t varlenParams);
+  /// The preprocess's rows per warp (consecutive rows of the block).
   static constexpr int64_t kRowsPerWarp = kBlockM / 4;
-  Value setUpWarpRows(Value maxSeqQ, Value headsQ, Value cuSeqlensQ,
-                      Value totalQ);
   /// The padded row of (batch, head)'s query row 0 in the fp32 row buffers
   /// (lse_log2, delta; dq_accum has head_dim elements a row): the one place
   /// their layout is decided. Rows are padded to whole 64-row Q blocks:
