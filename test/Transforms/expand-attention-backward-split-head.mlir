@@ -13,8 +13,9 @@
 // K's column block MN-major), each staged and bulk-reduced. Every tile is in
 // the 64-byte swizzle. The epilogue stores dK^T and dV^T transposed into the
 // K and V tiles (rows: keys) for 96-row TMA stores. The 256 declaration
-// (two warpgroups, 64 keys) goes through --kvpipe-to-ptx and ptxas too: the
-// pinned wgmma descriptors keep the kernels free of spills. With V's head
+// (two warpgroups, 64 keys) computes dQ 64 columns at a time, and goes
+// through --kvpipe-to-ptx and ptxas too: the pinned wgmma descriptors keep
+// the kernels free of spills. With V's head
 // dim 128 at 192 (DeepSeek's), V's two 64-row blocks of dV^T go to
 // warpgroups 0 and 1: the third issues and stores no dV (uniform branches).
 
@@ -80,10 +81,21 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK-LABEL: gpu.func @bwd256(
 //  CHECK-SAME:   block_n = 64
 //  CHECK-SAME:   consumer_warpgroups = 2
-//  CHECK-SAME:   dynamic_shared_memory = 214016
+//  CHECK-SAME:   dynamic_shared_memory = 230400
 //       CHECK:   } consumers(2) registers(240) {
 // Two 64-row blocks of dV^T and of dK^T, 64 keys each (32 fp32).
 //   CHECK-COUNT-4:   kvpipe.warpgroup_mma {{.*}}transpose_a, transpose_b{{.*}} -> vector<32xf32>
+// dQ: the warpgroup's 128 columns in two blocks of 64 (N = 64: two column
+// blocks of K), the 64 x 64 staging tiles fitting at 256 (225 KiB; not at
+// 192), each staged (4096 fp32) and reduced (16 KiB).
+//       CHECK:   %[[DQ0:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<2x64x32xf16, {{.*}}>, memref<2x64x32xf16, {{.*}}> -> vector<32xf32>
+//       CHECK:   %[[DQ1:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<2x64x32xf16, {{.*}}>, memref<2x64x32xf16, {{.*}}> -> vector<32xf32>
+//       CHECK:   kvpipe.warpgroup_wait %[[DQ0]] {pending = 1 : i64}
+//       CHECK:   vector.store %{{.*}} : memref<4096xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+//       CHECK:   "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;", "l,r,r,~{memory}" %{{.*}}, %{{.*}}, %c16384_i32
+//       CHECK:   kvpipe.warpgroup_wait %[[DQ1]] {pending = 0 : i64}
+//   CHECK-NOT:   kvpipe.warpgroup_mma
+//       CHECK:   gpu.return
 
 // CHECK-LABEL: gpu.func @bwd192v128(
 //  CHECK-SAME:   block_n = 96

@@ -12,8 +12,10 @@
 //   P, dS -> buffer i % 2, column block c  (store_fragment; all meet)
 //   dV^T_c += dO_i^T P, dK^T_c += Q_i^T dS  its D / W head-dim rows, all
 //                                            block_n keys (SS, MN-major A, B)
-//   dQ_i[:, its columns] = dS K            a column block (kW) at a time,
-//                                            staged and bulk-reduced
+//   dQ_i[:, its columns] = dS K            a column block (64, or kW where
+//                                            64-column staging tiles do not
+//                                            fit) at a time, staged and
+//                                            bulk-reduced
 //
 // and in the epilogue dK^T and dV^T are stored transposed (stmatrix .trans)
 // into the K and V tiles as rows of keys, for the TMA stores of its column
@@ -119,11 +121,16 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   assert(c.headDim % (64 * numWarpgroups) == 0 &&
          (vSplitEvenly || vBlocksTotal < numWarpgroups) &&
          "AttentionConfig's head dims split into 64-row blocks per warpgroup");
-  const int64_t dqBlocks = c.qkBlocks() / numWarpgroups;
+  // dQ's column blocks: dqColumns wide (a multiple of kW, so that a block
+  // is whole column blocks of the K tile), dqBlocks of them a warpgroup.
+  const int64_t dqColumns = c.backwardSplitHeadDQColumns();
+  const int64_t dqTilesPerBlock = dqColumns / kW;
+  const int64_t dqBlocks = c.headDim / numWarpgroups / dqColumns;
   // S and dP: 64 queries x kW keys; dK^T, dV^T: 64 head-dim rows x block_n.
   auto sType = VectorType::get({kW / 2}, b.getF32Type());
   auto gradType = VectorType::get({c.blockN / 2}, b.getF32Type());
-  auto dqType = VectorType::get({kW / 2}, b.getF32Type());
+  auto dqType = VectorType::get(
+      {AccumulatorLayout::elementsPerThread(dqColumns)}, b.getF32Type());
 
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value t = arith::RemUIOp::create(b, tid, index(128));
@@ -170,14 +177,16 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
       b, consumer, index(kRowBlocks * tilesPerRowBlock));
   Value firstVRowTile = arith::MulIOp::create(
       b, consumer, index(vRowBlocks * tilesPerRowBlock));
-  Value firstDQBlock = arith::MulIOp::create(b, consumer, index(dqBlocks));
-  // The dQ staging tile: one column block of 64 x kW fp32 in fragment order.
+  Value firstDQTile = arith::MulIOp::create(
+      b, consumer, index(dqBlocks * dqTilesPerBlock));
+  // The dQ staging tile: one column block of 64 x dqColumns fp32 in
+  // fragment order.
   Value sDQc = shared.view(
       b,
       arith::AddIOp::create(
           b, index(c.backwardDQOffset()),
           arith::MulIOp::create(b, consumer, index(c.backwardDQTileBytes()))),
-      MemRefType::get({kBlockM * kW}, b.getF32Type(),
+      MemRefType::get({kBlockM * dqColumns}, b.getF32Type(),
                       MemRefLayoutAttrInterface(),
                       gpu::AddressSpaceAttr::get(ctx,
                                                  gpu::AddressSpace::Workgroup)));
@@ -313,14 +322,16 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
                                       dsBuffer, dKT[m], kSwizzle,
                                       /*transpose_b=*/true,
                                       /*transpose_a=*/true);
-    // dQ's column blocks: dS (K-major A) times a column block of K (B,
-    // MN-major). The first is issued before dV^T and dK^T are retired.
+    // dQ's column blocks: dS (K-major A) times dqTilesPerBlock column
+    // blocks of K (B, MN-major). The first is issued before dV^T and dK^T
+    // are retired.
     auto issueDQ = [&](int64_t j) -> Value {
       Value kBlock = buildTileView(
           b, sK,
-          {OpFoldResult(arith::AddIOp::create(b, firstDQBlock, index(j))),
+          {OpFoldResult(arith::AddIOp::create(
+               b, firstDQTile, index(j * dqTilesPerBlock))),
            b.getIndexAttr(0), b.getIndexAttr(0)},
-          {1, c.blockN, kW});
+          {dqTilesPerBlock, c.blockN, kW});
       return WarpgroupMmaOp::create(b, dqType, dsBuffer, kBlock, Value(),
                                     kSwizzle, /*transpose_b=*/true);
     };
@@ -372,12 +383,14 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
         auto reduce = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(reduce.thenBlock());
-        // A column block of kW is a contiguous range of the 64-row block
-        // in fragment order (AccumulatorLayout.h).
+        // A column block (whole groups of 8 columns) is a contiguous range
+        // of the 64-row block in fragment order (AccumulatorLayout.h).
         Value blockStart = arith::AddIOp::create(
             b, rowStart,
             arith::MulIOp::create(
-                b, arith::AddIOp::create(b, firstDQBlock, index(j)),
+                b,
+                arith::AddIOp::create(b, firstDQTile,
+                                      index(j * dqTilesPerBlock)),
                 index(kBlockM * kW)));
         buildBulkReduceAddF32(
             b,

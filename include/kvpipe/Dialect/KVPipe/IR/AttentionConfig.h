@@ -218,15 +218,28 @@ struct AttentionConfig {
   /// dQ of a Q block (its column blocks, or all of them), in
   /// fragment order (AccumulatorLayout.h), added to the accumulator by one
   /// bulk reduction.
-  /// With the head dim split, a warpgroup stages and reduces its dQ
-  /// columns one column block (kW) at a time.
+  /// With the head dim split, a warpgroup computes, stages and reduces its
+  /// dQ columns a block of `backwardSplitHeadDQColumns()` at a time.
   int64_t backwardDQOffset() const {
     return backwardPOffset() + (backwardSplitsHeadDim()
                                     ? kBackwardDSBuffers * backwardDSBufferBytes()
                                     : 0);
   }
+  /// dQ's column blocks with the head dim split: two tile widths (N = 64,
+  /// a wgmma that reads dS once for twice the math of N = 32, and half the
+  /// staging rounds) where a warpgroup's columns divide into them and the
+  /// wider staging tiles fit the shared memory (256: 225 KiB), else one
+  /// (192: three warpgroups' 64 x 64 tiles would need 241 KiB).
+  int64_t backwardSplitHeadDQColumns() const {
+    int64_t narrow = qkTileWidth(), wide = 2 * narrow;
+    int64_t wideBytes = kAlignmentSlack + backwardDQOffset() +
+                        consumerWarpgroups * kBackwardBlockM * wide * 4;
+    bool wideFits = (headDim / consumerWarpgroups) % wide == 0 &&
+                    wideBytes <= kMaxSharedMemoryBytes;
+    return wideFits ? wide : narrow;
+  }
   int64_t backwardDQTileBytes() const {
-    int64_t columns = backwardSplitsHeadDim()   ? qkTileWidth()
+    int64_t columns = backwardSplitsHeadDim()   ? backwardSplitHeadDQColumns()
                       : backwardSplitsDQColumns() ? headDim / consumerWarpgroups
                                                   : headDim;
     return kBackwardBlockM * columns * 4;
