@@ -237,8 +237,8 @@ def _main(argv: Optional[List[str]]) -> int:
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     bench.add_argument("--mods", action="store_true",
-                       help="modifiers (soft-cap + window, ALiBi) against kvpipe plain and "
-                            "FlexAttention, D 128 (default N 8k)")
+                       help="modifiers (soft-cap + window, ALiBi) against kvpipe plain, "
+                            "FlexAttention and FA4, forward and backward, D 128 (default N 8k)")
     bench.add_argument("--backward", action="store_true",
                        help="benchmark the backward pass (2.5x the forward FLOPs) against "
                             "SDPA's cuDNN and flash backward")
@@ -469,10 +469,11 @@ def _main(argv: Optional[List[str]]) -> int:
         return 0
     if args.mods:
         if args.tune or args.variant or args.backward:
-            parser.error("bench --mods takes neither --tune, --variant nor --backward")
+            parser.error("bench --mods takes neither --tune, --variant nor --backward (its "
+                         "rows have the backward's columns)")
         from kvpipe import bench_modifiers
 
-        rows = bench_modifiers.run(args.seq_len or [8192])
+        rows = bench_modifiers.run(args.seq_len or bench_modifiers.DEFAULT_SEQ_LENS)
         markdown = bench_modifiers.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --mods", rows, markdown)

@@ -36,6 +36,49 @@ def _median_ms(fn: Callable[[], Any]) -> float:
         return times[len(times) // 2]
 
 
+#: The backward's FLOPs over the forward's (bench --backward, bench --mods):
+#: five matmuls of the forward's size (S again, dP, dV, dQ, dK) to its two.
+BACKWARD_FLOPS = 2.5
+
+
+def _kvpipe_backward_ms(q: Any, k: Any, v: Any, do: Any, deterministic: Optional[bool] = None,
+                        **masks: Any) -> float:
+    """The median time of kvpipe's backward alone (``attention_backward``)
+    of ``kvpipe.attention(q, k, v, **masks)`` for the output gradient
+    ``do``: the forward (with the log-sum-exp) runs once, outside the
+    timing. ``masks``: what both take (causal, window_size, score_mod,
+    mask_mod)."""
+    import torch
+
+    import kvpipe
+    from kvpipe.attention import attention_backward
+
+    with torch.no_grad():
+        o, lse = kvpipe.attention(q, k, v, return_lse=True, **masks)
+    return _median_ms(lambda: attention_backward(q, k, v, o, lse, do,
+                                                 deterministic=deterministic, **masks))
+
+
+def _autograd_backward_ms(forward: Callable[..., Any], inputs: Sequence[Any], do: Any) -> float:
+    """The median time of ``torch.autograd.grad`` alone through the graph of
+    ``forward(*leaves)`` (``inputs`` detached, requiring grad; the first
+    output where it returns a tuple) for the output gradient ``do``: the
+    forward runs once outside the timing, the graph is retained between
+    calls, and one backward runs before the timing (peers that compile on
+    first use: FA4's JIT, torch.compile)."""
+    import torch
+
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    out = forward(*leaves)
+    out = out[0] if isinstance(out, tuple) else out
+
+    def grad() -> Any:
+        return torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+    grad()
+    return _median_ms(grad)
+
+
 def _graph_median_ms(fn: Callable[[], Any]) -> Optional[float]:
     """The median time of ``fn`` replayed from a CUDA graph (no host time:
     how a serving engine runs a decode step), or None without triton or
@@ -190,9 +233,6 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    import kvpipe
-    from kvpipe.attention import attention_backward
-
     fa4 = _fa4() if peers else None
     rows = []
     for d in head_dims:
@@ -202,44 +242,34 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                 q, k, v = (torch.randn(b, heads, n, d, dtype=torch.bfloat16, device="cuda")
                            for _ in range(3))
                 do = torch.randn_like(q)
-                flops = 2.5 * 4 * b * heads * n * n * d / (2 if causal else 1)
+                flops = BACKWARD_FLOPS * 4 * b * heads * n * n * d / (2 if causal else 1)
                 row: Dict[str, Any] = {"D": d, "N": n, "B": b, "H": heads, "causal": causal}
-                with torch.no_grad():
-                    o, lse = kvpipe.attention(q, k, v, causal=causal, return_lse=True)
-                fn = lambda: attention_backward(q, k, v, o, lse, do, causal=causal)  # noqa: E731
-                row["kvpipe"] = round(flops / _median_ms(fn) / 1e9, 1)
+                row["kvpipe"] = round(flops / _kvpipe_backward_ms(q, k, v, do, causal=causal)
+                                      / 1e9, 1)
                 # Deterministic mode's cost, on the same inputs.
-                fn = lambda: attention_backward(q, k, v, o, lse, do, causal=causal,  # noqa: E731
-                                                deterministic=True)
-                row["deterministic"] = round(flops / _median_ms(fn) / 1e9, 1)
+                row["deterministic"] = round(flops / _kvpipe_backward_ms(
+                    q, k, v, do, deterministic=True, causal=causal) / 1e9, 1)
                 if peers:
                     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                           ("flash", SDPBackend.FLASH_ATTENTION)):
-                        try:
-                            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+                        def sdpa(*leaves: Any, backend: Any = backend) -> Any:
                             with sdpa_kernel([backend]):
-                                out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
-                            ms = _median_ms(lambda: torch.autograd.grad(
-                                out, leaves, do, retain_graph=True))
-                            row[name] = round(flops / ms / 1e9, 1)
-                            del out, leaves
+                                return F.scaled_dot_product_attention(*leaves, is_causal=causal)
+
+                        try:
+                            row[name] = round(flops / _autograd_backward_ms(sdpa, (q, k, v), do)
+                                              / 1e9, 1)
                         except RuntimeError:
                             row[name] = None
                     row["fa4"] = None
                     if fa4 is not None:
                         # FA4 takes flash-attn's (B, S, H, D); its first call
-                        # JIT-compiles the forward and backward: warm up.
+                        # JIT-compiles the forward and backward (warmed up).
                         try:
-                            leaves = [t.transpose(1, 2).detach().requires_grad_()
-                                      for t in (q, k, v)]
-                            out = fa4(*leaves, causal=causal)
-                            out = out[0] if isinstance(out, tuple) else out
-                            do4 = do.transpose(1, 2)
-                            torch.autograd.grad(out, leaves, do4, retain_graph=True)
-                            ms = _median_ms(lambda: torch.autograd.grad(
-                                out, leaves, do4, retain_graph=True))
+                            ms = _autograd_backward_ms(
+                                lambda *leaves: fa4(*leaves, causal=causal),
+                                [t.transpose(1, 2) for t in (q, k, v)], do.transpose(1, 2))
                             row["fa4"] = round(flops / ms / 1e9, 1)
-                            del out, leaves
                         except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
                             print(f"FA4 backward failed at D{d} N{n}: {exc}"[:300], flush=True)
                     for name in ("cudnn", "flash", "fa4"):
@@ -247,7 +277,7 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                             row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
                 print(row, flush=True)
                 rows.append(row)
-                del q, k, v, do, o, lse
+                del q, k, v, do
     return rows
 
 

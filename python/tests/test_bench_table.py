@@ -110,3 +110,108 @@ def test_backward_table_has_fa4_beside_cudnn_and_fa2():
     assert lines[2] == ("| 128 | 4096 | 8 | yes | 397.3 | 248.1 | 458.0 | 263.4 | 548.0 | "
                         "0.867 | 1.508 | 0.725 |")
     assert lines[3].endswith("| None | 0.741 | 1.274 | None |")
+
+
+class _Leaf:
+    """A stand-in tensor: detach().requires_grad_() and transpose() record
+    themselves in its name."""
+
+    def __init__(self, name, shape=(2, 4, 64, 128)):
+        self.name, self.shape = name, shape
+
+    def detach(self):
+        return _Leaf(self.name + ".detach", self.shape)
+
+    def requires_grad_(self):
+        return _Leaf(self.name + ".leaf", self.shape)
+
+    def transpose(self, a, b):
+        shape = list(self.shape)
+        shape[a], shape[b] = shape[b], shape[a]
+        return _Leaf(self.name + ".t", tuple(shape))
+
+
+def _fake_torch(monkeypatch, grads):
+    import contextlib
+    import sys
+    import types
+
+    torch = types.ModuleType("torch")
+    torch.no_grad = contextlib.nullcontext
+    torch.autograd = types.SimpleNamespace(
+        grad=lambda out, leaves, do, retain_graph: grads.append(
+            (out, [leaf.name for leaf in leaves], do, retain_graph)))
+    torch.bfloat16 = "bf16"
+    torch.randn = lambda *shape, dtype=None, device=None: _Leaf("x", shape)
+    torch.randn_like = lambda t: _Leaf("do", t.shape)
+    nn = types.ModuleType("torch.nn")
+    functional = types.ModuleType("torch.nn.functional")
+    functional.scaled_dot_product_attention = lambda q, k, v, is_causal: ("sdpa", is_causal)
+    attention = types.ModuleType("torch.nn.attention")
+    attention.SDPBackend = types.SimpleNamespace(CUDNN_ATTENTION="cudnn",
+                                                 FLASH_ATTENTION="flash")
+    attention.sdpa_kernel = lambda backends: contextlib.nullcontext()
+    for name, module in (("torch", torch), ("torch.nn", nn),
+                         ("torch.nn.functional", functional), ("torch.nn.attention", attention)):
+        monkeypatch.setitem(sys.modules, name, module)
+    torch.nn, nn.functional, nn.attention = nn, functional, attention
+    return torch
+
+
+def test_backward_timings_time_the_backward_alone(monkeypatch):
+    import importlib
+
+    import kvpipe
+
+    grads, calls, timed = [], [], []
+    _fake_torch(monkeypatch, grads)
+    monkeypatch.setattr(bench, "_median_ms", lambda fn: timed.append(fn) or fn() or 3.0)
+    # kvpipe: the forward with the log-sum-exp once, outside the timing; the
+    # timed call is attention_backward with the same masks and modifiers.
+    monkeypatch.setattr(kvpipe, "attention",
+                        lambda q, k, v, **kw: calls.append(kw) or ("o", "lse"))
+    attention = importlib.import_module("kvpipe.attention")
+    monkeypatch.setattr(attention, "attention_backward", lambda *args, **kw: calls.append(
+        (args, kw)))
+    assert bench._kvpipe_backward_ms("q", "k", "v", "do", deterministic=False, causal=True,
+                                     score_mod="mod") == 3.0
+    assert calls == [dict(return_lse=True, causal=True, score_mod="mod"),
+                     (("q", "k", "v", "o", "lse", "do"),
+                      dict(deterministic=False, causal=True, score_mod="mod"))]
+    assert len(timed) == 1
+    # A peer: its forward once on leaves requiring grad (the first output of
+    # a tuple), a backward before the timing, the graph retained.
+    forwards = []
+
+    def forward(*leaves):
+        forwards.append([leaf.name for leaf in leaves])
+        return "out", "lse"
+
+    assert bench._autograd_backward_ms(forward, [_Leaf("q"), _Leaf("k")], "do") == 3.0
+    assert forwards == [["q.detach.leaf", "k.detach.leaf"]]
+    assert grads == [("out", ["q.detach.leaf", "k.detach.leaf"], "do", True)] * 2
+
+
+def test_run_backward_measures_every_backend(monkeypatch):
+    grads = []
+    _fake_torch(monkeypatch, grads)
+    kvpipe_calls, peer_calls = [], []
+    monkeypatch.setattr(bench, "_kvpipe_backward_ms",
+                        lambda q, k, v, do, **kw: kvpipe_calls.append(kw) or (
+                            2.0 if kw.get("deterministic") else 1.0))
+
+    def peer(forward, inputs, do):
+        peer_calls.append((forward(*inputs), [t.name for t in inputs], do.name))
+        return 4.0
+
+    monkeypatch.setattr(bench, "_autograd_backward_ms", peer)
+    monkeypatch.setattr(bench, "_fa4", lambda: lambda q, k, v, causal: ("fa4", causal))
+    rows = bench.run_backward([128], [1024], [True])
+    assert kvpipe_calls == [dict(causal=True), dict(deterministic=True, causal=True)]
+    flops = 2.5 * 4 * 32 * 16 * 1024 * 1024 * 128 / 2
+    assert rows[0]["kvpipe"] == round(flops / 1e9, 1)
+    assert rows[0]["deterministic"] == round(flops / 2e9, 1)
+    assert peer_calls == [(("sdpa", True), ["x", "x", "x"], "do")] * 2 + [
+        (("fa4", True), ["x.t", "x.t", "x.t"], "do.t")]
+    assert rows[0]["cudnn"] == rows[0]["flash"] == rows[0]["fa4"] == round(flops / 4e9, 1)
+    assert rows[0]["vs_cudnn"] == rows[0]["vs_fa4"] == 4.0
