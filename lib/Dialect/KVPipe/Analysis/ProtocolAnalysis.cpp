@@ -1098,7 +1098,8 @@ LinearExpr SlotArithmetic::getLinear(Value value) {
 }
 
 std::optional<uint64_t> SlotArithmetic::getUnsignedMax(Value value,
-                                                       unsigned depth) {
+                                                       unsigned depth,
+                                                       bool threadIds) {
   if (depth > 16)
     return std::nullopt;
   APInt constant;
@@ -1109,6 +1110,9 @@ std::optional<uint64_t> SlotArithmetic::getUnsignedMax(Value value,
   Operation *def = value.getDefiningOp();
   if (!def)
     return std::nullopt;
+  // A CTA has at most 1024 threads: 32 lanes of 32 warps, 8 warpgroups.
+  if (threadIds && isa<WarpgroupIdOp, gpu::ThreadIdOp, gpu::LaneIdOp>(def))
+    return isa<WarpgroupIdOp>(def) ? 7 : isa<gpu::LaneIdOp>(def) ? 31 : 1023;
   // A bound that does not fit the value's width wrapped: not a bound.
   unsigned width = getWidth(value);
   auto fits = [&](std::optional<uint64_t> bound) -> std::optional<uint64_t> {
@@ -1116,7 +1120,9 @@ std::optional<uint64_t> SlotArithmetic::getUnsignedMax(Value value,
       return std::nullopt;
     return bound;
   };
-  auto max = [&](unsigned i) { return getUnsignedMax(def->getOperand(i), depth + 1); };
+  auto max = [&](unsigned i) {
+    return getUnsignedMax(def->getOperand(i), depth + 1, threadIds);
+  };
   auto divisor = [&]() -> std::optional<uint64_t> {
     APInt d;
     if (matchPattern(def->getOperand(1), m_ConstantInt(&d)) &&
@@ -1168,7 +1174,7 @@ std::optional<uint64_t> SlotArithmetic::getUnsignedMax(Value value,
 }
 
 bool SlotArithmetic::isNonNegative(const LinearExpr &expr,
-                                   const PathFacts &facts) {
+                                   const PathFacts &facts, bool threadIds) {
   int64_t low = expr.constant;
   for (auto [atom, coef] : expr.terms) {
     if (coef < 0)
@@ -1179,8 +1185,9 @@ bool SlotArithmetic::isNonNegative(const LinearExpr &expr,
     else if (StringRef(atomKeys[atom]).starts_with("trip") ||
              StringRef(atomKeys[atom]).starts_with("sum"))
       atomLow = 0;
-    else if (isSignedNonNegative(atomExamples[atom],
-                                 getUnsignedMax(atomExamples[atom])))
+    else if (isSignedNonNegative(
+                 atomExamples[atom],
+                 getUnsignedMax(atomExamples[atom], 0, threadIds)))
       atomLow = 0;
     else
       return false;
@@ -1249,7 +1256,8 @@ LinearExpr SlotArithmetic::getTripCount(Operation *loop,
   return LinearExpr::ofAtom(intern("trip" + sig, loop->getResult(0)));
 }
 
-void SlotArithmetic::addBranchFacts(Region *region, PathFacts &facts) {
+void SlotArithmetic::addBranchFacts(Region *region, PathFacts &facts,
+                                    bool threadIds) {
   auto ifOp = dyn_cast_or_null<scf::IfOp>(region->getParentOp());
   if (!ifOp)
     return;
@@ -1279,7 +1287,7 @@ void SlotArithmetic::addBranchFacts(Region *region, PathFacts &facts) {
   }
   // Normalise to "x > 0 holds in this region".
   bool positive = false;
-  bool nonNegative = isSignedNonNegative(x, getUnsignedMax(x));
+  bool nonNegative = isSignedNonNegative(x, getUnsignedMax(x, 0, threadIds));
   if (inThen)
     // Only for a non-negative x, so that "x <= 0" in the else branch is
     // "x == 0" (the peeled-iteration merge relies on it).

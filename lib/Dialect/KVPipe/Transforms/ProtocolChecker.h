@@ -6,8 +6,10 @@
 // by topic: ProtocolFlow.cpp (linear use, the flow of states),
 // ProtocolBalance.cpp (loops and totals), ProtocolPairing.cpp (pairs in a
 // block, branches), ProtocolTransactions.cpp (bytes and load slots),
-// ProtocolBarriers.cpp (initialisation, arrival counts) and
-// ProtocolReads.cpp (wgmma reads against waits and releases). Private to the
+// ProtocolBarriers.cpp (initialisation, arrival counts),
+// ProtocolReads.cpp (wgmma reads against waits and releases) and
+// ProtocolSlotAliases.cpp (slots reached around the view chain: aliases at
+// constant offsets, addresses taken out of memrefs). Private to the
 // Transforms library.
 //
 //===----------------------------------------------------------------------===//
@@ -109,6 +111,33 @@ struct SlotPairing {
   int64_t lastCloseStage = -1;
 };
 
+/// Whether `op` reads or writes the memory of its memref operand `operand`.
+bool accessesMemRef(Operation *op, Value operand);
+
+/// The index-typed operands of `op` after its memref operand at
+/// `position`: the indices of an access (`vector.load %ring[%slot, ...]`).
+inline SmallVector<Value> getIndexOperands(Operation *op, unsigned position) {
+  SmallVector<Value> indices;
+  for (Value index : op->getOperands().drop_front(position + 1))
+    if (index.getType().isIndex())
+      indices.push_back(index);
+  return indices;
+}
+
+/// Whether `op` takes an address out of its memref operands: an op the view
+/// walk does not follow that turns a memref into something else (an index,
+/// a pointer, an LLVM descriptor), other than an access, a kvpipe op, a call,
+/// a query of the shape (`memref.dim`, `memref.extract_strided_metadata`,
+/// whose base buffer is followed as a view) or a flow of memrefs (a
+/// terminator, `arith.select`, an op with regions).
+bool takesAddressOut(Operation *op);
+
+/// Whether the helper `callee` may read or write shared memory through its
+/// arguments other than by wgmma (which checkReads follows into helpers):
+/// an access of a memref, an address taken out of one (which the helper may
+/// load or store through), or a call it makes. Unknown callees may.
+bool mayAccessSharedMemory(FunctionOpInterface callee);
+
 class ProtocolChecker {
 public:
   ProtocolChecker(Operation *root, bool strict)
@@ -134,6 +163,7 @@ public:
     checkReads();
     checkReadSlots();
     checkSlotAccesses();
+    checkSlotAliases();
     checkTransactions();
     checkLoadSlots();
     checkReleaseArrivals();
@@ -464,6 +494,11 @@ private:
   /// other side may be refilling or reading it).
   void checkSlotAccesses();
   void checkSlotAccess(Operation *op, Value slot);
+  /// The waits, acquires, releases and commits of the states `ofState`
+  /// accepts that dominate `op` in its function, in the order they run.
+  SmallVector<PipelineProtocolOpInterface>
+  getOpensAndClosesBefore(Operation *op,
+                          llvm::function_ref<bool(Value)> ofState);
   /// A call that passes a slot's view or index to a helper that may access
   /// shared memory (other than by wgmma) accesses the slot where it runs:
   /// checkSlotAccess at the call, the view's offsets checked there, and an
@@ -478,6 +513,73 @@ private:
   /// blocks around it), else unproven.
   void checkStoreRetired(Operation *store, Value slot);
   DenseSet<std::pair<Operation *, Value>> reportedAccesses;
+
+  // 10. Aliases of slots (ProtocolSlotAliases.cpp)
+  /// Where a memref's elements lie in the buffer its view chain starts from
+  /// (an allocation, a global, the dynamic shared memory, a function
+  /// argument): byte addresses relative to that buffer's start.
+  struct Place {
+    /// The buffer; null where the chain ends in an op it does not follow.
+    const void *buffer = nullptr;
+    /// The memref's aligned pointer and its element (0, ..., 0), where known.
+    std::optional<LinearExpr> base, first;
+  };
+  DenseMap<Value, Place> places;
+  Place locate(Value memref, unsigned depth = 0);
+  /// A byte range [low, high) of a buffer.
+  struct Footprint {
+    LinearExpr low, high;
+  };
+  /// The byte ranges the elements of `memref` are known to lie in, tightest
+  /// first: its own, then those of the views it was cut from (a view stays
+  /// inside its source). `buffer` is set to the buffer, null when unknown.
+  /// With `address`, for an address taken out of `memref`: the base buffer
+  /// of `memref.extract_strided_metadata` stands for the memref it
+  /// describes.
+  SmallVector<Footprint> getFootprints(Value memref, const void *&buffer,
+                                       bool address);
+  /// A buffer whose first dimension a kvpipe.index selects the slot of.
+  struct Ring {
+    Value ring;
+    const void *buffer;
+    /// A slot of its pipeline (for diagnostics) and the pipeline.
+    Value slot, pipeline;
+    /// An op that indexes it by the slot.
+    Operation *indexedAt;
+  };
+  SmallVector<Ring> rings;
+  void collectRings();
+  /// The slots of `ring` the byte ranges `footprints` (getFootprints)
+  /// overlap: none where one of the ranges is disjoint from the ring (given
+  /// `facts`), nothing where the overlap cannot be determined. `exact` is
+  /// set where the slots are those of the memref's own range (not of a view
+  /// it was cut from, which it may overlap only in part).
+  std::optional<SmallVector<int64_t>>
+  getOverlappedSlots(ArrayRef<Footprint> footprints, const Ring &ring,
+                     const PathFacts &facts, bool *exact = nullptr);
+  /// What holds on every path to `op`: the conditions of the `scf.if`
+  /// branches around it.
+  PathFacts getFactsAt(Operation *op);
+  /// The slot (representative) of `pipeline` that is at ring position
+  /// `position` when `op` runs: the state of the last wait, release, acquire
+  /// or commit of the pipeline before `op` at that position, where every
+  /// such state's position is known (a constant advance from its
+  /// kvpipe.create); null otherwise.
+  Value getSlotAtPosition(Operation *op, Value pipeline, int64_t position);
+  /// An op accessing `memref`, whose address is not computed from a
+  /// kvpipe.index: where it overlaps a ring's slots, it accesses them.
+  void checkAliasedAccess(Operation *op, Value memref);
+  /// An op taking an address out of `memref` (takesAddressOut) where
+  /// `memref` may overlap a ring: unproven, unless it is
+  /// `memref.extract_aligned_pointer_as_index` whose address only computes
+  /// offsets of views, indices and conditions.
+  void checkAddressTaken(Operation *op, Value memref);
+  /// Rule 10: accesses of a ring's slots around the view chain rules 7 to 9
+  /// follow: through a buffer that overlaps a slot at an offset not
+  /// computed from a kvpipe.index (a second memref.view of the same bytes,
+  /// a subview at a constant slot), and through an address taken out of a
+  /// memref that may overlap a ring.
+  void checkSlotAliases();
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;
   Operation *root;

@@ -961,8 +961,7 @@ static bool isShared(MemRefType type) {
   return false;
 }
 
-/// Whether `op` reads or writes the memory of its memref operand `operand`.
-static bool accessesMemRef(Operation *op, Value operand) {
+bool kvpipe::detail::accessesMemRef(Operation *op, Value operand) {
   if (isa<TMAStoreOp, StoreFragmentOp>(op))
     return true;
   auto effects = dyn_cast<MemoryEffectOpInterface>(op);
@@ -1026,16 +1025,13 @@ static bool isAccessCheckedElsewhere(Operation *op) {
          isa<ViewLikeOpInterface>(op);
 }
 
-/// Whether the helper `callee` may read or write shared memory through its
-/// arguments other than by wgmma (which checkReads follows into helpers):
-/// an access of a memref, or a call it makes. Unknown callees may.
-static bool mayAccessSharedMemory(FunctionOpInterface callee) {
+bool kvpipe::detail::mayAccessSharedMemory(FunctionOpInterface callee) {
   if (!callee || callee.isExternal())
     return true;
   WalkResult result = callee->walk([](Operation *op) {
     if (isAccessCheckedElsewhere(op))
       return WalkResult::advance();
-    if (isa<CallOpInterface>(op))
+    if (isa<CallOpInterface>(op) || takesAddressOut(op))
       return WalkResult::interrupt();
     for (Value operand : op->getOperands())
       if (isa<MemRefType>(operand.getType()) && accessesMemRef(op, operand))
@@ -1130,10 +1126,7 @@ void ProtocolChecker::checkSlotAccesses() {
                      << "', which the checker does not follow";
       // The ring addressed by the op's own indices (vector.load
       // %ring[%slot, ...]): the index operands after the memref.
-      SmallVector<Value> indices;
-      for (Value index : op->getOperands().drop_front(position + 1))
-        if (index.getType().isIndex())
-          indices.push_back(index);
+      SmallVector<Value> indices = getIndexOperands(op, position);
       for (Value index : indices) {
         Operation *unknownIndex = nullptr;
         addSlots(slots, getSlotsOf(index, 0, unknownIndex));
@@ -1233,18 +1226,15 @@ void ProtocolChecker::checkStoreRetired(Operation *store, Value slot) {
   });
 }
 
-void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
-  if (!reportedAccesses.insert({op, slot}).second)
-    return;
+SmallVector<PipelineProtocolOpInterface>
+ProtocolChecker::getOpensAndClosesBefore(
+    Operation *op, llvm::function_ref<bool(Value)> ofState) {
   auto function = op->getParentOfType<FunctionOpInterface>();
   Operation *scope = function ? function.getOperation() : root;
-  // The waits / acquires and releases / commits of the slot before `op`
-  // (they dominate it, so they run one after the other): the sub-stages
-  // open when `op` runs.
   SmallVector<PipelineProtocolOpInterface> before;
   scope->walk([&](PipelineProtocolOpInterface protocol) {
     if ((protocol.opensSlot() || protocol.closesSlot()) &&
-        flow.getSlot(protocol.getPipeline()) == slot &&
+        ofState(protocol.getPipeline()) &&
         dominance.properlyDominates(protocol.getOperation(), op))
       before.push_back(protocol);
   });
@@ -1252,6 +1242,15 @@ void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
                          PipelineProtocolOpInterface b) {
     return dominance.properlyDominates(a.getOperation(), b.getOperation());
   });
+  return before;
+}
+
+void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
+  if (!reportedAccesses.insert({op, slot}).second)
+    return;
+  // The sub-stages of the slot open when `op` runs.
+  SmallVector<PipelineProtocolOpInterface> before = getOpensAndClosesBefore(
+      op, [&](Value state) { return flow.getSlot(state) == slot; });
   DenseSet<int64_t> open;
   Operation *closed = nullptr;
   for (PipelineProtocolOpInterface protocol : before) {

@@ -21,7 +21,10 @@
 //      state is passed twice, loops carry their own states;
 //   8. totals: each side advances the pipeline by the same number of slots
 //      from its creation, compared symbolically;
-//   9. reads: a wgmma reads a slot only after a consumer_wait of it.
+//   9. reads: a wgmma reads a slot only after a consumer_wait of it;
+//  10. aliases of slots: a buffer that overlaps a slot at an offset not
+//      computed from a kvpipe.index accesses that slot, and an address taken
+//      out of a memref that may overlap a ring is unproven.
 //
 // What a rule cannot decide is reported as a warning that starts with
 // "cannot prove" (an error with `strict`): silence means proven. The

@@ -235,12 +235,21 @@ public:
                                          mlir::Operation *&why);
 
   /// Whether `expr >= 0` holds given `facts`.
-  bool isNonNegative(const LinearExpr &expr, const PathFacts &facts);
+  /// With `threadIds`, the bounds of thread, lane and warpgroup ids count
+  /// (getUnsignedMax).
+  bool isNonNegative(const LinearExpr &expr, const PathFacts &facts,
+                     bool threadIds = false);
   /// An upper bound of `value` read as an unsigned integer, if known.
-  std::optional<uint64_t> getUnsignedMax(mlir::Value value, unsigned depth = 0);
+  /// With `threadIds`, a thread, lane or warpgroup id is bounded by the
+  /// CTA's 1024 threads (the rules that compare the producer's and the
+  /// consumer's counts do not take these bounds).
+  std::optional<uint64_t> getUnsignedMax(mlir::Value value, unsigned depth = 0,
+                                         bool threadIds = false);
 
-  /// Adds the facts that hold inside `region` of the `scf.if` holding it.
-  void addBranchFacts(mlir::Region *region, PathFacts &facts);
+  /// Adds the facts that hold inside `region` of the `scf.if` holding it
+  /// (`threadIds`: as for getUnsignedMax).
+  void addBranchFacts(mlir::Region *region, PathFacts &facts,
+                      bool threadIds = false);
 
   /// Prints `expr` for a diagnostic, naming atoms by their values.
   std::string print(const LinearExpr &expr);

@@ -201,7 +201,14 @@ def VerifyProtocol : Pass<"kvpipe-verify-protocol"> {
     - states that alias: the same state passed twice, a loop that yields
       another iter_arg's state (the pipelines trade places) or a state from
       outside the loop, a loop body that uses the outer state instead of
-      its iter_arg.
+      its iter_arg;
+    - a ring slot reached around the view chain: a buffer that overlaps a
+      slot at an offset not computed from a `kvpipe.index` (a second
+      `memref.view` of the same bytes, a subview at a constant slot) is an
+      access of the slots it overlaps, and an address taken out of a memref
+      that may overlap a ring (`memref.extract_aligned_pointer_as_index`,
+      `builtin.unrealized_conversion_cast`) for anything but view offsets is
+      unproven.
     What it cannot prove (a state through an op it does not model, an
     indirect call, trip counts it cannot compare, a wgmma operand it cannot
     follow) it reports as a warning that starts with "cannot prove"; with

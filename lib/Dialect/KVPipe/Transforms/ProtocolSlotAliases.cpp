@@ -1,0 +1,528 @@
+//===- ProtocolSlotAliases.cpp - slots reached around the view chain ------===//
+//
+// Part of ProtocolChecker (ProtocolChecker.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProtocolChecker.h"
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+//===----------------------------------------------------------------------===//
+// 10. Aliases of slots: buffers that overlap a ring's slot at an offset not
+// computed from a kvpipe.index, and addresses taken out of memrefs
+//===----------------------------------------------------------------------===//
+
+bool kvpipe::detail::takesAddressOut(Operation *op) {
+  if (!llvm::any_of(op->getOperandTypes(), llvm::IsaPred<MemRefType>))
+    return false;
+  if (isa<memref::ExtractAlignedPointerAsIndexOp>(op))
+    return true;
+  if (isa<ViewLikeOpInterface, memref::ExtractStridedMetadataOp,
+          memref::DimOp, memref::RankOp, memref::DeallocOp, CallOpInterface,
+          arith::SelectOp>(op) ||
+      isa_and_nonnull<KVPipeDialect>(op->getDialect()) ||
+      op->hasTrait<OpTrait::IsTerminator>() || op->getNumRegions() != 0)
+    return false;
+  return llvm::none_of(op->getOperands(), [&](Value operand) {
+    return isa<MemRefType>(operand.getType()) && accessesMemRef(op, operand);
+  });
+}
+
+/// The bytes of one element of `type`, where a whole number.
+static std::optional<int64_t> getElementBytes(MemRefType type) {
+  Type element = type.getElementType();
+  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return std::nullopt;
+  return element.getIntOrFloatBitWidth() / 8;
+}
+
+/// The static strides of `type`'s layout, and its offset (possibly dynamic).
+static std::optional<std::pair<SmallVector<int64_t>, int64_t>>
+getLayout(MemRefType type) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return std::nullopt;
+  return std::make_pair(strides, offset);
+}
+
+/// The elements of `type`, in bytes from its element (0, ..., 0), over its
+/// dimensions `from` and up: [low, high); nothing where a size or a stride
+/// is dynamic.
+static std::optional<std::pair<int64_t, int64_t>>
+getExtentBytes(MemRefType type, unsigned from = 0) {
+  std::optional<int64_t> bytes = getElementBytes(type);
+  auto layout = getLayout(type);
+  if (!bytes || !layout)
+    return std::nullopt;
+  int64_t low = 0, high = 0;
+  for (unsigned d = from, e = type.getRank(); d < e; ++d) {
+    int64_t size = type.getDimSize(d), stride = layout->first[d];
+    if (ShapedType::isDynamic(size) || ShapedType::isDynamic(stride))
+      return std::nullopt;
+    if (size == 0)
+      return std::make_pair(int64_t(0), int64_t(0));
+    int64_t span;
+    int64_t &end = stride < 0 ? low : high;
+    if (llvm::MulOverflow(size - 1, stride, span) ||
+        llvm::AddOverflow(end, span, end))
+      return std::nullopt;
+  }
+  if (llvm::AddOverflow(high, int64_t(1), high) ||
+      llvm::MulOverflow(low, *bytes, low) ||
+      llvm::MulOverflow(high, *bytes, high))
+    return std::nullopt;
+  return std::make_pair(low, high);
+}
+
+/// `sum + factor * term`, nothing on overflow.
+static std::optional<LinearExpr> plus(std::optional<LinearExpr> sum,
+                                      const LinearExpr &term,
+                                      int64_t factor = 1) {
+  if (!sum || !sum->add(term, factor))
+    return std::nullopt;
+  return sum;
+}
+
+/// The function `value` is defined in.
+static Operation *getFunctionOf(Value value) {
+  Operation *op = value.getParentRegion()->getParentOp();
+  return isa<FunctionOpInterface>(op)
+             ? op
+             : op->getParentOfType<FunctionOpInterface>().getOperation();
+}
+
+ProtocolChecker::Place ProtocolChecker::locate(Value memref, unsigned depth) {
+  auto found = places.find(memref);
+  if (found != places.end())
+    return found->second;
+  Place place;
+  auto type = dyn_cast<MemRefType>(memref.getType());
+  std::optional<int64_t> bytes = type ? getElementBytes(type) : std::nullopt;
+  auto linear = [&](OpFoldResult value) {
+    if (std::optional<int64_t> c = getConstantIntValue(value))
+      return LinearExpr::ofConstant(*c);
+    return arithmetic.getLinear(cast<Value>(value));
+  };
+  // A buffer: its aligned pointer is where it starts; its element
+  // (0, ..., 0) is its layout's offset from there (unknown where dynamic:
+  // then positions are taken from that element).
+  auto asBuffer = [&](const void *buffer) {
+    place.buffer = buffer;
+    auto layout = type ? getLayout(type) : std::nullopt;
+    int64_t first;
+    if (bytes && layout && !ShapedType::isDynamic(layout->second) &&
+        !llvm::MulOverflow(layout->second, *bytes, first)) {
+      place.base = LinearExpr();
+      place.first = LinearExpr::ofConstant(first);
+    } else {
+      place.first = LinearExpr();
+    }
+  };
+  Operation *def = memref.getDefiningOp();
+  if (!type || depth > 64) {
+    // Not a ranked memref, or a chain too long: unknown.
+  } else if (auto argument = dyn_cast<BlockArgument>(memref)) {
+    if (isa_and_nonnull<FunctionOpInterface>(
+            argument.getOwner()->getParentOp()) &&
+        argument.getOwner()->isEntryBlock())
+      asBuffer(argument.getAsOpaquePointer());
+  } else if (isa<memref::AllocOp, memref::AllocaOp>(def)) {
+    asBuffer(def);
+  } else if (auto global = dyn_cast<memref::GetGlobalOp>(def)) {
+    asBuffer(global.getNameAttr().getAsOpaquePointer());
+  } else if (isa<gpu::DynamicSharedMemoryOp>(def)) {
+    // Every dynamic_shared_memory op of a kernel is the same buffer.
+    Operation *function = def->getParentOfType<FunctionOpInterface>();
+    asBuffer(function ? function : def);
+  } else if (auto view = dyn_cast<memref::ViewOp>(def)) {
+    // The source is a contiguous byte buffer: its element 0 is its start.
+    Place source = locate(view.getSource(), depth + 1);
+    place.buffer = source.buffer;
+    place.first = plus(source.first, arithmetic.getLinear(view.getByteShift()));
+    place.base = place.first;
+  } else if (auto subview = dyn_cast<memref::SubViewOp>(def)) {
+    Place source = locate(subview.getSource(), depth + 1);
+    place.buffer = source.buffer;
+    place.base = source.base;
+    place.first = source.first;
+    auto layout = getLayout(subview.getSourceType());
+    for (auto [d, offset] : llvm::enumerate(subview.getMixedOffsets())) {
+      int64_t factor;
+      if (!layout || !bytes || ShapedType::isDynamic(layout->first[d]) ||
+          llvm::MulOverflow(layout->first[d], *bytes, factor)) {
+        place.first = std::nullopt;
+        break;
+      }
+      place.first = plus(place.first, linear(offset), factor);
+    }
+  } else if (auto reinterpret = dyn_cast<memref::ReinterpretCastOp>(def)) {
+    Place source = locate(reinterpret.getSource(), depth + 1);
+    place.buffer = source.buffer;
+    place.base = source.base;
+    if (bytes)
+      place.first =
+          plus(source.base, linear(reinterpret.getMixedOffsets()[0]), *bytes);
+  } else if (isa<memref::CastOp, memref::MemorySpaceCastOp,
+                 memref::ExpandShapeOp, memref::CollapseShapeOp,
+                 memref::TransposeOp>(def)) {
+    place = locate(def->getOperand(0), depth + 1);
+  } else if (auto metadata = dyn_cast<memref::ExtractStridedMetadataOp>(def)) {
+    // The base buffer: a memref of one element at the aligned pointer.
+    Place source = locate(metadata.getSource(), depth + 1);
+    place.buffer = source.buffer;
+    place.base = source.base;
+    place.first = source.base;
+  }
+  places[memref] = place;
+  return place;
+}
+
+SmallVector<ProtocolChecker::Footprint>
+ProtocolChecker::getFootprints(Value memref, const void *&buffer,
+                               bool address) {
+  SmallVector<Footprint> footprints;
+  buffer = locate(memref).buffer;
+  Value current = memref;
+  for (unsigned guard = 0; current && guard < 64; ++guard) {
+    Place place = locate(current);
+    auto type = cast<MemRefType>(current.getType());
+    if (auto extent = getExtentBytes(type); extent && place.first) {
+      std::optional<LinearExpr> low = plus(place.first,
+                                           LinearExpr::ofConstant(extent->first));
+      std::optional<LinearExpr> high = plus(
+          place.first, LinearExpr::ofConstant(extent->second));
+      if (low && high)
+        footprints.push_back({*low, *high});
+    }
+    // A view lies inside the memref it is cut from (a reinterpret_cast
+    // may address anything in its buffer). An address taken out of the
+    // base buffer of extract_strided_metadata addresses the elements of
+    // the memref it describes.
+    Operation *def = current.getDefiningOp();
+    if (isa_and_nonnull<memref::SubViewOp, memref::ViewOp, memref::CastOp,
+                        memref::MemorySpaceCastOp, memref::ExpandShapeOp,
+                        memref::CollapseShapeOp, memref::TransposeOp>(def) ||
+        (address && isa_and_nonnull<memref::ExtractStridedMetadataOp>(def)))
+      current = def->getOperand(0);
+    else
+      break;
+  }
+  return footprints;
+}
+
+void ProtocolChecker::collectRings() {
+  auto add = [&](Value ring, Value offset, Operation *op) {
+    const void *buffer = locate(ring).buffer;
+    if (!buffer)
+      return;
+    Operation *unknown = nullptr;
+    for (Value slot : getSlotsOf(offset, 0, unknown)) {
+      Value pipeline = flow.getPipeline(slot);
+      if (llvm::none_of(rings, [&](const Ring &known) {
+            return known.ring == ring && known.pipeline == pipeline;
+          }))
+        rings.push_back({ring, buffer, slot, pipeline, op});
+    }
+  };
+  root->walk([&](Operation *op) {
+    if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
+      if (!subview.getMixedOffsets().empty())
+        if (auto offset = dyn_cast<Value>(subview.getMixedOffsets().front()))
+          add(subview.getSource(), offset, op);
+      return;
+    }
+    // The ring indexed by the op's own indices (vector.load %ring[%slot, ...]).
+    for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
+      if (!isa<MemRefType>(operand.getType()) || !accessesMemRef(op, operand))
+        continue;
+      SmallVector<Value> indices = getIndexOperands(op, position);
+      if (!indices.empty())
+        add(operand, indices.front(), op);
+    }
+  });
+}
+
+std::optional<SmallVector<int64_t>>
+ProtocolChecker::getOverlappedSlots(ArrayRef<Footprint> footprints,
+                                    const Ring &ring, const PathFacts &facts,
+                                    bool *exact) {
+  auto type = cast<MemRefType>(ring.ring.getType());
+  Place place = locate(ring.ring);
+  auto whole = getExtentBytes(type), slot = getExtentBytes(type, 1);
+  auto layout = getLayout(type);
+  std::optional<int64_t> bytes = getElementBytes(type);
+  if (!place.first || !whole || !slot || !layout || !bytes ||
+      type.getRank() == 0 || ShapedType::isDynamic(layout->first[0]))
+    return std::nullopt;
+  std::optional<LinearExpr> ringLow =
+      plus(place.first, LinearExpr::ofConstant(whole->first));
+  std::optional<LinearExpr> ringHigh =
+      plus(place.first, LinearExpr::ofConstant(whole->second));
+  if (!ringLow || !ringHigh)
+    return std::nullopt;
+  // Below the ring or above it.
+  for (const Footprint &footprint : footprints) {
+    std::optional<LinearExpr> below = plus(ringLow, footprint.high, -1);
+    std::optional<LinearExpr> above = plus(footprint.low, *ringHigh, -1);
+    if ((below && arithmetic.isNonNegative(*below, facts, true)) ||
+        (above && arithmetic.isNonNegative(*above, facts, true)))
+      return SmallVector<int64_t>();
+  }
+  // The slots the tightest range at a known distance from the ring overlaps
+  // (exactly where that range is the memref's own).
+  for (const Footprint &footprint : footprints) {
+    if (exact)
+      *exact = &footprint == &footprints.front();
+    std::optional<LinearExpr> low = plus(footprint.low, *place.first, -1);
+    std::optional<LinearExpr> high = plus(footprint.high, *place.first, -1);
+    if (!low || !high || !low->isConstant() || !high->isConstant())
+      continue;
+    SmallVector<int64_t> slots;
+    for (int64_t i = 0, e = type.getDimSize(0); i < e; ++i) {
+      int64_t start = i * layout->first[0] * *bytes;
+      if (start + slot->first < high->constant &&
+          low->constant < start + slot->second)
+        slots.push_back(i);
+    }
+    return slots;
+  }
+  return std::nullopt;
+}
+
+PathFacts ProtocolChecker::getFactsAt(Operation *op) {
+  PathFacts facts;
+  for (Region *region = op->getParentRegion(); region;
+       region = region->getParentRegion()) {
+    arithmetic.addBranchFacts(region, facts, /*threadIds=*/true);
+    if (isa<FunctionOpInterface>(region->getParentOp()))
+      break;
+  }
+  return facts;
+}
+
+Value ProtocolChecker::getSlotAtPosition(Operation *op, Value pipeline,
+                                         int64_t position) {
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  if (!function)
+    return Value();
+  Value found;
+  for (PipelineProtocolOpInterface protocol : getOpensAndClosesBefore(
+           op, [&](Value state) { return flow.getPipeline(state) == pipeline; })) {
+    Value state = protocol.getPipeline();
+    int64_t stages = cast<PipelineType>(state.getType()).getKvStages();
+    std::optional<StateAdvance> advance =
+        flow.isMixed(state) ? std::nullopt
+                            : flow.traceAdvance(state, function);
+    if (stages != 1 && !(advance && advance->base.getDefiningOp<CreateOp>()))
+      return Value();
+    if ((stages == 1 ? 0 : advance->slots % stages) == position)
+      found = flow.getSlot(state);
+  }
+  return found;
+}
+
+void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
+  const void *buffer = nullptr;
+  SmallVector<Footprint> footprints = getFootprints(memref, buffer, false);
+  if (!buffer)
+    return; // a view the walk does not follow: checkSlotAccesses
+  std::optional<PathFacts> facts;
+  for (const Ring &ring : rings) {
+    if (ring.buffer != buffer)
+      continue;
+    // A TMA load into its own pipeline's ring: rule 7 (checkLoadSlots).
+    if (auto load = dyn_cast<TMALoadOp>(op)) {
+      auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
+      if (mbar && flow.getPipeline(mbar.getPipeline()) == ring.pipeline)
+        continue;
+    }
+    if (!facts)
+      facts = getFactsAt(op);
+    bool exact = false;
+    std::optional<SmallVector<int64_t>> slots =
+        getOverlappedSlots(footprints, ring, *facts, &exact);
+    if (slots && slots->empty())
+      continue;
+    // One slot, which the last state of the pipeline at that position holds:
+    // an access of that state's slot.
+    if (slots && exact && slots->size() == 1 &&
+        !isa<WarpgroupMmaOp, TMALoadOp>(op))
+      if (Value slot = getSlotAtPosition(op, ring.pipeline, slots->front())) {
+        checkSlotAccess(op, slot);
+        continue;
+      }
+    if (!reportedSlotOffsets.insert(op).second)
+      return;
+    bool mma = isa<WarpgroupMmaOp>(op);
+    InFlightDiagnostic diag = unproven(op);
+    auto nameSlots = [&]() {
+      diag << "ring slot" << (slots->size() == 1 ? " " : "s ");
+      llvm::interleaveComma(*slots, diag);
+    };
+    if (slots && exact) {
+      diag << "which ring slot " << (mma ? "the wgmma reads" : "the op accesses")
+           << ": its address overlaps ";
+      nameSlots();
+      diag << " at an offset not computed from a kvpipe.index, and which "
+              "state holds "
+           << (slots->size() == 1 ? "that slot" : "those slots")
+           << " when it runs is not known";
+    } else {
+      diag << "that " << (mma ? "the wgmma" : "the op")
+           << " does not access a ring slot: its address may overlap ";
+      if (slots)
+        nameSlots();
+      else
+        diag << "a ring";
+      diag << ", and where it lies relative to the ring's slots is not known";
+    }
+    diag << where(ring.slot);
+    diag.attachNote(ring.indexedAt->getLoc())
+        << "the ring, whose slot a kvpipe.index selects here";
+    return;
+  }
+}
+
+/// Whether operand `number` of `user` is an index of a memref it accesses
+/// (it comes after that memref: `vector.load %buffer[%i]`).
+static bool isIndexOfAccess(Operation *user, unsigned number) {
+  if (!user->getOperand(number).getType().isIndex())
+    return false;
+  for (unsigned i = 0; i < number; ++i)
+    if (isa<MemRefType>(user->getOperand(i).getType()) &&
+        accessesMemRef(user, user->getOperand(i)))
+      return true;
+  return false;
+}
+
+/// The first use of `address` (an address taken out of a memref) that may
+/// load or store through it: anything but integer arithmetic on it, the
+/// offsets and sizes of views, the indices of accesses and the conditions of
+/// `scf.if`. Null where there is none (the generated kernels align their
+/// buffers in the dynamic shared memory by its address).
+static Operation *findAddressUse(Value address) {
+  SmallVector<Value> worklist = {address};
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      unsigned number = use.getOperandNumber();
+      if (isa<ViewLikeOpInterface>(user) || isIndexOfAccess(user, number) ||
+          (isa<scf::IfOp>(user) && number == 0))
+        continue;
+      if (user->getNumRegions() == 0 && isMemoryEffectFree(user) &&
+          llvm::all_of(user->getResultTypes(),
+                       [](Type type) { return type.isIntOrIndex(); })) {
+        llvm::append_range(worklist, user->getResults());
+        continue;
+      }
+      return user;
+    }
+  }
+  return nullptr;
+}
+
+void ProtocolChecker::checkAddressTaken(Operation *op, Value memref) {
+  if (reportedSlotOffsets.contains(op))
+    return;
+  const void *buffer = nullptr;
+  SmallVector<Footprint> footprints = getFootprints(memref, buffer, true);
+  Operation *function = getFunctionOf(memref);
+  std::optional<PathFacts> facts;
+  // A ring its memref may overlap: one of its buffer it is not shown apart
+  // from; where its buffer is not known, any ring of the function.
+  const Ring *overlapped = nullptr;
+  for (const Ring &ring : rings) {
+    if (buffer ? ring.buffer != buffer : getFunctionOf(ring.ring) != function)
+      continue;
+    if (!facts)
+      facts = getFactsAt(op);
+    std::optional<SmallVector<int64_t>> slots =
+        buffer ? getOverlappedSlots(footprints, ring, *facts) : std::nullopt;
+    if (slots && slots->empty())
+      continue;
+    overlapped = &ring;
+    break;
+  }
+  if (!overlapped)
+    return;
+  Operation *use = nullptr;
+  if (isa<memref::ExtractAlignedPointerAsIndexOp>(op)) {
+    use = findAddressUse(op->getResult(0));
+    if (!use)
+      return;
+  }
+  reportedSlotOffsets.insert(op);
+  InFlightDiagnostic diag =
+      unproven(op) << "that no ring slot is accessed through the address "
+                      "this op takes out of a memref: the memref may overlap "
+                      "a ring, and loads and stores through the address are "
+                      "not checked against the pipeline's waits and releases"
+                   << where(overlapped->slot);
+  if (use)
+    diag.attachNote(use->getLoc())
+        << "the address is used here ('" << use->getName() << "')";
+  diag.attachNote(overlapped->indexedAt->getLoc())
+      << "the ring, whose slot a kvpipe.index selects here";
+}
+
+void ProtocolChecker::checkSlotAliases() {
+  collectRings();
+  if (rings.empty())
+    return;
+  root->walk([&](Operation *op) {
+    if (isa<ViewLikeOpInterface>(op))
+      return;
+    // Whether the address of the memref operand at `position` is computed
+    // from a kvpipe.index (rules 7 to 9 check it).
+    auto indexed = [&](unsigned position) {
+      Operation *unknown = nullptr;
+      if (!getSlotsRead(op->getOperand(position), unknown).empty())
+        return true;
+      return llvm::any_of(getIndexOperands(op, position), [&](Value index) {
+        return !getSlotsOf(index, 0, unknown).empty();
+      });
+    };
+    auto check = [&](OpOperand &operand) {
+      if (isa<MemRefType>(operand.get().getType()) &&
+          !indexed(operand.getOperandNumber()))
+        checkAliasedAccess(op, operand.get());
+    };
+    if (auto mma = dyn_cast<WarpgroupMmaOp>(op)) {
+      check(mma.getAMutable());
+      check(mma.getBMutable());
+      return;
+    }
+    if (auto load = dyn_cast<TMALoadOp>(op)) {
+      check(load.getDestMutable());
+      return;
+    }
+    if (auto call = dyn_cast<CallOpInterface>(op)) {
+      std::optional<bool> accesses;
+      for (OpOperand &operand : call.getArgOperandsMutable()) {
+        if (!isa<MemRefType>(operand.get().getType()))
+          continue;
+        if (!accesses)
+          accesses = mayAccessSharedMemory(flow.resolveCallee(call));
+        if (*accesses)
+          check(operand);
+      }
+      return;
+    }
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (!isa<MemRefType>(operand.get().getType()))
+        continue;
+      if (accessesMemRef(op, operand.get()))
+        check(operand);
+      else if (takesAddressOut(op))
+        checkAddressTaken(op, operand.get());
+    }
+  });
+}
