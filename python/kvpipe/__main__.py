@@ -479,14 +479,19 @@ def _main(argv: Optional[List[str]]) -> int:
         _write(args, "kvpipe bench --mods", rows, markdown)
         return 0
     if args.backward:
-        if args.tune or args.variant:
-            parser.error("bench --backward takes neither --tune nor --variant")
+        if args.tune:
+            parser.error("bench --backward takes no --tune (its tiles are fixed per head "
+                         "dim); --variant dq_atomics=true measures that choice beside it")
+        unknown = sorted({name for v in variants for name in v} - set(kernels.BACKWARD_TUNING))
+        if unknown:
+            parser.error(f"bench --backward --variant takes {', '.join(kernels.BACKWARD_TUNING)}"
+                         f", got {', '.join(unknown)}")
         # The backward's benchmark grid (issue 13) is head dims 64 and 128:
         # those by default.
         head_dims = ([64, 128] if args.head_dim == list(kernels.HEAD_DIMS)
                      else args.head_dim)
         rows = bench_mod.run_backward(head_dims, args.seq_len or [1024, 4096, 16384],
-                                      causals)
+                                      causals, variants=variants)
         markdown = bench_mod.backward_to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --backward", rows, markdown)

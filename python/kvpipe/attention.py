@@ -989,6 +989,9 @@ class BackwardConfig(NamedTuple):
     aux_grads: Tuple[int, ...] = ()
     #: Sequences packed without padding (``attention_varlen_backward``).
     varlen: bool = False
+    #: dQ from registers above head dim 128 (the ``dq_atomics`` tuning
+    #: attribute); None: the compiler's default.
+    dq_atomics: Optional[bool] = None
 
 
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
@@ -1031,19 +1034,21 @@ def _compile_backward(config: BackwardConfig,
                                      sliding_window=config.sliding_window,
                                      value_head_dim=config.value_head_dim,
                                      modifiers=modifiers[0], aux_types=modifiers[1],
-                                     aux_grads=config.aux_grads, varlen=config.varlen)
+                                     aux_grads=config.aux_grads, varlen=config.varlen,
+                                     **({} if config.dq_atomics is None
+                                        else {"dq_atomics": config.dq_atomics}))
 
 
 def backward_config_args(head_dim: int, dtype: Any, causal: bool, deterministic: bool,
                          mask_alignment: str = "top_left", sliding_window: bool = False,
                          value_head_dim: Optional[int] = None,
-                         aux_grads: Tuple[int, ...] = (), varlen: bool = False
-                         ) -> BackwardConfig:
+                         aux_grads: Tuple[int, ...] = (), varlen: bool = False,
+                         dq_atomics: Optional[bool] = None) -> BackwardConfig:
     """The key of a backward family (``_backward_kernels``)."""
     return BackwardConfig(head_dim, kernels.dtype_name(dtype), causal, deterministic,
                           mask_alignment, sliding_window,
                           None if value_head_dim in (None, head_dim) else value_head_dim,
-                          tuple(aux_grads), varlen)
+                          tuple(aux_grads), varlen, dq_atomics)
 
 
 def _check_backward_dims(d: int, v_dim: int, causal: Any) -> None:
@@ -1073,7 +1078,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                        window_size: Tuple[int, int] = (-1, -1),
                        score_mod: Any = None, mask_mod: Any = None,
                        _traced: Any = _modifiers.UNTRACED,
-                       aux_grads: bool = False) -> Tuple[Any, ...]:
+                       aux_grads: bool = False,
+                       dq_atomics: Optional[bool] = None) -> Tuple[Any, ...]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v)`` for the
     output gradient ``do`` (with ``aux_grads``, also a tuple of the score_mod
     tensors' gradients: one per aux tensor, None for those that do not
@@ -1090,6 +1096,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     accepts). ``deterministic``: bit-identical gradients run to run (the
     dQ contributions of the K/V blocks are added in a fixed order); None
     follows ``torch.are_deterministic_algorithms_enabled()``.
+    ``dq_atomics``: at head dims above 128, dQ added to its fp32 accumulator
+    from registers rather than through staged bulk reductions (the kernel's
+    ``dq_atomics`` tuning attribute; None: the compiler's choice).
     ``mask_alignment``, ``window_size``, ``score_mod`` and ``mask_mod``: the
     forward's (the same callbacks: they are traced again, and the kernels
     are cached by the traced regions); the score_mod's derivative is
@@ -1105,6 +1114,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     _check_backward_dims(d, v_dim, causal)
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
+    if dq_atomics is not None and not isinstance(dq_atomics, bool):
+        raise TypeError(f"dq_atomics must be a bool or None, got {dq_atomics!r}")
     scale = checked_scale(scale, d)
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
                                                              window_size)
@@ -1162,7 +1173,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     family = _backward_kernels(backward_config_args(d, q.dtype, causal, deterministic,
                                                     mask_alignment, sliding_window, v_dim,
-                                                    grad_indices),
+                                                    grad_indices, dq_atomics=dq_atomics),
                                device_index,
                                *([(traced.ir, traced.aux_types)] if traced else []))
     block_m = family["main"][1]["block_m"]

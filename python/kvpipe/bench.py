@@ -11,7 +11,7 @@ inputs in the same process, so that their ratios are comparable.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 
 def _median_ms(fn: Callable[[], Any]) -> float:
@@ -198,19 +198,13 @@ def variant_label(variant: Dict[str, Any]) -> str:
 
 
 def to_markdown(rows: List[Dict[str, Any]]) -> str:
-    labels: List[str] = []
-    for r in rows:
-        labels += [label for label in r.get("variants", {}) if label not in labels]
+    labels, cells = _variant_cells(rows)
     lines = ["| D | N | B | causal | kvpipe TFLOP/s | cuDNN | flash (FA2) | FA4 | kvpipe/cuDNN "
              "| kvpipe/flash | kvpipe/FA4 | compile s (PTX, +cubin) |"
              + "".join(f" {label} (/cuDNN) |" for label in labels),
              "|" + " --- |" * 12 + " --- |" * len(labels)]
     for r in rows:
-        extra = ""
-        for label in labels:
-            value = r.get("variants", {}).get(label)
-            ratio = f" ({value / r['cudnn']:.3f})" if value and r.get("cudnn") else ""
-            extra += f" {value}{ratio} |"
+        extra = cells(r)
         lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
                      f"{r['kvpipe']} | {r.get('cudnn')} | {r.get('flash')} | {r.get('fa4')} | "
                      f"{r.get('vs_cudnn')} | {r.get('vs_flash')} | {r.get('vs_fa4')} | "
@@ -221,14 +215,18 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
 def run_backward(head_dims: Sequence[int] = (64, 128),
                  seq_lens: Sequence[int] = (1024, 4096, 16384),
                  causals: Sequence[bool] = (False, True), heads: int = 16,
-                 peers: bool = True) -> List[Dict[str, Any]]:
+                 peers: bool = True, variants: Optional[Sequence[Dict[str, Any]]] = None
+                 ) -> List[Dict[str, Any]]:
     """Backward TFLOP/s (2.5x the forward's FLOPs, halved when causal) of
     kvpipe's backward family, of torch SDPA's cuDNN and flash (FA2)
     backward and of FlashAttention-4 (when importable, ``../shared/peers/
     fa4.sh``), on the same inputs and output gradient, in one process. The
     forward is run once outside the timing; each timed call is the backward
     alone (kvpipe: ``attention_backward``; the peers: ``torch.autograd.grad``
-    of a retained graph)."""
+    of a retained graph). Each of ``variants`` (``attention_backward``'s
+    tuning, e.g. ``{"dq_atomics": True}``) is measured on the same inputs,
+    under ``row["variants"][label]``; a variant a head dim does not take is
+    None there."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -249,6 +247,14 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                 # Deterministic mode's cost, on the same inputs.
                 row["deterministic"] = round(flops / _kvpipe_backward_ms(
                     q, k, v, do, deterministic=True, causal=causal) / 1e9, 1)
+                row["variants"] = {}
+                for variant in variants or ():
+                    try:
+                        ms = _kvpipe_backward_ms(q, k, v, do, causal=causal, **variant)
+                        row["variants"][variant_label(variant)] = round(flops / ms / 1e9, 1)
+                    except ValueError as exc:  # not this head dim's (dq_atomics at 128)
+                        print(f"variant {variant_label(variant)} at D{d}: {exc}", flush=True)
+                        row["variants"][variant_label(variant)] = None
                 if peers:
                     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                           ("flash", SDPBackend.FLASH_ATTENTION)):
@@ -281,15 +287,34 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
     return rows
 
 
+def _variant_cells(rows: List[Dict[str, Any]]) -> Tuple[List[str], Callable[..., str]]:
+    """The variant labels of ``rows`` (in first-seen order) and a function
+    giving a row's cells for them: ``TFLOP/s (/cuDNN)``."""
+    labels: List[str] = []
+    for r in rows:
+        labels += [label for label in r.get("variants", {}) if label not in labels]
+
+    def cells(r: Dict[str, Any]) -> str:
+        extra = ""
+        for label in labels:
+            value = r.get("variants", {}).get(label)
+            ratio = f" ({value / r['cudnn']:.3f})" if value and r.get("cudnn") else ""
+            extra += f" {value}{ratio} |"
+        return extra
+    return labels, cells
+
+
 def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
+    labels, cells = _variant_cells(rows)
     lines = ["| D | N | B | causal | kvpipe bwd TFLOP/s | deterministic | cuDNN | flash (FA2) "
-             "| FA4 | kvpipe/cuDNN | kvpipe/flash | kvpipe/FA4 |",
-             "|" + " --- |" * 12]
+             "| FA4 | kvpipe/cuDNN | kvpipe/flash | kvpipe/FA4 |"
+             + "".join(f" {label} (/cuDNN) |" for label in labels),
+             "|" + " --- |" * (12 + len(labels))]
     for r in rows:
         lines.append(f"| {r['D']} | {r['N']} | {r['B']} | {'yes' if r['causal'] else 'no'} | "
                      f"{r['kvpipe']} | {r.get('deterministic')} | {r.get('cudnn')} | "
                      f"{r.get('flash')} | {r.get('fa4')} | {r.get('vs_cudnn')} | "
-                     f"{r.get('vs_flash')} | {r.get('vs_fa4')} |")
+                     f"{r.get('vs_flash')} | {r.get('vs_fa4')} |" + cells(r))
     return "\n".join(lines) + "\n"
 
 

@@ -627,8 +627,9 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
     and ``run_backward_integration`` launch."""
     from kvpipe.attention import prefill_plan
 
-    configs = []
-    for case in backward_grid():
+    configs: List[Dict[str, Any]] = []
+
+    def add(case: Case, **backward: Any) -> None:
         # The forward kernel attention_impl launches (the prefill plan's for
         # short causal sequences), then the backward family.
         planned = prefill_plan(case.head_dim, case.v_head_dim, case.causal, "top_left", False,
@@ -637,14 +638,20 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
         if case.value_head_dim is not None:
             dims["value_head_dim"] = case.value_head_dim
         for config in (dict(**dims, dtype=case.dtype, causal=case.causal, **planned),
-                       dict(**dims, dtype=case.dtype, causal=case.causal, backward=True)):
+                       dict(**dims, dtype=case.dtype, causal=case.causal, backward=True,
+                            **backward)):
             if config not in configs:
                 configs.append(config)
+
+    for case in backward_grid():
+        add(case)
     for case in deterministic_cases():
         config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                       backward=True, deterministic=True)
         if config not in configs:
             configs.append(config)
+    for case in dq_atomics_cases():
+        add(case, dq_atomics=True)
     return configs
 
 
@@ -719,7 +726,22 @@ def _reference_grads(case: Case, q: Any, k: Any, v: Any, do: Any, scale: float, 
     return qf.grad, kf.grad, vf.grad
 
 
-def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
+def dq_atomics_cases() -> List[Case]:
+    """Backward cases run again with ``dq_atomics`` (dQ from registers, head
+    dims above 128): odd lengths, seq_q != seq_kv, GQA, bshd strided, f16,
+    causal, V's 128 with Q/K's 192."""
+    cases = []
+    for head_dim in (192, 256):
+        cases += [Case("bf16", head_dim, False, 1, 2, 2, 197, 300),
+                  Case("f16", head_dim, True, 2, 8, 2, 160, 333),
+                  Case("bf16", head_dim, True, 1, 4, 2, 190, 257, "bshd", True),
+                  Case("bf16", head_dim, True, 1, 2, 2, 1000, 1000)]
+    cases.append(Case("bf16", 192, True, 1, 2, 2, 197, 300, value_head_dim=128))
+    return cases
+
+
+def run_backward_case(case: Case, seed: int, dq_atomics: Optional[bool] = None
+                      ) -> Dict[str, Any]:
     import torch
 
     import kvpipe
@@ -730,7 +752,7 @@ def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
     k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
     v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
     scale = 1.0 / math.sqrt(case.head_dim)
-    row: Dict[str, Any] = {"case": case.name}
+    row: Dict[str, Any] = {"case": case.name + (" dq_atomics" if dq_atomics else "")}
     try:
         with torch.no_grad():
             o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
@@ -741,7 +763,8 @@ def run_backward_case(case: Case, seed: int) -> Dict[str, Any]:
         outs = [torch.full_like(t, float("nan"), memory_format=torch.contiguous_format)
                 for t in (q, k, v)]
         dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=case.causal,
-                                        layout=case.layout, dq=outs[0], dk=outs[1], dv=outs[2])
+                                        layout=case.layout, dq=outs[0], dk=outs[1], dv=outs[2],
+                                        dq_atomics=dq_atomics)
         # And through autograd: kvpipe.attention(...).backward(do).
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         kvpipe.attention(*leaves, causal=case.causal, layout=case.layout).backward(do)
@@ -774,16 +797,20 @@ def compare_grads(row: Dict[str, Any], got: Any, autograd: Any, refs: Any, torch
 
 
 def run_backward(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:
-    cases = cases if cases is not None else backward_grid()
+    """The backward cases (the grid, then ``dq_atomics_cases`` with
+    dq_atomics, when ``cases`` is None)."""
+    runs = ([(case, None) for case in cases] if cases is not None else
+            [(case, None) for case in backward_grid()]
+            + [(case, True) for case in dq_atomics_cases()])
     rows = []
-    for i, case in enumerate(cases):
+    for i, (case, dq_atomics) in enumerate(runs):
         start = time.perf_counter()
-        row = run_backward_case(case, seed=4321 + i)
+        row = run_backward_case(case, seed=4321 + i, dq_atomics=dq_atomics)
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
         detail = (" ".join(f"{k} {v:.2e}" for k, v in row["errors"].items())
                   if "errors" in row else row.get("error", ""))
-        print(f"{'PASS' if row['ok'] else 'FAIL'} backward {case.name}: {detail}", flush=True)
+        print(f"{'PASS' if row['ok'] else 'FAIL'} backward {row['case']}: {detail}", flush=True)
     return rows
 
 

@@ -40,9 +40,12 @@ BACKWARD_HEAD_DIM_PAIRS = tuple((d, d) for d in BACKWARD_HEAD_DIMS) + ((192, 128
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
-                     "pingpong", "persistent")
+                     "pingpong", "persistent", "dq_atomics")
 #: The boolean ones among them.
-_BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent")
+_BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics")
+#: The backward's (its tiles are fixed per head dim; this one chooses how dQ
+#: reaches its fp32 accumulator above head dim 128, docs/backward.md).
+BACKWARD_TUNING = ("dq_atomics",)
 
 
 #: The largest pack_gqa (a consumer warpgroup's 64 rows hold at least one
@@ -166,10 +169,15 @@ class AttentionConfig:
         if backward and (split_kv or pack_gqa):
             raise ValueError("split_kv and pack_gqa are forward (decode) attributes: not "
                              "with backward=True")
-        if backward and tuning:
-            raise ValueError(f"tuning attributes ({', '.join(sorted(tuning))}) are not "
+        forward_only = sorted(set(tuning) - set(BACKWARD_TUNING))
+        if backward and forward_only:
+            raise ValueError(f"tuning attributes ({', '.join(forward_only)}) are not "
                              "supported with backward=True: the backward kernels' tiles are "
                              "fixed per head dim (docs/backward.md)")
+        if "dq_atomics" in tuning and (not backward or head_dim <= 128 or deterministic):
+            raise ValueError("dq_atomics applies to backward=True at head dims above 128, "
+                             f"not with deterministic=True (got backward={backward}, "
+                             f"head_dim={head_dim}, deterministic={deterministic})")
         if backward and ((head_dim, value_head_dim or head_dim) not in BACKWARD_HEAD_DIM_PAIRS
                          or kv_lengths):
             raise ValueError("backward=True supports head_dim "

@@ -215,3 +215,30 @@ def test_run_backward_measures_every_backend(monkeypatch):
         (("fa4", True), ["x.t", "x.t", "x.t"], "do.t")]
     assert rows[0]["cudnn"] == rows[0]["flash"] == rows[0]["fa4"] == round(flops / 4e9, 1)
     assert rows[0]["vs_cudnn"] == rows[0]["vs_fa4"] == 4.0
+
+
+def test_run_backward_measures_variants_beside_the_default(monkeypatch):
+    grads = []
+    _fake_torch(monkeypatch, grads)
+    kvpipe_calls = []
+
+    def kvpipe_ms(q, k, v, do, **kw):
+        kvpipe_calls.append(kw)
+        if kw.get("dq_atomics") and q.shape[-1] <= 128:
+            raise ValueError("dq_atomics applies to backward=True at head dims above 128")
+        return 0.5 if kw.get("dq_atomics") else 1.0
+
+    monkeypatch.setattr(bench, "_kvpipe_backward_ms", kvpipe_ms)
+    monkeypatch.setattr(bench, "_autograd_backward_ms", lambda forward, inputs, do: 2.0)
+    monkeypatch.setattr(bench, "_fa4", lambda: None)
+    rows = bench.run_backward([256, 128], [1024], [False], variants=[{"dq_atomics": True}])
+    assert dict(causal=False, dq_atomics=True) in kvpipe_calls
+    assert rows[0]["variants"]["dq_atomics=1"] == 2 * rows[0]["kvpipe"]
+    assert rows[1]["variants"]["dq_atomics=1"] is None  # head dim 128 does not take it
+    table = bench.backward_to_markdown(rows)
+    header = table.splitlines()[0]
+    assert header.endswith("| dq_atomics=1 (/cuDNN) |")
+    first = table.splitlines()[2]
+    assert first.endswith(f" {rows[0]['variants']['dq_atomics=1']} "
+                          f"({rows[0]['variants']['dq_atomics=1'] / rows[0]['cudnn']:.3f}) |")
+    assert table.splitlines()[3].endswith(" None |")

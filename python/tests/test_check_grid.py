@@ -110,3 +110,11 @@ def test_backward_kernel_configs_hold_the_forward_kernels_the_grid_launches():
                     backward=True) in configs, case
     assert any(c.get("persistent") and c["head_dim"] == 96 and c["dtype"] == "f16"
                for c in configs)
+    # check --backward runs its dq_atomics cases with that tuning attribute.
+    for case in check.dq_atomics_cases():
+        assert case.head_dim > 128
+        dims = dict(head_dim=case.head_dim)
+        if case.value_head_dim is not None:
+            dims["value_head_dim"] = case.value_head_dim
+        assert dict(**dims, dtype=case.dtype, causal=case.causal, backward=True,
+                    dq_atomics=True) in configs, case

@@ -208,7 +208,33 @@ def test_deterministic_backward_family_orders_dq(compiler, cache):
     ((64, "bf16", False), {"backward": True, "pingpong": True}, ValueError,
      "tuning attributes \\(pingpong\\) are not supported with backward=True"),
     ((64, "bf16", False), {"backward": 1}, TypeError, "backward must be a bool"),
+    ((256, "bf16", False), {"dq_atomics": True}, ValueError,
+     "dq_atomics applies to backward=True at head dims above 128"),
+    ((128, "bf16", False), {"backward": True, "dq_atomics": True}, ValueError,
+     "got backward=True, head_dim=128"),
+    ((192, "bf16", True), {"backward": True, "deterministic": True, "dq_atomics": True},
+     ValueError, "not with deterministic=True"),
+    ((256, "bf16", False), {"backward": True, "dq_atomics": 1}, ValueError,
+     "tuning attribute dq_atomics must be a bool"),
 ])
 def test_backward_configuration_errors(args, kwargs, error, match, cache):
     with pytest.raises(error, match=match):
         kvpipe.compile_attention(*args, **kwargs)
+
+
+def test_dq_atomics_backward_reduces_dq_from_registers(compiler, cache):
+    # The tuning attribute of the backward above head dim 128: the same ABI,
+    # dQ added by vector reductions from registers instead of staged bulk
+    # reductions, and no staging tiles (shared memory 32 KiB smaller at 256).
+    staged = kvpipe.compile_attention(256, "bf16", True, backward=True)
+    k = kvpipe.compile_attention(256, "bf16", True, backward=True, dq_atomics=True)
+    assert k.name == "kvpipe_attention_bwd_d256_bf16_causal_dq_atomics1"
+    assert "dq_atomics = true" in k.config.declaration()
+    assert [abi["params"] for abi in k.abis] == [abi["params"] for abi in staged.abis]
+    main, staged_main = (next(abi for abi in x.abis if abi["role"] == "main")
+                         for x in (k, staged))
+    assert staged_main["dynamic_shared_memory"] - main["dynamic_shared_memory"] == 2 * 16384
+    assert "red.global.add.v4.f32" in k.ptx and "red.global.add.v4.f32" not in staged.ptx
+    main_ptx = k.ptx[k.ptx.index(f".entry {main['kernel']}("):]
+    main_ptx = main_ptx[:main_ptx.find(".entry", 1) if ".entry" in main_ptx[1:] else None]
+    assert "cp.reduce.async.bulk" not in main_ptx

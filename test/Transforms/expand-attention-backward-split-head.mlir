@@ -23,6 +23,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @bwd {head_dim = 192 : i64, element_type = bf16, causal = true, backward = true}
   kvpipe.attention_kernel @bwd256 {head_dim = 256 : i64, element_type = f16, causal = false, backward = true}
   kvpipe.attention_kernel @bwd192v128 {head_dim = 192 : i64, value_head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
+  kvpipe.attention_kernel @bwd256atomics {head_dim = 256 : i64, element_type = bf16, causal = true, backward = true, dq_atomics = true}
+  kvpipe.attention_kernel @bwd192atomics {head_dim = 192 : i64, element_type = bf16, causal = false, backward = true, dq_atomics = true}
 }
 
 // CHECK-LABEL: gpu.func @bwd(
@@ -123,6 +125,36 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-NEXT:     memref.subview
 //  CHECK-NEXT:     kvpipe.tma_store %{{.*}}, %arg5
 
+// With dq_atomics, dQ goes from registers to dq_accum: no staging tiles (256:
+// 230400 - 2 x 16 KiB; 192: 222208 - 3 x 8 KiB), 64-column blocks at both
+// head dims (nothing to fit), each thread's 32 fp32 as eight 16-byte vector
+// reductions in fragment order; no bulk reduction, no barrier between the
+// blocks.
+// CHECK-LABEL: gpu.func @bwd256atomics(
+//  CHECK-SAME:   dynamic_shared_memory = 197632
+//       CHECK:   %[[DQ0:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<2x64x32xbf16, {{.*}}>, memref<2x64x32xbf16, {{.*}}> -> vector<32xf32>
+//       CHECK:   %[[DQ1:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<2x64x32xbf16, {{.*}}>, memref<2x64x32xbf16, {{.*}}> -> vector<32xf32>
+//       CHECK:   kvpipe.warpgroup_wait %[[DQ0]] {pending = 1 : i64}
+//   CHECK-NOT:   nvvm.barrier
+//   CHECK-COUNT-8:   "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,~{memory}"
+//       CHECK:   kvpipe.warpgroup_wait %[[DQ1]] {pending = 0 : i64}
+//   CHECK-NOT:   nvvm.barrier
+//   CHECK-COUNT-8:   "red.global.add.v4.f32
+//   CHECK-NOT:   cp.reduce.async.bulk
+//       CHECK:   gpu.return
+
+// CHECK-LABEL: gpu.func @bwd192atomics(
+//  CHECK-SAME:   dynamic_shared_memory = 197632
+//       CHECK:   %[[DQ:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<3x64x32xbf16, {{.*}}>, memref<2x96x32xbf16, {{.*}}> -> vector<32xf32>
+//       CHECK:   kvpipe.warpgroup_wait %[[DQ]] {pending = 0 : i64}
+//   CHECK-COUNT-8:   "red.global.add.v4.f32
+//   CHECK-NOT:   cp.reduce.async.bulk
+//       CHECK:   gpu.return
+
+// PTXAS: Compiling entry function 'bwd192atomics'
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS: Compiling entry function 'bwd256atomics'
+// PTXAS: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Compiling entry function 'bwd192v128'
 // PTXAS: bytes spill stores
 // PTXAS: Compiling entry function 'bwd256'

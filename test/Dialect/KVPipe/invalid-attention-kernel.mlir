@@ -231,6 +231,29 @@ gpu.module @m {
 
 // -----
 
+// `dq_atomics` is a choice of the backward consumers that split the head dim
+// (above 128); not the forward's, not at 128, not with the ordered dQ turns.
+gpu.module @m {
+  // expected-error @+1 {{'dq_atomics' applies to the backward at head dims above 128 (the consumers that split the head dim), got no 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 256 : i64, element_type = bf16, causal = false, dq_atomics = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'dq_atomics' applies to the backward at head dims above 128 (the consumers that split the head dim), got head_dim = 128}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, backward = true, dq_atomics = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'dq_atomics' is not supported with 'deterministic' (the ordered dQ additions wait for staged bulk reductions)}}
+  kvpipe.attention_kernel @k {head_dim = 192 : i64, element_type = bf16, causal = true, backward = true, deterministic = true, dq_atomics = true}
+}
+
+// -----
+
 // `deterministic` orders the backward's dQ additions; the forward has none.
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   // expected-error @+1 {{'deterministic' applies to the backward pass only (the forward is deterministic): it needs 'backward' = true}}

@@ -77,6 +77,17 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'deterministic' applies to the backward pass only "
                           "(the forward is deterministic): it needs "
                           "'backward' = true";
+  c.dqAtomics = op.getDqAtomics().value_or(false);
+  if (c.dqAtomics && !(c.backward && c.headDim > 128))
+    return emitError() << "'dq_atomics' applies to the backward at head dims "
+                          "above 128 (the consumers that split the head dim), "
+                          "got "
+                       << (c.backward ? "head_dim = " + std::to_string(c.headDim)
+                                      : std::string("no 'backward'"));
+  if (c.dqAtomics && c.deterministic)
+    return emitError() << "'dq_atomics' is not supported with 'deterministic' "
+                          "(the ordered dQ additions wait for staged bulk "
+                          "reductions)";
   if (!op.getScoreMod().empty())
     c.scoreMod = &op.getScoreMod();
   if (!op.getMaskMod().empty())

@@ -180,16 +180,19 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
   Value firstDQTile = arith::MulIOp::create(
       b, consumer, index(dqBlocks * dqTilesPerBlock));
   // The dQ staging tile: one column block of 64 x dqColumns fp32 in
-  // fragment order.
-  Value sDQc = shared.view(
-      b,
-      arith::AddIOp::create(
-          b, index(c.backwardDQOffset()),
-          arith::MulIOp::create(b, consumer, index(c.backwardDQTileBytes()))),
-      MemRefType::get({kBlockM * dqColumns}, b.getF32Type(),
-                      MemRefLayoutAttrInterface(),
-                      gpu::AddressSpaceAttr::get(ctx,
-                                                 gpu::AddressSpace::Workgroup)));
+  // fragment order (none when dQ is reduced from registers).
+  Value sDQc;
+  if (!c.backwardDQFromRegisters())
+    sDQc = shared.view(
+        b,
+        arith::AddIOp::create(
+            b, index(c.backwardDQOffset()),
+            arith::MulIOp::create(b, consumer,
+                                  index(c.backwardDQTileBytes()))),
+        MemRefType::get({kBlockM * dqColumns}, b.getF32Type(),
+                        MemRefLayoutAttrInterface(),
+                        gpu::AddressSpaceAttr::get(
+                            ctx, gpu::AddressSpace::Workgroup)));
 
   ConsumerWaitOp::create(b, pipeKV, nullptr);
   Value zero = arith::ConstantOp::create(
@@ -370,6 +373,24 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
       dQ = WarpgroupWaitOp::create(b, TypeRange{dqType}, ValueRange{dQ},
                                    next ? 1 : 0)
                .getResult(0);
+      // A column block (whole groups of 8 columns) is a contiguous range
+      // of the 64-row block in fragment order (AccumulatorLayout.h).
+      auto blockStart = [&]() -> Value {
+        return element(
+            b.getF32Type(), param(BackwardParam::DQAccum),
+            toI64(arith::AddIOp::create(
+                b, rowStart,
+                arith::MulIOp::create(
+                    b,
+                    arith::AddIOp::create(b, firstDQTile,
+                                          index(j * dqTilesPerBlock)),
+                    index(kBlockM * kW)))));
+      };
+      if (c.backwardDQFromRegisters()) {
+        buildFragmentOrderReduceAdd(b, dQ, blockStart(), t);
+        dQ = next;
+        continue;
+      }
       waitBulkReads(elected);
       NVVM::BarrierOp::create(b, Type(), barrierId, i32(128), nullptr,
                               Value());
@@ -383,20 +404,7 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
         auto reduce = scf::IfOp::create(b, elected, /*withElseRegion=*/false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(reduce.thenBlock());
-        // A column block (whole groups of 8 columns) is a contiguous range
-        // of the 64-row block in fragment order (AccumulatorLayout.h).
-        Value blockStart = arith::AddIOp::create(
-            b, rowStart,
-            arith::MulIOp::create(
-                b,
-                arith::AddIOp::create(b, firstDQTile,
-                                      index(j * dqTilesPerBlock)),
-                index(kBlockM * kW)));
-        buildBulkReduceAddF32(
-            b,
-            element(b.getF32Type(), param(BackwardParam::DQAccum),
-                    toI64(blockStart)),
-            sDQc, c.backwardDQTileBytes());
+        buildBulkReduceAddF32(b, blockStart(), sDQc, c.backwardDQTileBytes());
         NVVM::CpAsyncBulkCommitGroupOp::create(b);
         if (c.deterministic && j + 1 == dqBlocks)
           NVVM::CpAsyncBulkWaitGroupOp::create(b, b.getI32IntegerAttr(0),

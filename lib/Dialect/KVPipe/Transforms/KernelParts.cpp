@@ -581,16 +581,26 @@ void kvpipe::buildFragmentOrderStore(ImplicitLocOpBuilder &b, Value fragment,
   }
 }
 
+/// The address of the thread's first element (its vector of 4 at 4 t) of a
+/// fragment-ordered fp32 tile in global memory at `base`; its other
+/// elements are at constant offsets from it (fragmentOrderOffset).
+static Value fragmentOrderThreadStart(ImplicitLocOpBuilder &b, Value base,
+                                      Value thread) {
+  return f32Element(
+      b, base,
+      arith::IndexCastOp::create(
+          b, b.getI64Type(),
+          arith::MulIOp::create(
+              b, thread,
+              arith::ConstantIndexOp::create(
+                  b, AccumulatorLayout::kFragmentOrderVector))));
+}
+
 Value kvpipe::buildFragmentOrderLoad(ImplicitLocOpBuilder &b, Value base,
                                      Value thread, int64_t numElements) {
   constexpr int64_t vec = AccumulatorLayout::kFragmentOrderVector;
   auto vecType = VectorType::get({vec}, b.getF32Type());
-  Value first = f32Element(
-      b, base,
-      arith::IndexCastOp::create(
-          b, b.getI64Type(),
-          arith::MulIOp::create(b, thread,
-                                arith::ConstantIndexOp::create(b, vec))));
+  Value first = fragmentOrderThreadStart(b, base, thread);
   SmallVector<Value> elements;
   for (int64_t i = 0; i < numElements; i += vec) {
     Value part = LLVM::LoadOp::create(
@@ -624,6 +634,32 @@ void kvpipe::buildBulkReduceAddF32(ImplicitLocOpBuilder &b, Value global,
       LLVM::TailCallKindAttr::get(b.getContext(),
                                   LLVM::tailcallkind::TailCallKind::None),
       /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+}
+
+void kvpipe::buildFragmentOrderReduceAdd(ImplicitLocOpBuilder &b,
+                                         Value fragment, Value base,
+                                         Value thread) {
+  constexpr int64_t vec = AccumulatorLayout::kFragmentOrderVector;
+  Value first = fragmentOrderThreadStart(b, base, thread);
+  int64_t n = cast<VectorType>(fragment.getType()).getNumElements();
+  for (int64_t i = 0; i < n; i += vec) {
+    SmallVector<Value, 1 + vec> operands = {f32Element(
+        b, first,
+        arith::ConstantIntOp::create(
+            b, AccumulatorLayout::fragmentOrderOffset(i), 64))};
+    for (int64_t k = 0; k < vec; ++k)
+      operands.push_back(vector::ExtractOp::create(b, fragment, i + k));
+    // NVVM has no vector reduction op; LLVM's atomicrmw on <4 x float>
+    // becomes a compare-and-swap loop.
+    LLVM::InlineAsmOp::create(
+        b, TypeRange{}, operands,
+        b.getStringAttr("red.global.add.v4.f32 [$0], {$1, $2, $3, $4};"),
+        b.getStringAttr("l,f,f,f,f,~{memory}"), b.getUnitAttr(),
+        /*is_align_stack=*/nullptr,
+        LLVM::TailCallKindAttr::get(b.getContext(),
+                                    LLVM::tailcallkind::TailCallKind::None),
+        /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  }
 }
 
 Value kvpipe::buildPackedTileView(ImplicitLocOpBuilder &b, Value rows,

@@ -87,6 +87,9 @@ struct AttentionConfig {
   /// Backward only: dQ contributions added in a fixed order, so that the
   /// gradients are bit-identical run to run.
   bool deterministic;
+  /// Backward above head dim 128: dQ added from registers by vector
+  /// reductions instead of staged bulk reductions (`dq_atomics`).
+  bool dqAtomics;
   /// The declaration's modifier regions (docs/modifiers.md; null: none),
   /// valid while the declaration lives, and the element types of its
   /// auxiliary tensors (one `aux<i>` pointer parameter each).
@@ -230,15 +233,25 @@ struct AttentionConfig {
   /// staging rounds) where a warpgroup's columns divide into them and the
   /// wider staging tiles fit the shared memory (256: 225 KiB), else one
   /// (192: three warpgroups' 64 x 64 tiles would need 241 KiB).
+  /// dQ added to the fp32 accumulator from registers (`dq_atomics`).
+  bool backwardDQFromRegisters() const { return dqAtomics; }
   int64_t backwardSplitHeadDQColumns() const {
     int64_t narrow = qkTileWidth(), wide = 2 * narrow;
+    bool wideDivides = (headDim / consumerWarpgroups) % wide == 0;
+    // From registers nothing is staged; deterministic mode keeps one tile
+    // width (the wide blocks spilled 48 B with the causal turns' registers).
+    if (backwardDQFromRegisters())
+      return wideDivides ? wide : narrow;
+    if (deterministic)
+      return narrow;
     int64_t wideBytes = kAlignmentSlack + backwardDQOffset() +
                         consumerWarpgroups * kBackwardBlockM * wide * 4;
-    bool wideFits = (headDim / consumerWarpgroups) % wide == 0 &&
-                    wideBytes <= kMaxSharedMemoryBytes;
+    bool wideFits = wideDivides && wideBytes <= kMaxSharedMemoryBytes;
     return wideFits ? wide : narrow;
   }
   int64_t backwardDQTileBytes() const {
+    if (backwardDQFromRegisters())
+      return 0;
     int64_t columns = backwardSplitsHeadDim()   ? backwardSplitHeadDQColumns()
                       : backwardSplitsDQColumns() ? headDim / consumerWarpgroups
                                                   : headDim;

@@ -176,6 +176,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     top-left causal mask or none: a window, a bottom-right causal mask or a
     `mask_mod` with it is a verifier error.
 
+    `dq_atomics` (with `backward` at head dims above 128, not with
+    `deterministic`; default false) adds each warpgroup's dQ columns to the
+    fp32 accumulator straight from registers (`red.global.add.v4.f32`,
+    FA3's choice at head dim 256) instead of staging them in shared memory
+    for bulk reductions: no staging tiles (32 KiB less shared memory at
+    256), no waits for a previous reduction, no barriers between dQ's
+    column blocks (docs/backward.md, "Head dims 192 and 256").
+
     Modifiers (docs/modifiers.md; FlexAttention's `score_mod` and
     `mask_mod`): an optional `score_mod` region
     computes each score from the scaled score `s = scale * q . k` (the score
@@ -237,6 +245,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$kv_lengths,
                        OptionalAttr<BoolAttr>:$backward,
                        OptionalAttr<BoolAttr>:$deterministic,
+                       OptionalAttr<BoolAttr>:$dq_atomics,
                        OptionalAttr<BoolAttr>:$split_kv,
                        OptionalAttr<I64Attr>:$pack_gqa,
                        OptionalAttr<I64Attr>:$page_size,

@@ -339,6 +339,16 @@ mlir::Value buildFragmentOrderLoad(mlir::ImplicitLocOpBuilder &b,
 void buildBulkReduceAddF32(mlir::ImplicitLocOpBuilder &b, mlir::Value global,
                            mlir::Value tile, int64_t bytes);
 
+/// Adds the f32 fragment `fragment` (accumulator layout, a multiple of 4
+/// elements) element-wise into a fragment-ordered tile in global memory at
+/// `base` (`!llvm.ptr<1>` to fp32, 16-byte aligned), `thread` the thread's
+/// index in its warpgroup: one `red.global.add.v4.f32` per four elements,
+/// straight from registers (FA3's dQ at head dim 256), contiguous across
+/// the warp. Relaxed reductions: their order among CTAs is not defined.
+void buildFragmentOrderReduceAdd(mlir::ImplicitLocOpBuilder &b,
+                                 mlir::Value fragment, mlir::Value base,
+                                 mlir::Value thread);
+
 } // namespace kvpipe
 
 #endif // KVPIPE_DIALECT_KVPIPE_TRANSFORMS_KERNELPARTS_H
