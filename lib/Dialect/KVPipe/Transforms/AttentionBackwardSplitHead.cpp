@@ -15,7 +15,9 @@
 //   dQ_i[:, its columns] = dS K            a column block (64, or kW where
 //                                            64-column staging tiles do not
 //                                            fit) at a time, staged and
-//                                            bulk-reduced
+//                                            bulk-reduced (with dq_atomics:
+//                                            64 columns, added from
+//                                            registers)
 //
 // and in the epilogue dK^T and dV^T are stored transposed (stmatrix .trans)
 // into the K and V tiles as rows of keys, for the TMA stores of its column

@@ -228,13 +228,14 @@ struct AttentionConfig {
                                     ? kBackwardDSBuffers * backwardDSBufferBytes()
                                     : 0);
   }
+  /// dQ added to the fp32 accumulator from registers (`dq_atomics`): no
+  /// staging tiles.
+  bool backwardDQFromRegisters() const { return dqAtomics; }
   /// dQ's column blocks with the head dim split: two tile widths (N = 64,
   /// a wgmma that reads dS once for twice the math of N = 32, and half the
   /// staging rounds) where a warpgroup's columns divide into them and the
   /// wider staging tiles fit the shared memory (256: 225 KiB), else one
   /// (192: three warpgroups' 64 x 64 tiles would need 241 KiB).
-  /// dQ added to the fp32 accumulator from registers (`dq_atomics`).
-  bool backwardDQFromRegisters() const { return dqAtomics; }
   int64_t backwardSplitHeadDQColumns() const {
     int64_t narrow = qkTileWidth(), wide = 2 * narrow;
     bool wideDivides = (headDim / consumerWarpgroups) % wide == 0;
