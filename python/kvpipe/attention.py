@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from kvpipe import _tensors, cuda, kernels, tma
 from kvpipe import compiler as _compiler
@@ -175,7 +175,8 @@ def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...],
     qs, ks, vs = (_bhsd_view(n, t, layout)[0] for n, t in (("q", q), ("k", k), ("v", v)))
     b, hq, sq, d = qs
     if d not in kernels.HEAD_DIMS:
-        raise ValueError(f"q's head dim must be one of {kernels.HEAD_DIMS}, got {d}")
+        raise ValueError(f"q's head dim must be one of {kernels.HEAD_DIMS} "
+                         f"{_PADDED_HEAD_DIMS}, got {d}")
     if ks[:3] != vs[:3]:
         raise ValueError(f"k and v must have the same batch, heads and sequence length, got "
                          f"{tuple(k.shape)} and {tuple(v.shape)} ({layout})")
@@ -185,7 +186,8 @@ def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...],
         raise ValueError(f"k's head dim must equal q's ({d}), got {ks[3]}")
     if (d, vs[3]) not in kernels.HEAD_DIM_PAIRS:
         supported = ", ".join(str(dv) for dq, dv in kernels.HEAD_DIM_PAIRS if dq == d)
-        raise ValueError(f"v's head dim must be one of ({supported}) with q's head dim {d}, "
+        raise ValueError(f"v's head dim must be one of ({supported}) {_PADDED_HEAD_DIMS} "
+                         f"with q's head dim {d}, "
                          f"got {vs[3]}")
     if ks[1] < 1 or hq % ks[1] != 0:
         raise ValueError(f"q's heads ({hq}) must be a multiple of k and v's heads "
@@ -523,6 +525,12 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
               **tuning: int) -> Any:
     """Scaled dot-product attention, forward, computed by a kvpipe kernel.
 
+    Head dims with a kernel of their own: 64, 96, 128, 192, 256 and 192 with
+    v's 128; any other multiple of 8 up to 256, for q/k and for v, runs as
+    the next of those with q, k and v zero-padded (80 as 96; the scale stays
+    ``1 / sqrt(d)``, the output is cut back to v's columns, and autograd
+    goes through the padding).
+
     ``score_mod`` and ``mask_mod``: FlexAttention's callbacks
     (``score_mod(score, b, h, q_idx, kv_idx)``, ``mask_mod(b, h, q_idx,
     kv_idx)``), traced into the kernel (kvpipe.modifiers, docs/modifiers.md),
@@ -547,6 +555,16 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     """
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
+    padding = _head_dim_padding(q, k, v)
+    if padding is not None:
+        def padded_call(qp: Any, kp: Any, vp: Any, padded_scale: float, outp: Any) -> Any:
+            return attention(qp, kp, vp, causal=causal, scale=padded_scale,
+                             return_lse=return_lse, layout=layout, out=outp,
+                             mask_alignment=mask_alignment, window_size=window_size,
+                             kv_lengths=kv_lengths, deterministic=deterministic,
+                             num_splits=num_splits, pack_gqa=pack_gqa, score_mod=score_mod,
+                             mask_mod=mask_mod, **tuning)
+        return _attention_padded(q, k, v, padding, scale, return_lse, out, padded_call)
     _check_decode_args(num_splits, pack_gqa)
     decode = num_splits != 1 or pack_gqa is not False
     if score_mod is not None or mask_mod is not None:
@@ -702,6 +720,63 @@ def check_aux_grad(traced: Any) -> None:
                              "requires grad: its gradient comes from kvpipe.attention's "
                              "autograd or attention_backward(..., aux_grads=True), not here "
                              "(the varlen kernels do not compute it); pass it detached")
+
+
+#: What the head-dim errors add: the dims that run zero-padded.
+_PADDED_HEAD_DIMS = (f"or another multiple of 8 up to {kernels.MAX_PADDED_HEAD_DIM} "
+                     "(run zero-padded as the next)")
+
+
+def _head_dim_padding(q: Any, k: Any, v: Any) -> Optional[Tuple[int, int, int, int]]:
+    """``(d, d_v, D, D_v)`` where q/k's head dim ``d`` and v's ``d_v`` (the
+    last dimension in every layout) are not a generated pair but run zero
+    padded as ``(D, D_v)`` (``kernels.padded_head_dims``: multiples of 8 up
+    to 256, e.g. 80 as 96, 32 as 64); None otherwise, also for inputs the
+    checks refuse (they name the argument)."""
+    shapes = [tuple(getattr(t, "shape", ())) for t in (q, k, v)]
+    if any(len(shape) < 3 or not all(isinstance(n, int) for n in shape) for shape in shapes):
+        return None
+    d, dk, dv = (shape[-1] for shape in shapes)
+    if dk != d:
+        return None
+    pair = kernels.padded_head_dims(d, dv)
+    if pair is None or pair == (d, dv):
+        return None
+    return d, dv, pair[0], pair[1]
+
+
+def _attention_padded(q: Any, k: Any, v: Any, padding: Tuple[int, int, int, int],
+                      scale: Optional[float], return_lse: bool, out: Any,
+                      call: Callable[[Any, Any, Any, float, Any], Any]) -> Any:
+    """``call(q, k, v, scale, out)`` on q, k, v (and ``out``) zero-padded to
+    the kernels' head dims (``_head_dim_padding``), with the scale of the
+    unpadded head dim; returns the output's first ``d_v`` columns (copied
+    into ``out`` when given: rows the kernel leaves alone keep their
+    values). Padding is done by torch ops, so autograd carries the gradients
+    back through it (the padded columns' gradients are zero and dropped)."""
+    import torch.nn.functional as F
+
+    d, dv, padded_d, padded_dv = padding
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+
+    def pad(t: Any, columns: int) -> Any:
+        return F.pad(t, (0, columns - tuple(t.shape)[-1])) if tuple(t.shape)[-1] != columns else t
+
+    outp = None
+    if out is not None:
+        if _needs_grad(q, k, v):  # the call below would say so of the padded copy
+            raise ValueError("out= cannot be used when q, k or v requires grad")
+        if tuple(out.shape)[-1:] != (dv,):
+            raise ValueError(f"out's head dim must be v's ({dv}), got {tuple(out.shape)}")
+        outp = pad(out, padded_dv)
+    result = call(pad(q, padded_d), pad(k, padded_d), pad(v, padded_dv), scale, outp)
+    o, lse = result if return_lse else (result, None)
+    o = o[..., :dv]
+    if out is not None:
+        out.copy_(o)
+        o = out
+    return (o, lse) if return_lse else o
 
 
 def _needs_grad(*tensors: Any) -> bool:
@@ -1110,6 +1185,27 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
         ValueError / TypeError: an argument of the wrong shape, dtype, device
             or strides; the message names it.
     """
+    padding = _head_dim_padding(q, k, v)
+    if padding is not None:
+        # Zero columns of q, k (and v, o, dO) give zero gradient columns:
+        # the kernels' gradients of the padded inputs, cut back.
+        import torch.nn.functional as F
+
+        d_qk, d_v, padded_d, padded_dv = padding
+        grads = attention_backward(
+            *(F.pad(t, (0, n - tuple(t.shape)[-1]))
+              for t, n in ((q, padded_d), (k, padded_d), (v, padded_dv), (o, padded_dv))),
+            lse, F.pad(do, (0, padded_dv - tuple(do.shape)[-1])), causal=causal,
+            scale=1.0 / math.sqrt(d_qk) if scale is None else scale, layout=layout,
+            deterministic=deterministic, mask_alignment=mask_alignment,
+            window_size=window_size, score_mod=score_mod, mask_mod=mask_mod, _traced=_traced,
+            aux_grads=aux_grads, dq_atomics=dq_atomics)
+        cut = [g[..., :n] for g, n in zip(grads[:3], (d_qk, d_qk, d_v))]
+        for i, given in enumerate((dq, dk, dv)):
+            if given is not None:
+                given.copy_(cut[i])
+                cut[i] = given
+        return (*cut, *grads[3:])
     (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, v_dim) = _check_inputs(q, k, v, layout)
     _check_backward_dims(d, v_dim, causal)
     if deterministic is not None and not isinstance(deterministic, bool):
@@ -1324,7 +1420,8 @@ def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k:
     total_q, hq, d = tuple(q.shape)
     total_k, hkv, dk = tuple(k.shape)
     if d not in kernels.HEAD_DIMS:
-        raise ValueError(f"q's head dim must be one of {kernels.HEAD_DIMS}, got {d}")
+        raise ValueError(f"q's head dim must be one of {kernels.HEAD_DIMS} "
+                         f"{_PADDED_HEAD_DIMS}, got {d}")
     if dk != d:
         raise ValueError(f"k's head dim must equal q's ({d}), got {dk}")
     if tuple(v.shape)[:2] != (total_k, hkv):
@@ -1333,7 +1430,8 @@ def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k:
     dv = tuple(v.shape)[2]
     if (d, dv) not in kernels.HEAD_DIM_PAIRS:
         supported = ", ".join(str(x) for dq, x in kernels.HEAD_DIM_PAIRS if dq == d)
-        raise ValueError(f"v's head dim must be one of ({supported}) with q's head dim {d}, "
+        raise ValueError(f"v's head dim must be one of ({supported}) {_PADDED_HEAD_DIMS} "
+                         f"with q's head dim {d}, "
                          f"got {dv}")
     if hkv < 1 or hq % hkv != 0:
         raise ValueError(f"q's heads ({hq}) must be a multiple of k and v's heads "
@@ -1447,6 +1545,16 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     Raises:
         ValueError / TypeError: a bad argument, named.
     """
+    padding = _head_dim_padding(q, k, v)
+    if padding is not None:
+        def padded_call(qp: Any, kp: Any, vp: Any, padded_scale: float, outp: Any) -> Any:
+            return attention_varlen(qp, kp, vp, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                    max_seqlen_k, causal=causal, scale=padded_scale,
+                                    return_lse=return_lse, mask_alignment=mask_alignment,
+                                    window_size=window_size, check_cu_seqlens=check_cu_seqlens,
+                                    out=outp, lse_out=lse_out, score_mod=score_mod, mask_mod=mask_mod,
+                                    deterministic=deterministic, **tuning)
+        return _attention_padded(q, k, v, padding, scale, return_lse, out, padded_call)
     traced = _modifiers.trace(score_mod, mask_mod)
     check_aux_grad(traced)
     if _needs_grad(q, k, v):

@@ -45,6 +45,16 @@ class Case:
     def v_head_dim(self) -> int:
         return self.value_head_dim if self.value_head_dim is not None else self.head_dim
 
+    def kernel_dims(self) -> Dict[str, int]:
+        """The head dims of the kernels the case launches, as
+        ``compile_attention`` arguments: its own, or the pair they run
+        zero-padded as (``kernels.padded_head_dims``: 80 as 96)."""
+        from kvpipe.kernels import padded_head_dims
+
+        d, dv = padded_head_dims(self.head_dim, self.v_head_dim) or (self.head_dim,
+                                                                     self.v_head_dim)
+        return dict(head_dim=d, **({"value_head_dim": dv} if dv != d else {}))
+
     @property
     def name(self) -> str:
         extra = ",strided" if self.strided else ""
@@ -117,6 +127,14 @@ def default_grid() -> List[Case]:
             ]
         cases.append(Case("bf16", head_dim, True, 1, 2, 2, 2048, 2048,
                           value_head_dim=value_head_dim))
+    # Head dims without a kernel of their own run zero-padded as the next
+    # (80 as 96: Phi-2, StableLM; 32 as 64; V's 64 with Q/K's 128 as 128).
+    for head_dim, value_head_dim in ((80, None), (32, None), (128, 64)):
+        for causal in (False, True):
+            cases += [Case("bf16", head_dim, causal, 2, 8, 2, 160, 333,
+                           value_head_dim=value_head_dim),
+                      Case("f16", head_dim, causal, 1, 4, 2, 190, 257, "bshd", True,
+                           value_head_dim=value_head_dim)]
     cases += mask_grid()
     return cases
 
@@ -560,11 +578,12 @@ def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True
             causal = False
         if not causal and not window:
             alignment = "top_left"
-        planned = prefill_plan(case.head_dim, case.value_head_dim or case.head_dim, causal,
-                               alignment, window, False, False, case.seq_q, case.seq_kv,
-                               dict(tuning or {}))
-        wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
-                           value_head_dim=case.value_head_dim, mask_alignment=alignment,
+        dims = case.kernel_dims()
+        planned = prefill_plan(dims["head_dim"], dims.get("value_head_dim", dims["head_dim"]),
+                               causal, alignment, window, False, False, case.seq_q,
+                               case.seq_kv, dict(tuning or {}))
+        wanted.append(dict(head_dim=dims["head_dim"], dtype=case.dtype, causal=causal,
+                           value_head_dim=dims.get("value_head_dim"), mask_alignment=alignment,
                            sliding_window=window, kv_lengths=False, **planned))
     if with_kvcache:
         # flash_attn_with_kvcache chooses num_splits and pack-GQA (decode_plan,
@@ -612,6 +631,12 @@ def backward_grid() -> List[Case]:
                       Case("bf16", head_dim, causal, 2, 8, 2, 160, 333),
                       Case("bf16", head_dim, causal, 1, 4, 2, 190, 257, "bshd", True)]
         cases.append(Case("bf16", head_dim, True, 1, 2, 2, 1000, 1000))
+    # Zero-padded head dims (the forward grid's): gradients of the padded
+    # inputs, cut back.
+    for head_dim, value_head_dim in ((80, None), (32, None), (128, 64)):
+        cases += [Case("bf16", head_dim, True, 2, 8, 2, 160, 333, value_head_dim=value_head_dim),
+                  Case("f16", head_dim, False, 1, 4, 2, 190, 257, "bshd", True,
+                       value_head_dim=value_head_dim)]
     # 192 with V's 128 (DeepSeek's): two of the three warpgroups hold dV^T.
     for causal in (False, True):
         cases += [Case("bf16", 192, causal, 1, 2, 2, 197, 300, value_head_dim=128),
@@ -632,11 +657,10 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
     def add(case: Case, **backward: Any) -> None:
         # The forward kernel attention_impl launches (the prefill plan's for
         # short causal sequences), then the backward family.
-        planned = prefill_plan(case.head_dim, case.v_head_dim, case.causal, "top_left", False,
-                               False, False, case.seq_q, case.seq_kv, {})
-        dims = dict(head_dim=case.head_dim)
-        if case.value_head_dim is not None:
-            dims["value_head_dim"] = case.value_head_dim
+        dims = case.kernel_dims()
+        planned = prefill_plan(dims["head_dim"], dims.get("value_head_dim", dims["head_dim"]),
+                               case.causal, "top_left", False, False, False, case.seq_q,
+                               case.seq_kv, {})
         for config in (dict(**dims, dtype=case.dtype, causal=case.causal, **planned),
                        dict(**dims, dtype=case.dtype, causal=case.causal, backward=True,
                             **backward)):

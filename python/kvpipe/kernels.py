@@ -22,7 +22,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from kvpipe import compiler as _compiler
 from kvpipe._log import log
@@ -33,6 +33,29 @@ HEAD_DIMS = (64, 96, 128, 192, 256)
 #: The (Q/K head dim, V head dim) pairs the compiler generates: equal dims,
 #: and 192 with 128 (DeepSeek's).
 HEAD_DIM_PAIRS = ((64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256))
+#: The largest head dim the entry points accept: others up to it (multiples
+#: of 8) run the next kernel's by zero padding (``padded_head_dims``).
+MAX_PADDED_HEAD_DIM = 256
+
+
+def padded_head_dims(head_dim: int, value_head_dim: int) -> Optional[Tuple[int, int]]:
+    """The kernel head dims ``(D, D_v)`` that Q/K of ``head_dim`` and V of
+    ``value_head_dim`` columns run as, zero-padded (FA3's interface does the
+    same): the smallest generated pair (``HEAD_DIM_PAIRS``) with ``D >=
+    head_dim`` and ``D_v >= value_head_dim``; the pair itself when it is
+    generated; None where none holds them (above 256, or not a multiple of
+    8: the kernels' 16-byte rows). Zero columns of Q and K add nothing to
+    ``q . k``, and zero columns of V only add output columns, which are
+    dropped; the softmax scale stays ``1 / sqrt(head_dim)``."""
+    if (head_dim, value_head_dim) in HEAD_DIM_PAIRS:
+        return head_dim, value_head_dim
+    if (head_dim <= 0 or value_head_dim <= 0 or head_dim % 8 or value_head_dim % 8
+            or max(head_dim, value_head_dim) > MAX_PADDED_HEAD_DIM):
+        return None
+    fits = [(d, v) for d, v in HEAD_DIM_PAIRS if d >= head_dim and v >= value_head_dim]
+    return min(fits, key=lambda pair: (pair[0] + pair[1], pair[0])) if fits else None
+
+
 #: Head dims of the backward family the compiler generates (docs/backward.md):
 #: V's equal to Q/K's, and 192 with 128.
 BACKWARD_HEAD_DIMS = (64, 96, 128, 192, 256)

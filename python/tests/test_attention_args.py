@@ -5,6 +5,7 @@ import pytest
 
 import kvpipe
 from fakes import FakeTensor
+from needs import needs_torch
 from kvpipe.attention import attention_backward
 
 
@@ -50,11 +51,39 @@ def test_device():
         kvpipe.attention(q, k, v)
 
 
-def test_head_dim():
-    q, k, v = qkv(d=80)
+@pytest.mark.parametrize("d", [264, 512])
+def test_head_dim(d):
+    q, k, v = qkv(d=d)
     with pytest.raises(ValueError,
-                       match="q's head dim must be one of \\(64, 96, 128, 192, 256\\), got 80"):
+                       match="q's head dim must be one of \\(64, 96, 128, 192, 256\\) or another "
+                             f"multiple of 8 up to 256 \\(run zero-padded as the next\\), got {d}"):
         kvpipe.attention(q, k, v)
+
+
+@pytest.mark.parametrize("d,dv,padded", [
+    (80, 80, (96, 96)),      # Phi-2, StableLM
+    (32, 32, (64, 64)), (8, 8, (64, 64)), (112, 112, (128, 128)), (160, 160, (192, 192)),
+    (200, 200, (256, 256)), (128, 64, (128, 128)), (96, 128, (128, 128)),
+    (192, 120, (192, 128)), (176, 128, (192, 128)), (192, 256, (256, 256)),
+    (64, 64, (64, 64)), (192, 128, (192, 128)),  # generated: no padding
+    (81, 81, None), (264, 264, None), (128, 260, None), (128, 60, None),
+])
+def test_padded_head_dims_are_the_smallest_generated_pair_holding_them(d, dv, padded):
+    from kvpipe import kernels
+    assert kernels.padded_head_dims(d, dv) == padded
+    if padded is not None:
+        assert padded in kernels.HEAD_DIM_PAIRS and padded in kernels.BACKWARD_HEAD_DIM_PAIRS
+        assert padded[0] >= d and padded[1] >= dv
+
+
+def test_unsupported_head_dims_run_zero_padded():
+    from kvpipe.attention import _head_dim_padding
+    assert _head_dim_padding(*qkv(d=80)) == (80, 80, 96, 96)
+    assert _head_dim_padding(*qkv(d=128, dv=64, layout="bshd")) == (128, 64, 128, 128)
+    assert _head_dim_padding(*qkv(d=128)) is None  # a kernel's own
+    assert _head_dim_padding(*qkv(d=81)) is None  # refused by the checks, naming it
+    q, k, v = qkv(d=80)
+    assert _head_dim_padding(q, FakeTensor((1, 2, 16, 64)), v) is None  # k's dim is q's
 
 
 @pytest.mark.parametrize("d,dv", [(64, 64), (96, 96), (128, 128), (192, 192), (192, 128),
@@ -67,12 +96,13 @@ def test_supported_head_dims_reach_the_launch(d, dv, layout):
     assert "must" not in str(info.value)
 
 
-@pytest.mark.parametrize("d,dv,supported", [(128, 64, "128"), (192, 256, "128, 192"),
-                                            (96, 128, "96")])
+@pytest.mark.parametrize("d,dv,supported", [(128, 264, "128"), (192, 264, "128, 192"),
+                                            (96, 272, "96")])
 def test_value_head_dim_names_v(d, dv, supported):
     q, k, v = qkv(d=d, dv=dv)
-    with pytest.raises(ValueError, match=f"v's head dim must be one of \\({supported}\\) "
-                                         f"with q's head dim {d}, got {dv}"):
+    with pytest.raises(ValueError, match=f"v's head dim must be one of \\({supported}\\) or "
+                                         f"another multiple of 8 up to 256 .* with q's head dim "
+                                         f"{d}, got {dv}"):
         kvpipe.attention(q, k, v)
 
 
@@ -294,10 +324,10 @@ def test_backward_refuses_head_dims_it_does_not_generate():
     # check, naming the head dims.
     from kvpipe import kernels
     assert set(kernels.HEAD_DIM_PAIRS) <= set(kernels.BACKWARD_HEAD_DIM_PAIRS)
-    q, v = FakeTensor((1, 2, 16, 128)), FakeTensor((1, 2, 16, 64))
-    with pytest.raises(ValueError, match="v's head dim must be one of .* got 64"):
+    q, v = FakeTensor((1, 2, 16, 128)), FakeTensor((1, 2, 16, 264))
+    with pytest.raises(ValueError, match="v's head dim must be one of .* got 264"):
         attention_backward(q, q, v, v, FakeTensor((1, 2, 16), dtype="float32"), v)
-    q = FakeTensor((1, 2, 16, 160))
+    q = FakeTensor((1, 2, 16, 264))
     with pytest.raises(ValueError, match="q's head dim must be one of"):
         attention_backward(q, q, q, q, FakeTensor((1, 2, 16), dtype="float32"), q)
 
@@ -309,3 +339,45 @@ def test_backward_takes_192_with_v_128_and_checks_o_against_v():
     q, v = FakeTensor((1, 2, 16, 192)), FakeTensor((1, 2, 16, 128))
     with pytest.raises(ValueError, match=r"o must have the shape \(1, 2, 16, 128\)"):
         attention_backward(q, q, v, q, FakeTensor((1, 2, 16), dtype="float32"), v)
+
+
+@needs_torch
+@pytest.mark.parametrize("d,dv,layout", [(80, 80, "bhsd"), (128, 64, "bshd"), (32, 32, "bhsd")])
+def test_zero_padding_leaves_outputs_and_gradients_unchanged(d, dv, layout):
+    # _attention_padded around a float32 reference in place of the kernels:
+    # the padded call's output, cut back, and its gradients through the
+    # padding, are the unpadded attention's.
+    import math
+
+    import torch
+
+    from kvpipe.attention import _attention_padded, _head_dim_padding
+
+    def reference(q, k, v, scale):
+        if layout == "bshd":
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        o = torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1) @ v
+        return o.transpose(1, 2) if layout == "bshd" else o
+
+    torch.manual_seed(0)
+    shape = (2, 3, 17) if layout == "bhsd" else (2, 17, 3)
+    q, k = (torch.randn(*shape, d, requires_grad=True) for _ in range(2))
+    v = torch.randn(*shape, dv, requires_grad=True)
+    padding = _head_dim_padding(q, k, v)
+    assert padding is not None and padding[:2] == (d, dv)
+    seen = []
+
+    def call(qp, kp, vp, scale, outp):
+        seen.append((qp.shape[-1], vp.shape[-1], scale))
+        return reference(qp, kp, vp, scale)
+
+    o = _attention_padded(q, k, v, padding, None, False, None, call)
+    assert seen == [(padding[2], padding[3], 1.0 / math.sqrt(d))]
+    expected = reference(q, k, v, 1.0 / math.sqrt(d))
+    torch.testing.assert_close(o, expected)
+    do = torch.randn_like(o)
+    got = torch.autograd.grad(o, (q, k, v), do)
+    want = torch.autograd.grad(expected, (q, k, v), do)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w)

@@ -1,7 +1,7 @@
 """The check's grid and the kernels it needs, on the CPU: what
 `compile --for-check` fills the cache with must be what `check` launches."""
 
-from kvpipe import check
+from kvpipe import check, kernels
 
 
 def case(**kw):
@@ -102,12 +102,16 @@ def test_backward_kernel_configs_hold_the_forward_kernels_the_grid_launches():
 
     configs = check.backward_kernel_configs()
     for case in check.backward_grid():
-        planned = prefill_plan(case.head_dim, case.head_dim, case.causal, "top_left", False,
-                               False, False, case.seq_q, case.seq_kv, {})
-        assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
-                    **planned) in configs, case
-        assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+        # Zero-padded head dims (80) launch the kernels of the pair they run as (96).
+        dims = case.kernel_dims()
+        assert kernels.HEAD_DIMS.count(dims["head_dim"]) == 1
+        planned = prefill_plan(dims["head_dim"], dims.get("value_head_dim", dims["head_dim"]),
+                               case.causal, "top_left", False, False, False, case.seq_q,
+                               case.seq_kv, {})
+        assert dict(**dims, dtype=case.dtype, causal=case.causal, **planned) in configs, case
+        assert dict(**dims, dtype=case.dtype, causal=case.causal,
                     backward=True) in configs, case
+    assert any(case.head_dim == 80 for case in check.backward_grid())
     assert any(c.get("persistent") and c["head_dim"] == 96 and c["dtype"] == "f16"
                for c in configs)
     # check --backward runs its dq_atomics cases with that tuning attribute.

@@ -61,7 +61,7 @@ def test_flash_attn_func_argument_errors(kwargs, error, match):
 
 def test_flash_attn_func_checks_tensors_like_kvpipe_attention():
     with pytest.raises(ValueError, match="head dim must be one of"):
-        flash_attn.flash_attn_func(bshd(d=80), bshd(d=80), bshd(d=80))
+        flash_attn.flash_attn_func(bshd(d=264), bshd(d=264), bshd(d=264))
     with pytest.raises(ValueError, match="multiple of k and v's heads"):
         flash_attn.flash_attn_func(bshd(h=6), bshd(h=4), bshd(h=4))
 

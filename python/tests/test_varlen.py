@@ -200,8 +200,8 @@ def test_varlen_padded_rows_keep_sequences_apart():
     ({"k": FakeTensor((500, 3, 128)), "v": FakeTensor((500, 3, 128))}, ValueError,
      r"multiple of k and v's heads \(3\)"),
     ({"v": FakeTensor((499, 2, 128))}, ValueError, "v must have k's rows and heads"),
-    ({"q": FakeTensor((300, 8, 80)), "k": FakeTensor((500, 2, 80)),
-      "v": FakeTensor((500, 2, 80))}, ValueError, "q's head dim must be one of"),
+    ({"q": FakeTensor((300, 8, 264)), "k": FakeTensor((500, 2, 264)),
+      "v": FakeTensor((500, 2, 264))}, ValueError, "q's head dim must be one of"),
     ({"k": FakeTensor((500, 2, 128), dtype="float16")}, TypeError, "same dtype"),
     ({"v": FakeTensor((500, 2, 128), device="cpu")}, ValueError, "v must be on a cuda device"),
 ])
