@@ -745,6 +745,16 @@ def _head_dim_padding(q: Any, k: Any, v: Any) -> Optional[Tuple[int, int, int, i
     return d, dv, pair[0], pair[1]
 
 
+def _zero_pad_columns(t: Any, columns: int) -> Any:
+    """``t`` with zero columns appended to its last dimension up to
+    ``columns`` (a torch op: autograd goes through it); ``t`` itself when it
+    has them."""
+    import torch.nn.functional as F
+
+    width = tuple(t.shape)[-1]
+    return F.pad(t, (0, columns - width)) if width != columns else t
+
+
 def _attention_padded(q: Any, k: Any, v: Any, padding: Tuple[int, int, int, int],
                       scale: Optional[float], return_lse: bool, out: Any,
                       call: Callable[[Any, Any, Any, float, Any], Any]) -> Any:
@@ -754,15 +764,10 @@ def _attention_padded(q: Any, k: Any, v: Any, padding: Tuple[int, int, int, int]
     into ``out`` when given: rows the kernel leaves alone keep their
     values). Padding is done by torch ops, so autograd carries the gradients
     back through it (the padded columns' gradients are zero and dropped)."""
-    import torch.nn.functional as F
-
     d, dv, padded_d, padded_dv = padding
     if scale is None:
         scale = 1.0 / math.sqrt(d)
-
-    def pad(t: Any, columns: int) -> Any:
-        return F.pad(t, (0, columns - tuple(t.shape)[-1])) if tuple(t.shape)[-1] != columns else t
-
+    pad = _zero_pad_columns
     outp = None
     if out is not None:
         if _needs_grad(q, k, v):  # the call below would say so of the padded copy
@@ -1189,13 +1194,11 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     if padding is not None:
         # Zero columns of q, k (and v, o, dO) give zero gradient columns:
         # the kernels' gradients of the padded inputs, cut back.
-        import torch.nn.functional as F
-
         d_qk, d_v, padded_d, padded_dv = padding
         grads = attention_backward(
-            *(F.pad(t, (0, n - tuple(t.shape)[-1]))
+            *(_zero_pad_columns(t, n)
               for t, n in ((q, padded_d), (k, padded_d), (v, padded_dv), (o, padded_dv))),
-            lse, F.pad(do, (0, padded_dv - tuple(do.shape)[-1])), causal=causal,
+            lse, _zero_pad_columns(do, padded_dv), causal=causal,
             scale=1.0 / math.sqrt(d_qk) if scale is None else scale, layout=layout,
             deterministic=deterministic, mask_alignment=mask_alignment,
             window_size=window_size, score_mod=score_mod, mask_mod=mask_mod, _traced=_traced,

@@ -45,14 +45,18 @@ class Case:
     def v_head_dim(self) -> int:
         return self.value_head_dim if self.value_head_dim is not None else self.head_dim
 
-    def kernel_dims(self) -> Dict[str, int]:
-        """The head dims of the kernels the case launches, as
-        ``compile_attention`` arguments: its own, or the pair they run
-        zero-padded as (``kernels.padded_head_dims``: 80 as 96)."""
+    def kernel_pair(self) -> Tuple[int, int]:
+        """The (Q/K, V) head dims of the kernels the case launches: its own,
+        or the pair they run zero-padded as (``kernels.padded_head_dims``:
+        80 as 96)."""
         from kvpipe.kernels import padded_head_dims
 
-        d, dv = padded_head_dims(self.head_dim, self.v_head_dim) or (self.head_dim,
-                                                                     self.v_head_dim)
+        return padded_head_dims(self.head_dim, self.v_head_dim) or (self.head_dim,
+                                                                    self.v_head_dim)
+
+    def kernel_dims(self) -> Dict[str, int]:
+        """``kernel_pair`` as ``compile_attention`` arguments."""
+        d, dv = self.kernel_pair()
         return dict(head_dim=d, **({"value_head_dim": dv} if dv != d else {}))
 
     @property
@@ -579,9 +583,8 @@ def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True
         if not causal and not window:
             alignment = "top_left"
         dims = case.kernel_dims()
-        planned = prefill_plan(dims["head_dim"], dims.get("value_head_dim", dims["head_dim"]),
-                               causal, alignment, window, False, False, case.seq_q,
-                               case.seq_kv, dict(tuning or {}))
+        planned = prefill_plan(*case.kernel_pair(), causal, alignment, window, False, False,
+                               case.seq_q, case.seq_kv, dict(tuning or {}))
         wanted.append(dict(head_dim=dims["head_dim"], dtype=case.dtype, causal=causal,
                            value_head_dim=dims.get("value_head_dim"), mask_alignment=alignment,
                            sliding_window=window, kv_lengths=False, **planned))
@@ -658,9 +661,8 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
         # The forward kernel attention_impl launches (the prefill plan's for
         # short causal sequences), then the backward family.
         dims = case.kernel_dims()
-        planned = prefill_plan(dims["head_dim"], dims.get("value_head_dim", dims["head_dim"]),
-                               case.causal, "top_left", False, False, False, case.seq_q,
-                               case.seq_kv, {})
+        planned = prefill_plan(*case.kernel_pair(), case.causal, "top_left", False, False,
+                               False, case.seq_q, case.seq_kv, {})
         for config in (dict(**dims, dtype=case.dtype, causal=case.causal, **planned),
                        dict(**dims, dtype=case.dtype, causal=case.causal, backward=True,
                             **backward)):

@@ -237,17 +237,17 @@ gpu::GPUFuncOp BackwardBuilder::buildPreprocess() {
   Value zeros = arith::ConstantOp::create(
       b, zeroChunk, DenseElementsAttr::get(zeroChunk, 0.0f));
   for (int64_t group = 0; group < kRowsPerWarp; group += rowsAtOnce) {
-    SmallVector<Value> os, dOs;
+    SmallVector<Value> rows, os, dOs;
     for (int64_t r = group; r < group + rowsAtOnce; ++r) {
-      Value loaded = arith::MinUIOp::create(
-          b, arith::AddIOp::create(b, firstRow, index(r)), lastRow);
+      rows.push_back(arith::AddIOp::create(b, firstRow, index(r)));
+      Value loaded = arith::MinUIOp::create(b, rows.back(), lastRow);
       os.push_back(rowElements(p(PreprocessParam::O), oStrides, loaded, lane,
                                c.valueHeadDim));
       dOs.push_back(rowElements(p(PreprocessParam::DO), dOStrides, loaded,
                                 lane, c.valueHeadDim));
     }
     for (int64_t r = group; r < group + rowsAtOnce; ++r) {
-      Value row = arith::AddIOp::create(b, firstRow, index(r));
+      Value row = rows[r - group];
       Value valid =
           arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, seqQ);
       // rowsum(dO * O), the warp's lanes summed: 0 for a padding row.
