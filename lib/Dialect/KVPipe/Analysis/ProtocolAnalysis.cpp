@@ -2,6 +2,7 @@
 
 #include "kvpipe/Dialect/KVPipe/Analysis/ProtocolAnalysis.h"
 #include "kvpipe/Dialect/KVPipe/Analysis/ThreadCounts.h"
+#include "kvpipe/Support/UseWalk.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -778,26 +779,16 @@ static BlockArgument getKernelPointerArgument(Value pointer) {
 /// `llvm.getelementptr`) is a plain `llvm.load`: nothing in the kernel writes
 /// through it or lets it escape.
 static bool isOnlyRead(BlockArgument argument) {
-  SmallVector<Value> worklist = {argument};
-  DenseSet<Value> seen;
-  while (!worklist.empty()) {
-    Value pointer = worklist.pop_back_val();
-    if (!seen.insert(pointer).second)
-      continue;
-    for (OpOperand &use : pointer.getUses()) {
-      Operation *user = use.getOwner();
-      StringRef name = user->getName().getStringRef();
-      if (name == "llvm.getelementptr" && use.getOperandNumber() == 0) {
-        llvm::append_range(worklist, user->getResults());
-        continue;
-      }
-      if (name == "llvm.load" && use.getOperandNumber() == 0 &&
-          !user->hasAttr("volatile_"))
-        continue;
-      return false;
-    }
-  }
-  return true;
+  return !findUseTransitively(argument, [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    StringRef name = user->getName().getStringRef();
+    if (name == "llvm.getelementptr" && use.getOperandNumber() == 0)
+      return UseStep::Follow;
+    if (name == "llvm.load" && use.getOperandNumber() == 0 &&
+        !user->hasAttr("volatile_"))
+      return UseStep::Skip;
+    return UseStep::Stop;
+  });
 }
 
 std::optional<Value> SlotArithmetic::getReadOnlyKernelLoad(Operation *def) {

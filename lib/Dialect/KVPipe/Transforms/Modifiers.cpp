@@ -5,6 +5,7 @@
 
 #include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Support/UseWalk.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -375,20 +376,11 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
 /// Whether the region's block argument `number` flows into the index of an
 /// aux read (through any ops).
 static bool reachesAuxIndex(Region &region, unsigned number) {
-  SmallVector<Value> work = {region.getArgument(number)};
-  DenseSet<Value> seen;
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (!seen.insert(v).second)
-      continue;
-    for (OpOperand &use : v.getUses()) {
-      if (auto load = dyn_cast<AuxLoadOp>(use.getOwner());
-          load && use.get() == load.getIndex())
-        return true;
-      llvm::append_range(work, use.getOwner()->getResults());
-    }
-  }
-  return false;
+  return findUseTransitively(region.getArgument(number), [](OpOperand &use) {
+    auto load = dyn_cast<AuxLoadOp>(use.getOwner());
+    return load && use.get() == load.getIndex() ? UseStep::Stop
+                                                : UseStep::Follow;
+  });
 }
 
 /// Calls `body` with the (query, key) indices of each element of the

@@ -6,6 +6,8 @@
 
 #include "ProtocolChecker.h"
 
+#include "kvpipe/Support/UseWalk.h"
+
 using namespace mlir;
 using namespace kvpipe;
 using namespace kvpipe::detail;
@@ -405,28 +407,19 @@ static bool isIndexOfAccess(Operation *user, unsigned number) {
 /// `scf.if`. Null where there is none (the generated kernels align their
 /// buffers in the dynamic shared memory by its address).
 static Operation *findAddressUse(Value address) {
-  SmallVector<Value> worklist = {address};
-  DenseSet<Value> seen;
-  while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    if (!seen.insert(value).second)
-      continue;
-    for (OpOperand &use : value.getUses()) {
-      Operation *user = use.getOwner();
-      unsigned number = use.getOperandNumber();
-      if (isa<ViewLikeOpInterface>(user) || isIndexOfAccess(user, number) ||
-          (isa<scf::IfOp>(user) && number == 0))
-        continue;
-      if (user->getNumRegions() == 0 && isMemoryEffectFree(user) &&
-          llvm::all_of(user->getResultTypes(),
-                       [](Type type) { return type.isIntOrIndex(); })) {
-        llvm::append_range(worklist, user->getResults());
-        continue;
-      }
-      return user;
-    }
-  }
-  return nullptr;
+  OpOperand *use = findUseTransitively(address, [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    unsigned number = use.getOperandNumber();
+    if (isa<ViewLikeOpInterface>(user) || isIndexOfAccess(user, number) ||
+        (isa<scf::IfOp>(user) && number == 0))
+      return UseStep::Skip;
+    if (user->getNumRegions() == 0 && isMemoryEffectFree(user) &&
+        llvm::all_of(user->getResultTypes(),
+                     [](Type type) { return type.isIntOrIndex(); }))
+      return UseStep::Follow;
+    return UseStep::Stop;
+  });
+  return use ? use->getOwner() : nullptr;
 }
 
 void ProtocolChecker::checkAddressTaken(Operation *op, Value memref) {
