@@ -42,12 +42,12 @@ BACKWARD_FLOPS = 2.5
 
 
 def _kvpipe_backward_ms(q: Any, k: Any, v: Any, do: Any, deterministic: Optional[bool] = None,
-                        **masks: Any) -> float:
+                        tuning: Optional[Dict[str, Any]] = None, **masks: Any) -> float:
     """The median time of kvpipe's backward alone (``attention_backward``)
     of ``kvpipe.attention(q, k, v, **masks)`` for the output gradient
     ``do``: the forward (with the log-sum-exp) runs once, outside the
     timing. ``masks``: what both take (causal, window_size, score_mod,
-    mask_mod)."""
+    mask_mod); ``tuning``: what only the backward takes (``dq_atomics``)."""
     import torch
 
     import kvpipe
@@ -56,7 +56,8 @@ def _kvpipe_backward_ms(q: Any, k: Any, v: Any, do: Any, deterministic: Optional
     with torch.no_grad():
         o, lse = kvpipe.attention(q, k, v, return_lse=True, **masks)
     return _median_ms(lambda: attention_backward(q, k, v, o, lse, do,
-                                                 deterministic=deterministic, **masks))
+                                                 deterministic=deterministic,
+                                                 **(tuning or {}), **masks))
 
 
 def _autograd_backward_ms(forward: Callable[..., Any], inputs: Sequence[Any], do: Any) -> float:
@@ -250,7 +251,7 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                 row["variants"] = {}
                 for variant in variants or ():
                     try:
-                        ms = _kvpipe_backward_ms(q, k, v, do, causal=causal, **variant)
+                        ms = _kvpipe_backward_ms(q, k, v, do, causal=causal, tuning=variant)
                         row["variants"][variant_label(variant)] = round(flops / ms / 1e9, 1)
                     except ValueError as exc:  # not this head dim's (dq_atomics at 128)
                         print(f"variant {variant_label(variant)} at D{d}: {exc}", flush=True)

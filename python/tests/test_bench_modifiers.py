@@ -198,8 +198,8 @@ def test_kvpipe_backward_timing_makes_the_calls_the_kernel_list_follows():
 
     timing = source(bench._kvpipe_backward_ms)
     assert "kvpipe.attention( q, k, v, return_lse=True, **masks)" in timing
-    assert ("attention_backward( q, k, v, o, lse, do, deterministic=deterministic, **masks)"
-            in timing)
+    assert ("attention_backward( q, k, v, o, lse, do, deterministic=deterministic, "
+            "**( tuning or {}), **masks)" in timing)
     run = source(bench_modifiers.run)
     assert 'for suffix, kwargs in ( ( "", spec.modified), ( "_plain", spec.plain)):' in run
     assert "kvpipe.attention( q, k, v, **kwargs)" in run

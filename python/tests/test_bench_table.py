@@ -178,10 +178,13 @@ def test_backward_timings_time_the_backward_alone(monkeypatch):
     monkeypatch.setattr(attention, "attention_backward", lambda *args, **kw: calls.append(
         (args, kw)))
     assert bench._kvpipe_backward_ms("q", "k", "v", "do", deterministic=False, causal=True,
-                                     score_mod="mod") == 3.0
+                                     score_mod="mod", tuning=dict(dq_atomics=True)) == 3.0
+    # The backward's tuning goes to the backward alone (the forward takes no
+    # dq_atomics: the first GPU run of the variant lost every cell to that).
     assert calls == [dict(return_lse=True, causal=True, score_mod="mod"),
                      (("q", "k", "v", "o", "lse", "do"),
-                      dict(deterministic=False, causal=True, score_mod="mod"))]
+                      dict(deterministic=False, dq_atomics=True, causal=True,
+                           score_mod="mod"))]
     assert len(timed) == 1
     # A peer: its forward once on leaves requiring grad (the first output of
     # a tuple), a backward before the timing, the graph retained.
@@ -226,11 +229,11 @@ def test_run_backward_measures_variants_beside_the_default(monkeypatch):
     _fake_torch(monkeypatch, grads)
     kvpipe_calls = []
 
-    def kvpipe_ms(q, k, v, do, **kw):
-        kvpipe_calls.append(kw)
-        if kw.get("dq_atomics") and q.shape[-1] <= 128:
+    def kvpipe_ms(q, k, v, do, tuning=None, **kw):
+        kvpipe_calls.append({**kw, **(tuning or {})})
+        if tuning and q.shape[-1] <= 128:
             raise ValueError("dq_atomics applies to backward=True at head dims above 128")
-        return 0.5 if kw.get("dq_atomics") else 1.0
+        return 0.5 if tuning else 1.0
 
     monkeypatch.setattr(bench, "_kvpipe_backward_ms", kvpipe_ms)
     monkeypatch.setattr(bench, "_autograd_backward_ms", lambda forward, inputs, do: 2.0)
