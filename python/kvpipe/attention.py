@@ -1070,7 +1070,8 @@ class BackwardConfig(NamedTuple):
     #: Sequences packed without padding (``attention_varlen_backward``).
     varlen: bool = False
     #: dQ from registers above head dim 128 (the ``dq_atomics`` tuning
-    #: attribute); None: the compiler's default.
+    #: attribute); None: the compiler's default (on there, outside
+    #: deterministic mode).
     dq_atomics: Optional[bool] = None
 
 
@@ -1178,7 +1179,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     follows ``torch.are_deterministic_algorithms_enabled()``.
     ``dq_atomics``: at head dims above 128, dQ added to its fp32 accumulator
     from registers rather than through staged bulk reductions (the kernel's
-    ``dq_atomics`` tuning attribute; None: the compiler's choice).
+    ``dq_atomics`` tuning attribute; None: the compiler's choice, from
+    registers outside deterministic mode).
     ``mask_alignment``, ``window_size``, ``score_mod`` and ``mask_mod``: the
     forward's (the same callbacks: they are traced again, and the kernels
     are cached by the traced regions); the score_mod's derivative is
@@ -1647,13 +1649,14 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     return (out, lse) if return_lse else out
 
 
-#: Which kernels ``attention_varlen_backward`` runs without modifiers:
+#: Which kernels ``attention_varlen_backward`` runs without modifiers and
+#: outside deterministic mode: "packed" (the default: the varlen backward
+#: family, three launches for the batch, no synchronisation; 0.97-2.2x the
+#: per-sequence way in ``bench --varlen``, results/gpu-results.md) or
 #: "sequences" (the dense backward family per sequence: one synchronisation
-#: and three launches a sequence; the default until the packed kernels have
-#: passed ``check --varlen`` on a GPU) or "packed" (the varlen backward
-#: family: three launches for the batch, no synchronisation). With a
-#: score_mod or mask_mod only the packed kernels serve (their ``b`` is the
-#: sequence); deterministic mode only the per-sequence ones.
+#: and three launches a sequence). With a score_mod or mask_mod only the
+#: packed kernels serve (their ``b`` is the sequence); deterministic mode
+#: only the per-sequence ones.
 VARLEN_BACKWARD_ENV = "KVPIPE_VARLEN_BACKWARD"
 
 
@@ -1680,8 +1683,9 @@ def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: 
     total_q)``), in the packed layouts of q, k and v; rows that belong to no
     sequence get zero gradients.
 
-    Two ways (``packed``; None: ``KVPIPE_VARLEN_BACKWARD``, see
-    ``VARLEN_BACKWARD_ENV``, and packed wherever modifiers are given):
+    Two ways (``packed``; None: packed, per sequence in deterministic mode
+    or where ``KVPIPE_VARLEN_BACKWARD=sequences``, see
+    ``VARLEN_BACKWARD_ENV``; packed wherever modifiers are given):
 
     * packed: the ``varlen`` backward family (docs/backward.md, "Packed
       sequences"): preprocess, main and postprocess over the whole batch,
@@ -1724,11 +1728,11 @@ def attention_varlen_backward(q: Any, k: Any, v: Any, out: Any, lse: Any, dout: 
             "kernels add dQ in no fixed order, and the per-sequence ones would give the "
             "regions each sequence as batch 0")
     if packed is None:
-        way = os.environ.get(VARLEN_BACKWARD_ENV, "") or "sequences"
+        way = os.environ.get(VARLEN_BACKWARD_ENV, "") or "packed"
         if way not in ("sequences", "packed"):
             raise ValueError(f"{VARLEN_BACKWARD_ENV} must be 'sequences' or 'packed', "
                              f"got {way!r}")
-        packed = traced is not None or way == "packed"
+        packed = traced is not None or (way == "packed" and not deterministic)
     if packed and deterministic:
         raise ValueError("packed=True is not supported with deterministic=True (the packed "
                          "kernels add dQ in no fixed order)")

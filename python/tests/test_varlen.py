@@ -5,6 +5,8 @@ stand in for torch)."""
 
 import importlib
 import inspect
+import sys
+import types
 
 import pytest
 
@@ -519,3 +521,45 @@ def test_a_bad_varlen_backward_way_in_the_environment_is_named(monkeypatch):
                                          "'packed', got 'yes'"):
         attention.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k,
                                             deterministic=False)
+
+
+class _Ran(Exception):
+    pass
+
+
+@pytest.mark.parametrize("deterministic, env, expected", [
+    (False, None, "packed"),
+    (False, "packed", "packed"),
+    (False, "sequences", "sequences"),
+    (True, None, "sequences"),
+    (True, "packed", "sequences"),
+])
+def test_the_varlen_backward_runs_packed_unless_deterministic_or_asked(
+        monkeypatch, deterministic, env, expected):
+    # The packed family passed check --varlen on a GPU: it is the default;
+    # deterministic mode (dQ in a fixed order) and the environment's
+    # "sequences" take the per-sequence way.
+    if env is None:
+        monkeypatch.delenv(attention.VARLEN_BACKWARD_ENV, raising=False)
+    else:
+        monkeypatch.setenv(attention.VARLEN_BACKWARD_ENV, env)
+    ran = []
+
+    def packed_way(*args, **kwargs):
+        ran.append("packed")
+        raise _Ran
+
+    def per_sequence(self):  # its first step: reading cu_seqlens back
+        ran.append("sequences")
+        raise _Ran
+
+    monkeypatch.setattr(attention, "_varlen_backward_packed", packed_way)
+    monkeypatch.setattr(FakeTensor, "tolist", per_sequence, raising=False)
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    q, k, v, cu_q, cu_k = packed()
+    out = FakeTensor((300, 8, 128), ptr=0x600000)
+    lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
+    with pytest.raises(_Ran):
+        attention.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k,
+                                            deterministic=deterministic)
+    assert ran == [expected]
