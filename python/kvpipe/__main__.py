@@ -481,7 +481,7 @@ def _main(argv: Optional[List[str]]) -> int:
     if args.backward:
         if args.tune:
             parser.error("bench --backward takes no --tune (its tiles are fixed per head "
-                         "dim); --variant dq_atomics=true measures that choice beside it")
+                         "dim); --variant dq_atomics=false measures the staged dQ beside the default")
         unknown = sorted({name for v in variants for name in v} - set(kernels.BACKWARD_TUNING))
         if unknown:
             parser.error(f"bench --backward --variant takes {', '.join(kernels.BACKWARD_TUNING)}"

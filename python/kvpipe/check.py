@@ -676,8 +676,8 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
                       backward=True, deterministic=True)
         if config not in configs:
             configs.append(config)
-    for case in dq_atomics_cases():
-        add(case, dq_atomics=True)
+    for case in staged_dq_cases():
+        add(case, dq_atomics=False)
     return configs
 
 
@@ -752,10 +752,11 @@ def _reference_grads(case: Case, q: Any, k: Any, v: Any, do: Any, scale: float, 
     return qf.grad, kf.grad, vf.grad
 
 
-def dq_atomics_cases() -> List[Case]:
-    """Backward cases run again with ``dq_atomics`` (dQ from registers, head
-    dims above 128): odd lengths, seq_q != seq_kv, GQA, bshd strided, f16,
-    causal, V's 128 with Q/K's 192."""
+def staged_dq_cases() -> List[Case]:
+    """Backward cases run again with ``dq_atomics=False`` (head dims above
+    128: dQ staged and bulk-reduced, deterministic mode's way, rather than
+    the default's reductions from registers): odd lengths, seq_q != seq_kv,
+    GQA, bshd strided, f16, causal, V's 128 with Q/K's 192."""
     cases = []
     for head_dim in (192, 256):
         cases += [Case("bf16", head_dim, False, 1, 2, 2, 197, 300),
@@ -778,7 +779,8 @@ def run_backward_case(case: Case, seed: int, dq_atomics: Optional[bool] = None
     k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
     v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
     scale = 1.0 / math.sqrt(case.head_dim)
-    row: Dict[str, Any] = {"case": case.name + (" dq_atomics" if dq_atomics else "")}
+    row: Dict[str, Any] = {"case": case.name + ("" if dq_atomics is None
+                                                else f" dq_atomics={int(dq_atomics)}")}
     try:
         with torch.no_grad():
             o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
@@ -823,11 +825,11 @@ def compare_grads(row: Dict[str, Any], got: Any, autograd: Any, refs: Any, torch
 
 
 def run_backward(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:
-    """The backward cases (the grid, then ``dq_atomics_cases`` with
-    dq_atomics, when ``cases`` is None)."""
+    """The backward cases (the grid, then ``staged_dq_cases`` with
+    ``dq_atomics=False``, when ``cases`` is None)."""
     runs = ([(case, None) for case in cases] if cases is not None else
             [(case, None) for case in backward_grid()]
-            + [(case, True) for case in dq_atomics_cases()])
+            + [(case, False) for case in staged_dq_cases()])
     rows = []
     for i, (case, dq_atomics) in enumerate(runs):
         start = time.perf_counter()

@@ -114,11 +114,12 @@ def test_backward_kernel_configs_hold_the_forward_kernels_the_grid_launches():
     assert any(case.head_dim == 80 for case in check.backward_grid())
     assert any(c.get("persistent") and c["head_dim"] == 96 and c["dtype"] == "f16"
                for c in configs)
-    # check --backward runs its dq_atomics cases with that tuning attribute.
-    for case in check.dq_atomics_cases():
+    # check --backward runs its staged-dQ cases with dq_atomics=False (the
+    # default above 128 reduces dQ from registers).
+    for case in check.staged_dq_cases():
         assert case.head_dim > 128
         dims = dict(head_dim=case.head_dim)
         if case.value_head_dim is not None:
             dims["value_head_dim"] = case.value_head_dim
         assert dict(**dims, dtype=case.dtype, causal=case.causal, backward=True,
-                    dq_atomics=True) in configs, case
+                    dq_atomics=False) in configs, case

@@ -10,21 +10,24 @@
 // 384-thread barrier accumulates dV^T and dK^T (its 64 head-dim rows x all 96
 // keys, 48 fp32) from the dO and Q slots read MN-major (transpose_a) and the
 // buffers (transpose_b), and dQ for its two 32-column blocks (dS K-major,
-// K's column block MN-major), each staged and bulk-reduced. Every tile is in
+// K's column block MN-major), each staged and bulk-reduced (dq_atomics =
+// false: the staged way, deterministic mode's). Every tile is in
 // the 64-byte swizzle. The epilogue stores dK^T and dV^T transposed into the
-// K and V tiles (rows: keys) for 96-row TMA stores. The 256 declaration
-// (two warpgroups, 64 keys) computes dQ 64 columns at a time, and goes
+// K and V tiles (rows: keys) for 96-row TMA stores. The staged 256
+// declaration (two warpgroups, 64 keys) computes dQ 64 columns at a time,
+// and goes
 // through --kvpipe-to-ptx and ptxas too: the pinned wgmma descriptors keep
 // the kernels free of spills. With V's head
 // dim 128 at 192 (DeepSeek's), V's two 64-row blocks of dV^T go to
 // warpgroups 0 and 1: the third issues and stores no dV (uniform branches).
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
-  kvpipe.attention_kernel @bwd {head_dim = 192 : i64, element_type = bf16, causal = true, backward = true}
-  kvpipe.attention_kernel @bwd256 {head_dim = 256 : i64, element_type = f16, causal = false, backward = true}
+  kvpipe.attention_kernel @bwd {head_dim = 192 : i64, element_type = bf16, causal = true, backward = true, dq_atomics = false}
+  kvpipe.attention_kernel @bwd256 {head_dim = 256 : i64, element_type = f16, causal = false, backward = true, dq_atomics = false}
   kvpipe.attention_kernel @bwd192v128 {head_dim = 192 : i64, value_head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
-  kvpipe.attention_kernel @bwd256atomics {head_dim = 256 : i64, element_type = bf16, causal = true, backward = true, dq_atomics = true}
+  kvpipe.attention_kernel @bwd256atomics {head_dim = 256 : i64, element_type = bf16, causal = true, backward = true}
   kvpipe.attention_kernel @bwd192atomics {head_dim = 192 : i64, element_type = bf16, causal = false, backward = true, dq_atomics = true}
+  kvpipe.attention_kernel @bwd256det {head_dim = 256 : i64, element_type = bf16, causal = true, backward = true, deterministic = true}
 }
 
 // CHECK-LABEL: gpu.func @bwd(
@@ -102,9 +105,10 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK-LABEL: gpu.func @bwd192v128(
 //  CHECK-SAME:   block_n = 96
 //  CHECK-SAME:   value_head_dim = 128
-// V: [4 blocks][96 keys][32]; the dO ring's slot: [4][64][32].
+// V: [4 blocks][96 keys][32]; the dO ring's two slots (dQ from registers
+// by default leaves room for the second): [2][4][64][32].
 //       CHECK:   memref<4x96x32xbf16, #gpu.address_space<workgroup>>
-//       CHECK:   memref<1x4x64x32xbf16, #gpu.address_space<workgroup>>
+//       CHECK:   memref<2x4x64x32xbf16, #gpu.address_space<workgroup>>
 //       CHECK:   %[[HASDV:.*]] = arith.cmpi ult, %{{.*}}, %c2 : index
 // dP = dO V_c^T over V's 128 columns.
 //       CHECK:   kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64} : memref<4x64x32xbf16, {{.*}}>, memref<4x32x32xbf16, {{.*}}> -> vector<16xf32>
@@ -125,13 +129,20 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  CHECK-NEXT:     memref.subview
 //  CHECK-NEXT:     kvpipe.tma_store %{{.*}}, %arg5
 
-// With dq_atomics, dQ goes from registers to dq_accum: no staging tiles (256:
-// 230400 - 2 x 16 KiB; 192: 222208 - 3 x 8 KiB), 64-column blocks at both
-// head dims (nothing to fit), each thread's 32 fp32 as eight 16-byte vector
-// reductions in fragment order; no bulk reduction, no barrier between the
-// blocks.
+// With dq_atomics (the default above head dim 128, outside deterministic
+// mode), dQ goes from registers to dq_accum: no staging tiles, and their room
+// holds a second dO slot (256: 230400 - 2 x 16 KiB + 32 KiB; 192: 222208 -
+// 3 x 8 KiB + 24 KiB), 64-column blocks at both head dims (nothing to fit),
+// each thread's 32 fp32 as eight 16-byte vector reductions in fragment
+// order; no bulk reduction, no barrier between the blocks.
 // CHECK-LABEL: gpu.func @bwd256atomics(
-//  CHECK-SAME:   dynamic_shared_memory = 197632
+//  CHECK-SAME:   dynamic_shared_memory = 230400
+// The Q ring, then the dO ring: two slots each.
+//       CHECK:   memref<2x8x64x32xbf16, #gpu.address_space<workgroup>>
+//       CHECK:   memref<2x8x64x32xbf16, #gpu.address_space<workgroup>>
+//       CHECK:   kvpipe.create : !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 2>
+//  CHECK-NEXT:   kvpipe.create : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+//  CHECK-NEXT:   kvpipe.create : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
 //       CHECK:   %[[DQ0:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<2x64x32xbf16, {{.*}}>, memref<2x64x32xbf16, {{.*}}> -> vector<32xf32>
 //       CHECK:   %[[DQ1:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<2x64x32xbf16, {{.*}}>, memref<2x64x32xbf16, {{.*}}> -> vector<32xf32>
 //       CHECK:   kvpipe.warpgroup_wait %[[DQ0]] {pending = 1 : i64}
@@ -144,11 +155,22 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   gpu.return
 
 // CHECK-LABEL: gpu.func @bwd192atomics(
-//  CHECK-SAME:   dynamic_shared_memory = 197632
+//  CHECK-SAME:   dynamic_shared_memory = 222208
 //       CHECK:   %[[DQ:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 64 : i64, transpose_b} : memref<3x64x32xbf16, {{.*}}>, memref<2x96x32xbf16, {{.*}}> -> vector<32xf32>
 //       CHECK:   kvpipe.warpgroup_wait %[[DQ]] {pending = 0 : i64}
 //   CHECK-COUNT-8:   "red.global.add.v4.f32
 //   CHECK-NOT:   cp.reduce.async.bulk
+//       CHECK:   gpu.return
+
+// Deterministic mode keeps the staged dQ (its ordered additions wait for the
+// bulk reductions; 32-column blocks) and so one dO slot.
+// CHECK-LABEL: gpu.func @bwd256det(
+//  CHECK-SAME:   dynamic_shared_memory = 214016
+//       CHECK:   kvpipe.create : !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 2>
+//  CHECK-NEXT:   kvpipe.create : !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+//  CHECK-NEXT:   kvpipe.create : !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 2>
+//       CHECK:   cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
+//   CHECK-NOT:   red.global.add
 //       CHECK:   gpu.return
 
 // PTXAS: Compiling entry function 'bwd192atomics'

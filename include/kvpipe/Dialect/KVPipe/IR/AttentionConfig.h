@@ -174,10 +174,14 @@ struct AttentionConfig {
   /// accumulates dV^T and dK^T for its head_dim / consumers rows (all the
   /// CTA's keys) and dQ for its columns.
   bool backwardSplitsHeadDim() const { return backward && headDim > 128; }
-  /// The dO ring's slots: one when the head dim is split (its 227 KiB hold
-  /// two Q slots, one dO slot and the P and dS buffers; FA3's Stages_dO).
+  /// The dO ring's slots: one when the head dim is split and dQ is staged
+  /// (227 KiB then hold two Q slots, one dO slot, the P and dS buffers and
+  /// the staging tiles; FA3's Stages_dO); two otherwise (dQ from registers
+  /// frees the staging tiles' room for the second slot: 225 KiB at 256).
   int64_t backwardDOStages() const {
-    return backwardSplitsHeadDim() ? 1 : kBackwardStages;
+    return backwardSplitsHeadDim() && !backwardDQFromRegisters()
+               ? 1
+               : kBackwardStages;
   }
   int64_t backwardQTileBytes() const {
     return kBackwardBlockM * headDim * elementBytes();
@@ -228,7 +232,8 @@ struct AttentionConfig {
                                     ? kBackwardDSBuffers * backwardDSBufferBytes()
                                     : 0);
   }
-  /// dQ added to the fp32 accumulator from registers (`dq_atomics`): no
+  /// dQ added to the fp32 accumulator from registers (`dq_atomics`; by
+  /// default with the head dim split outside deterministic mode): no
   /// staging tiles.
   bool backwardDQFromRegisters() const { return dqAtomics; }
   /// dQ's column blocks with the head dim split: two tile widths (N = 64,
