@@ -177,12 +177,13 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     `mask_mod` with it is a verifier error.
 
     `dq_atomics` (with `backward` at head dims above 128, not with
-    `deterministic`; default false) adds each warpgroup's dQ columns to the
-    fp32 accumulator straight from registers (`red.global.add.v4.f32`,
-    FA3's choice at head dim 256) instead of staging them in shared memory
-    for bulk reductions: no staging tiles (32 KiB less shared memory at
-    256), no waits for a previous reduction, no barriers between dQ's
-    column blocks (docs/backward.md, "Head dims 192 and 256").
+    `deterministic`; default true there, false elsewhere) adds each
+    warpgroup's dQ columns to the fp32 accumulator straight from registers
+    (`red.global.add.v4.f32`, FA3's choice at head dim 256) instead of
+    staging them in shared memory for bulk reductions: no staging tiles
+    (their room holds a second dO slot), no waits for a previous
+    reduction, no barriers between dQ's column blocks (docs/backward.md,
+    "Head dims 192 and 256"). `dq_atomics = false` keeps the staged way.
 
     Modifiers (docs/modifiers.md; FlexAttention's `score_mod` and
     `mask_mod`): an optional `score_mod` region
