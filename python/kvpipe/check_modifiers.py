@@ -287,9 +287,7 @@ def run_flash_attn_cases() -> List[Dict[str, Any]]:
     from kvpipe.flash_attn import flash_attn_func
 
     rows = []
-    for i, (sq, skv, causal, softcap, alibi) in enumerate((
-            (300, 517, False, 30.0, False), (300, 517, True, 0.0, True),
-            (517, 517, False, 15.0, True), (64, 1000, True, 50.0, True))):
+    for i, (sq, skv, causal, softcap, alibi) in enumerate(FLASH_CASES):
         torch.manual_seed(99 + i)
         b, h, hkv, d = 2, 4, 2, 128
         q = torch.randn(b, sq, h, d, dtype=torch.bfloat16, device="cuda")
@@ -377,9 +375,8 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None) -> List[Dict[str,
                            value_head_dim=None, mask_alignment="top_left",
                            sliding_window=window, kv_lengths=False, modifiers=traced.ir,
                            aux_types=traced.aux_types))
-    for causal, softcap, alibi in ((False, 30.0, False), (True, 0.0, True),
-                                   (False, 15.0, True), (True, 50.0, True)):
-        traced = modifiers.trace(_flash_score_mod(softcap, alibi))
+    for sq, skv, causal, softcap, alibi in FLASH_CASES:
+        traced = modifiers.trace(_flash_score_mod(softcap, alibi, sq == skv))
         wanted.append(dict(head_dim=128, dtype="bf16", causal=causal, value_head_dim=None,
                            mask_alignment="bottom_right" if causal else "top_left",
                            sliding_window=False, kv_lengths=False, modifiers=traced.ir,
@@ -387,14 +384,16 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None) -> List[Dict[str,
     return unique_configs(wanted)
 
 
-def _flash_score_mod(softcap: float, alibi: bool) -> Callable[..., Any]:
+def _flash_score_mod(softcap: float, alibi: bool, equal_lengths: bool) -> Callable[..., Any]:
     """flash_attn_func's score_mod for the check's (batch 2, 4 heads) cases,
-    traced with shape-only slopes and shift (kvpipe.flash_attn._score_mod)."""
+    traced with shape-only slopes and shift (kvpipe.flash_attn._score_mod:
+    the shift 0 compiled in where the lengths are equal)."""
     mods = []
     if softcap:
         mods.append(modifiers.soft_cap(softcap))
     if alibi:
-        mods.append(modifiers.alibi(_ShapeOnly((2, 4), "float32"), _ShapeOnly((1,), "int32")))
+        shift = 0 if equal_lengths else _ShapeOnly((1,), "int32")
+        mods.append(modifiers.alibi(_ShapeOnly((2, 4), "float32"), shift))
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
 
 
@@ -510,10 +509,10 @@ def run_mod_backward_case(case: ModCase, seed: int) -> Dict[str, Any]:
     return row
 
 
-#: flash_attn_func's trainable softcap / alibi_slopes cases: (seq_q, seq_kv,
-#: causal, softcap, alibi).
-FLASH_BACKWARD_CASES = ((300, 517, False, 30.0, False), (300, 517, True, 0.0, True),
-                        (517, 517, False, 15.0, True), (64, 1000, True, 50.0, True))
+#: flash_attn_func's softcap / alibi_slopes cases, forward and trainable:
+#: (seq_q, seq_kv, causal, softcap, alibi).
+FLASH_CASES = ((300, 517, False, 30.0, False), (300, 517, True, 0.0, True),
+               (517, 517, False, 15.0, True), (64, 1000, True, 50.0, True))
 
 
 def run_flash_attn_backward_cases() -> List[Dict[str, Any]]:
@@ -524,7 +523,7 @@ def run_flash_attn_backward_cases() -> List[Dict[str, Any]]:
     from kvpipe.flash_attn import flash_attn_func
 
     rows = []
-    for i, (sq, skv, causal, softcap, alibi) in enumerate(FLASH_BACKWARD_CASES):
+    for i, (sq, skv, causal, softcap, alibi) in enumerate(FLASH_CASES):
         torch.manual_seed(199 + i)
         b, h, hkv, d = 2, 4, 2, 128
         q = torch.randn(b, sq, h, d, dtype=torch.bfloat16, device="cuda")
@@ -710,8 +709,8 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
         left, right = normalise_window(case.window, case.causal)
         add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
             case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype)
-    for sq, skv, causal, softcap, alibi in FLASH_BACKWARD_CASES:
-        add((_flash_score_mod(softcap, alibi), None), 128, causal,
+    for sq, skv, causal, softcap, alibi in FLASH_CASES:
+        add((_flash_score_mod(softcap, alibi, sq == skv), None), 128, causal,
             "top_left" if sq == skv else "bottom_right", False, sq, skv)
     if cases is None:
         for case in LEARNABLE_AUX_CASES:

@@ -76,13 +76,20 @@ def _score_mod(softcap: float, alibi_slopes: Any, q: Any, seq_kv: Any) -> Any:
         # as constants there, and so here.
         if getattr(alibi_slopes, "requires_grad", False):
             alibi_slopes = alibi_slopes.detach()
-        # The diagonal's shift is read at run time: one kernel for all lengths.
-        import torch
+        # The diagonal's shift: 0 for as many queries as keys (self-attention
+        # in training and prefill), compiled in, so that the kernel computes
+        # the distance in f32 (exact, no integer conversion per score); other
+        # shifts are read at run time, one kernel for all lengths.
+        if isinstance(seq_kv, int) and seq_kv == seq_q:
+            mods.append(modifiers.alibi(alibi_slopes, 0))
+        elif isinstance(seq_kv, int):
+            import torch
 
-        if isinstance(seq_kv, int):
             shift = torch.tensor([seq_kv - seq_q], dtype=torch.int32, device=q.device)
             mods.append(modifiers.alibi(alibi_slopes, shift))
         else:
+            import torch
+
             shift = torch.tensor([-seq_q], dtype=torch.int32, device=q.device)
             mods.append(modifiers.alibi(alibi_slopes, shift, kv_lengths=seq_kv))
     if not mods:

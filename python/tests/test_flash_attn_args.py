@@ -134,3 +134,42 @@ def qkv():
 def test_attention_mask_argument_errors(kwargs, error, match):
     with pytest.raises(error, match=match):
         kvpipe.attention(*qkv(), causal=True, **kwargs)
+
+
+def test_alibi_of_equal_lengths_compiles_its_zero_shift_in():
+    # As many queries as keys: the diagonal's shift 0 is a constant of the
+    # kernel (its distance computed in f32, no integer conversion per score,
+    # no shift tensor sent per call); the slopes are the only aux tensor.
+    import kvpipe
+
+    class Loadable(FakeTensor):
+        def __getitem__(self, index):
+            return kvpipe.modifiers.load(self, index)
+
+    q = FakeTensor((2, 300, 4, 64))
+    slopes = Loadable((4,), dtype="float32")
+    traced = kvpipe.modifiers.trace(flash_attn._score_mod(0.0, slopes, q, 300))
+    assert traced.aux_types == ("f32",)
+    assert "arith.subi %q_idx, %kv_idx" in traced.ir and "arith.addi" not in traced.ir
+
+
+def test_check_mods_lists_the_kernel_flash_attn_traces_for_equal_lengths():
+    # check --mods's flash_attn_func cases run on a machine without the
+    # compiler: the kernel _score_mod traces for equal lengths (the shift 0
+    # compiled in) must be in compile --for-check --mods's list.
+    import kvpipe
+    from kvpipe import check_modifiers
+
+    class Loadable(FakeTensor):
+        def __getitem__(self, index):
+            return kvpipe.modifiers.load(self, index)
+
+    configs = check_modifiers.mods_kernel_configs(cases=[])
+    equal = [c for c in check_modifiers.FLASH_CASES if c[0] == c[1] and c[4]]
+    assert equal
+    for sq, skv, causal, softcap, alibi in equal:
+        q = FakeTensor((2, sq, 4, 128))
+        traced = kvpipe.modifiers.trace(
+            flash_attn._score_mod(softcap, Loadable((2, 4), dtype="float32"), q, skv))
+        assert any(c.get("modifiers") == traced.ir and c["causal"] == causal
+                   for c in configs), (sq, skv)
