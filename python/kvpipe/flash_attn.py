@@ -77,8 +77,8 @@ def _score_mod(softcap: float, alibi_slopes: Any, q: Any, seq_kv: Any) -> Any:
         if getattr(alibi_slopes, "requires_grad", False):
             alibi_slopes = alibi_slopes.detach()
         # The diagonal's shift: 0 for as many queries as keys (self-attention
-        # in training and prefill), compiled in, so that the kernel computes
-        # the distance in f32 (exact, no integer conversion per score); other
+        # in training and prefill), compiled in: no int tensor built and
+        # copied to the device per call, no read of it in the kernel; other
         # shifts are read at run time, one kernel for all lengths.
         if isinstance(seq_kv, int) and seq_kv == seq_q:
             mods.append(modifiers.alibi(alibi_slopes, 0))

@@ -138,8 +138,8 @@ def test_attention_mask_argument_errors(kwargs, error, match):
 
 def test_alibi_of_equal_lengths_compiles_its_zero_shift_in():
     # As many queries as keys: the diagonal's shift 0 is a constant of the
-    # kernel (its distance computed in f32, no integer conversion per score,
-    # no shift tensor sent per call); the slopes are the only aux tensor.
+    # kernel (no shift tensor copied to the device per call, none read by
+    # the kernel); the slopes are the only aux tensor.
     import kvpipe
 
     class Loadable(FakeTensor):

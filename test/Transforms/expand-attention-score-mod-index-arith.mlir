@@ -25,33 +25,6 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %r = arith.subf %s, %bias : f32
     kvpipe.yield %r : f32
   }
-  // The Python tracer's |d|: max(d, 0 - d). The same f32 code as math.absi;
-  // a plain max/min of index expressions is computed in f32 as well.
-  kvpipe.attention_kernel @alibi_traced {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, aux_types = [f32]}
-  score_mod {
-  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
-    %slope = kvpipe.aux_load 0[%h] : f32
-    %d = arith.subi %q, %kv : index
-    %c0 = arith.constant 0 : index
-    %n = arith.subi %c0, %d : index
-    %a = arith.maxsi %d, %n : index
-    %ai = arith.index_cast %a : index to i32
-    %af = arith.sitofp %ai : i32 to f32
-    %bias = arith.mulf %slope, %af : f32
-    %r = arith.subf %s, %bias : f32
-    kvpipe.yield %r : f32
-  }
-  kvpipe.attention_kernel @clamped_distance {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64}
-  score_mod {
-  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
-    %d = arith.subi %q, %kv : index
-    %c128 = arith.constant 128 : index
-    %m = arith.minsi %d, %c128 : index
-    %mi = arith.index_cast %m : index to i32
-    %mf = arith.sitofp %mi : i32 to f32
-    %r = arith.addf %s, %mf : f32
-    kvpipe.yield %r : f32
-  }
   // A bias table indexed by (q, kv): both are clamped into the sequence.
   kvpipe.attention_kernel @bias_table {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, aux_types = [f32]}
   score_mod {
@@ -100,27 +73,6 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     kvpipe.fragment_exp2
 //   CHECK-NOT:     arith.sitofp
 
-// CHECK-LABEL: gpu.func @alibi_traced(
-//       CHECK:   scf.for
-//       CHECK:     %[[ROW:.*]] = arith.sitofp %{{.*}} : i32 to f32
-//       CHECK:     %[[KEY:.*]] = arith.sitofp %{{.*}} : i32 to f32
-//       CHECK:     %[[D:.*]] = arith.subf %[[ROW]], %[[KEY]] : f32
-//       CHECK:     math.absf %[[D]] : f32
-//       CHECK:     %[[D1:.*]] = arith.addf %[[D]], %{{.*}} : f32
-//       CHECK:     math.absf %[[D1]] : f32
-//       CHECK:     arith.sitofp
-//   CHECK-NOT:     arith.sitofp
-//   CHECK-NOT:     arith.maxsi
-//   CHECK-NOT:     arith.maximumf
-//       CHECK:     kvpipe.fragment_exp2
-
-// CHECK-LABEL: gpu.func @clamped_distance(
-//       CHECK:   scf.for
-//       CHECK:     %[[D:.*]] = arith.subf %{{.*}}, %{{.*}} : f32
-//       CHECK:     arith.minimumf %[[D]], %{{.*}} : f32
-//   CHECK-NOT:     arith.minsi
-//       CHECK:     kvpipe.fragment_exp2
-
 // CHECK-LABEL: gpu.func @bias_table(
 //       CHECK:     arith.minsi
 //       CHECK:     arith.minsi
@@ -141,8 +93,3 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  PTX-NEXT: fma.rn.f32 %r{{[0-9]+}}, [[A]], [[S]], %r{{[0-9]+}};
 //       PTX: abs.f32 [[A1:%r[0-9]+]], %r{{[0-9]+}};
 //  PTX-NEXT: fma.rn.f32 %r{{[0-9]+}}, [[A1]], [[S]], %r{{[0-9]+}};
-// The traced spelling: no integer max or conversion per element either.
-// PTX-LABEL: .entry alibi_traced(
-//   PTX-NOT: max.s32
-//       PTX: abs.f32
-// PTX-LABEL: .entry bias_table(

@@ -74,26 +74,6 @@ struct ExactFloat {
 };
 } // namespace
 
-/// `x` where `op` computes |x|: `math.absi x`, or `arith.maxsi x, 0 - x`
-/// (either order), which is how the Python tracer spells `abs` (ALiBi's
-/// distance); null otherwise.
-static Value absoluteValueOperand(Operation *op) {
-  if (auto abs = dyn_cast<math::AbsIOp>(op))
-    return abs.getOperand();
-  auto max = dyn_cast<arith::MaxSIOp>(op);
-  if (!max)
-    return Value();
-  auto negates = [](Value negated, Value x) {
-    auto sub = negated.getDefiningOp<arith::SubIOp>();
-    return sub && sub.getRhs() == x && matchPattern(sub.getLhs(), m_Zero());
-  };
-  if (negates(max.getRhs(), max.getLhs()))
-    return max.getLhs();
-  if (negates(max.getLhs(), max.getRhs()))
-    return max.getRhs();
-  return Value();
-}
-
 /// The float form of the region's integer value `v` (an index expression),
 /// if every intermediate value is an integer of magnitude at most 2^24 (so
 /// that f32 arithmetic on it is exact, and the result is what the integer
@@ -176,25 +156,11 @@ exactFloat(ImplicitLocOpBuilder &b, Value v, const IRMapping &map,
         result = ExactFloat{base, x->offset * c, std::min(x->lo * c, x->hi * c),
                             std::max(x->lo * c, x->hi * c)};
       }
-    } else if (Value x = absoluteValueOperand(op)) {
-      if (std::optional<ExactFloat> f =
-              exactFloat(b, x, map, firstIndex, floats);
-          f && exact(*f)) {
-        int64_t lo = f->lo >= 0 ? f->lo : (f->hi <= 0 ? -f->hi : 0);
-        result = ExactFloat{math::AbsFOp::create(b, f->materialize(b)), 0, lo,
-                            std::max(std::abs(f->lo), std::abs(f->hi))};
-      }
-    } else if (isa<arith::MaxSIOp, arith::MinSIOp>(op)) {
-      std::optional<ExactFloat> x = operand(0), y = operand(1);
-      if (x && y && exact(*x) && exact(*y)) {
-        bool max = isa<arith::MaxSIOp>(op);
-        Value u = x->materialize(b), v = y->materialize(b);
-        Value base = max ? Value(arith::MaximumFOp::create(b, u, v))
-                         : Value(arith::MinimumFOp::create(b, u, v));
-        result = max ? ExactFloat{base, 0, std::max(x->lo, y->lo),
-                                  std::max(x->hi, y->hi)}
-                     : ExactFloat{base, 0, std::min(x->lo, y->lo),
-                                  std::min(x->hi, y->hi)};
+    } else if (isa<math::AbsIOp>(op)) {
+      if (std::optional<ExactFloat> x = operand(0); x && exact(*x)) {
+        int64_t lo = x->lo >= 0 ? x->lo : (x->hi <= 0 ? -x->hi : 0);
+        result = ExactFloat{math::AbsFOp::create(b, x->materialize(b)), 0, lo,
+                            std::max(std::abs(x->lo), std::abs(x->hi))};
       }
     }
   }
