@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Fills a kernel cache for a GPU machine without the compiler and packs it for one device call.
+#
+#   scripts/gpu/pack.sh [FAMILY ...]     # families: default backward varlen mods decode paged
+#                                        # (default: default backward varlen)
+#
+# Compiles `python -m kvpipe compile --for-check` for each family (--mods also takes the
+# backward's modifier kernels) into .gpu/cache with this checkout's build/bin/kvpipe-opt (kernels
+# already there from the same compiler build are kept), then writes .gpupack/kernels.tgz.
+# Put `/.gpu/` and `/.gpupack/` in .git/info/exclude, and carry [".gpupack"] in the device call
+# (64 MiB per call: the modifier kernels make it ~22 MB, so FA4's 44 MiB part b goes in a call of
+# its own). On the device: scripts/gpu/steps.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export KVPIPE_OPT=${KVPIPE_OPT:-$PWD/build/bin/kvpipe-opt} PYTHONPATH=$PWD/python
+export KVPIPE_CACHE_DIR=$PWD/.gpu/cache
+families=("$@")
+[[ ${#families[@]} -gt 0 ]] || families=(default backward varlen)
+for family in "${families[@]}"; do
+  case $family in
+    default) flags=() ;;
+    backward|varlen|decode|paged) flags=(--"$family") ;;
+    mods) flags=(--mods --backward) ;;
+    *) echo "pack.sh: unknown family '$family' (default backward varlen mods decode paged)" >&2
+       exit 2 ;;
+  esac
+  echo "pack.sh: compile --for-check ${flags[*]}"
+  python3 -m kvpipe compile --for-check "${flags[@]}" | grep -cv ", cached$" |
+    sed 's/^/pack.sh:   kernels compiled (not cached): /' || true
+done
+mkdir -p .gpupack
+tar czf .gpupack/kernels.tgz .gpu
+echo "pack.sh: .gpupack/kernels.tgz $(du -h .gpupack/kernels.tgz | cut -f1)"
