@@ -77,9 +77,10 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'deterministic' applies to the backward pass only "
                           "(the forward is deterministic): it needs "
                           "'backward' = true";
-  // dQ from registers is the default where it applies: measured 1-5 %
-  // faster than staged bulk reductions at 192 and 256 (docs/backward.md,
-  // "Head dims 192 and 256"); deterministic mode needs the staged ones.
+  // dQ from registers is the default where it applies: with the second dO
+  // slot its staging room holds, 5-15 % faster than staged bulk reductions
+  // at 192 and even at 256 (H100, docs/backward.md, "Head dims 192 and
+  // 256"); deterministic mode needs the staged ones.
   c.dqAtomics = op.getDqAtomics().value_or(
       c.backward && c.headDim > 128 && !c.deterministic);
   if (c.dqAtomics && !(c.backward && c.headDim > 128))
