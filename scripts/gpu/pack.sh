@@ -7,7 +7,7 @@
 # Compiles `python -m kvpipe compile --for-check` for each family (--mods also takes the
 # backward's modifier kernels) into .gpu/cache with this checkout's build/bin/kvpipe-opt (kernels
 # already there from the same compiler build are kept), then writes .gpupack/kernels.tgz.
-# Put `/.gpu/` and `/.gpupack/` in .git/info/exclude, and carry [".gpupack"] in the device call
+# Both folders are git-ignored (they travel only when carried): carry [".gpupack"] in the device call
 # (64 MiB per call: the modifier kernels make it ~22 MB, so FA4's 44 MiB part b goes in a call of
 # its own). On the device: scripts/gpu/steps.sh.
 set -euo pipefail
