@@ -1436,13 +1436,8 @@ void BackwardBuilder::buildOrderedTurnEnd(Value semaphore, Value elected,
   b.setInsertionPointToStart(pass.thenBlock());
   // Written as PTX: NVPTX (LLVM 22) selects a plain relaxed `atom` for an
   // `atomicrmw release syncscope("device")`, without the release.
-  LLVM::InlineAsmOp::create(
-      b, TypeRange{}, ValueRange{semaphore, i32(1)},
-      b.getStringAttr("red.release.gpu.global.add.s32 [$0], $1;"),
-      b.getStringAttr("l,r,~{memory}"), b.getUnitAttr(),
-      /*is_align_stack=*/nullptr,
-      LLVM::TailCallKindAttr::get(ctx, LLVM::tailcallkind::TailCallKind::None),
-      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  buildPtxStatement(b, "red.release.gpu.global.add.s32 [$0], $1;",
+                    "l,r,~{memory}", {semaphore, i32(1)});
 }
 
 SmallVector<gpu::GPUFuncOp>

@@ -616,6 +616,17 @@ Value kvpipe::buildFragmentOrderLoad(ImplicitLocOpBuilder &b, Value base,
       b, VectorType::get({numElements}, b.getF32Type()), elements);
 }
 
+void kvpipe::buildPtxStatement(ImplicitLocOpBuilder &b, StringRef ptx,
+                               StringRef constraints, ValueRange operands) {
+  LLVM::InlineAsmOp::create(
+      b, TypeRange{}, operands, b.getStringAttr(ptx),
+      b.getStringAttr(constraints), /*has_side_effects=*/b.getUnitAttr(),
+      /*is_align_stack=*/nullptr,
+      LLVM::TailCallKindAttr::get(b.getContext(),
+                                  LLVM::tailcallkind::TailCallKind::None),
+      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+}
+
 void kvpipe::buildBulkReduceAddF32(ImplicitLocOpBuilder &b, Value global,
                                    Value tile, int64_t bytes) {
   // MLIR 22's NVVM dialect has the tensor form of the bulk reduction only;
@@ -623,17 +634,11 @@ void kvpipe::buildBulkReduceAddF32(ImplicitLocOpBuilder &b, Value global,
   // offset in the CTA's window.
   Value shared = arith::IndexCastOp::create(
       b, b.getI32Type(), memref::ExtractAlignedPointerAsIndexOp::create(b, tile));
-  LLVM::InlineAsmOp::create(
-      b, TypeRange{},
-      ValueRange{global, shared,
-                 arith::ConstantIntOp::create(b, bytes, 32)},
-      b.getStringAttr("cp.reduce.async.bulk.global.shared::cta.bulk_group."
-                      "add.f32 [$0], [$1], $2;"),
-      b.getStringAttr("l,r,r,~{memory}"), b.getUnitAttr(),
-      /*is_align_stack=*/nullptr,
-      LLVM::TailCallKindAttr::get(b.getContext(),
-                                  LLVM::tailcallkind::TailCallKind::None),
-      /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+  buildPtxStatement(b,
+                    "cp.reduce.async.bulk.global.shared::cta.bulk_group."
+                    "add.f32 [$0], [$1], $2;",
+                    "l,r,r,~{memory}",
+                    {global, shared, arith::ConstantIntOp::create(b, bytes, 32)});
 }
 
 void kvpipe::buildFragmentOrderReduceAdd(ImplicitLocOpBuilder &b,
@@ -651,14 +656,8 @@ void kvpipe::buildFragmentOrderReduceAdd(ImplicitLocOpBuilder &b,
       operands.push_back(vector::ExtractOp::create(b, fragment, i + k));
     // NVVM has no vector reduction op; LLVM's atomicrmw on <4 x float>
     // becomes a compare-and-swap loop.
-    LLVM::InlineAsmOp::create(
-        b, TypeRange{}, operands,
-        b.getStringAttr("red.global.add.v4.f32 [$0], {$1, $2, $3, $4};"),
-        b.getStringAttr("l,f,f,f,f,~{memory}"), b.getUnitAttr(),
-        /*is_align_stack=*/nullptr,
-        LLVM::TailCallKindAttr::get(b.getContext(),
-                                    LLVM::tailcallkind::TailCallKind::None),
-        /*asm_dialect=*/nullptr, /*operand_attrs=*/nullptr);
+    buildPtxStatement(b, "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};",
+                      "l,f,f,f,f,~{memory}", operands);
   }
 }
 

@@ -329,6 +329,12 @@ mlir::Value buildFragmentOrderLoad(mlir::ImplicitLocOpBuilder &b,
                                    mlir::Value base, mlir::Value thread,
                                    int64_t numElements);
 
+/// One PTX statement with side effects and no results, as inline assembly
+/// (`constraints` in LLVM's syntax, `~{memory}` where it touches memory):
+/// for the instructions NVVM (MLIR 22) has no op for.
+void buildPtxStatement(mlir::ImplicitLocOpBuilder &b, llvm::StringRef ptx,
+                       llvm::StringRef constraints, mlir::ValueRange operands);
+
 /// Adds the f32 values of `tile` (a shared-memory memref with the identity
 /// layout, `bytes` of it, a multiple of 16) element-wise into global memory
 /// at `global` (`!llvm.ptr<1>`, 16-byte aligned), as one asynchronous bulk
