@@ -179,7 +179,8 @@ void alignSwizzledWorkgroupBuffers(Operation *root) {
   constexpr int64_t kAtomBytes = 1024;
   root->walk([&](gpu::GPUFuncOp fn) {
     auto isDataPath = [](Operation *op) {
-      return isa<TMALoadOp, TMAStoreOp, WarpgroupMmaOp, StoreFragmentOp>(op)
+      return isa<AsyncSlotCopyOpInterface, TMAStoreOp, WarpgroupMmaOp,
+                     StoreFragmentOp>(op)
                  ? WalkResult::interrupt()
                  : WalkResult::advance();
     };

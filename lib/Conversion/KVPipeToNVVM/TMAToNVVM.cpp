@@ -51,6 +51,34 @@ struct TMALoadOpLowering : ConvertOpToLLVMPattern<TMALoadOp> {
   }
 };
 
+struct BulkLoadOpLowering : ConvertOpToLLVMPattern<BulkLoadOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(BulkLoadOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value dest = tileAddress(rewriter, loc, *getTypeConverter(),
+                             op.getDest().getType(), adaptor.getDest());
+    // cp.async.bulk reads the global window: a generic pointer (kernel
+    // parameters are) is converted, a global one taken as is.
+    Value source = adaptor.getSource();
+    auto global = LLVM::LLVMPointerType::get(getContext(), 1);
+    if (source.getType() != global)
+      source = LLVM::AddrSpaceCastOp::create(rewriter, loc, global, source);
+    Value bytes = LLVM::ConstantOp::create(
+        rewriter, loc, rewriter.getI32Type(),
+        rewriter.getI32IntegerAttr(op.getTransactionBytes()));
+    // A .shared::cta destination (the CTA's own window, as the TMA loads
+    // without multicast).
+    NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+        rewriter, loc, dest, source, adaptor.getMbarrier(), bytes,
+        /*multicastMask=*/Value(), /*l2CacheHint=*/Value());
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct TMAStoreOpLowering : ConvertOpToLLVMPattern<TMAStoreOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -89,6 +117,7 @@ struct TMAPrefetchOpLowering : ConvertOpToLLVMPattern<TMAPrefetchOp> {
 
 void kvpipe::populateTMAToNVVMPatterns(const LLVMTypeConverter &converter,
                                        RewritePatternSet &patterns) {
-  patterns.add<TMALoadOpLowering, TMAStoreOpLowering, TMAPrefetchOpLowering>(
+  patterns.add<TMALoadOpLowering, BulkLoadOpLowering, TMAStoreOpLowering,
+               TMAPrefetchOpLowering>(
       converter);
 }

@@ -79,10 +79,13 @@ constexpr unsigned kPTXVersions[] = {32, 40, 41, 42, 43, 50, 60, 61, 62,
 /// The PTX ISA a kvpipe op's lowering needs, and what for: mbarrier
 /// transaction counts, fence.mbarrier_init, TMA and wgmma are PTX ISA 8.0; a
 /// TMA load into this CTA's shared memory (cp.async.bulk.tensor with a
-/// .shared::cta destination, the form without multicast) is 8.6.
+/// .shared::cta destination, the form without multicast) and a bulk load
+/// (cp.async.bulk, always that destination) are 8.6.
 std::pair<unsigned, StringRef> requiredPTX(Operation *op) {
   if (auto load = dyn_cast<TMALoadOp>(op); load && !load.getMulticastMask())
     return {86, "cp.async.bulk.tensor into .shared::cta"};
+  if (isa<BulkLoadOp>(op))
+    return {86, "cp.async.bulk into .shared::cta"};
   return {80, "mbarrier transactions, fence.mbarrier_init, TMA, wgmma"};
 }
 

@@ -34,3 +34,26 @@ gpu.module @ptx86 [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// A bulk load (cp.async.bulk, non-tensor) always has the .shared::cta
+// destination: PTX ISA 8.6 as well.
+gpu.module @bulk_ptx80 [#nvvm.target<chip = "sm_90a">] {
+  gpu.func @k(%src: !llvm.ptr, %bar: !kvpipe.mbarrier)
+      workgroup(%t : memref<64xf32, #gpu.address_space<workgroup>>) kernel {
+    // expected-error @+1 {{'kvpipe.bulk_load' op needs PTX ISA 8.6 or later (cp.async.bulk into .shared::cta), but its gpu.module targets sm_90a with PTX ISA 8.0}}
+    kvpipe.bulk_load %src, %t, %bar : !llvm.ptr, memref<64xf32, #gpu.address_space<workgroup>>
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @bulk_ptx86 [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%src: !llvm.ptr, %bar: !kvpipe.mbarrier)
+      workgroup(%t : memref<64xf32, #gpu.address_space<workgroup>>) kernel {
+    kvpipe.bulk_load %src, %t, %bar : !llvm.ptr, memref<64xf32, #gpu.address_space<workgroup>>
+    gpu.return
+  }
+}

@@ -540,3 +540,90 @@ func.func @multicast_bytes(%map: !map, %t: !tile, %mask: i16) -> !p {
   %q = kvpipe.step %p : !p
   return %q : !p
 }
+
+// -----
+
+// kvpipe.bulk_load is counted as the TMA loads are (AsyncSlotCopyOpInterface):
+// a Q tile and its 64 fp32 statistics (8192 + 256 bytes), the commit
+// recording only the tile's.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+!row = memref<64xf32, #gpu.address_space<workgroup>>
+func.func @bulk_bytes_uncounted(%p: !p, %map: !map, %i: index, %t: !tile, %src: !llvm.ptr, %r: !row) -> !p {
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  // expected-note @below {{the first of its 2 TMA load(s)}}
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  kvpipe.bulk_load %src, %r, %b : !llvm.ptr, !row
+  // expected-error @below {{'kvpipe.producer_commit' op expect_tx of 8192 bytes disagrees with the 8448 bytes its TMA loads deliver}}
+  kvpipe.producer_commit %p {kvpipe.transaction_bytes = 8192 : i64} : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+
+// -----
+
+// Corrected: the commit expects both copies.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!tile = memref<64x64xbf16, #gpu.address_space<workgroup>>
+!row = memref<64xf32, #gpu.address_space<workgroup>>
+func.func @bulk_bytes_counted(%p: !p, %map: !map, %i: index, %t: !tile, %src: !llvm.ptr, %r: !row) -> !p {
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  kvpipe.tma_load %map[%i, %i, %i], %t, %b : !map, !tile
+  kvpipe.bulk_load %src, %r, %b : !llvm.ptr, !row
+  kvpipe.producer_commit %p {kvpipe.transaction_bytes = 8448 : i64} : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+
+// -----
+
+// A bulk load into the next slot of its ring on the barrier of this one.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!ring = memref<2x64xf32, #gpu.address_space<workgroup>>
+!row = memref<64xf32, strided<[1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @bulk_load_into_next_slot(%p: !p, %n: index, %src: !llvm.ptr, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %index = kvpipe.index %s : !p
+    %next = arith.addi %index, %c1 : index
+    %slot = arith.remui %next, %c2 : index
+    kvpipe.producer_acquire %s : !p
+    // expected-note @below {{the barrier}}
+    %b = kvpipe.producer_mbar %s : !p
+    %t = memref.subview %k[%slot, 0] [1, 64] [1, 1] : !ring to !row
+    // expected-error @below {{'kvpipe.bulk_load' op fills ring slot 0 while its barrier is of the state at slot 1: the consumers wait for a slot that never receives the data}}
+    kvpipe.bulk_load %src, %t, %b : !llvm.ptr, !row
+    kvpipe.producer_commit %s : !p
+    %u = kvpipe.step %s : !p
+    scf.yield %u : !p
+  }
+  return %r : !p
+}
+
+// -----
+
+// Corrected: the slot of the barrier's state.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!ring = memref<2x64xf32, #gpu.address_space<workgroup>>
+!row = memref<64xf32, strided<[1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @bulk_load_into_own_slot(%p: !p, %n: index, %src: !llvm.ptr, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %slot = kvpipe.index %s : !p
+    kvpipe.producer_acquire %s : !p
+    %b = kvpipe.producer_mbar %s : !p
+    %t = memref.subview %k[%slot, 0] [1, 64] [1, 1] : !ring to !row
+    kvpipe.bulk_load %src, %t, %b : !llvm.ptr, !row
+    kvpipe.producer_commit %s : !p
+    %u = kvpipe.step %s : !p
+    scf.yield %u : !p
+  }
+  return %r : !p
+}

@@ -118,7 +118,7 @@ struct Tracer {
 };
 } // namespace
 
-SmallVector<BarrierOrigin> kvpipe::getBarrierOrigins(TMALoadOp load,
+SmallVector<BarrierOrigin> kvpipe::getBarrierOrigins(AsyncSlotCopyOpInterface load,
                                                      const CallSites &sites) {
   Tracer tracer{sites, {}, {}};
   tracer.trace(load.getMbarrier());

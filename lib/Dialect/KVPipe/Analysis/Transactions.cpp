@@ -94,7 +94,7 @@ struct Collector {
     return count;
   }
 
-  LogicalResult add(TMALoadOp load, int64_t count, Operation *site) {
+  LogicalResult add(AsyncSlotCopyOpInterface load, int64_t count, Operation *site) {
     result.loads.push_back({load, count, site});
     std::optional<int64_t> bytes = llvm::checkedMulAdd<int64_t>(
         count, load.getTransactionBytes(), result.bytes);
@@ -117,7 +117,7 @@ struct Collector {
                           int64_t factor, Operation *outer, bool countOuter,
                           Operation *site) {
     WalkResult walk = op->walk([&](Operation *inner) {
-      if (auto load = dyn_cast<TMALoadOp>(inner)) {
+      if (auto load = dyn_cast<AsyncSlotCopyOpInterface>(inner)) {
         if (!barrier.isBarrier(load.getMbarrier()))
           return WalkResult::advance();
         FailureOr<int64_t> count = timesRun(load, outer, countOuter, load);
@@ -129,7 +129,7 @@ struct Collector {
                                     << "the loops around a TMA load "
                                        "completing on its barrier run more "
                                        "than 2^63 times";
-          diag.attachNote(load.getLoc()) << "the load";
+          diag.attachNote(load->getLoc()) << "the load";
         }
         if (!total || failed(add(load, *total, site ? site : load)))
           return WalkResult::interrupt();

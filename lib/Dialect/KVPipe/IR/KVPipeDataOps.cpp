@@ -93,6 +93,76 @@ LogicalResult TMALoadOp::verify() {
                        getCoordinates().size(), "destination");
 }
 
+//===----------------------------------------------------------------------===//
+// BulkLoadOp
+//===----------------------------------------------------------------------===//
+
+int64_t BulkLoadOp::getTransactionBytes() {
+  MemRefType dest = getDest().getType();
+  return dest.getNumElements() * dest.getElementTypeBitWidth() / 8;
+}
+
+LogicalResult BulkLoadOp::verify() {
+  MemRefType dest = getDest().getType();
+  if (!isWorkgroupMemRef(dest))
+    return emitOpError() << "destination must be in workgroup (shared) "
+                            "memory, got "
+                         << dest;
+  if (!dest.getElementType().isIntOrFloat() ||
+      dest.getElementTypeBitWidth() % 8 != 0)
+    return emitOpError() << "destination elements must be whole bytes of an "
+                            "integer or float type, got "
+                         << dest.getElementType();
+  if (!dest.hasStaticShape())
+    return emitOpError() << "destination must have a static shape, got "
+                         << dest;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(dest.getStridesAndOffset(strides, offset)))
+    return emitOpError() << "destination must have a strided layout";
+  // One contiguous range: the copy has no strides. The shape is static and
+  // every dimension below 2^20 bytes in all (checked next), so the dense
+  // strides cannot overflow.
+  int64_t elementBytes = dest.getElementTypeBitWidth() / 8;
+  // The shape is user input: its product may not fit 64 bits.
+  std::optional<int64_t> bytes = elementBytes;
+  for (int64_t dim : dest.getShape())
+    if (bytes)
+      bytes = llvm::checkedMul<int64_t>(*bytes, dim);
+  // The bytes of a phase of an mbarrier's transaction count: 2^20 - 1.
+  constexpr int64_t kMaxBytes = (int64_t(1) << 20) - 16;
+  if (!bytes || *bytes <= 0 || *bytes % 16 != 0 || *bytes > kMaxBytes)
+    return emitOpError() << "copies a positive multiple of 16 bytes, at most "
+                         << kMaxBytes << " (an mbarrier phase's transaction "
+                         << "count), got a destination of "
+                         << (bytes ? std::to_string(*bytes) : "more than 2^63")
+                         << " bytes";
+  int64_t expected = 1;
+  for (int64_t i = dest.getRank() - 1; i >= 0; --i) {
+    if (dest.getDimSize(i) != 1 && strides[i] != expected)
+      return emitOpError() << "destination must be contiguous (row-major "
+                              "dense strides), got "
+                           << dest;
+    expected *= dest.getDimSize(i);
+  }
+  if (!ShapedType::isDynamic(offset)) {
+    std::optional<int64_t> offsetBytes =
+        llvm::checkedMul<int64_t>(offset, elementBytes);
+    if (!offsetBytes || *offsetBytes < 0 ||
+        *offsetBytes >= AttentionConfig::kMaxSharedMemoryBytes)
+      return emitOpError() << "destination offset of " << offset
+                           << " elements is outside the "
+                           << AttentionConfig::kMaxSharedMemoryBytes
+                           << " bytes (227 KiB) of shared memory of an sm_90 "
+                              "CTA";
+    if (*offsetBytes % 16 != 0)
+      return emitOpError() << "destination must be 16-byte aligned, got an "
+                              "offset of "
+                           << *offsetBytes << " bytes";
+  }
+  return success();
+}
+
 LogicalResult TMAStoreOp::verify() {
   return verifyTMATile(*this, getTensorMapType(), getSource().getType(),
                        getCoordinates().size(), "source");

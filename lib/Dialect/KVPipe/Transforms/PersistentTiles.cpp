@@ -225,7 +225,8 @@ findStagedStoreWaits(ForEachTileOp loop, ArrayRef<Operation *> tmaLoads) {
     if (!root)
       return fail("the staged buffer must be a view of shared memory");
     if (llvm::any_of(tmaLoads, [&](Operation *load) {
-          return rootView(cast<TMALoadOp>(load).getDest()) == root;
+          return rootView(cast<AsyncSlotCopyOpInterface>(load).getDest()) ==
+                 root;
         })) {
       FailureOr<ViewPlacement> placement = placeAfterViews(root);
       if (failed(placement))
@@ -376,7 +377,7 @@ LogicalResult kvpipe::applyPersistentTiles(RewriterBase &rewriter,
   kernel->walk([&](Operation *op) {
     if (auto loop = dyn_cast<ForEachTileOp>(op))
       loops.push_back(loop);
-    else if (isa<TMALoadOp>(op))
+    else if (isa<AsyncSlotCopyOpInterface>(op))
       tmaLoads.push_back(op);
   });
   if (loops.empty())

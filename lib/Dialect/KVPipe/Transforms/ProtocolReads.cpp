@@ -70,7 +70,7 @@ void ProtocolChecker::collectStages() {
   if (stagesCollected)
     return;
   stagesCollected = true;
-  root->walk([&](TMALoadOp load) {
+  root->walk([&](AsyncSlotCopyOpInterface load) {
     auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
     if (!mbar || mbar.getPipelineType().getQkStages() == 1)
       return;
@@ -1021,7 +1021,8 @@ static bool isReachable(Block *from, Block *to) {
 /// are simulated (checkReads), TMA loads fill slots on the producer's barrier
 /// (checkLoadSlots), views only compute addresses.
 static bool isAccessCheckedElsewhere(Operation *op) {
-  return isa<WarpgroupMmaOp, TMALoadOp, PipelineProtocolOpInterface>(op) ||
+  return isa<WarpgroupMmaOp, AsyncSlotCopyOpInterface,
+             PipelineProtocolOpInterface>(op) ||
          isa<ViewLikeOpInterface>(op);
 }
 

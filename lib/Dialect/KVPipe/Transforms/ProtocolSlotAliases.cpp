@@ -337,7 +337,7 @@ void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
     if (ring.buffer != buffer)
       continue;
     // A TMA load into its own pipeline's ring: rule 7 (checkLoadSlots).
-    if (auto load = dyn_cast<TMALoadOp>(op)) {
+    if (auto load = dyn_cast<AsyncSlotCopyOpInterface>(op)) {
       auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
       if (mbar && flow.getPipeline(mbar.getPipeline()) == ring.pipeline)
         continue;
@@ -352,7 +352,7 @@ void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
     // One slot, which the last state of the pipeline at that position holds:
     // an access of that state's slot.
     if (slots && exact && slots->size() == 1 &&
-        !isa<WarpgroupMmaOp, TMALoadOp>(op))
+        !isa<WarpgroupMmaOp, AsyncSlotCopyOpInterface>(op))
       if (Value slot = getSlotAtPosition(op, ring.pipeline, slots->front())) {
         checkSlotAccess(op, slot);
         continue;
@@ -493,7 +493,7 @@ void ProtocolChecker::checkSlotAliases() {
       check(mma.getBMutable());
       return;
     }
-    if (auto load = dyn_cast<TMALoadOp>(op)) {
+    if (auto load = dyn_cast<AsyncSlotCopyOpInterface>(op)) {
       check(load.getDestMutable());
       return;
     }

@@ -98,7 +98,7 @@ ProtocolChecker::evaluateAtIndexUnchecked(Value value, Value slot,
 }
 
 void ProtocolChecker::checkLoadSlots() {
-  root->walk([&](TMALoadOp load) {
+  root->walk([&](AsyncSlotCopyOpInterface load) {
     auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
     if (!mbar)
       return; // a barrier passed in: not followed here
@@ -218,7 +218,7 @@ void ProtocolChecker::checkTransactions() {
         // the bytes of its peers' multicast loads too, which depend on the
         // cluster rank and the masks, not on the loads of this slot.
         auto multicast = llvm::find_if(loads->loads, [](SlotLoads::Load entry) {
-          return entry.load.getMulticastMask() != nullptr;
+          return entry.load.isMulticast();
         });
         if (multicast != loads->loads.end()) {
           InFlightDiagnostic diag =
@@ -257,7 +257,7 @@ void ProtocolChecker::checkTransactions() {
   // Every load completes on a producer barrier that a commit counts it
   // on, at every call site of the helper that issues it.
   CallSites sites(root);
-  root->walk([&](TMALoadOp load) {
+  root->walk([&](AsyncSlotCopyOpInterface load) {
     for (const BarrierOrigin &origin : getBarrierOrigins(load, sites)) {
       auto noteCalls = [&](InFlightDiagnostic &diag) {
         for (Operation *call : origin.calls)

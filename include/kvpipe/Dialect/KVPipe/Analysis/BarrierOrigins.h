@@ -60,7 +60,7 @@ private:
 /// `producer_mbar` of a state that is an argument of a function the module
 /// calls gives one origin per call site the state is followed back to (its
 /// `calls` end where the state is not such an argument).
-llvm::SmallVector<BarrierOrigin> getBarrierOrigins(TMALoadOp load,
+llvm::SmallVector<BarrierOrigin> getBarrierOrigins(AsyncSlotCopyOpInterface load,
                                                    const CallSites &sites);
 
 } // namespace kvpipe

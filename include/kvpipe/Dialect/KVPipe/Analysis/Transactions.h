@@ -23,7 +23,8 @@ inline constexpr llvm::StringLiteral kTransactionBytesAttrName =
 /// Largest transaction count an mbarrier phase tracks (PTX: 2^20 - 1).
 inline constexpr int64_t kMaxTransactionBytes = (1 << 20) - 1;
 
-/// The TMA loads that complete on the producer barrier `commit` arrives on:
+/// The TMA loads (`tma_load`, `bulk_load`: AsyncSlotCopyOpInterface) that
+/// complete on the producer barrier `commit` arrives on:
 /// loads whose mbarrier is `kvpipe.producer_mbar` of the same state and
 /// sub-stage, in the commit's block between the matching `producer_acquire`
 /// and the state's next `step` (directly, or in `scf.for` loops of constant
@@ -34,7 +35,8 @@ inline constexpr int64_t kMaxTransactionBytes = (1 << 20) - 1;
 /// recursively, counted the same way).
 struct SlotLoads {
   struct Load {
-    TMALoadOp load;
+    /// A `tma_load` or `bulk_load` (both TMA copies).
+    AsyncSlotCopyOpInterface load;
     int64_t count;
     /// The load itself, or the call in the commit's function through which
     /// it was reached.

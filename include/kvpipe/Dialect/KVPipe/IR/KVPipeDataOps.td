@@ -17,7 +17,9 @@
 #define KVPIPE_DIALECT_KVPIPE_IR_KVPIPEDATAOPS_TD
 
 include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
+include "kvpipe/Dialect/KVPipe/IR/KVPipeInterfaces.td"
 include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.td"
+include "mlir/Dialect/LLVMIR/LLVMOpBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -25,7 +27,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 //===----------------------------------------------------------------------===//
 
 def KVPipe_TMALoadOp : KVPipe_Op<"tma_load",
-    [MemoryEffects<[MemRead, MemWrite]>, AttrSizedOperandSegments]> {
+    [MemoryEffects<[MemRead, MemWrite]>, AttrSizedOperandSegments,
+     KVPipe_AsyncSlotCopyOpInterface]> {
   let summary = "TMA tile load that completes on an mbarrier";
   let description = [{
     Issues `cp.async.bulk.tensor` copying the box of `tensor_map` at
@@ -63,6 +66,41 @@ def KVPipe_TMALoadOp : KVPipe_Op<"tma_load",
     }
     /// Bytes this copy delivers to its mbarrier.
     int64_t getTransactionBytes() { return getTensorMapType().getBoxBytes(); }
+    bool isMulticast() { return getMulticastMask() != nullptr; }
+  }];
+}
+
+def KVPipe_BulkLoadOp : KVPipe_Op<"bulk_load",
+    [MemoryEffects<[MemRead, MemWrite]>, KVPipe_AsyncSlotCopyOpInterface]> {
+  let summary = "contiguous bulk copy into shared memory that completes on an mbarrier";
+  let description = [{
+    Issues `cp.async.bulk` (the non-tensor form) copying the bytes of the
+    contiguous shared-memory buffer `dest` from global memory at `source`.
+    The copy completes on `mbarrier` with `complete_tx` of those bytes,
+    which the producer's `kvpipe.producer_commit` expects as it does a TMA
+    load's: a slot of a pipeline can be filled by TMA loads and bulk loads
+    together (the backward's log-sum-exp and delta rows travel with their Q
+    and dO tiles). No tensor map: the copy has no bounds and no swizzle, so
+    `source` must be 16-byte aligned and the whole range readable; `dest`
+    is a statically shaped, contiguous buffer of a multiple of 16 bytes.
+    Executed by the thread that issues it.
+
+    ```mlir
+    kvpipe.bulk_load %lse, %row, %bar
+        : !llvm.ptr, memref<64xf32, strided<[1], offset: ?>, #gpu.address_space<workgroup>>
+    ```
+  }];
+  let arguments = (ins LLVM_AnyPointer:$source, AnyMemRef:$dest,
+                       KVPipe_MBarrierType:$mbarrier);
+  let assemblyFormat = [{
+    $source `,` $dest `,` $mbarrier attr-dict `:` qualified(type($source)) `,`
+    type($dest)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes this copy delivers to its mbarrier: the destination's.
+    int64_t getTransactionBytes();
+    bool isMulticast() { return false; }
   }];
 }
 

@@ -109,4 +109,45 @@ def KVPipe_PipelineProtocolOpInterface
   ];
 }
 
+def KVPipe_AsyncSlotCopyOpInterface : OpInterface<"AsyncSlotCopyOpInterface"> {
+  let cppNamespace = "::kvpipe";
+  let description = [{
+    An asynchronous copy from global into shared memory that completes on an
+    mbarrier with `complete_tx` of the bytes it delivers: the producer's
+    way of filling a pipeline slot (`tma_load`, `bulk_load`). The
+    transaction analysis sums the bytes of the copies completing on a slot's
+    barrier, and the protocol checker proves each copy's destination is the
+    slot whose producer barrier it completes on (and exempts the copy from
+    the read and write rules of the other shared-memory accesses); both ask
+    these questions of the interface, so that a new copy op is followed by
+    all of them once it implements it.
+  }];
+
+  let methods = [
+    InterfaceMethod<[{
+        The shared-memory destination (its `dest` operand).
+      }], "::mlir::Value", "getDest", (ins), [{
+        return $_op.getDest();
+      }]>,
+    InterfaceMethod<[{
+        The destination operand, for analyses that follow operands.
+      }], "::mlir::OpOperand &", "getDestMutable", (ins), [{
+        return $_op.getDestMutable();
+      }]>,
+    InterfaceMethod<[{
+        The mbarrier the copy completes on (its `mbarrier` operand).
+      }], "::mlir::Value", "getMbarrier", (ins), [{
+        return $_op.getMbarrier();
+      }]>,
+    InterfaceMethod<[{
+        The bytes the copy delivers to its mbarrier: what the commit of the
+        slot must expect for it.
+      }], "int64_t", "getTransactionBytes">,
+    InterfaceMethod<[{
+        Whether the copy is multicast to other CTAs of the cluster (whose
+        barriers then receive bytes this CTA's commit does not count).
+      }], "bool", "isMulticast">,
+  ];
+}
+
 #endif // KVPIPE_DIALECT_KVPIPE_IR_KVPIPEINTERFACES_TD

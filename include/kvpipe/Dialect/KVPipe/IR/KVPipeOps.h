@@ -7,6 +7,7 @@
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeInterfaces.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeTypes.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
