@@ -336,8 +336,9 @@ def _main(argv: Optional[List[str]]) -> int:
             parser.error("compile --mods goes with --for-check (the kernels of check --mods "
                          "and bench --mods)")
         if args.backward:
-            if args.tune or args.masks:
-                parser.error("compile --backward takes neither --tune nor --masks")
+            if args.masks or set(_tuning(args.tune)) - set(kernels.BACKWARD_TUNING):
+                parser.error("compile --backward takes no --masks, and --tune only with "
+                             f"the backward's attributes ({', '.join(kernels.BACKWARD_TUNING)})")
             masks = [("top_left", False, False)]
         rows = []
         # Every (Q/K, V) head-dim pair of the chosen Q/K head dims: 192

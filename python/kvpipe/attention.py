@@ -1073,6 +1073,17 @@ class BackwardConfig(NamedTuple):
     #: attribute); None: the compiler's default (on there, outside
     #: deterministic mode).
     dq_atomics: Optional[bool] = None
+    #: The log-sum-exp and delta of each Q block loaded into shared memory
+    #: with Q and dO (the ``shared_statistics`` tuning attribute); None: the
+    #: compiler's default (on).
+    shared_statistics: Optional[bool] = None
+
+    def tuning(self) -> Dict[str, bool]:
+        """The backward tuning attributes this key sets (the others are the
+        compiler's defaults)."""
+        return {name: value for name, value in (("dq_atomics", self.dq_atomics),
+                                                ("shared_statistics", self.shared_statistics))
+                if value is not None}
 
 
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}
@@ -1116,20 +1127,20 @@ def _compile_backward(config: BackwardConfig,
                                      value_head_dim=config.value_head_dim,
                                      modifiers=modifiers[0], aux_types=modifiers[1],
                                      aux_grads=config.aux_grads, varlen=config.varlen,
-                                     **({} if config.dq_atomics is None
-                                        else {"dq_atomics": config.dq_atomics}))
+                                     **config.tuning())
 
 
 def backward_config_args(head_dim: int, dtype: Any, causal: bool, deterministic: bool,
                          mask_alignment: str = "top_left", sliding_window: bool = False,
                          value_head_dim: Optional[int] = None,
                          aux_grads: Tuple[int, ...] = (), varlen: bool = False,
-                         dq_atomics: Optional[bool] = None) -> BackwardConfig:
+                         dq_atomics: Optional[bool] = None,
+                         shared_statistics: Optional[bool] = None) -> BackwardConfig:
     """The key of a backward family (``_backward_kernels``)."""
     return BackwardConfig(head_dim, kernels.dtype_name(dtype), causal, deterministic,
                           mask_alignment, sliding_window,
                           None if value_head_dim in (None, head_dim) else value_head_dim,
-                          tuple(aux_grads), varlen, dq_atomics)
+                          tuple(aux_grads), varlen, dq_atomics, shared_statistics)
 
 
 def _check_backward_dims(d: int, v_dim: int, causal: Any) -> None:
@@ -1160,7 +1171,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
                        score_mod: Any = None, mask_mod: Any = None,
                        _traced: Any = _modifiers.UNTRACED,
                        aux_grads: bool = False,
-                       dq_atomics: Optional[bool] = None) -> Tuple[Any, ...]:
+                       dq_atomics: Optional[bool] = None,
+                       shared_statistics: Optional[bool] = None) -> Tuple[Any, ...]:
     """The gradients ``(dq, dk, dv)`` of ``o = attention(q, k, v)`` for the
     output gradient ``do`` (with ``aux_grads``, also a tuple of the score_mod
     tensors' gradients: one per aux tensor, None for those that do not
@@ -1181,6 +1193,10 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     from registers rather than through staged bulk reductions (the kernel's
     ``dq_atomics`` tuning attribute; None: the compiler's choice, from
     registers outside deterministic mode).
+    ``shared_statistics``: each Q block's log-sum-exp and delta copied into
+    shared memory with its Q and dO tiles, rather than read from global
+    memory by every thread (the kernel's ``shared_statistics`` tuning
+    attribute; None: the compiler's choice, on).
     ``mask_alignment``, ``window_size``, ``score_mod`` and ``mask_mod``: the
     forward's (the same callbacks: they are traced again, and the kernels
     are cached by the traced regions); the score_mod's derivative is
@@ -1204,7 +1220,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
             scale=1.0 / math.sqrt(d_qk) if scale is None else scale, layout=layout,
             deterministic=deterministic, mask_alignment=mask_alignment,
             window_size=window_size, score_mod=score_mod, mask_mod=mask_mod, _traced=_traced,
-            aux_grads=aux_grads, dq_atomics=dq_atomics)
+            aux_grads=aux_grads, dq_atomics=dq_atomics, shared_statistics=shared_statistics)
         cut = [g[..., :n] for g, n in zip(grads[:3], (d_qk, d_qk, d_v))]
         for i, given in enumerate((dq, dk, dv)):
             if given is not None:
@@ -1215,8 +1231,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     _check_backward_dims(d, v_dim, causal)
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
-    if dq_atomics is not None and not isinstance(dq_atomics, bool):
-        raise TypeError(f"dq_atomics must be a bool or None, got {dq_atomics!r}")
+    for name, value in (("dq_atomics", dq_atomics), ("shared_statistics", shared_statistics)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool or None, got {value!r}")
     scale = checked_scale(scale, d)
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
                                                              window_size)
@@ -1274,7 +1291,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any,
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     family = _backward_kernels(backward_config_args(d, q.dtype, causal, deterministic,
                                                     mask_alignment, sliding_window, v_dim,
-                                                    grad_indices, dq_atomics=dq_atomics),
+                                                    grad_indices, dq_atomics=dq_atomics,
+                                                    shared_statistics=shared_statistics),
                                device_index,
                                *([(traced.ir, traced.aux_types)] if traced else []))
     block_m = family["main"][1]["block_m"]

@@ -676,8 +676,8 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
                       backward=True, deterministic=True)
         if config not in configs:
             configs.append(config)
-    for case in staged_dq_cases():
-        add(case, dq_atomics=False)
+    for case, tuning in tuned_backward_cases():
+        add(case, **tuning)
     return configs
 
 
@@ -767,7 +767,26 @@ def staged_dq_cases() -> List[Case]:
     return cases
 
 
-def run_backward_case(case: Case, seed: int, dq_atomics: Optional[bool] = None
+def global_statistics_cases() -> List[Case]:
+    """Backward cases run again with ``shared_statistics=False`` (the
+    log-sum-exp and delta read from global memory per thread rather than
+    copied into shared memory with Q and dO): both consumer forms (keys
+    split at 64 and 128, head dim split at 256), causal with odd lengths,
+    GQA, bshd strided."""
+    return [Case("bf16", 64, False, 1, 2, 2, 197, 300),
+            Case("bf16", 128, True, 2, 8, 2, 160, 333),
+            Case("f16", 128, True, 1, 4, 2, 190, 257, "bshd", True),
+            Case("bf16", 256, True, 1, 2, 2, 1000, 1000)]
+
+
+def tuned_backward_cases() -> List[Tuple[Case, Dict[str, bool]]]:
+    """The backward cases ``check --backward`` runs with a tuning attribute
+    other than the default, and that attribute."""
+    return ([(case, {"dq_atomics": False}) for case in staged_dq_cases()]
+            + [(case, {"shared_statistics": False}) for case in global_statistics_cases()])
+
+
+def run_backward_case(case: Case, seed: int, tuning: Optional[Dict[str, bool]] = None
                       ) -> Dict[str, Any]:
     import torch
 
@@ -779,8 +798,8 @@ def run_backward_case(case: Case, seed: int, dq_atomics: Optional[bool] = None
     k = _make(case, "k", case.heads_kv, case.seq_kv, torch)
     v = _make(case, "v", case.heads_kv, case.seq_kv, torch)
     scale = 1.0 / math.sqrt(case.head_dim)
-    row: Dict[str, Any] = {"case": case.name + ("" if dq_atomics is None
-                                                else f" dq_atomics={int(dq_atomics)}")}
+    row: Dict[str, Any] = {"case": case.name + "".join(
+        f" {name}={int(value)}" for name, value in (tuning or {}).items())}
     try:
         with torch.no_grad():
             o, lse = kvpipe.attention(q, k, v, causal=case.causal, return_lse=True,
@@ -792,7 +811,7 @@ def run_backward_case(case: Case, seed: int, dq_atomics: Optional[bool] = None
                 for t in (q, k, v)]
         dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=case.causal,
                                         layout=case.layout, dq=outs[0], dk=outs[1], dv=outs[2],
-                                        dq_atomics=dq_atomics)
+                                        **(tuning or {}))
         # And through autograd: kvpipe.attention(...).backward(do).
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         kvpipe.attention(*leaves, causal=case.causal, layout=case.layout).backward(do)
@@ -825,15 +844,14 @@ def compare_grads(row: Dict[str, Any], got: Any, autograd: Any, refs: Any, torch
 
 
 def run_backward(cases: Optional[List[Case]] = None) -> List[Dict[str, Any]]:
-    """The backward cases (the grid, then ``staged_dq_cases`` with
-    ``dq_atomics=False``, when ``cases`` is None)."""
+    """The backward cases (the grid, then ``tuned_backward_cases`` with
+    their tuning, when ``cases`` is None)."""
     runs = ([(case, None) for case in cases] if cases is not None else
-            [(case, None) for case in backward_grid()]
-            + [(case, False) for case in staged_dq_cases()])
+            [(case, None) for case in backward_grid()] + tuned_backward_cases())
     rows = []
-    for i, (case, dq_atomics) in enumerate(runs):
+    for i, (case, tuning) in enumerate(runs):
         start = time.perf_counter()
-        row = run_backward_case(case, seed=4321 + i, dq_atomics=dq_atomics)
+        row = run_backward_case(case, seed=4321 + i, tuning=tuning)
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
         detail = (" ".join(f"{k} {v:.2e}" for k, v in row["errors"].items())

@@ -63,12 +63,14 @@ BACKWARD_HEAD_DIM_PAIRS = tuple((d, d) for d in BACKWARD_HEAD_DIMS) + ((192, 128
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
-                     "pingpong", "persistent", "dq_atomics")
+                     "pingpong", "persistent", "dq_atomics", "shared_statistics")
 #: The boolean ones among them.
-_BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics")
-#: The backward's (its tiles are fixed per head dim; this one chooses how dQ
-#: reaches its fp32 accumulator above head dim 128, docs/backward.md).
-BACKWARD_TUNING = ("dq_atomics",)
+_BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics",
+                "shared_statistics")
+#: The backward's (its tiles are fixed per head dim; these choose how dQ
+#: reaches its fp32 accumulator above head dim 128 and where the consumers
+#: read the log-sum-exp and delta from, docs/backward.md).
+BACKWARD_TUNING = ("dq_atomics", "shared_statistics")
 
 
 #: The largest pack_gqa (a consumer warpgroup's 64 rows hold at least one
@@ -197,6 +199,9 @@ class AttentionConfig:
             raise ValueError(f"tuning attributes ({', '.join(forward_only)}) are not "
                              "supported with backward=True: the backward kernels' tiles are "
                              "fixed per head dim (docs/backward.md)")
+        if "shared_statistics" in tuning and not backward:
+            raise ValueError("shared_statistics applies to backward=True only (the forward "
+                             "reads no per-query statistics)")
         if "dq_atomics" in tuning and (not backward or head_dim <= 128 or deterministic):
             raise ValueError("dq_atomics applies to backward=True at head dims above 128, "
                              f"not with deterministic=True (got backward={backward}, "

@@ -115,11 +115,16 @@ def test_backward_kernel_configs_hold_the_forward_kernels_the_grid_launches():
     assert any(c.get("persistent") and c["head_dim"] == 96 and c["dtype"] == "f16"
                for c in configs)
     # check --backward runs its staged-dQ cases with dq_atomics=False (the
-    # default above 128 reduces dQ from registers).
-    for case in check.staged_dq_cases():
-        assert case.head_dim > 128
+    # default above 128 reduces dQ from registers) and some with the
+    # statistics read from global memory (shared_statistics=False).
+    assert all(case.head_dim > 128 for case in check.staged_dq_cases())
+    tuned = check.tuned_backward_cases()
+    assert {name for _, tuning in tuned for name in tuning} == set(kernels.BACKWARD_TUNING)
+    assert {case.head_dim for case, tuning in tuned if "shared_statistics" in tuning} >= {
+        64, 128, 256}
+    for case, tuning in tuned:
         dims = dict(head_dim=case.head_dim)
         if case.value_head_dim is not None:
             dims["value_head_dim"] = case.value_head_dim
         assert dict(**dims, dtype=case.dtype, causal=case.causal, backward=True,
-                    dq_atomics=False) in configs, case
+                    **tuning) in configs, (case, tuning)

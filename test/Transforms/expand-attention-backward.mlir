@@ -9,6 +9,7 @@
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @bwd {head_dim = 128 : i64, element_type = bf16, causal = true, backward = true}
   kvpipe.attention_kernel @bwd64 {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true}
+  kvpipe.attention_kernel @bwd_global_statistics {head_dim = 128 : i64, element_type = bf16, causal = true, backward = true, shared_statistics = false}
 }
 
 // The preprocess: each warp takes 16 rows, and their O and dO rows (4
@@ -40,7 +41,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // streamed (two slots each), two consumer warpgroups; with the causal mask
 // the Q-block loops of producer and consumers start at the block's first key.
 // CHECK-LABEL: gpu.func @bwd(
-//  CHECK-SAME:   dynamic_shared_memory = 197632
+//  CHECK-SAME:   dynamic_shared_memory = 198656
 //  CHECK-SAME:   role = "main"
 //       CHECK:   %[[KVROW:.*]] = arith.muli %block_id_x, %c128 : index
 //       CHECK:   %[[QBLOCKS:.*]] = arith.ceildivui %{{.*}}, %c64 : index
@@ -52,6 +53,9 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   memref.view {{.*}} to memref<2x2x64x64xbf16
 // dS: two buffers of both consumers' tiles ([128 keys][64 queries] each).
 //       CHECK:   memref.view {{.*}} to memref<2x1x128x64xbf16
+// The log-sum-exp and delta rings: a slot of 64 fp32 per Q and dO slot.
+//       CHECK:   %[[LSES:.*]] = memref.view {{.*}} to memref<2x64xf32
+//       CHECK:   %[[DELTAS:.*]] = memref.view {{.*}} to memref<2x64xf32
 //       CHECK:   %[[KV:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 2>
 //       CHECK:   %[[Q:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 2, {{.*}}consumers = 2>
 //       CHECK:   %[[DO:.*]] = kvpipe.create : !kvpipe.pipeline<kv_stages = 2, {{.*}}consumers = 2>
@@ -62,9 +66,15 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     scf.for %{{.*}} = %[[BEGIN]] to %[[QBLOCKS]]
 //       CHECK:       kvpipe.producer_acquire
 //   CHECK-COUNT-2:   kvpipe.tma_load %arg0
+// The Q block's log-sum-exp (lse_log2, %arg6) into the slot of the Q
+// slot, on its barrier; its delta (%arg7) with dO.
+//       CHECK:       memref.subview %[[LSES]]
+//       CHECK:       kvpipe.bulk_load %{{.*}}, %{{.*}}, %{{.*}} : !llvm.ptr<1>, memref<64xf32
 //       CHECK:       kvpipe.producer_commit
 //       CHECK:       kvpipe.producer_acquire
 //   CHECK-COUNT-2:   kvpipe.tma_load %arg3
+//       CHECK:       memref.subview %[[DELTAS]]
+//       CHECK:       kvpipe.bulk_load
 //       CHECK:       kvpipe.producer_commit
 //       CHECK:   } consumers(2) registers(240) {
 // Each consumer's dQ staging tile: its 64 x 64 fp32 column block of dQ
@@ -72,17 +82,16 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     %[[DQ:.*]] = memref.view {{.*}} to memref<4096xf32, #gpu.address_space<workgroup>>
 //       CHECK:     kvpipe.consumer_wait %[[KV]]
 //       CHECK:     scf.for %{{.*}} = %[[BEGIN]] to %[[QBLOCKS]]
-// The log-sum-exp and delta columns prefetched into L1 (two 128-byte lines
-// each) before the slot waits.
-//   CHECK-COUNT-4:   nvvm.prefetch level = L1
+//   CHECK-NOT:       nvvm.prefetch
 // S^T = K_c Q^T and dP^T = V_c dO^T (SS); the per-column log-sum-exp (8
-// pair loads for 32 elements) while they run, ahead of the wait and the
-// mask's branch (ptxas hoists loads above neither); S^T retired first.
+// pair loads for 32 elements, from the Q slot's statistics) while they run,
+// ahead of the wait and the mask's branch; S^T retired first.
 //       CHECK:       kvpipe.consumer_wait
 //       CHECK:       %[[ST:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[QT:.*]] : memref<2x64x64xbf16, {{.*}} -> vector<32xf32>
 //       CHECK:       kvpipe.consumer_wait
 //       CHECK:       %[[DPT:.*]] = kvpipe.warpgroup_mma %{{.*}}, %[[DOT:.*]] : memref<2x64x64xbf16, {{.*}} -> vector<32xf32>
-//   CHECK-COUNT-8:   llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
+//       CHECK:       memref.subview %[[LSES]]
+//   CHECK-COUNT-8:   vector.load {{.*}} {alignment = 8 : i64} : memref<64xf32, {{.*}}>, vector<2xf32>
 //       CHECK:       %[[LSE:.*]] = vector.from_elements
 //       CHECK:       kvpipe.warpgroup_wait %[[ST]] {pending = 1 : i64}
 // The mask on the blocks that need it, rows keys and columns queries; P^T
@@ -94,7 +103,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       %[[P:.*]] = math.exp2 {{.*}} : vector<32xf32>
 //       CHECK:       kvpipe.warpgroup_wait %[[DPT]] {pending = 0 : i64}
 // dS^T = P^T (dP^T - delta), from the fp32 P^T.
-//   CHECK-COUNT-8:   llvm.load {{.*}} -> vector<2xf32>
+//       CHECK:       memref.subview %[[DELTAS]]
+//   CHECK-COUNT-8:   vector.load {{.*}} {alignment = 8 : i64} : memref<64xf32, {{.*}}>, vector<2xf32>
 //       CHECK:       %[[DIFF:.*]] = arith.subf %{{.*}}, %{{.*}} : vector<32xf32>
 //       CHECK:       arith.mulf %[[P]], %[[DIFF]] : vector<32xf32>
 // dV += P^T dO (RS), dS through shared memory, dQ = dS K with A read
@@ -161,7 +171,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // Q_i and dO_i are released first (dQ reads neither); the consumer whose
 // turn it is computes all of dQ over the 128 keys and reduces it (16 KiB).
 // CHECK-LABEL: gpu.func @bwd64(
-//  CHECK-SAME:   dynamic_shared_memory = 132096
+//  CHECK-SAME:   dynamic_shared_memory = 133120
 //       CHECK:   } consumers(2) registers(240) {
 //       CHECK:     %[[DQ64:.*]] = memref.view {{.*}} to memref<4096xf32, #gpu.address_space<workgroup>>
 //       CHECK:       nvvm.barrier id = %c4_i32 number_of_threads = %c256_i32
@@ -183,3 +193,20 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // ABI: "role": "main"
 // ABI: "kernel": "bwd_postprocess"
 // ABI: "role": "postprocess"
+
+// `shared_statistics = false`: no statistics rings; each consumer thread
+// prefetches its log-sum-exp and delta columns into L1 (two 128-byte lines
+// each) before the slot waits and loads them from global memory.
+// CHECK-LABEL: gpu.func @bwd_global_statistics(
+//  CHECK-SAME:   dynamic_shared_memory = 197632
+//   CHECK-NOT:   memref<2x64xf32
+//   CHECK-NOT:   kvpipe.bulk_load
+//       CHECK:   } consumers(2) registers(240) {
+//       CHECK:     scf.for
+//   CHECK-COUNT-4:   nvvm.prefetch level = L1
+//       CHECK:       kvpipe.warpgroup_mma
+//   CHECK-COUNT-8:   llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
+//       CHECK:       kvpipe.warpgroup_wait %{{.*}} {pending = 0 : i64}
+//   CHECK-COUNT-8:   llvm.load {{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
+//   CHECK-NOT:   vector.load {{.*}} memref<64xf32
+//       CHECK:   gpu.return

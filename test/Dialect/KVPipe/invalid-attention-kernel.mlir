@@ -254,6 +254,15 @@ gpu.module @m {
 
 // -----
 
+// `shared_statistics` is the backward's (the forward has no per-query
+// statistics to load).
+gpu.module @m {
+  // expected-error @+1 {{'shared_statistics' applies to the backward pass only: it needs 'backward' = true}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, shared_statistics = true}
+}
+
+// -----
+
 // `deterministic` orders the backward's dQ additions; the forward has none.
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   // expected-error @+1 {{'deterministic' applies to the backward pass only (the forward is deterministic): it needs 'backward' = true}}

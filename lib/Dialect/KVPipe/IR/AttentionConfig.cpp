@@ -93,6 +93,13 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'dq_atomics' is not supported with 'deterministic' "
                           "(the ordered dQ additions wait for staged bulk "
                           "reductions)";
+  // The statistics in shared memory are the default (FA4's load_LSE and
+  // load_dPsum; docs/backward.md "What stands between kvpipe and FA4");
+  // `shared_statistics = false` reads them from global memory per thread.
+  c.sharedStatistics = op.getSharedStatistics().value_or(c.backward);
+  if (c.sharedStatistics && !c.backward)
+    return emitError() << "'shared_statistics' applies to the backward pass "
+                          "only: it needs 'backward' = true";
   if (!op.getScoreMod().empty())
     c.scoreMod = &op.getScoreMod();
   if (!op.getMaskMod().empty())

@@ -660,6 +660,13 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
                sharedType({buffers, kDSBlocks, c.blockN, kW}));
   }
 
+  if (c.sharedStatistics) {
+    sLSE = view(c.backwardLSEOffset(),
+                sharedType({stages, kBlockM}, b.getF32Type()));
+    sDelta = view(c.backwardDeltaOffset(),
+                  sharedType({doStages, kBlockM}, b.getF32Type()));
+  }
+
   auto pipelineType = [&](int64_t slots) {
     return PipelineType::get(ctx, slots, /*qk_stages=*/1, /*producers=*/1,
                              /*consumers=*/c.consumerWarpgroups);
@@ -727,10 +734,12 @@ void BackwardBuilder::buildMainProducer() {
   Value qRow =
       arith::MulIOp::create(b, loop.getInductionVar(), index(kBlockM));
   SmallVector<Value> next;
-  for (auto [ring, map, state] :
-       {std::tuple{sQ, param(BackwardParam::QMap), loop.getRegionIterArg(0)},
-        std::tuple{sDO, param(BackwardParam::DOMap),
-                   loop.getRegionIterArg(1)}}) {
+  // Q with its log-sum-exp, dO with its delta.
+  for (auto [ring, map, state, statistics, values] :
+       {std::tuple{sQ, param(BackwardParam::QMap), loop.getRegionIterArg(0),
+                   sLSE, param(BackwardParam::LseLog2)},
+        std::tuple{sDO, param(BackwardParam::DOMap), loop.getRegionIterArg(1),
+                   sDelta, param(BackwardParam::Delta)}}) {
     ProducerAcquireOp::create(b, state, nullptr);
     Value slotIndex = IndexOp::create(b, state);
     Value barrier = ProducerMBarOp::create(b, state, nullptr);
@@ -741,6 +750,17 @@ void BackwardBuilder::buildMainProducer() {
         {slotIndex, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)},
         slotShape);
     loadRows(map, tile, head, mapRow(seqStartQ, qRow), kBlockM, barrier);
+    // The block's 64 statistics: rows of the padded buffers (whole 64-row
+    // blocks, so the copy stays in bounds; 256-byte aligned from the
+    // buffer's start).
+    if (statistics)
+      BulkLoadOp::create(
+          b,
+          element(b.getF32Type(), values,
+                  toI64(arith::AddIOp::create(b, rowBase, qRow))),
+          buildTileView(b, statistics, {slotIndex, b.getIndexAttr(0)},
+                        {kBlockM}),
+          barrier);
     ProducerCommitOp::create(b, state, nullptr);
     next.push_back(StepOp::create(b, state));
   }
@@ -1133,8 +1153,19 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // (ptxas sinks its loads there anyway).
     Value firstColumn = arith::AddIOp::create(
         b, arith::AddIOp::create(b, rowBase, qRow), threadColumn);
-    for (BackwardParam values : {BackwardParam::LseLog2, BackwardParam::Delta})
-      buildColumnPrefetch(b, param(values), firstColumn, kBlockM / 2);
+    if (!c.sharedStatistics)
+      for (BackwardParam values :
+           {BackwardParam::LseLog2, BackwardParam::Delta})
+        buildColumnPrefetch(b, param(values), firstColumn, kBlockM / 2);
+    // The thread's columns of a statistic: from its slot in shared memory
+    // (after the wait of the Q or dO slot it came with), or from global
+    // memory.
+    auto columnStatistic = [&](Value ring, Value state, BackwardParam values) {
+      if (ring)
+        return buildSharedColumnVector(b, statisticsSlot(ring, state),
+                                       threadColumn, kBlockM / 2);
+      return buildColumnVector(b, param(values), firstColumn, kBlockM / 2);
+    };
     // S^T = K_c Q_i^T and dP^T = V_c dO_i^T.
     Value qTile = buildSlotWait(b, sQ, stateQ, slotShape);
     Value sT = WarpgroupMmaOp::create(b, sType, sKc, qTile, Value(),
@@ -1147,8 +1178,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // either, and below them the loads' latency sat between S^T and the
     // exp2s (with the dS^T store's addresses gone from the registers, the
     // causal D 128 kernel ran 13 % slower that way, 2026-12-04).
-    Value lse = buildColumnVector(b, param(BackwardParam::LseLog2),
-                                  firstColumn, kBlockM / 2);
+    Value lse = columnStatistic(sLSE, stateQ, BackwardParam::LseLog2);
     // S^T first (pending = 1: dP^T may still be in flight), then P^T, then
     // dP^T and dS^T: the log-sum-exp and delta columns are never live at
     // once (at head dim 128, dK, dV, S^T, dP^T and both would exceed the
@@ -1171,8 +1201,7 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     Value pT16 = probs.p16;
     dPT = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{dPT}, 0)
               .getResult(0);
-    Value delta = buildColumnVector(b, param(BackwardParam::Delta),
-                                    firstColumn, kBlockM / 2);
+    Value delta = columnStatistic(sDelta, stateDO, BackwardParam::Delta);
     Value dST = buildScoreGradient(probs, sT,
                                    arith::SubFOp::create(b, dPT, delta), at);
     Value dST16 = arith::TruncFOp::create(b, halfType, dST);

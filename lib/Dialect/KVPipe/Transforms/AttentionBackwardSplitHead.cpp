@@ -224,7 +224,19 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
     // the GEMMs run (ptxas hoists loads above neither the waits nor the
     // mask's branch).
     Fragment frag(b, kW / 2);
-    auto rowValues = [&](BackwardParam values) {
+    auto rowValues = [&](Value ring, Value state, BackwardParam values) {
+      if (ring) {
+        // From the statistics slot that came with the Q or dO slot.
+        Value slot = statisticsSlot(ring, state);
+        auto load = [&](int64_t rowHalf) -> Value {
+          return memref::LoadOp::create(
+              b, slot,
+              ValueRange{arith::AddIOp::create(
+                  b, threadRow,
+                  index(rowHalf * AccumulatorLayout::kRowHalfDistance))});
+        };
+        return frag.perRow(load(0), load(1));
+      }
       Value row0 = arith::AddIOp::create(b, rowBase, queryRow0);
       auto load = [&](Value row) -> Value {
         return LLVM::LoadOp::create(
@@ -236,8 +248,8 @@ void BackwardBuilder::buildSplitHeadConsumer(Value consumer) {
           load(arith::AddIOp::create(
               b, row0, index(AccumulatorLayout::kRowHalfDistance))));
     };
-    Value lse = rowValues(BackwardParam::LseLog2);
-    Value delta = rowValues(BackwardParam::Delta);
+    Value lse = rowValues(sLSE, stateQ, BackwardParam::LseLog2);
+    Value delta = rowValues(sDelta, stateDO, BackwardParam::Delta);
     s = WarpgroupWaitOp::create(b, TypeRange{sType}, ValueRange{s}, 1)
             .getResult(0);
     // P = exp2(S c - lse_log2) and dS = P (dP - delta), as the keys-split

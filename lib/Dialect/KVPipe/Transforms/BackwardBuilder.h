@@ -54,9 +54,9 @@ private:
     return TensorMapType::get(ctx, {1, 1, rows, kW}, c.elementType,
                               kSwizzle);
   }
-  MemRefType sharedType(ArrayRef<int64_t> shape) const {
+  MemRefType sharedType(ArrayRef<int64_t> shape, Type element = {}) const {
     return MemRefType::get(
-        shape, c.elementType, MemRefLayoutAttrInterface(),
+        shape, element ? element : c.elementType, MemRefLayoutAttrInterface(),
         gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
   }
   Value toI64(Value v) {
@@ -280,6 +280,17 @@ private:
   Value firstQuery0, firstQuery1, lastQuery0, lastQuery1, tileFirstQuery,
       tileLastQuery;
   Value sK, sV, sQ, sDO, sDS, sP, pipeKV, pipeQ, pipeDO;
+  /// With `shared_statistics`: the rings of the Q blocks' log-sum-exp (a
+  /// slot per Q slot) and delta (per dO slot), [slots][64] fp32; null
+  /// otherwise.
+  Value sLSE, sDelta;
+  /// The 64 statistics of the Q block in `state`'s slot of `ring` (sLSE
+  /// with a Q state, sDelta with a dO state).
+  Value statisticsSlot(Value ring, Value state) {
+    return buildTileView(b, ring,
+                         {Value(IndexOp::create(b, state)), b.getIndexAttr(0)},
+                         {kBlockM});
+  }
   AlignedSharedMemory shared;
 };
 

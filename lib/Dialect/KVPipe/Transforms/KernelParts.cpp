@@ -507,27 +507,20 @@ static Value f32Element(ImplicitLocOpBuilder &b, Value base, Value offset) {
                              ValueRange{offset});
 }
 
-Value kvpipe::buildColumnVector(ImplicitLocOpBuilder &b, Value values,
-                                Value firstColumn, int64_t numElements) {
-  // One pointer per call, and constant offsets from it: each load addresses
-  // [pointer + immediate]. Offsets computed per element let LLVM's loop
-  // strength reduction keep one 64-bit pointer per element alive across the
-  // loop around this (at head dim 128 that spilled).
-  Value row = f32Element(
-      b, values, arith::IndexCastOp::create(b, b.getI64Type(), firstColumn));
+/// The column fragment of buildColumnVector, each pair of adjacent columns
+/// (its first at `columnOffset(i)` from the thread's first) read by
+/// `loadPair` as a vector<2xf32>.
+static Value buildColumnPairs(ImplicitLocOpBuilder &b, int64_t numElements,
+                              function_ref<Value(int64_t)> loadPair) {
   // Elements 4 k and 4 k + 1 are two adjacent columns (the first even: an
   // 8-byte aligned pair); elements 4 k + 2 and 4 k + 3, in the other row
   // half, are the same columns. One 8-byte load per pair.
   static_assert(AccumulatorLayout::columnOffset(1) ==
                     AccumulatorLayout::columnOffset(0) + 1 &&
                 AccumulatorLayout::rowHalf(2) == 1);
-  auto pairType = VectorType::get({2}, b.getF32Type());
   SmallVector<Value> elements(numElements);
   for (int64_t i = 0; i < numElements; i += 4) {
-    Value offset = arith::ConstantIntOp::create(
-        b, AccumulatorLayout::columnOffset(i), 64);
-    Value pair = LLVM::LoadOp::create(b, pairType, f32Element(b, row, offset),
-                                      /*alignment=*/8);
+    Value pair = loadPair(AccumulatorLayout::columnOffset(i));
     for (int64_t k = 0; k < 2; ++k) {
       elements[i + k] = vector::ExtractOp::create(b, pair, k);
       if (i + 2 + k < numElements)
@@ -536,6 +529,34 @@ Value kvpipe::buildColumnVector(ImplicitLocOpBuilder &b, Value values,
   }
   return vector::FromElementsOp::create(
       b, VectorType::get({numElements}, b.getF32Type()), elements);
+}
+
+Value kvpipe::buildColumnVector(ImplicitLocOpBuilder &b, Value values,
+                                Value firstColumn, int64_t numElements) {
+  // One pointer per call, and constant offsets from it: each load addresses
+  // [pointer + immediate]. Offsets computed per element let LLVM's loop
+  // strength reduction keep one 64-bit pointer per element alive across the
+  // loop around this (at head dim 128 that spilled).
+  Value row = f32Element(
+      b, values, arith::IndexCastOp::create(b, b.getI64Type(), firstColumn));
+  auto pairType = VectorType::get({2}, b.getF32Type());
+  return buildColumnPairs(b, numElements, [&](int64_t offset) -> Value {
+    return LLVM::LoadOp::create(
+        b, pairType,
+        f32Element(b, row, arith::ConstantIntOp::create(b, offset, 64)),
+        /*alignment=*/8);
+  });
+}
+
+Value kvpipe::buildSharedColumnVector(ImplicitLocOpBuilder &b, Value row,
+                                      Value firstColumn, int64_t numElements) {
+  auto pairType = VectorType::get({2}, b.getF32Type());
+  return buildColumnPairs(b, numElements, [&](int64_t offset) -> Value {
+    Value at = arith::AddIOp::create(
+        b, firstColumn, arith::ConstantIndexOp::create(b, offset));
+    return vector::LoadOp::create(b, pairType, row, ValueRange{at},
+                                  /*nontemporal=*/false, llvm::MaybeAlign(8));
+  });
 }
 
 void kvpipe::buildColumnPrefetch(ImplicitLocOpBuilder &b, Value values,

@@ -90,6 +90,9 @@ struct AttentionConfig {
   /// Backward above head dim 128: dQ added from registers by vector
   /// reductions instead of staged bulk reductions (`dq_atomics`).
   bool dqAtomics;
+  /// Backward: each Q block's log-sum-exp and delta copied into shared
+  /// memory by the producer, with Q and dO (`shared_statistics`).
+  bool sharedStatistics;
   /// The declaration's modifier regions (docs/modifiers.md; null: none),
   /// valid while the declaration lives, and the element types of its
   /// auxiliary tensors (one `aux<i>` pointer parameter each).
@@ -228,9 +231,27 @@ struct AttentionConfig {
   /// With the head dim split, a warpgroup computes, stages and reduces its
   /// dQ columns a block of `backwardSplitHeadDQColumns()` at a time.
   int64_t backwardDQOffset() const {
+    return backwardLSEOffset() + backwardStatisticsRingBytes();
+  }
+  /// With `shared_statistics`: a ring of each Q block's 64 fp32
+  /// log-sum-exp values (a slot per Q slot, filled on its barrier) and one
+  /// of delta (per dO slot), after the dS and P buffers and before the
+  /// staging tiles (FA4's sLSE and sdPsum). Before them: the checker bounds
+  /// a staging tile's view by the end of the shared memory, since the
+  /// warpgroup's tile is chosen at run time.
+  static constexpr int64_t kBackwardStatisticsBytes = kBackwardBlockM * 4;
+  int64_t backwardLSEOffset() const {
     return backwardPOffset() + (backwardSplitsHeadDim()
                                     ? kBackwardDSBuffers * backwardDSBufferBytes()
                                     : 0);
+  }
+  int64_t backwardDeltaOffset() const {
+    return backwardLSEOffset() + kBackwardStages * kBackwardStatisticsBytes;
+  }
+  int64_t backwardStatisticsRingBytes() const {
+    return sharedStatistics ? (kBackwardStages + backwardDOStages()) *
+                                  kBackwardStatisticsBytes
+                            : 0;
   }
   /// dQ added to the fp32 accumulator from registers (`dq_atomics`; by
   /// default with the head dim split outside deterministic mode): no

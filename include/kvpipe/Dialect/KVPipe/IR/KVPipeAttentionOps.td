@@ -185,6 +185,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     reduction, no barriers between dQ's column blocks (docs/backward.md,
     "Head dims 192 and 256"). `dq_atomics = false` keeps the staged way.
 
+    `shared_statistics` (with `backward` only; default true there) has the
+    producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
+    each) into shared memory with `kvpipe.bulk_load`, completing on the
+    barriers of the Q and dO slots they belong to, so that the consumers
+    read them from shared memory (FA4's sm_90 backward). `false` reads them
+    from global memory per thread, after an L1 prefetch. The main kernel's
+    `lse_log2` and `delta` parameters must then be 16-byte aligned.
+
     Modifiers (docs/modifiers.md; FlexAttention's `score_mod` and
     `mask_mod`): an optional `score_mod` region
     computes each score from the scaled score `s = scale * q . k` (the score
@@ -247,6 +255,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$backward,
                        OptionalAttr<BoolAttr>:$deterministic,
                        OptionalAttr<BoolAttr>:$dq_atomics,
+                       OptionalAttr<BoolAttr>:$shared_statistics,
                        OptionalAttr<BoolAttr>:$split_kv,
                        OptionalAttr<I64Attr>:$pack_gqa,
                        OptionalAttr<I64Attr>:$page_size,

@@ -288,10 +288,16 @@ void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
 /// array in global memory (`!llvm.ptr<1>`) and `firstColumn` (index) the
 /// thread's first column in it: per-column values of a 64 x N tile, as the
 /// backward's log-sum-exp and delta of the queries its S^T columns are. One
-/// load per column the thread holds (its two row halves share them).
+/// 8-byte load per pair of columns the thread holds (its two row halves
+/// share them).
 mlir::Value buildColumnVector(mlir::ImplicitLocOpBuilder &b,
                               mlir::Value values, mlir::Value firstColumn,
                               int64_t numElements);
+/// The same fragment from `row`, a 1-D fp32 memref (the backward's
+/// statistics slot in shared memory, 8-byte aligned): `ld.shared.v2`s.
+mlir::Value buildSharedColumnVector(mlir::ImplicitLocOpBuilder &b,
+                                    mlir::Value row, mlir::Value firstColumn,
+                                    int64_t numElements);
 /// Prefetches into L1 the lines of `values` that buildColumnVector with the
 /// same arguments loads: issued well before the load, it takes the
 /// global-memory latency off the load without holding registers meanwhile.
