@@ -7,6 +7,8 @@ Features:
   gpu    -- a CUDA GPU is configured for execution tests: set
             KVPIPE_ENABLE_GPU_TESTS=ON at configure time or KVPIPE_GPU=1 in
             the environment. Off by default.
+  mlir-runner -- mlir-runner and its runtime libraries were found next to
+            the LLVM tools: tests that run lowered arithmetic on the CPU.
   sanitizers -- the build is instrumented (KVPIPE_SANITIZERS, scripts/
             sanitize.sh): tests that bound CPU time measure the optimised
             build and do not run.
@@ -51,6 +53,17 @@ if ptxas:
 
 config.substitutions.append(
     ("%kvpipe_capi_test", os.path.join(config.kvpipe_tools_dir, "kvpipe-capi-test")))
+
+# mlir-runner and its runtime libraries (mlir-22-tools): CPU execution tests
+# of lowerings whose arithmetic is checked numerically (the polynomial exp2).
+runner_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+runner_libs = [os.path.join(runner_lib_dir, f"libmlir_{name}.so")
+               for name in ("c_runner_utils", "runner_utils")]
+if (os.path.isfile(os.path.join(config.llvm_tools_dir, "mlir-runner"))
+        and all(os.path.isfile(lib) for lib in runner_libs)):
+    config.available_features.add("mlir-runner")
+    llvm_config.add_tool_substitutions(["mlir-runner"], tool_dirs)
+    config.substitutions.append(("%mlir_runner_libs", ",".join(runner_libs)))
 
 python = shutil.which("python3") or "python3"
 config.substitutions.append(("%python", python))

@@ -324,8 +324,10 @@ def _main(argv: Optional[List[str]]) -> int:
             if args.mods:  # and the modifiers' kernels of check --mods, bench --mods
                 from kvpipe import bench_modifiers, check_modifiers
 
+                # --tune: the kernels of bench --mods --variant with it too.
                 configs = (check_modifiers.mods_kernel_configs()
-                           + bench_modifiers.bench_kernel_configs())
+                           + bench_modifiers.bench_kernel_configs(
+                               variants=[_tuning(args.tune)] if args.tune else ()))
                 if args.backward:  # and those of check --mods --backward
                     configs += check_modifiers.mods_backward_kernel_configs()
                 for config in configs:
@@ -469,12 +471,13 @@ def _main(argv: Optional[List[str]]) -> int:
         _write(args, "kvpipe bench --paged", rows, markdown)
         return 0
     if args.mods:
-        if args.tune or args.variant or args.backward:
-            parser.error("bench --mods takes neither --tune, --variant nor --backward (its "
-                         "rows have the backward's columns)")
+        if args.tune or args.backward:
+            parser.error("bench --mods takes neither --tune nor --backward (its rows have the "
+                         "backward's columns; --variant times the forward with a tuning)")
         from kvpipe import bench_modifiers
 
-        rows = bench_modifiers.run(args.seq_len or bench_modifiers.DEFAULT_SEQ_LENS)
+        rows = bench_modifiers.run(args.seq_len or bench_modifiers.DEFAULT_SEQ_LENS,
+                                   variants=variants)
         markdown = bench_modifiers.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --mods", rows, markdown)

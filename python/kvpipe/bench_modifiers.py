@@ -162,8 +162,15 @@ def _peer_columns(row: Dict[str, Any], key: str, what: str,
 
 
 def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
-        heads: int = 16) -> List[Dict[str, Any]]:
+        heads: int = 16, variants: Optional[Sequence[Dict[str, Any]]] = None
+        ) -> List[Dict[str, Any]]:
+    """One row per (modifier, N). Each of ``variants`` (forward tuning
+    attributes, e.g. ``{"exp2_emulation": 4}``) times the forward with the
+    modifier and plain again with that tuning, on the same inputs, under
+    ``row["variants"][label]`` (``{"fwd": ..., "fwd_plain": ...}``)."""
     import torch
+
+    from kvpipe.bench import variant_label
 
     import kvpipe
 
@@ -190,6 +197,12 @@ def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
                     lambda kwargs=kwargs: kvpipe.attention(q, k, v, **kwargs)))
                 row["bwd_kvpipe" + suffix] = _tflops(bwd_flops, _kvpipe_backward_ms(
                     q, k, v, do, deterministic=False, **kwargs))
+            row["variants"] = {}
+            for variant in variants or ():
+                row["variants"][variant_label(variant)] = {
+                    key: _tflops(flops, _median_ms(
+                        lambda kwargs=kwargs: kvpipe.attention(q, k, v, **kwargs, **variant)))
+                    for key, kwargs in (("fwd", spec.modified), ("fwd_plain", spec.plain))}
             if flex is not None:
                 _flex_columns(row, flex, spec, slopes, (q, k, v, do), flops, bwd_flops)
             if fa4 is not None:
@@ -289,7 +302,8 @@ def _fa4_columns(row: Dict[str, Any], fa4: Any, spec: BenchRow, slopes: Any,
 
 
 def bench_kernel_configs(head_dim: int = 128, heads: int = 16,
-                         seq_lens: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
+                         seq_lens: Optional[Sequence[int]] = None,
+                         variants: Sequence[Dict[str, Any]] = ()) -> List[Dict[str, Any]]:
     """The compile_attention arguments of the kernels ``run(seq_lens)``
     launches, for ``python -m kvpipe compile --for-check --mods``: for each
     row, with the modifier and plain, the forward kernel ``kvpipe.attention``
@@ -298,7 +312,8 @@ def bench_kernel_configs(head_dim: int = 128, heads: int = 16,
     kernel) and the backward family ``attention_backward`` launches
     (deterministic off). ``seq_lens`` None: those of any lengths (one per
     choice of the plan). Traced with a shape-only slopes tensor: the IR does
-    not depend on its values."""
+    not depend on its values. ``variants``: also the forward kernels of
+    ``run(..., variants=variants)``."""
     from kvpipe.attention import PREFILL_PLAN, normalise_window, prefill_plan
     from kvpipe.check import unique_configs
     from kvpipe.check_modifiers import _ShapeOnly
@@ -317,12 +332,13 @@ def bench_kernel_configs(head_dim: int = 128, heads: int = 16,
             traced = modifiers.trace(kwargs.get("score_mod"), kwargs.get("mask_mod"))
             regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
             for n in seq_lens:
-                planned = prefill_plan(head_dim, head_dim, causal, "top_left", window, False,
-                                       traced is not None, n, n, {})
-                configs.append(dict(head_dim=head_dim, dtype="bf16", causal=causal,
-                                    value_head_dim=None, mask_alignment="top_left",
-                                    sliding_window=window, kv_lengths=False, **regions,
-                                    **planned))
+                for tuning in ({}, *variants):
+                    planned = prefill_plan(head_dim, head_dim, causal, "top_left", window,
+                                           False, traced is not None, n, n, dict(tuning))
+                    configs.append(dict(head_dim=head_dim, dtype="bf16", causal=causal,
+                                        value_head_dim=None, mask_alignment="top_left",
+                                        sliding_window=window, kv_lengths=False, **regions,
+                                        **planned))
             configs.append(dict(head_dim=head_dim, dtype="bf16", causal=causal, backward=True,
                                 deterministic=False, mask_alignment="top_left",
                                 sliding_window=window, **regions))
@@ -336,7 +352,21 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
              "",
              "| modifier | D | N | B x H | " + " | ".join(h for h, _ in COLUMNS) + " |",
              "|" + " --- |" * (4 + len(COLUMNS))]
+    labels: List[str] = []
     for r in rows:
+        labels += [label for label in r.get("variants", {}) if label not in labels]
+    if labels:
+        # Each variant: the forward with the modifier, plain, and the ratio of
+        # the first to the default plain kernel's.
+        lines[2] += "".join(f" {label}: fwd, plain (vs default plain) |" for label in labels)
+        lines[3] += " --- |" * len(labels)
+    for r in rows:
+        cells = ""
+        for label in labels:
+            v = r.get("variants", {}).get(label) or {}
+            ratio = (f" ({v['fwd'] / r['kvpipe_plain']:.3f})"
+                     if v.get("fwd") and r.get("kvpipe_plain") else "")
+            cells += f" {v.get('fwd')}, {v.get('fwd_plain')}{ratio} |"
         lines.append(f"| {r['mod']} | {r['D']} | {r['N']} | {r['B']} x {r['H']} | "
-                     + " | ".join(str(r.get(key)) for _, key in COLUMNS) + " |")
+                     + " | ".join(str(r.get(key)) for _, key in COLUMNS) + " |" + cells)
     return "\n".join(lines) + "\n"

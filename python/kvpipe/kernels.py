@@ -63,7 +63,8 @@ BACKWARD_HEAD_DIM_PAIRS = tuple((d, d) for d in BACKWARD_HEAD_DIMS) + ((192, 128
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
-                     "pingpong", "persistent", "dq_atomics", "shared_statistics")
+                     "pingpong", "persistent", "dq_atomics", "shared_statistics",
+                     "exp2_emulation")
 #: The boolean ones among them.
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics",
                 "shared_statistics")
@@ -165,6 +166,10 @@ class AttentionConfig:
             if name in _BOOL_TUNING:
                 if not isinstance(value, bool):
                     raise ValueError(f"tuning attribute {name} must be a bool, got {value!r}")
+            elif name == "exp2_emulation":
+                if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 8:
+                    raise ValueError("tuning attribute exp2_emulation (exponentials of every "
+                                     f"8 on the FMA pipe) must be an int in [0, 8], got {value!r}")
             elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"tuning attribute {name} must be a positive int, got {value!r}")
         if not isinstance(wait_timeout, int) or wait_timeout < 0:

@@ -329,3 +329,47 @@ def test_run_fills_every_column_of_each_row(monkeypatch, capsys, cutlass):
                    for a in alibi)
     markdown = bench_modifiers.to_markdown(rows)
     assert markdown.count("| softcap+window | 128 | 4096 | 4 x 4 |") == 1
+
+
+def test_variants_time_the_forward_with_and_without_the_modifier(monkeypatch):
+    # bench --mods --variant: each variant's tuning reaches kvpipe.attention
+    # for the modified and the plain forward, on the row's inputs; the
+    # markdown gets a column per variant with the ratio to the default plain.
+    fake_torch = types.ModuleType("torch")
+    fake_torch.bfloat16 = "bf16"
+    fake_torch.randn = lambda *shape, dtype=None, device=None: _Array(*shape)
+    fake_torch.rand = lambda *shape, device=None: _Array(*shape)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    calls = []
+    timings = {(): 1.0, (("exp2_emulation", 4),): 0.8}
+    monkeypatch.setattr(kvpipe, "attention", lambda q, k, v, **kw: calls.append(kw) or q)
+    monkeypatch.setattr(bench_modifiers, "_kvpipe_backward_ms", lambda *a, **kw: 2.0)
+    monkeypatch.setattr(bench_modifiers, "_median_ms", lambda fn: fn() and timings[
+        tuple((k, v) for k, v in calls[-1].items() if k == "exp2_emulation")])
+    monkeypatch.setattr(bench_modifiers, "_flex", lambda: None)
+    monkeypatch.setattr(bench_modifiers, "_fa4", lambda: None)
+    rows = bench_modifiers.run([4096], heads=4, variants=[{"exp2_emulation": 4}])
+    for row in rows:
+        variant = row["variants"]["exp2_emulation=4"]
+        assert variant["fwd"] == variant["fwd_plain"] == round(row["kvpipe"] / 0.8, 1)
+    tuned = [kw for kw in calls if "exp2_emulation" in kw]
+    assert len(tuned) == 2 * len(rows)
+    assert any("score_mod" in kw for kw in tuned) and any("score_mod" not in kw for kw in tuned)
+    lines = bench_modifiers.to_markdown(rows).splitlines()
+    header = next(line for line in lines if line.startswith("| modifier"))
+    assert header.endswith("| exp2_emulation=4: fwd, plain (vs default plain) |")
+    first = next(line for line in lines if line.startswith("| softcap+window"))
+    figure = rows[0]["variants"]["exp2_emulation=4"]["fwd"]
+    ratio = figure / rows[0]["kvpipe_plain"]
+    assert 1.24 < ratio < 1.26 and first.endswith(f"| {figure}, {figure} ({ratio:.3f}) |")
+    assert first.count("|") == header.count("|")
+
+
+def test_bench_kernel_configs_hold_the_variants_forward_kernels():
+    configs = bench_modifiers.bench_kernel_configs(seq_lens=(8192,),
+                                                   variants=[{"exp2_emulation": 4}])
+    forward = [c for c in configs if not c.get("backward")]
+    tuned = [c for c in forward if c.get("exp2_emulation") == 4]
+    # Each row's modified and plain forward, once more with the variant.
+    assert len(tuned) == len(forward) - len(tuned) > 0
+    assert not any(c.get("exp2_emulation") for c in configs if c.get("backward"))

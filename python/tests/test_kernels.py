@@ -43,6 +43,17 @@ def test_tuning_reaches_the_kernel(compiler, cache):
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in k.ptx
 
 
+def test_exp2_emulation_reaches_the_softmax(compiler, cache):
+    # 2 of every 8 exponentials on the FMA pipe: fewer ex2.approx in the PTX
+    # (the softmax's 64 per thread and block, unrolled twice).
+    plain = kvpipe.compile_attention(64, "bf16", False)
+    k = kvpipe.compile_attention(64, "bf16", False, exp2_emulation=2)
+    assert "exp2_emulation2" in k.name and "exp2_emulation = 2" in k.config.declaration()
+    assert 0 < k.ptx.count("ex2.approx") < plain.ptx.count("ex2.approx")
+    with pytest.raises(ValueError, match=r"exp2_emulation .* must be an int in \[0, 8\], got 9"):
+        kvpipe.compile_attention(64, "bf16", False, exp2_emulation=9)
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []
@@ -216,6 +227,12 @@ def test_deterministic_backward_family_orders_dq(compiler, cache):
      ValueError, "not with deterministic=True"),
     ((256, "bf16", False), {"backward": True, "dq_atomics": 1}, ValueError,
      "tuning attribute dq_atomics must be a bool"),
+    ((128, "bf16", False), {"backward": True, "exp2_emulation": 2}, ValueError,
+     r"tuning attributes \(exp2_emulation\) are not supported with backward=True"),
+    ((128, "bf16", False), {"shared_statistics": True}, ValueError,
+     "shared_statistics applies to backward=True only"),
+    ((128, "bf16", False), {"backward": True, "shared_statistics": 1}, ValueError,
+     "tuning attribute shared_statistics must be a bool"),
 ])
 def test_backward_configuration_errors(args, kwargs, error, match, cache):
     with pytest.raises(error, match=match):

@@ -76,3 +76,44 @@ func.func @exp2(%s: vector<8xf32>, %c: f32, %m0: f32, %m1: f32) -> vector<8xf32>
   %p = kvpipe.fragment_exp2 %s, %c, %m0, %m1 : vector<8xf32>
   return %p : vector<8xf32>
 }
+
+// `emulated = 2`: elements 0, 1, 8, 9 (i mod 8 < 2) on the FMA pipe, the
+// others on the SFU, then back in order. The polynomial: round by adding
+// and subtracting 1.5 x 2^23, three FMAs, the rounded integer shifted into
+// the exponent, 0 below -125. Its numbers: fragment-exp2-emulated-run.mlir.
+// CHECK-LABEL: func.func @exp2_emulated(
+//       CHECK:   %[[X:.*]] = math.fma
+//       CHECK:   %[[SFU:.*]] = vector.shuffle %[[X]], %[[X]] [2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15] : vector<16xf32>, vector<16xf32>
+//       CHECK:   %[[E:.*]] = math.exp2 %[[SFU]] fastmath<afn> : vector<12xf32>
+//       CHECK:   %[[FMA:.*]] = vector.shuffle %[[X]], %[[X]] [0, 1, 8, 9] : vector<16xf32>, vector<16xf32>
+//       CHECK:   %[[T:.*]] = arith.addf %[[FMA]], %[[MAGIC:.*]] : vector<4xf32>
+//       CHECK:   %[[J:.*]] = arith.subf %[[T]], %[[MAGIC]] : vector<4xf32>
+//       CHECK:   %[[F:.*]] = arith.subf %[[FMA]], %[[J]] : vector<4xf32>
+//       CHECK:   math.fma %{{.*}}, %[[F]]
+//       CHECK:   math.fma %{{.*}}, %[[F]]
+//       CHECK:   %[[P:.*]] = math.fma %{{.*}}, %[[F]]
+//       CHECK:   %[[TB:.*]] = arith.bitcast %[[T]] : vector<4xf32> to vector<4xi32>
+//       CHECK:   %[[EXP:.*]] = arith.shli %[[TB]], %{{.*}} : vector<4xi32>
+//       CHECK:   %[[PB:.*]] = arith.bitcast %[[P]] : vector<4xf32> to vector<4xi32>
+//       CHECK:   %[[SUM:.*]] = arith.addi %[[PB]], %[[EXP]] : vector<4xi32>
+//       CHECK:   %[[R:.*]] = arith.bitcast %[[SUM]] : vector<4xi32> to vector<4xf32>
+//       CHECK:   %[[IN:.*]] = arith.cmpf oge, %[[FMA]], %{{.*}} : vector<4xf32>
+//       CHECK:   %[[POLY:.*]] = arith.select %[[IN]], %[[R]], %{{.*}} : vector<4xi1>, vector<4xf32>
+//       CHECK:   %[[OUT:.*]] = vector.shuffle %[[E]], %[[POLY]] [12, 13, 0, 1, 2, 3, 4, 5, 14, 15, 6, 7, 8, 9, 10, 11] : vector<12xf32>, vector<4xf32>
+//       CHECK:   return %[[OUT]]
+func.func @exp2_emulated(%s: vector<16xf32>, %c: f32, %m0: f32, %m1: f32) -> vector<16xf32> {
+  %p = kvpipe.fragment_exp2 %s, %c, %m0, %m1 {emulated = 2 : i64} : vector<16xf32>
+  return %p : vector<16xf32>
+}
+
+// All 8 of 8: the polynomial alone, no SFU exp2 and no shuffles.
+// CHECK-LABEL: func.func @exp2_all_emulated(
+//   CHECK-NOT:   math.exp2
+//   CHECK-NOT:   vector.shuffle
+//       CHECK:   arith.shli
+//   CHECK-NOT:   math.exp2
+//       CHECK:   return
+func.func @exp2_all_emulated(%s: vector<8xf32>, %c: f32, %m0: f32, %m1: f32) -> vector<8xf32> {
+  %p = kvpipe.fragment_exp2 %s, %c, %m0, %m1 {emulated = 8 : i64} : vector<8xf32>
+  return %p : vector<8xf32>
+}

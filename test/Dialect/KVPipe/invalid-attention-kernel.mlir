@@ -254,6 +254,22 @@ gpu.module @m {
 
 // -----
 
+// `exp2_emulation` counts exponentials of every 8, and is the forward's
+// (the backward's tiles and softmax are fixed).
+gpu.module @m {
+  // expected-error @+1 {{'exp2_emulation' counts the exp2s of every 8 computed on the FMA pipe, so it must be in [0, 8], got 12}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, exp2_emulation = 12 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'exp2_emulation' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, exp2_emulation = 2 : i64}
+}
+
+// -----
+
 // `shared_statistics` is the backward's (the forward has no per-query
 // statistics to load).
 gpu.module @m {

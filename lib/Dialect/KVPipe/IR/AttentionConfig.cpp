@@ -121,6 +121,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"producer_registers", op.getProducerRegisters().has_value()},
         {"consumer_registers", op.getConsumerRegisters().has_value()},
         {"overlap_softmax", op.getOverlapSoftmax().has_value()},
+        {"exp2_emulation", op.getExp2Emulation().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -201,6 +202,12 @@ AttentionConfig::get(AttentionKernelOp op,
                        << c.blockN;
   c.kvStages = op.getKvStages().value_or(2);
   c.overlapSoftmax = op.getOverlapSoftmax().value_or(true);
+  c.exp2Emulation = op.getExp2Emulation().value_or(0);
+  if (c.exp2Emulation < 0 || c.exp2Emulation > 8)
+    return emitError() << "'exp2_emulation' counts the exp2s of every 8 "
+                          "computed on the FMA pipe, so it must be in [0, 8], "
+                          "got "
+                       << c.exp2Emulation;
   // Measured on the H200 (docs/performance.md, v4): +2-8 % at head dim 64
   // with three consumer warpgroups, +1-6 % at 128 from 2k keys on.
   c.pingpong = op.getPingpong().value_or(c.consumerWarpgroups > 1);

@@ -194,5 +194,9 @@ LogicalResult FragmentRescaleOp::verify() {
 }
 
 LogicalResult FragmentExp2Op::verify() {
+  if (getEmulated() < 0 || getEmulated() > 8)
+    return emitOpError() << "'emulated' counts elements of every 8, so it "
+                            "must be in [0, 8], got "
+                         << getEmulated();
   return verifyFragment(*this, getFragment());
 }

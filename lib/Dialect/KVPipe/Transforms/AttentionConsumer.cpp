@@ -188,7 +188,8 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
     s = mask(s, kvBlock);
 
   OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
-      b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType);
+      b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType,
+      c.exp2Emulation);
   return {{step.stats.m0, step.stats.m1, step.stats.l0, step.stats.l1},
           step.alpha0,
           step.alpha1,

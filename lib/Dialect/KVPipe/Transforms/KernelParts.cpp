@@ -118,7 +118,8 @@ Value kvpipe::buildMaskedScores(ImplicitLocOpBuilder &b, Value s, Value needed,
 OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
                                                  Value s, Value scaleLog2,
                                                  const OnlineSoftmaxStats &stats,
-                                                 Type pElementType) {
+                                                 Type pElementType,
+                                                 int64_t emulatedExp2) {
   auto f32 = [&](double v) -> Value {
     return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                           APFloat(static_cast<float>(v)));
@@ -144,7 +145,7 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   }
   // P = exp2(S * c - m * c): the scale folded into one FMA per element.
   Value p = FragmentExp2Op::create(b, s.getType(), s, scaleLog2,
-                                   scaledMax[0], scaledMax[1]);
+                                   scaledMax[0], scaledMax[1], emulatedExp2);
   Value lNew[2];
   for (int half : {0, 1}) {
     // Row sums stay per thread; the 4 lanes are combined once, at the end.

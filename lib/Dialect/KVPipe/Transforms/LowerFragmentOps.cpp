@@ -87,6 +87,40 @@ struct FragmentRescaleOpLowering : OpRewritePattern<FragmentRescaleOp> {
   }
 };
 
+/// 2^x on the FMA pipe, element by element (FragmentExp2Op's `emulated`,
+/// FA4's exp2 emulation): x = j + f with j = round(x) (adding 1.5 x 2^23
+/// leaves j in the low mantissa bits of t = x + 1.5 x 2^23), 2^f by a
+/// degree-3 minimax polynomial on [-0.5, 0.5] (relative error 7.5e-5), j
+/// added to its exponent field (t's bits shifted by 23: the constant's own
+/// bits shift out). Below -125 (where 126 + j underflows the exponent) the
+/// result is 0, which also covers -inf and the NaN f it gives.
+static Value buildPolynomialExp2(ImplicitLocOpBuilder &b, Value x) {
+  auto type = cast<VectorType>(x.getType());
+  auto intType = VectorType::get(type.getShape(), b.getI32Type());
+  auto splat = [&](float v) -> Value {
+    return arith::ConstantOp::create(b, type,
+                                     DenseElementsAttr::get(type, v));
+  };
+  Value magic = splat(12582912.0f); // 1.5 x 2^23
+  Value t = arith::AddFOp::create(b, x, magic);
+  Value f = arith::SubFOp::create(b, x, arith::SubFOp::create(b, t, magic));
+  // Horner, highest degree first (coefficients fitted for relative error).
+  Value p = splat(0.0551709346f);
+  for (float c : {0.242609322f, 0.693260968f, 0.999928176f})
+    p = math::FmaOp::create(b, p, f, splat(c));
+  Value exponent = arith::ShLIOp::create(
+      b, arith::BitcastOp::create(b, intType, t),
+      arith::ConstantOp::create(b, intType,
+                                DenseElementsAttr::get(intType, int32_t(23))));
+  Value scaled = arith::BitcastOp::create(
+      b, type,
+      arith::AddIOp::create(b, arith::BitcastOp::create(b, intType, p),
+                            exponent));
+  Value inRange =
+      arith::CmpFOp::create(b, arith::CmpFPredicate::OGE, x, splat(-125.0f));
+  return arith::SelectOp::create(b, inRange, scaled, splat(0.0f));
+}
+
 struct FragmentExp2OpLowering : OpRewritePattern<FragmentExp2Op> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(FragmentExp2Op op,
@@ -96,15 +130,33 @@ struct FragmentExp2OpLowering : OpRewritePattern<FragmentExp2Op> {
     Fragment frag(b, elementsOf(op.getFragment()));
     // One FMA per element: x * scale + (-offset of the row). The exp2 may
     // be approximate (afn): ex2.approx.ftz, one MUFU.EX2 (ApproxMathToNVVM).
-    rewriter.replaceOp(
-        op, math::Exp2Op::create(
-                b,
-                math::FmaOp::create(
-                    b, op.getFragment(),
-                    vector::BroadcastOp::create(b, frag.type(), op.getScale()),
-                    arith::NegFOp::create(
-                        b, frag.perRow(op.getOffset0(), op.getOffset1()))),
-                arith::FastMathFlags::afn));
+    Value x = math::FmaOp::create(
+        b, op.getFragment(),
+        vector::BroadcastOp::create(b, frag.type(), op.getScale()),
+        arith::NegFOp::create(b,
+                              frag.perRow(op.getOffset0(), op.getOffset1())));
+    auto sfu = [&](Value v) -> Value {
+      return math::Exp2Op::create(b, v, arith::FastMathFlags::afn);
+    };
+    int64_t emulated = op.getEmulated();
+    int64_t n = frag.type().getNumElements();
+    if (emulated == 0 || emulated == 8) {
+      rewriter.replaceOp(op, emulated ? buildPolynomialExp2(b, x) : sfu(x));
+      return success();
+    }
+    // Elements i with i mod 8 < emulated on the FMA pipe, the others on
+    // the SFU: two shuffled halves, then back in order.
+    SmallVector<int64_t> onFma, onSfu, order(n);
+    for (int64_t i = 0; i < n; ++i)
+      (i % 8 < emulated ? onFma : onSfu).push_back(i);
+    for (auto [k, i] : llvm::enumerate(onSfu))
+      order[i] = k;
+    for (auto [k, i] : llvm::enumerate(onFma))
+      order[i] = onSfu.size() + k;
+    Value sfuPart = sfu(vector::ShuffleOp::create(b, x, x, onSfu));
+    Value fmaPart =
+        buildPolynomialExp2(b, vector::ShuffleOp::create(b, x, x, onFma));
+    rewriter.replaceOp(op, vector::ShuffleOp::create(b, sfuPart, fmaPart, order));
     return success();
   }
 };

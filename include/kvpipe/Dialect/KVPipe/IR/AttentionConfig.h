@@ -39,6 +39,9 @@ struct AttentionConfig {
   /// Overlap the softmax of block j with the wgmmas of blocks j and j-1
   /// (FA3's intra-warpgroup pipelining).
   bool overlapSoftmax;
+  /// Of every 8 elements of P, how many exp2s run on the FMA pipe as a
+  /// polynomial instead of on the SFU (`exp2_emulation`, FA4's trick).
+  int64_t exp2Emulation = 0;
   /// Consumer warpgroups take turns issuing their wgmmas (named barriers),
   /// so that one's softmax overlaps another's GEMMs.
   bool pingpong;

@@ -185,6 +185,13 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     reduction, no barriers between dQ's column blocks (docs/backward.md,
     "Head dims 192 and 256"). `dq_atomics = false` keeps the staged way.
 
+    `exp2_emulation` (forward; 0 to 8, default 0) computes that many of
+    every 8 exponentials of the softmax's P on the FMA pipe with a
+    polynomial instead of the SFU's `ex2.approx` (FA4's exp2 emulation;
+    `kvpipe.fragment_exp2`'s `emulated`): the SFU issues 16 a cycle per SM,
+    which bounds the softmax at head dim 64 and with a score_mod that uses
+    it too (a soft-cap's tanh).
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -247,6 +254,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<I64Attr>:$producer_registers,
                        OptionalAttr<I64Attr>:$consumer_registers,
                        OptionalAttr<BoolAttr>:$overlap_softmax,
+                       OptionalAttr<I64Attr>:$exp2_emulation,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

@@ -282,12 +282,23 @@ def KVPipe_FragmentExp2Op : KVPipe_FragmentOp<"fragment_exp2",
     the online softmax's `P = exp2(S c - m c)` with the scale folded into
     one FMA per element (FA2/FA3's trick).
 
+    `emulated` (0 to 8, default 0): of every 8 consecutive elements, how many
+    are computed on the FMA pipe with a polynomial rather than by the SFU's
+    `ex2.approx` (MUFU.EX2, 16 a cycle per SM against 128 FMAs): FA4's exp2
+    emulation, for kernels whose MUFU work bounds them (the softmax at head
+    dim 64, a score_mod's tanh). The argument is rounded to the nearest
+    integer j with the FMA pipe's rounding (adding and subtracting 1.5 x
+    2^23), 2^(x - j) on [-0.5, 0.5] is a degree-3 polynomial (relative error
+    7.5e-5, below bf16's and f16's half ulp), and j is added to its exponent
+    bits; arguments below -125 (masked scores: -inf) give 0.
+
     ```mlir
-    %p = kvpipe.fragment_exp2 %s, %c, %mc0, %mc1 : vector<64xf32>
+    %p = kvpipe.fragment_exp2 %s, %c, %mc0, %mc1 {emulated = 2 : i64} : vector<64xf32>
     ```
   }];
   let arguments = (ins VectorOfRankAndType<[1], [F32]>:$fragment, F32:$scale,
-                       F32:$offset0, F32:$offset1);
+                       F32:$offset0, F32:$offset1,
+                       DefaultValuedAttr<I64Attr, "0">:$emulated);
   let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
   let assemblyFormat = [{
     $fragment `,` $scale `,` $offset0 `,` $offset1 attr-dict `:` type($fragment)

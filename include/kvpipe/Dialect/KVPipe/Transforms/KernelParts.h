@@ -103,11 +103,14 @@ struct OnlineSoftmaxStep {
 /// The online-softmax update of the (masked) score fragment `s` with the
 /// scale `scaleLog2` = scale * log2(e): row maxima across the quad, a row
 /// without a valid key yet keeps -inf and gets P = 0 (not NaN), P with one
-/// FMA per element, row sums per thread.
+/// FMA per element, row sums per thread. `emulatedExp2`: of every 8
+/// elements of P, how many exp2s run on the FMA pipe (fragment_exp2's
+/// `emulated`).
 OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          mlir::Value s, mlir::Value scaleLog2,
                                          const OnlineSoftmaxStats &stats,
-                                         mlir::Type pElementType);
+                                         mlir::Type pElementType,
+                                         int64_t emulatedExp2 = 0);
 
 /// The built-in masks' bounds (the causal diagonal and the sliding window,
 /// anchored top-left or bottom-right), one predicate for both directions:
