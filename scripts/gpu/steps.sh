@@ -11,7 +11,8 @@
 # FA4 (../shared/peers/fa4.sh) is used where it was staged in /tmp/fa4-site by earlier calls.
 set -u
 cd "$(dirname "$0")/../.."
-tar xzf .gpupack/kernels.tgz
+# Every pack carried (kernels.tgz, or several, each carried in a call of its own).
+for pack in .gpupack/*.tgz; do tar xzf "$pack"; done
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 [[ -d /tmp/fa4-site ]] && export PYTHONPATH=$PYTHONPATH:/tmp/fa4-site
 export KVPIPE_CACHE_DIR=$PWD/.gpu/cache
