@@ -258,15 +258,20 @@ class _Array:
         return self
 
 
-@pytest.mark.parametrize("cutlass", [True, False])
-def test_run_fills_every_column_of_each_row(monkeypatch, capsys, cutlass):
-    # run() itself on stand-ins: kvpipe, FlexAttention and FA4 calls are
-    # recorded, every timing is 1 ms forward and 2 ms backward.
+def _fake_torch(monkeypatch):
+    """A torch module whose randn and rand make _Array stand-ins."""
     fake_torch = types.ModuleType("torch")
     fake_torch.bfloat16 = "bf16"
     fake_torch.randn = lambda *shape, dtype=None, device=None: _Array(*shape)
     fake_torch.rand = lambda *shape, device=None: _Array(*shape)
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
+
+
+@pytest.mark.parametrize("cutlass", [True, False])
+def test_run_fills_every_column_of_each_row(monkeypatch, capsys, cutlass):
+    # run() itself on stand-ins: kvpipe, FlexAttention and FA4 calls are
+    # recorded, every timing is 1 ms forward and 2 ms backward.
+    _fake_torch(monkeypatch)
     calls = []
     monkeypatch.setattr(kvpipe, "attention", lambda q, k, v, **kw: calls.append(
         ("kvpipe", q.shape, kw)) or q)
@@ -335,11 +340,7 @@ def test_variants_time_the_forward_with_and_without_the_modifier(monkeypatch):
     # bench --mods --variant: each variant's tuning reaches kvpipe.attention
     # for the modified and the plain forward, on the row's inputs; the
     # markdown gets a column per variant with the ratio to the default plain.
-    fake_torch = types.ModuleType("torch")
-    fake_torch.bfloat16 = "bf16"
-    fake_torch.randn = lambda *shape, dtype=None, device=None: _Array(*shape)
-    fake_torch.rand = lambda *shape, device=None: _Array(*shape)
-    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    _fake_torch(monkeypatch)
     calls = []
     timings = {(): 1.0, (("exp2_emulation", 4),): 0.8}
     monkeypatch.setattr(kvpipe, "attention", lambda q, k, v, **kw: calls.append(kw) or q)
