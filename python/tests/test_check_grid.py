@@ -128,3 +128,20 @@ def test_backward_kernel_configs_hold_the_forward_kernels_the_grid_launches():
             dims["value_head_dim"] = case.value_head_dim
         assert dict(**dims, dtype=case.dtype, causal=case.causal, backward=True,
                     **tuning) in configs, (case, tuning)
+
+
+def test_check_tune_compiles_padded_head_dims_as_their_kernels(monkeypatch):
+    # check --tune on the grid's zero-padded cases (head dim 80 runs as 96):
+    # the tuning is tried on the kernel the case launches, not on 80 (which
+    # has none, and raised "head_dim must be one of ..." on the GPU).
+    import kvpipe
+
+    asked = []
+    monkeypatch.setattr(kvpipe, "compile_attention",
+                        lambda *args, **kwargs: asked.append((args, kwargs)))
+    monkeypatch.setattr(check, "_compiles_cache", {})
+    padded = next(case for case in check.default_grid() if case.head_dim == 80)
+    assert check._compiles(padded, {"exp2_emulation": 4})
+    (head_dim, _, _), kwargs = asked[0]
+    assert head_dim == padded.kernel_dims()["head_dim"] == 96
+    assert kwargs["exp2_emulation"] == 4
