@@ -28,6 +28,16 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %r = arith.subf %capped, %bias : f32
     kvpipe.yield %r : f32
   }
+  kvpipe.attention_kernel @softcap {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %inv = arith.constant 0.05 : f32
+    %cap = arith.constant 20.0 : f32
+    %x = arith.mulf %s, %inv : f32
+    %t = math.tanh %x fastmath<afn> : f32
+    %capped = arith.mulf %t, %cap : f32
+    kvpipe.yield %capped : f32
+  }
 }
 
 // CHECK-LABEL: gpu.func @alibi_softcap(
@@ -40,10 +50,12 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK: scf.for
 //       CHECK:   %[[S:.*]] = kvpipe.warpgroup_wait
 //       CHECK:   %[[SCALE:.*]] = arith.mulf %[[SCALE_LOG2]], %[[LN2]] : f32
+// The score enters the region only through `s * 0.05`: one multiplication
+// per element, by scale * 0.05 (ScoreModScaling).
+//       CHECK:   %[[FACTOR:.*]] = arith.mulf %[[SCALE]], %{{.*}} : f32
 //       CHECK:   %[[E0:.*]] = vector.extract %[[S]][0] : f32 from vector<64xf32>
-//       CHECK:   %[[SCALED:.*]] = arith.mulf %[[E0]], %[[SCALE]] fastmath<contract> : f32
-//       CHECK:   arith.mulf %[[SCALED]], %{{.*}} fastmath<contract> : f32
-//       CHECK:   llvm.inline_asm "tanh.approx.f32 $0, $1;", "=f,f" %{{.*}} : (f32) -> f32
+//       CHECK:   %[[SCALED:.*]] = arith.mulf %[[E0]], %[[FACTOR]] fastmath<contract> : f32
+//       CHECK:   llvm.inline_asm "tanh.approx.f32 $0, $1;", "=f,f" %[[SCALED]] : (f32) -> f32
 //       CHECK:   %[[ADDR:.*]] = llvm.getelementptr %[[AUX0]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
 //       CHECK:   llvm.load %[[ADDR]] invariant {alignment = 4 : i64} : !llvm.ptr<1> -> f32
 //       CHECK:   %[[MOD:.*]] = vector.from_elements
@@ -51,6 +63,22 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   scf.if
 //       CHECK:     arith.select %{{.*}}, %[[MOD]]
 //       CHECK:   kvpipe.fragment_exp2 %{{.*}}, %[[LOG2E]]
+
+// A soft-cap alone: the region's result `tanh(.) * 20` leaves as tanh(.),
+// and the exponent (in the softmax and the log-sum-exp) multiplies by
+// 20 log2(e) = 28.85: per element one multiplication, the tanh and the
+// softmax's FMA, as the plain kernel's FMA.
+// CHECK-LABEL: gpu.func @softcap(
+//       CHECK: %[[CAPLOG2E:.*]] = arith.constant 2.885390e+01 : f32
+//       CHECK: scf.for
+//       CHECK:   %[[E:.*]] = vector.extract %{{.*}}[0] : f32 from vector<64xf32>
+//       CHECK:   %[[X:.*]] = arith.mulf %[[E]], %{{.*}} fastmath<contract> : f32
+//       CHECK:   %[[T:.*]] = llvm.inline_asm "tanh.approx.f32 $0, $1;", "=f,f" %[[X]] : (f32) -> f32
+//   CHECK-NOT:   arith.mulf %[[T]]
+//       CHECK:   vector.from_elements %[[T]],
+//       CHECK:   kvpipe.fragment_exp2 %{{.*}}, %[[CAPLOG2E]]
+//       CHECK: arith.mulf %{{.*}}, %[[CAPLOG2E]]
+//       CHECK: gpu.return
 
 // PTX: .entry alibi_softcap(
 // PTX: tanh.approx.f32

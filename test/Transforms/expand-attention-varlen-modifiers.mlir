@@ -56,9 +56,10 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 
 // A score_mod that is not an added bias: the softmax runs on the modified
 // scaled scores with log2(e), and so does the log-sum-exp (not scale_log2,
-// %arg8, as without one).
+// %arg8, as without one) — here times the cap, 30 log2(e), since the
+// region's final `* 30` is folded into the exponent (ScoreModScaling).
 // CHECK-LABEL: gpu.func @softcap(
-//       CHECK:   %[[LOG2E:.*]] = arith.constant 1.44269502 : f32
+//       CHECK:   %[[LOG2E:.*]] = arith.constant 43.2808495 : f32
 //       CHECK:   math.log2
 //  CHECK-NEXT:   arith.mulf %{{.*}}, %[[LOG2E]] : f32
 

@@ -198,10 +198,12 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
 
 Value KernelBuilder::softmaxScaleLog2() {
   // An additive score_mod leaves the scores in the raw domain (plus bias /
-  // scale): the plain kernel's scale applies.
-  return c.scoreMod && !getAdditiveScoreMod(*c.scoreMod)
-             ? f32(M_LOG2E)
-             : param(AttentionParam::ScaleLog2);
+  // scale): the plain kernel's scale applies. Another leaves them scaled,
+  // divided by the constant its result is multiplied by, if any
+  // (ScoreModScaling: the soft-cap), which the exponent multiplies back.
+  if (!c.scoreMod || getAdditiveScoreMod(*c.scoreMod))
+    return param(AttentionParam::ScaleLog2);
+  return f32(M_LOG2E * getScoreModScaling(*c.scoreMod).outputFactor);
 }
 
 Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
@@ -221,9 +223,12 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
     s = buildAdditiveScoreMod(b, *c.scoreMod, *additive, s, inverseScale, at);
   } else if (c.scoreMod) {
     // FlexAttention's score_mod sees the scaled score; the softmax then
-    // exponentiates in base 2 what is already scaled.
+    // exponentiates in base 2 what is already scaled. Constant factors at
+    // the region's ends fold into the scale's multiplication and the
+    // exponent's (softmaxScaleLog2): soft-capping's two multiplications.
     Value scale = arith::MulFOp::create(b, scaleLog2, f32(1.0 / M_LOG2E));
-    s = buildScoreMod(b, *c.scoreMod, s, scale, at);
+    ScoreModScaling scaling = getScoreModScaling(*c.scoreMod);
+    s = buildScoreMod(b, *c.scoreMod, s, scale, at, &scaling);
     scaleLog2 = softmaxScaleLog2();
   }
   // The built-in masks after the score_mod, so that a masked score is -inf

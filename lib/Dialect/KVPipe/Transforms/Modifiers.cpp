@@ -291,10 +291,16 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
                           ValueRange args, const ModifierIndices &at,
                           Value *derivative = nullptr,
                           IRMapping *inlined = nullptr,
-                          Operation *withRespectTo = nullptr) {
+                          Operation *withRespectTo = nullptr,
+                          const IRMapping *given = nullptr) {
   Block &block = region.front();
   IRMapping map;
   map.map(block.getArguments(), args);
+  // Values the caller computes itself (ScoreModScaling's input product):
+  // their ops are not inlined.
+  if (given)
+    for (auto [value, replacement] : given->getValueMap())
+      map.map(value, replacement);
   DenseMap<Value, Value> tangent;
   auto one = [&] {
     return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(1.0f));
@@ -306,6 +312,8 @@ static Value inlineRegion(ImplicitLocOpBuilder &b, Region &region,
   auto narrow = [&](Type type) { return type.isIndex() ? i32 : type; };
   DenseMap<Value, ExactFloat> floats;
   for (Operation &op : block.without_terminator()) {
+    if (given && op.getNumResults() == 1 && given->contains(op.getResult(0)))
+      continue;
     // An index expression converted to f32 is computed in f32 where that is
     // exact: per score element, integer subtraction, |.|, clamping and the
     // conversion (ALiBi's distance) cost more issue slots than the softmax.
@@ -603,15 +611,77 @@ void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
   }
 }
 
+ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
+  ScoreModScaling scaling;
+  auto constantOf = [&](Value v) -> std::optional<double> {
+    auto constant = v.getDefiningOp<arith::ConstantFloatOp>();
+    if (!constant || constant->getParentRegion() != &region)
+      return std::nullopt;
+    return constant.value().convertToDouble();
+  };
+  // The score's only use: `score * c`, `c * score` or `score / c` (the
+  // tracer's soft-cap divides), c a finite nonzero constant.
+  Value score = region.getArgument(0);
+  if (score.hasOneUse()) {
+    Operation *user = *score.getUsers().begin();
+    std::optional<double> factor;
+    if (auto product = dyn_cast<arith::MulFOp>(user))
+      factor = constantOf(product.getLhs() == score ? product.getRhs()
+                                                    : product.getLhs());
+    else if (auto quotient = dyn_cast<arith::DivFOp>(user);
+             quotient && quotient.getLhs() == score)
+      if ((factor = constantOf(quotient.getRhs())))
+        factor = 1.0 / *factor;
+    if (factor && std::isfinite(*factor) && *factor != 0 &&
+        llvm::count(user->getOperands(), score) == 1) {
+      scaling.input = user;
+      scaling.inputFactor = *factor;
+    }
+  }
+  Block &block = region.front();
+  Value yielded = cast<YieldOp>(block.getTerminator()).getValues().front();
+  if (auto product = yielded.getDefiningOp<arith::MulFOp>())
+    for (auto [factor, operand] : {std::pair{product.getRhs(), product.getLhs()},
+                                   std::pair{product.getLhs(), product.getRhs()}})
+      // Positive and finite: the row maxima of the operand are the modified
+      // scores' over the factor, and the masks' -inf stays -inf.
+      if (std::optional<double> c = constantOf(factor);
+          c && *c > 0 && std::isfinite(*c) && operand != factor &&
+          product.getOperation() != scaling.input) {
+        scaling.output = product;
+        scaling.outputFactor = *c;
+        scaling.outputOperand = operand;
+        break;
+      }
+  return scaling;
+}
+
 Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
-                            Value scale, const ModifierIndices &at) {
+                            Value scale, const ModifierIndices &at,
+                            const ScoreModScaling *scaling) {
+  bool foldInput = scaling && scaling->input;
+  if (foldInput)
+    scale = arith::MulFOp::create(
+        b, scale,
+        arith::ConstantFloatOp::create(
+            b, b.getF32Type(),
+            APFloat(static_cast<float>(scaling->inputFactor))));
   SmallVector<Value> scores = forEachElement(
       b, region, at, [&](int64_t i, Value row, Value key) {
         Value scaled = arith::MulFOp::create(
             b, vector::ExtractOp::create(b, s, i), scale);
         allowContraction(scaled.getDefiningOp());
-        return inlineRegion(b, region,
-                            regionArguments(b, at, scaled, row, key), at);
+        SmallVector<Value, 5> args = regionArguments(b, at, scaled, row, key);
+        if (!scaling || (!scaling->input && !scaling->output))
+          return inlineRegion(b, region, args, at);
+        IRMapping given, inlined;
+        if (foldInput)
+          given.map(scaling->input->getResult(0), scaled);
+        Value result =
+            inlineRegion(b, region, args, at, /*derivative=*/nullptr, &inlined,
+                         /*withRespectTo=*/nullptr, &given);
+        return scaling->output ? inlined.lookup(scaling->outputOperand)
+                               : result;
       });
   return vector::FromElementsOp::create(b, s.getType(), scores);
 }

@@ -13,6 +13,7 @@
 #ifndef KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_MODIFIERS_H
 #define KVPIPE_LIB_DIALECT_KVPIPE_TRANSFORMS_MODIFIERS_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Region.h"
 
@@ -42,11 +43,33 @@ struct ModifierIndices {
   bool transposed = false;
 };
 
+/// The multiplications by constants at the ends of a score_mod that the
+/// forward folds into its other multiplications (soft-capping's
+/// `cap * tanh(score / cap)` as `tanh(raw * (scale / cap))` exponentiated
+/// with `cap * log2(e)`): `input`, the score's only use, a product of the
+/// score and a constant or a quotient of the score by one (the score times
+/// `inputFactor`); `output`, the yielded value, a product of a positive
+/// finite constant (`outputFactor`) and `outputOperand`. Null where the
+/// region has no such end.
+struct ScoreModScaling {
+  mlir::Operation *input = nullptr;
+  double inputFactor = 1.0;
+  mlir::arith::MulFOp output;
+  double outputFactor = 1.0;
+  mlir::Value outputOperand;
+};
+ScoreModScaling getScoreModScaling(mlir::Region &region);
+
 /// The score_mod `region` applied to every element of `s` (raw q.k scores)
-/// multiplied by `scale`: the fragment of modified scaled scores.
+/// multiplied by `scale`: the fragment of modified scaled scores. With
+/// `scaling` (getScoreModScaling), its input product takes the raw score
+/// times `scale * inputFactor` (one multiplication per element instead of
+/// two) and the fragment holds the output product's operand, the modified
+/// score divided by `outputFactor` (which the caller's exponent applies).
 mlir::Value buildScoreMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                           mlir::Value s, mlir::Value scale,
-                          const ModifierIndices &at);
+                          const ModifierIndices &at,
+                          const ScoreModScaling *scaling = nullptr);
 
 /// A score_mod of the form `score + bias` or `score - bias`, `bias` not
 /// depending on the score (ALiBi, bias tables): the softmax can then work
