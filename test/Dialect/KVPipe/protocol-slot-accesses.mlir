@@ -606,3 +606,21 @@ func.func @helper_index_result(%p: !p, %e: i1, %q: !q, %k: !ring) -> (!p, vector
   %t = kvpipe.consumer_release %p, %e : !p
   return %t, %d : !p, vector<64xf32>
 }
+
+// -----
+
+// WRONG: a consumer reads the statistics slot a bulk load filled after
+// releasing the slot (the backward's log-sum-exp ring, read too late).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x64xf32, #smem>
+func.func @f(%p: !p, %e: i1, %lse: !ring) -> (!p, vector<2xf32>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-note @+1 {{the slot is handed over here}}
+  %t = kvpipe.consumer_release %p, %e : !p
+  // expected-error @+1 {{'vector.load' op accesses a ring slot after its 'consumer_release': the other side may already be refilling or reading it}}
+  %v = vector.load %lse[%slot, %c0] {alignment = 8 : i64} : !ring, vector<2xf32>
+  return %t, %v : !p, vector<2xf32>
+}

@@ -627,3 +627,57 @@ func.func @bulk_load_into_own_slot(%p: !p, %n: index, %src: !llvm.ptr, %k: !ring
   }
   return %r : !p
 }
+
+// -----
+
+// The rules that hold for TMA loads hold for bulk loads (one interface):
+// completing on the consumer (empty) barrier, under a condition the
+// transaction analysis cannot count, and on a barrier no commit expects.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!row = memref<64xf32, #gpu.address_space<workgroup>>
+func.func @bulk_load_on_consumer_barrier(%p: !p, %src: !llvm.ptr, %r: !row) -> !p {
+  kvpipe.producer_acquire %p : !p
+  // expected-note @below {{the barrier}}
+  %b = kvpipe.consumer_mbar %p : !p
+  // expected-error @below {{'kvpipe.bulk_load' op completes on the consumer (empty) barrier}}
+  kvpipe.bulk_load %src, %r, %b : !llvm.ptr, !row
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!row = memref<64xf32, #gpu.address_space<workgroup>>
+func.func @bulk_load_under_condition(%p: !p, %src: !llvm.ptr, %r: !row, %c: i1) -> !p {
+  kvpipe.producer_acquire %p : !p
+  %b = kvpipe.producer_mbar %p : !p
+  scf.if %c {
+    // expected-note @below {{the load}}
+    kvpipe.bulk_load %src, %r, %b : !llvm.ptr, !row
+  }
+  // expected-error @below {{'kvpipe.producer_commit' op cannot derive its transaction bytes: a TMA load completing on its barrier is under 'scf.if'}}
+  kvpipe.producer_commit %p : !p
+  %q = kvpipe.step %p : !p
+  return %q : !p
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!row = memref<64xf32, #gpu.address_space<workgroup>>
+// A helper that loads on the producer barrier of a state no caller
+// commits.
+func.func @bulk_load_uncommitted(%p: !p, %src: !llvm.ptr, %r: !row) {
+  // expected-note @below {{through this call}}
+  func.call @bulk_load1(%p, %src, %r) : (!p, !llvm.ptr, !row) -> ()
+  return
+}
+func.func private @bulk_load1(%s: !p, %src: !llvm.ptr, %r: !row) {
+  // expected-note @below {{the barrier}}
+  %b = kvpipe.producer_mbar %s : !p
+  // expected-error @below {{'kvpipe.bulk_load' op completes on a barrier that no producer_commit expects}}
+  kvpipe.bulk_load %src, %r, %b : !llvm.ptr, !row
+  return
+}
