@@ -312,6 +312,10 @@ def _main(argv: Optional[List[str]]) -> int:
         if args.for_check:
             from kvpipe import check
 
+            # The grid's and bench --mods' kernels take the tuning: forward only.
+            if set(_tuning(args.tune)) & set(kernels.BACKWARD_TUNING):
+                parser.error("compile --for-check --tune takes forward tuning (the check "
+                             "grid's and bench --mods --variant's kernels)")
             cases = check.random_grid(args.random, args.seed) if args.random else None
             for config in check.kernel_configs(cases, with_kvcache=not args.random,
                                                tuning=_tuning(args.tune)):
@@ -439,6 +443,11 @@ def _main(argv: Optional[List[str]]) -> int:
     from kvpipe import bench as bench_mod
 
     variants = [_tuning(v.split(",")) for v in args.variant or []]
+    backward_only = sorted({name for v in variants + [_tuning(args.tune)] for name in v}
+                           & set(kernels.BACKWARD_TUNING))
+    if backward_only and not args.backward:
+        parser.error(f"{', '.join(backward_only)} tune the backward: with bench --backward "
+                     "--variant only")
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
     if args.varlen:
         if args.tune or args.variant or args.backward or args.seq_len:

@@ -54,6 +54,18 @@ def test_unknown_tuning_attribute_is_one_line(capsys, cache, compiler):
                     "unknown tuning attribute 'warp_size'")
 
 
+def test_backward_tuning_is_refused_where_only_forward_kernels_take_it(capsys, cache):
+    # compile --for-check --tune compiles the check grid's and bench --mods'
+    # forward variants: a backward attribute is a usage error, before any
+    # kernel is compiled.
+    for argv in (["compile", "--for-check", "--mods", "--tune", "shared_statistics=false"],
+                 ["compile", "--for-check", "--tune", "dq_atomics=true"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert "takes forward tuning" in capsys.readouterr().err
+
+
 def test_unsupported_head_dim_lists_the_choices(capsys):
     with pytest.raises(SystemExit) as info:
         main(["compile", "--head-dim", "80"])

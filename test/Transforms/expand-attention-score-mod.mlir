@@ -7,7 +7,8 @@
 
 // A score_mod is inlined per element of the score fragment, on the scaled
 // score (S * scale_log2 * ln 2 = S * scale); the softmax then exponentiates
-// with log2(e), in the log-sum-exp too. An auxiliary tensor is a pointer
+// with log2(e), in the log-sum-exp too (times the region's final constant
+// factor where it is folded: @softcap). An auxiliary tensor is a pointer
 // parameter after the others, read with invariant loads; an approximate
 // tanh (fastmath<afn>) is the hardware's tanh.approx.f32.
 
@@ -37,6 +38,16 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %t = math.tanh %x fastmath<afn> : f32
     %capped = arith.mulf %t, %cap : f32
     kvpipe.yield %capped : f32
+  }
+  kvpipe.attention_kernel @no_fold {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %c = arith.constant 0.5 : f32
+    %neg = arith.constant -2.0 : f32
+    %x = arith.mulf %s, %c : f32
+    %y = arith.addf %x, %s : f32
+    %r = arith.mulf %y, %neg : f32
+    kvpipe.yield %r : f32
   }
 }
 
@@ -86,3 +97,17 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // ABI: "params": [
 // ABI: "aux0"
 // ABI: "score_mod": true
+
+// What does not fold: the score used twice (the product is not its only
+// use) and a negative output factor (the row maxima would be minima): the
+// region's ops stay, and the exponent is log2(e).
+// CHECK-LABEL: gpu.func @no_fold(
+//   CHECK-DAG: %[[L2E:.*]] = arith.constant 1.44269502 : f32
+//   CHECK-DAG: %[[NEG:.*]] = arith.constant -2.000000e+00 : f32
+//       CHECK: scf.for
+//       CHECK:   %[[SC:.*]] = arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : f32
+//       CHECK:   %[[X:.*]] = arith.mulf %[[SC]], %{{.*}} fastmath<contract> : f32
+//       CHECK:   %[[Y:.*]] = arith.addf %[[X]], %[[SC]] fastmath<contract> : f32
+//       CHECK:   arith.mulf %[[Y]], %[[NEG]] fastmath<contract> : f32
+//       CHECK:   kvpipe.fragment_exp2 %{{.*}}, %[[L2E]]
+

@@ -82,3 +82,11 @@ func.func @not_a_pointer(%src: i64, %row: memref<64xf32, #gpu.address_space<work
   kvpipe.bulk_load %src, %row, %bar : i64, memref<64xf32, #gpu.address_space<workgroup>>
   return
 }
+
+// -----
+
+func.func @shared_source(%src: !llvm.ptr<3>, %row: memref<64xf32, #gpu.address_space<workgroup>>, %bar: !kvpipe.mbarrier) {
+  // expected-error @below {{'kvpipe.bulk_load' op source must be a global (address space 1) or generic (0) pointer, got address space 3}}
+  kvpipe.bulk_load %src, %row, %bar : !llvm.ptr<3>, memref<64xf32, #gpu.address_space<workgroup>>
+  return
+}

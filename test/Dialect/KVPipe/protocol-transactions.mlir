@@ -681,3 +681,28 @@ func.func private @bulk_load1(%s: !p, %src: !llvm.ptr, %r: !row) {
   kvpipe.bulk_load %src, %r, %b : !llvm.ptr, !row
   return
 }
+
+// -----
+
+// A ring of one slot for a pipeline of two stages: the second slot's copy
+// lands past the ring, in the buffer after it (here the other statistic's).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!ring = memref<1x64xf32, #gpu.address_space<workgroup>>
+!row = memref<64xf32, strided<[1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @bulk_load_ring_too_small(%p: !p, %n: index, %src: !llvm.ptr, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %slot = kvpipe.index %s : !p
+    kvpipe.producer_acquire %s : !p
+    // expected-note @below {{the barrier}}
+    %b = kvpipe.producer_mbar %s : !p
+    %t = memref.subview %k[%slot, 0] [1, 64] [1, 1] : !ring to !row
+    // expected-error @below {{'kvpipe.bulk_load' op fills a ring of 1 slot(s) at its state's slot, but the pipeline has 2 (kv_stages): the slots past the ring's end are other memory}}
+    kvpipe.bulk_load %src, %t, %b : !llvm.ptr, !row
+    kvpipe.producer_commit %s : !p
+    %u = kvpipe.step %s : !p
+    scf.yield %u : !p
+  }
+  return %r : !p
+}

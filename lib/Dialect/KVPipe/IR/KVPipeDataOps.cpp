@@ -1,5 +1,6 @@
 //===- KVPipeDataOps.cpp - verifiers of the data-path ops -------*- C++ -*-===//
 
+#include "kvpipe/Dialect/KVPipe/Analysis/Transactions.h"
 #include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/IR/SwizzledTile.h"
@@ -103,6 +104,13 @@ int64_t BulkLoadOp::getTransactionBytes() {
 }
 
 LogicalResult BulkLoadOp::verify() {
+  // cp.async.bulk reads the global window: a global or a generic pointer.
+  unsigned space =
+      cast<LLVM::LLVMPointerType>(getSource().getType()).getAddressSpace();
+  if (space != 0 && space != 1)
+    return emitOpError() << "source must be a global (address space 1) or "
+                            "generic (0) pointer, got address space "
+                         << space;
   MemRefType dest = getDest().getType();
   if (!isWorkgroupMemRef(dest))
     return emitOpError() << "destination must be in workgroup (shared) "
@@ -129,8 +137,9 @@ LogicalResult BulkLoadOp::verify() {
   for (int64_t dim : dest.getShape())
     if (bytes)
       bytes = llvm::checkedMul<int64_t>(*bytes, dim);
-  // The bytes of a phase of an mbarrier's transaction count: 2^20 - 1.
-  constexpr int64_t kMaxBytes = (int64_t(1) << 20) - 16;
+  // The largest multiple of 16 an mbarrier phase's transaction count
+  // (kMaxTransactionBytes, 2^20 - 1) holds.
+  constexpr int64_t kMaxBytes = kMaxTransactionBytes / 16 * 16;
   if (!bytes || *bytes <= 0 || *bytes % 16 != 0 || *bytes > kMaxBytes)
     return emitOpError() << "copies a positive multiple of 16 bytes, at most "
                          << kMaxBytes << " (an mbarrier phase's transaction "

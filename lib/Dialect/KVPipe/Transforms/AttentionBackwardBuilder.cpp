@@ -662,9 +662,9 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
 
   if (c.sharedStatistics) {
     sLSE = view(c.backwardLSEOffset(),
-                sharedType({stages, kBlockM}, b.getF32Type()));
+                sharedType(c.backwardLSERingShape(), b.getF32Type()));
     sDelta = view(c.backwardDeltaOffset(),
-                  sharedType({doStages, kBlockM}, b.getF32Type()));
+                  sharedType(c.backwardDeltaRingShape(), b.getF32Type()));
   }
 
   auto pipelineType = [&](int64_t slots) {
@@ -1146,8 +1146,10 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     Value qRow =
         arith::MulIOp::create(b, loop.getInductionVar(), index(kBlockM));
     SmallVector<int64_t, 3> slotShape = {c.qkBlocks(), kBlockM, kW};
-    // The log-sum-exp and delta of the queries (S^T's columns): prefetched
-    // into L1 first, so that their global-memory latency overlaps the slot
+    // The log-sum-exp and delta of the queries (S^T's columns): from the
+    // statistics slots that came with Q and dO (shared_statistics), or
+    // else prefetched into L1 first, so that their global-memory latency
+    // overlaps the slot
     // waits and the S^T and dP^T wgmmas. The log-sum-exp is then loaded
     // while the GEMMs run (below); delta after dP^T's wait, where it is used
     // (ptxas sinks its loads there anyway).

@@ -77,8 +77,9 @@ void KernelBuilder::buildVarlenEpilogue(Value acc, const RowStats &state) {
        thread, param(AttentionParam::Out), firstRowOffset, rowStride,
        arith::SubIOp::create(b, seqQ, firstRow), c.vSwizzleBytes()});
   // flash-attn's varlen log-sum-exp: (heads_q, total_q), at the packed row.
-  // The softmax's scale (with a score_mod, log2(e) on the modified scaled
-  // scores), as the dense epilogue's.
+  // The softmax's scale (softmaxScaleLog2: with a score_mod, log2(e) on the
+  // modified scaled scores, times a folded output factor), as the dense
+  // epilogue's.
   LogSumExpStore lse{param(AttentionParam::Lse),
                      softmaxScaleLog2(),
                      state.m0,

@@ -166,11 +166,12 @@ private:
   Value mask(Value s, Value kvBlock);
   /// The modifier regions (Modifiers.h) on block `kvBlock`'s scores `s`:
   /// the score_mod on the scaled scores (then the softmax's scale is
-  /// log2(e), returned in `scaleLog2`) and the built-in masks, then the
+  /// softmaxScaleLog2(), returned in `scaleLog2`) and the built-in masks, then the
   /// mask_mod on the blocks the mask's shape does not prove fully kept.
   Value modifiedScores(Value s, Value kvBlock, Value &scaleLog2);
   /// The scale of exp2 in the softmax and the log-sum-exp: scale * log2(e),
-  /// or log2(e) when a score_mod already scaled the scores.
+  /// or log2(e) when a score_mod already scaled the scores, times the
+  /// region's output factor when it is folded (ScoreModScaling).
   Value softmaxScaleLog2();
   /// Narrows [firstKey, kvEnd) (firstKey null: 0) to the keys the
   /// mask_mod's shape leaves to some row of the tile.

@@ -632,7 +632,11 @@ ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
              quotient && quotient.getLhs() == score)
       if ((factor = constantOf(quotient.getRhs())))
         factor = 1.0 / *factor;
-    if (factor && std::isfinite(*factor) && *factor != 0 &&
+    // Folded in f32: the factor (1 / c for a division) must be a normal
+    // f32, so that scale * factor neither overflows nor flushes to 0 where
+    // the region's own two operations would not.
+    if (factor && std::isnormal(static_cast<float>(*factor)) &&
+        std::fabs(*factor) <= 1e30 && std::fabs(*factor) >= 1e-30 &&
         llvm::count(user->getOperands(), score) == 1) {
       scaling.input = user;
       scaling.inputFactor = *factor;
@@ -644,9 +648,11 @@ ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
     for (auto [factor, operand] : {std::pair{product.getRhs(), product.getLhs()},
                                    std::pair{product.getLhs(), product.getRhs()}})
       // Positive and finite: the row maxima of the operand are the modified
-      // scores' over the factor, and the masks' -inf stays -inf.
+      // scores' over the factor, and the masks' -inf stays -inf; normal
+      // with its exponent scale C log2(e) in f32.
       if (std::optional<double> c = constantOf(factor);
-          c && *c > 0 && std::isfinite(*c) && operand != factor &&
+          c && *c > 0 && std::isnormal(static_cast<float>(*c * M_LOG2E)) &&
+          *c <= 1e30 && *c >= 1e-30 && operand != factor &&
           product.getOperation() != scaling.input) {
         scaling.output = product;
         scaling.outputFactor = *c;

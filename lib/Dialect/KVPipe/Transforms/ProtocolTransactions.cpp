@@ -154,6 +154,28 @@ void ProtocolChecker::checkLoadSlots() {
       diag.attachNote(mbar.getLoc()) << "the barrier";
       return;
     }
+    // A ring with fewer slots than the pipeline has stages: the slots past
+    // its end are another buffer's bytes.
+    for (Value dest = load.getDest(); auto view = dest.getDefiningOp<
+                                          memref::SubViewOp>();
+         dest = view.getSource()) {
+      auto sourceType = view.getSource().getType();
+      if (view.getMixedOffsets().empty() || sourceType.getRank() == 0)
+        continue;
+      auto first = dyn_cast<Value>(view.getMixedOffsets().front());
+      if (!first || !llvm::is_contained(offsets, first) ||
+          sourceType.isDynamicDim(0) || sourceType.getDimSize(0) >= stages)
+        continue;
+      InFlightDiagnostic diag =
+          error(load) << "fills a ring of " << sourceType.getDimSize(0)
+                      << " slot(s) at its state's slot, but the pipeline has "
+                      << stages
+                      << " (kv_stages): the slots past the ring's end are "
+                         "other memory"
+                      << where(state, mbar.getStage());
+      diag.attachNote(mbar.getLoc()) << "the barrier";
+      return;
+    }
     for (Value v : offsets) {
       bool anyEqual = false, anyDifferent = false, unknown = false;
       int64_t example = -1, exampleIndex = -1;

@@ -18,6 +18,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <algorithm>
+#include <array>
 
 namespace kvpipe {
 
@@ -183,7 +184,8 @@ struct AttentionConfig {
   /// The dO ring's slots: one when the head dim is split and dQ is staged
   /// (227 KiB then hold two Q slots, one dO slot, the P and dS buffers and
   /// the staging tiles; FA3's Stages_dO); two otherwise (dQ from registers
-  /// frees the staging tiles' room for the second slot: 225 KiB at 256).
+  /// frees the staging tiles' room for the second slot: 226 KiB at 256
+  /// with the statistics rings).
   int64_t backwardDOStages() const {
     return backwardSplitsHeadDim() && !backwardDQFromRegisters()
                ? 1
@@ -243,16 +245,26 @@ struct AttentionConfig {
   /// a staging tile's view by the end of the shared memory, since the
   /// warpgroup's tile is chosen at run time.
   static constexpr int64_t kBackwardStatisticsBytes = kBackwardBlockM * 4;
+  /// The rings' fp32 shapes, [slots][kBackwardBlockM]: a slot per Q slot
+  /// (log-sum-exp), per dO slot (delta).
+  std::array<int64_t, 2> backwardLSERingShape() const {
+    return {kBackwardStages, kBackwardBlockM};
+  }
+  std::array<int64_t, 2> backwardDeltaRingShape() const {
+    return {backwardDOStages(), kBackwardBlockM};
+  }
   int64_t backwardLSEOffset() const {
     return backwardPOffset() + (backwardSplitsHeadDim()
                                     ? kBackwardDSBuffers * backwardDSBufferBytes()
                                     : 0);
   }
   int64_t backwardDeltaOffset() const {
-    return backwardLSEOffset() + kBackwardStages * kBackwardStatisticsBytes;
+    return backwardLSEOffset() +
+           backwardLSERingShape()[0] * kBackwardStatisticsBytes;
   }
   int64_t backwardStatisticsRingBytes() const {
-    return sharedStatistics ? (kBackwardStages + backwardDOStages()) *
+    return sharedStatistics ? (backwardLSERingShape()[0] +
+                               backwardDeltaRingShape()[0]) *
                                   kBackwardStatisticsBytes
                             : 0;
   }
@@ -263,7 +275,7 @@ struct AttentionConfig {
   /// dQ's column blocks with the head dim split: two tile widths (N = 64,
   /// a wgmma that reads dS once for twice the math of N = 32, and half the
   /// staging rounds) where a warpgroup's columns divide into them and the
-  /// wider staging tiles fit the shared memory (256: 225 KiB), else one
+  /// wider staging tiles fit the shared memory (256: 225.75 KiB), else one
   /// (192: three warpgroups' 64 x 64 tiles would need 241 KiB).
   int64_t backwardSplitHeadDQColumns() const {
     int64_t narrow = qkTileWidth(), wide = 2 * narrow;

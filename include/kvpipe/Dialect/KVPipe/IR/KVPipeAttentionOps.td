@@ -196,9 +196,9 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
     barriers of the Q and dO slots they belong to, so that the consumers
-    read them from shared memory (FA4's sm_90 backward). `false` reads them
-    from global memory per thread, after an L1 prefetch. The main kernel's
-    `lse_log2` and `delta` parameters must then be 16-byte aligned.
+    read them from shared memory (FA4's sm_90 backward); the main kernel's
+    `lse_log2` and `delta` parameters must then be 16-byte aligned. `false`
+    reads them from global memory per thread, after an L1 prefetch.
 
     Modifiers (docs/modifiers.md; FlexAttention's `score_mod` and
     `mask_mod`): an optional `score_mod` region

@@ -74,7 +74,8 @@ def KVPipe_BulkLoadOp : KVPipe_Op<"bulk_load",
     [MemoryEffects<[MemRead, MemWrite]>, KVPipe_AsyncSlotCopyOpInterface]> {
   let summary = "contiguous bulk copy into shared memory that completes on an mbarrier";
   let description = [{
-    Issues `cp.async.bulk` (the non-tensor form) copying the bytes of the
+    Issues `cp.async.bulk` (the non-tensor form, a 1-D TMA copy: the
+    protocol checker's diagnostics call it a TMA load) copying the bytes of the
     contiguous shared-memory buffer `dest` from global memory at `source`.
     The copy completes on `mbarrier` with `complete_tx` of those bytes,
     which the producer's `kvpipe.producer_commit` expects as it does a TMA

@@ -290,7 +290,9 @@ def KVPipe_FragmentExp2Op : KVPipe_FragmentOp<"fragment_exp2",
     integer j with the FMA pipe's rounding (adding and subtracting 1.5 x
     2^23), 2^(x - j) on [-0.5, 0.5] is a degree-3 polynomial (relative error
     7.5e-5, below bf16's and f16's half ulp), and j is added to its exponent
-    bits; arguments below -125 (masked scores: -inf) give 0.
+    bits; arguments below -125 (masked scores: -inf) give 0, and so do NaN
+    and +inf (the softmax's arguments are finite or -inf; the SFU's path
+    passes a NaN on).
 
     ```mlir
     %p = kvpipe.fragment_exp2 %s, %c, %mc0, %mc1 {emulated = 2 : i64} : vector<64xf32>
