@@ -29,5 +29,10 @@ for family in "${families[@]}"; do
     sed 's/^/pack.sh:   kernels compiled (not cached): /' || true
 done
 mkdir -p .gpupack
+# The commit the kernels come from, for the tables' "Commit:" line on the device (whose copy of
+# the repository's git metadata may be stale): steps.sh exports it as KVPIPE_COMMIT.
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD -- lib include tools python || commit="$commit+changes"
+echo "$commit" > .gpu/commit
 tar czf .gpupack/kernels.tgz .gpu
 echo "pack.sh: .gpupack/kernels.tgz $(du -h .gpupack/kernels.tgz | cut -f1)"

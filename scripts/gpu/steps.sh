@@ -16,6 +16,8 @@ for pack in .gpupack/*.tgz; do tar xzf "$pack"; done
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 [[ -d /tmp/fa4-site ]] && export PYTHONPATH=$PYTHONPATH:/tmp/fa4-site
 export KVPIPE_CACHE_DIR=$PWD/.gpu/cache
+# The commit pack.sh packed the kernels at (the device's git metadata may be stale).
+[[ -f .gpu/commit ]] && export KVPIPE_COMMIT=$(cat .gpu/commit)
 unset KVPIPE_OPT
 OUT=${OUT:-/tmp/steps-out}
 mkdir -p "$OUT"
