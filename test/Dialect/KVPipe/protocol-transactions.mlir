@@ -706,3 +706,28 @@ func.func @bulk_load_ring_too_small(%p: !p, %n: index, %src: !llvm.ptr, %k: !rin
   }
   return %r : !p
 }
+
+// -----
+
+// The same for a TMA load: a 2-stage pipeline's tiles in a 1-slot ring.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!ring = memref<1x64x64xbf16, #gpu.address_space<workgroup>>
+!tile = memref<64x64xbf16, strided<[64, 1], offset: ?>, #gpu.address_space<workgroup>>
+func.func @tma_load_ring_too_small(%p: !p, %n: index, %map: !map, %k: !ring) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    %slot = kvpipe.index %s : !p
+    kvpipe.producer_acquire %s : !p
+    // expected-note @below {{the barrier}}
+    %b = kvpipe.producer_mbar %s : !p
+    %t = memref.subview %k[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !ring to !tile
+    // expected-error @below {{'kvpipe.tma_load' op fills a ring of 1 slot(s) at its state's slot, but the pipeline has 2 (kv_stages)}}
+    kvpipe.tma_load %map[%c0, %i, %c0], %t, %b : !map, !tile
+    kvpipe.producer_commit %s : !p
+    %u = kvpipe.step %s : !p
+    scf.yield %u : !p
+  }
+  return %r : !p
+}
