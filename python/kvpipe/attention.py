@@ -1081,9 +1081,8 @@ class BackwardConfig(NamedTuple):
     def tuning(self) -> Dict[str, bool]:
         """The backward tuning attributes this key sets (the others are the
         compiler's defaults)."""
-        return {name: value for name, value in (("dq_atomics", self.dq_atomics),
-                                                ("shared_statistics", self.shared_statistics))
-                if value is not None}
+        return {name: getattr(self, name) for name in kernels.BACKWARD_TUNING
+                if getattr(self, name) is not None}
 
 
 _loaded_backward: Dict[Tuple[Any, ...], Dict[str, Tuple[cuda.Kernel, Dict[str, Any]]]] = {}

@@ -82,16 +82,16 @@ def _score_mod(softcap: float, alibi_slopes: Any, q: Any, seq_kv: Any) -> Any:
         # shifts are read at run time, one kernel for all lengths.
         if isinstance(seq_kv, int) and seq_kv == seq_q:
             mods.append(modifiers.alibi(alibi_slopes, 0))
-        elif isinstance(seq_kv, int):
-            import torch
-
-            shift = torch.tensor([seq_kv - seq_q], dtype=torch.int32, device=q.device)
-            mods.append(modifiers.alibi(alibi_slopes, shift))
         else:
             import torch
 
-            shift = torch.tensor([-seq_q], dtype=torch.int32, device=q.device)
-            mods.append(modifiers.alibi(alibi_slopes, shift, kv_lengths=seq_kv))
+            if isinstance(seq_kv, int):
+                shift, lengths = seq_kv - seq_q, {}
+            else:  # per-sequence key counts: the kernel adds each one
+                shift, lengths = -seq_q, {"kv_lengths": seq_kv}
+            mods.append(modifiers.alibi(
+                alibi_slopes, torch.tensor([shift], dtype=torch.int32, device=q.device),
+                **lengths))
     if not mods:
         return None
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)

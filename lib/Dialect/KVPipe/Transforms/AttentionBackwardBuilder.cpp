@@ -1153,12 +1153,14 @@ void BackwardBuilder::buildMainConsumer(Value consumer) {
     // waits and the S^T and dP^T wgmmas. The log-sum-exp is then loaded
     // while the GEMMs run (below); delta after dP^T's wait, where it is used
     // (ptxas sinks its loads there anyway).
-    Value firstColumn = arith::AddIOp::create(
-        b, arith::AddIOp::create(b, rowBase, qRow), threadColumn);
-    if (!c.sharedStatistics)
+    Value firstColumn;
+    if (!c.sharedStatistics) {
+      firstColumn = arith::AddIOp::create(
+          b, arith::AddIOp::create(b, rowBase, qRow), threadColumn);
       for (BackwardParam values :
            {BackwardParam::LseLog2, BackwardParam::Delta})
         buildColumnPrefetch(b, param(values), firstColumn, kBlockM / 2);
+    }
     // The thread's columns of a statistic: from its slot in shared memory
     // (after the wait of the Q or dO slot it came with), or from global
     // memory.

@@ -613,6 +613,14 @@ void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
 
 ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
   ScoreModScaling scaling;
+  // A factor is folded in f32, into a product with the runtime scale (the
+  // input) or with log2(e) (the output): it must be a normal f32 within a
+  // range where those products neither overflow nor flush to 0 where the
+  // region's own operations would not.
+  auto foldable = [](double factor) {
+    return std::isnormal(static_cast<float>(factor)) &&
+           std::fabs(factor) <= 1e30 && std::fabs(factor) >= 1e-30;
+  };
   auto constantOf = [&](Value v) -> std::optional<double> {
     auto constant = v.getDefiningOp<arith::ConstantFloatOp>();
     if (!constant || constant->getParentRegion() != &region)
@@ -632,11 +640,8 @@ ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
              quotient && quotient.getLhs() == score)
       if ((factor = constantOf(quotient.getRhs())))
         factor = 1.0 / *factor;
-    // Folded in f32: the factor (1 / c for a division) must be a normal
-    // f32, so that scale * factor neither overflows nor flushes to 0 where
-    // the region's own two operations would not.
-    if (factor && std::isnormal(static_cast<float>(*factor)) &&
-        std::fabs(*factor) <= 1e30 && std::fabs(*factor) >= 1e-30 &&
+    // (1 / c for a division.)
+    if (factor && foldable(*factor) &&
         llvm::count(user->getOperands(), score) == 1) {
       scaling.input = user;
       scaling.inputFactor = *factor;
@@ -647,12 +652,12 @@ ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
   if (auto product = yielded.getDefiningOp<arith::MulFOp>())
     for (auto [factor, operand] : {std::pair{product.getRhs(), product.getLhs()},
                                    std::pair{product.getLhs(), product.getRhs()}})
-      // Positive and finite: the row maxima of the operand are the modified
-      // scores' over the factor, and the masks' -inf stays -inf; normal
-      // with its exponent scale C log2(e) in f32.
+      // Positive: the row maxima of the operand are the modified scores'
+      // over the factor, and the masks' -inf stays -inf; foldable with its
+      // exponent scale C log2(e).
       if (std::optional<double> c = constantOf(factor);
-          c && *c > 0 && std::isnormal(static_cast<float>(*c * M_LOG2E)) &&
-          *c <= 1e30 && *c >= 1e-30 && operand != factor &&
+          c && *c > 0 && foldable(*c) && foldable(*c * M_LOG2E) &&
+          operand != factor &&
           product.getOperation() != scaling.input) {
         scaling.output = product;
         scaling.outputFactor = *c;
