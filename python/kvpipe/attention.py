@@ -433,24 +433,36 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 
 #: The prefill plan: the tuning of the plain kernels (top-left mask, no
 #: window, no KV lengths, no modifiers, V's head dim Q's), by (head dim,
-#: causal), for sequences up to a length, first match; longer ones keep the
-#: head dim's defaults. Measured on the H200 (results/gpu-results.md,
-#: "Forward: persistent kernels for short causal sequences" and
-#: "Persistent kernels for short non-causal sequences"): a persistent grid
-#: starts each SM's next tile while the last one's epilogue drains, which
-#: pays where the tiles are short; at head dim 64 two consumer warpgroups
-#: (128 query rows) also halve the masked work on the diagonal. Causal: D 64
-#: 1k +26 %, 2k +5 %, 4k +3 %; D 96 1k +12 % (2k even); D 128 1k +5 %, 2k
-#: +6 %, 4k +3 %; from 8k on they are slower (the grid's order no longer
-#: balances the causal work). Non-causal: D 128 1k +4-5 % (2k on within
-#: noise); D 64 even and D 96 6-8 % slower at 1k. Head dims 192 and 256
-#: have no persistent kernel that fits in shared memory with their defaults.
-PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[int, Dict[str, Any]], ...]] = {
+#: causal): entries ``(longest, tuning)`` in order, the first whose
+#: ``longest`` is at least the longer of the two sequences (``None``: any
+#: length) wins; lengths past every entry keep the head dim's defaults.
+#:
+#: Short sequences (measured on the H200: results/gpu-results.md, "Forward:
+#: persistent kernels for short causal sequences" and "Persistent kernels
+#: for short non-causal sequences"): a persistent grid starts each SM's next
+#: tile while the last one's epilogue drains, which pays where the tiles are
+#: short; at head dim 64 two consumer warpgroups (128 query rows) also halve
+#: the masked work on the diagonal. Causal: D 64 1k +26 %, 2k +5 %, 4k +3 %;
+#: D 96 1k +12 % (2k even); D 128 1k +5 %, 2k +6 %, 4k +3 %; from 8k on they
+#: are slower (the grid's order no longer balances the causal work).
+#: Non-causal: D 128 1k +4-5 % (2k on within noise); D 64 even and D 96 6-8 %
+#: slower at 1k. Head dims 192 and 256 have no persistent kernel that fits in
+#: shared memory with their defaults.
+#:
+#: Longer sequences at head dim 128 (H100, session 18: docs/performance.md
+#: v14): three consumer warpgroups of 64 rows on 80-key blocks (192 x 80
+#: tiles; 160 registers hold O's 64 and S's 40 accumulators without spills)
+#: against two on 128 x 128, interleaved A/B (scripts/gpu/ab.py, 7 rounds):
+#: +13 % non-causal and +7-8 % causal at 8k-16k, +4-5 % non-causal at 2k-4k;
+#: slower than the persistent kernel at 1k non-causal and 2k-4k causal.
+PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
     (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True}),
                  (4096, {"persistent": True})),
     (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
-    (128, True): ((4096, {"persistent": True}),),
-    (128, False): ((1024, {"persistent": True}),),
+    (128, True): ((4096, {"persistent": True}),
+                  (None, {"consumer_warpgroups": 3, "block_n": 80})),
+    (128, False): ((1024, {"persistent": True}),
+                   (None, {"consumer_warpgroups": 3, "block_n": 80})),
 }
 
 
@@ -458,13 +470,13 @@ def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignmen
                  sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
                  seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
     """The tuning of a plain forward launch: ``tuning`` as given when it is
-    not empty (the caller chose), else PREFILL_PLAN's choice for short
-    sequences, else none (the head dim's defaults)."""
+    not empty (the caller chose), else PREFILL_PLAN's choice for the
+    sequences' length, else none (the head dim's defaults)."""
     if (tuning or (causal and mask_alignment != "top_left") or sliding_window or kv_lengths
             or modifiers or value_head_dim != head_dim):
         return tuning
     for longest, planned in PREFILL_PLAN.get((head_dim, causal), ()):
-        if max(seq_q, seq_kv) <= longest:
+        if longest is None or max(seq_q, seq_kv) <= longest:
             return dict(planned)
     return tuning
 

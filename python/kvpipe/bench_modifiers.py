@@ -321,7 +321,8 @@ def bench_kernel_configs(head_dim: int = 128, heads: int = 16,
     if seq_lens is None:
         # The plan's choice changes past each of its lengths only.
         ends = {longest for causal in (False, True)
-                for longest, _ in PREFILL_PLAN.get((head_dim, causal), ())}
+                for longest, _ in PREFILL_PLAN.get((head_dim, causal), ())
+                if longest is not None}
         seq_lens = sorted(ends | set(DEFAULT_SEQ_LENS) | {max(ends, default=0) + 1})
     configs = []
     for spec in bench_rows(_ShapeOnly((heads,), "float32")):

@@ -103,15 +103,21 @@ def default_grid() -> List[Case]:
     cases.append(Case("bf16", 128, False, 1, 1, 1, 1, 4096))   # one query, long keys
     cases.append(Case("bf16", 128, True, 1, 2, 2, 2048, 2048))  # long causal
     cases.append(Case("bf16", 64, True, 1, 2, 2, 3001, 3001))   # the plan's 2k-4k D 64 kernel
-    # Causal sequences past the prefill plan's lengths (attention.PREFILL_PLAN:
-    # shorter ones get persistent kernels): the head dims' default causal
-    # kernels, with tails.
+    # Causal sequences past the prefill plan's short lengths
+    # (attention.PREFILL_PLAN: shorter ones get persistent kernels): D 64's
+    # default causal kernel and D 128's long-sequence one, with tails.
     cases += [Case("bf16", 64, True, 1, 2, 1, 4500, 4500),
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
               Case("bf16", 64, True, 1, 2, 2, 300, 4200)]
-    # And non-causal ones past the plan's 1k at head dim 128.
+    # Non-causal ones past the plan's 1k at head dim 128 (its 192 x 80 tiles).
     cases += [Case("f16", 128, False, 1, 2, 2, 1500, 1500, "bshd"),
               Case("bf16", 128, False, 2, 2, 1, 1100, 2000)]
+    # The plan's long-sequence kernels at head dim 128 (192-row Q tiles on
+    # 80-key blocks): tails of both, a Q tile mostly past seq_q, GQA.
+    cases += [Case("bf16", 128, True, 1, 2, 1, 8300, 8300),
+              Case("bf16", 128, True, 1, 2, 2, 300, 8500),
+              Case("f16", 128, False, 1, 2, 2, 8250, 8250, "bshd"),
+              Case("bf16", 128, False, 1, 4, 2, 100, 9000)]
     # The other head dims (their own tile shapes and, at 96, the 64-byte
     # swizzle): the same shapes in both dtypes, GQA, bshd and strided views,
     # and a long causal case.

@@ -64,7 +64,7 @@ BACKWARD_HEAD_DIM_PAIRS = tuple((d, d) for d in BACKWARD_HEAD_DIMS) + ((192, 128
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
                      "pingpong", "persistent", "dq_atomics", "shared_statistics",
-                     "exp2_emulation")
+                     "exp2_emulation", "rescale_threshold")
 #: The boolean ones among them.
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics",
                 "shared_statistics")
@@ -170,6 +170,12 @@ class AttentionConfig:
                 if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 8:
                     raise ValueError("tuning attribute exp2_emulation (exponentials of every "
                                      f"8 on the FMA pipe) must be an int in [0, 8], got {value!r}")
+            elif name == "rescale_threshold":
+                if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= 15:
+                    raise ValueError("tuning attribute rescale_threshold (how far a block's "
+                                     "maximum may pass the running one before O is rescaled, "
+                                     "in powers of 2; -1: every iteration) must be an int in "
+                                     f"[-1, 15], got {value!r}")
             elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"tuning attribute {name} must be a positive int, got {value!r}")
         if not isinstance(wait_timeout, int) or wait_timeout < 0:
@@ -280,7 +286,8 @@ class AttentionConfig:
             parts.append("mods" + digest.hexdigest()[:10])
         if self.varlen:
             parts.append("varlen")
-        parts += [f"{name}{int(value)}" for name, value in self.tuning]
+        # A symbol name has no '-': rescale_threshold = -1 is "..._thresholdm1".
+        parts += [f"{name}{int(value)}".replace("-", "m") for name, value in self.tuning]
         if self.wait_timeout:
             parts.append(f"timeout{self.wait_timeout}")
         return "_".join(parts)

@@ -60,9 +60,11 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(64, sq=4096) == {"persistent": True}
     assert plan(64, sq=100, skv=4097) == {}
     assert plan(128, sq=2048) == {"persistent": True}
-    assert plan(128, sq=8192) == {}
+    long_tiles = {"consumer_warpgroups": 3, "block_n": 80}
+    assert plan(128, sq=4097) == long_tiles and plan(128, sq=100, skv=16384) == long_tiles
     assert plan(128, causal=False) == {"persistent": True}
-    assert plan(128, causal=False, sq=1025) == {}
+    assert plan(128, causal=False, sq=1025) == long_tiles
+    assert plan(128, causal=False, sq=100, skv=8192) == long_tiles
     assert plan(64, causal=False) == {} and plan(96, causal=False) == {}
     # Only the plain causal kernels: what the caller chose, the other masks,
     # KV lengths, modifiers and other head dims keep their defaults.
@@ -81,13 +83,18 @@ def test_for_check_kernels_follow_the_prefill_plan():
              and not c["sliding_window"] and c["head_dim"] in (64, 128)]
     assert {"consumer_warpgroups": 2, "persistent": True}.items() <= next(
         c for c in plain if c["head_dim"] == 64 and "consumer_warpgroups" in c).items()
-    # The default causal kernels stay in the grid, through its long cases.
+    # D 64's default causal kernel and D 128's long-sequence one stay in the
+    # grid, through its long cases.
     assert any(c for c in plain if c["head_dim"] == 64 and "persistent" not in c)
-    assert any(c for c in plain if c["head_dim"] == 128 and "persistent" not in c)
+    for causal in (False, True):
+        assert any(c.get("consumer_warpgroups") == 3 and c.get("block_n") == 80
+                   for c in configs if c["causal"] == causal and c["head_dim"] == 128
+                   and c["mask_alignment"] == "top_left" and not c["sliding_window"])
     full = [c for c in configs if not c["causal"] and not c["sliding_window"]
             and c["head_dim"] == 128 and c["value_head_dim"] is None]
-    for dtype in ("bf16", "f16"):  # the plan's non-causal kernel and the default
+    for dtype in ("bf16", "f16"):  # the plan's two non-causal kernels
         assert {c.get("persistent", False) for c in full if c["dtype"] == dtype} == {True, False}
+        assert any(c.get("block_n") == 80 for c in full if c["dtype"] == dtype)
     # Tuning given to check replaces the plan.
     tuned = check.kernel_configs(with_kvcache=False, tuning={"block_n": 64})
     assert all(c.get("block_n") == 64 and "persistent" not in c for c in tuned

@@ -54,6 +54,22 @@ def test_exp2_emulation_reaches_the_softmax(compiler, cache):
         kvpipe.compile_attention(64, "bf16", False, exp2_emulation=9)
 
 
+def test_rescale_threshold_reaches_the_softmax(compiler, cache):
+    # The default (8) keeps a row's maximum until a block passes it by 2^8
+    # and skips O's rescale where a warp's factors are all 1: a vote in the
+    # PTX; -1 rescales in every iteration, without a vote.
+    default = kvpipe.compile_attention(128, "bf16", False)
+    every = kvpipe.compile_attention(128, "bf16", False, rescale_threshold=-1)
+    exact = kvpipe.compile_attention(128, "bf16", False, rescale_threshold=0)
+    assert "rescale_thresholdm1" in every.name
+    assert "rescale_threshold = -1 : i64" in every.config.declaration()
+    assert "vote.sync.any" in default.ptx and "vote.sync.any" in exact.ptx
+    assert "vote.sync.any" not in every.ptx
+    with pytest.raises(ValueError, match=r"rescale_threshold .* must be an int in \[-1, 15\], "
+                                         r"got 16"):
+        kvpipe.compile_attention(128, "bf16", False, rescale_threshold=16)
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []

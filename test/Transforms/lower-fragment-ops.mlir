@@ -62,6 +62,27 @@ func.func @rescale(%o: vector<8xf32>, %a0: f32, %a1: f32) -> vector<8xf32> {
   return %r : vector<8xf32>
 }
 
+// skip_unit: the same product, computed only when some lane of the warp has
+// a factor other than 1 (a warp-uniform branch on the vote).
+// CHECK-LABEL: func.func @rescale_skip_unit(
+//  CHECK-SAME:   %[[O:.*]]: vector<8xf32>, %[[A0:.*]]: f32, %[[A1:.*]]: f32
+//   CHECK-DAG:   %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+//   CHECK-DAG:   %[[N0:.*]] = arith.cmpf une, %[[A0]], %[[ONE]] : f32
+//   CHECK-DAG:   %[[N1:.*]] = arith.cmpf une, %[[A1]], %[[ONE]] : f32
+//       CHECK:   %[[MINE:.*]] = arith.ori %[[N0]], %[[N1]] : i1
+//       CHECK:   %[[FULL:.*]] = arith.constant -1 : i32
+//       CHECK:   %[[ANY:.*]] = nvvm.vote.sync any %[[FULL]], %[[MINE]] -> i1
+//       CHECK:   %[[R:.*]] = scf.if %[[ANY]] -> (vector<8xf32>) {
+//       CHECK:     %[[M:.*]] = arith.mulf %[[O]], %{{.*}} : vector<8xf32>
+//       CHECK:     scf.yield %[[M]]
+//       CHECK:   } else {
+//       CHECK:     scf.yield %[[O]]
+//       CHECK:   return %[[R]]
+func.func @rescale_skip_unit(%o: vector<8xf32>, %a0: f32, %a1: f32) -> vector<8xf32> {
+  %r = kvpipe.fragment_rescale %o, %a0, %a1 {skip_unit} : vector<8xf32>
+  return %r : vector<8xf32>
+}
+
 // exp2(x * c - m_row): one FMA per element with the negated row offsets; the
 // exp2 approximate (afn: ex2.approx.ftz, test/Conversion/KVPipeToNVVM/approx-exp2.mlir).
 // CHECK-LABEL: func.func @exp2(

@@ -270,6 +270,29 @@ gpu.module @m {
 
 // -----
 
+// `rescale_threshold`: P may reach 2^threshold in the element type (f16's
+// largest finite value is below 2^16); -1 rescales in every iteration.
+gpu.module @m {
+  // expected-error @+1 {{'rescale_threshold' must be in [-1, 15] (P may reach 2^threshold in the element type; -1: rescale in every iteration), got 16}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = f16, causal = false, rescale_threshold = 16 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'rescale_threshold' must be in [-1, 15] (P may reach 2^threshold in the element type; -1: rescale in every iteration), got -2}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, rescale_threshold = -2 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'rescale_threshold' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, rescale_threshold = 8 : i64}
+}
+
+// -----
+
 // `shared_statistics` is the backward's (the forward has no per-query
 // statistics to load).
 gpu.module @m {

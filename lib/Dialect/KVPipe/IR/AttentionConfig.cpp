@@ -122,6 +122,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"consumer_registers", op.getConsumerRegisters().has_value()},
         {"overlap_softmax", op.getOverlapSoftmax().has_value()},
         {"exp2_emulation", op.getExp2Emulation().has_value()},
+        {"rescale_threshold", op.getRescaleThreshold().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -208,6 +209,15 @@ AttentionConfig::get(AttentionKernelOp op,
                           "computed on the FMA pipe, so it must be in [0, 8], "
                           "got "
                        << c.exp2Emulation;
+  c.rescaleThreshold = op.getRescaleThreshold().value_or(
+      AttentionConfig::kDefaultRescaleThreshold);
+  if (c.rescaleThreshold < -1 ||
+      c.rescaleThreshold > AttentionConfig::kMaxRescaleThreshold)
+    return emitError() << "'rescale_threshold' must be in [-1, "
+                       << AttentionConfig::kMaxRescaleThreshold
+                       << "] (P may reach 2^threshold in the element type; "
+                          "-1: rescale in every iteration), got "
+                       << c.rescaleThreshold;
   // Measured on the H200 (docs/performance.md, v4): +2-8 % at head dim 64
   // with three consumer warpgroups, +1-6 % at 128 from 2k keys on.
   c.pingpong = op.getPingpong().value_or(c.consumerWarpgroups > 1);

@@ -144,7 +144,12 @@ Value KernelBuilder::retireAndRelease(Value &fragment, int64_t pending,
 }
 
 Value KernelBuilder::rescale(Value o, Value alpha0, Value alpha1) {
-  return FragmentRescaleOp::create(b, o.getType(), o, alpha0, alpha1);
+  // alpha is exactly 1 for a row whose maximum did not move: with
+  // `rescale_threshold` >= 0 most iterations of a long K/V loop skip the
+  // multiplies (a warp-uniform branch).
+  auto op = FragmentRescaleOp::create(b, o.getType(), o, alpha0, alpha1);
+  op.setSkipUnit(c.rescaleThreshold >= 0);
+  return op;
 }
 
 SmallVector<Value> KernelBuilder::buildKVLoop(Value k, Value v, Value o,
@@ -189,7 +194,7 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
 
   OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
       b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType,
-      c.exp2Emulation);
+      c.exp2Emulation, c.rescaleThreshold);
   return {{step.stats.m0, step.stats.m1, step.stats.l0, step.stats.l1},
           step.alpha0,
           step.alpha1,

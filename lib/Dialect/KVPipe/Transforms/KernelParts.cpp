@@ -119,7 +119,8 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
                                                  Value s, Value scaleLog2,
                                                  const OnlineSoftmaxStats &stats,
                                                  Type pElementType,
-                                                 int64_t emulatedExp2) {
+                                                 int64_t emulatedExp2,
+                                                 int64_t rescaleThreshold) {
   auto f32 = [&](double v) -> Value {
     return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                           APFloat(static_cast<float>(v)));
@@ -130,6 +131,18 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   for (int half : {0, 1}) {
     Value rowMax = FragmentRowMaxOp::create(b, b.getF32Type(), s, half);
     mNew[half] = arith::MaxNumFOp::create(b, m[half], rowMax);
+    if (rescaleThreshold > 0) {
+      // FA4's conditional rescaling: keep the running maximum unless the
+      // block's passes it by more than the threshold in the exponent (P
+      // then stays below 2^t). A row's first keys always move it (-inf + t
+      // is -inf), a row without keys keeps -inf (the comparison is false).
+      Value grows = arith::CmpFOp::create(
+          b, arith::CmpFPredicate::OGT,
+          arith::MulFOp::create(b, rowMax, scaleLog2),
+          arith::AddFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
+                                f32(static_cast<double>(rescaleThreshold))));
+      mNew[half] = arith::SelectOp::create(b, grows, mNew[half], m[half]);
+    }
     // A row with no valid key yet keeps max -inf; use 0 so that
     // exp2(-inf - 0) = 0 rather than NaN.
     Value isEmpty = arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ,

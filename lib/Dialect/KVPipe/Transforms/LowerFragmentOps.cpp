@@ -8,7 +8,9 @@
 //                     then gpu.shuffle xor 1 and 2 across the quad
 //   fragment_row_sum  shuffle out the row half, vector.reduction <add>
 //   quad_sum          gpu.shuffle xor 1 and 2, adds
-//   fragment_rescale  x * select(second row half, factor1, factor0)
+//   fragment_rescale  x * select(second row half, factor1, factor0); with
+//                     skip_unit inside scf.if (nvvm.vote.sync any: some
+//                     lane's factor is not 1)
 //   fragment_exp2     math.exp2(math.fma(x, scale, -select(..offsets..)))
 //
 //===----------------------------------------------------------------------===//
@@ -19,7 +21,9 @@
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelTransforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace kvpipe;
@@ -79,10 +83,36 @@ struct FragmentRescaleOpLowering : OpRewritePattern<FragmentRescaleOp> {
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Fragment frag(b, elementsOf(op.getFragment()));
-    rewriter.replaceOp(
-        op, arith::MulFOp::create(
-                b, op.getFragment(),
-                frag.perRow(op.getFactor0(), op.getFactor1())));
+    auto multiply = [&]() -> Value {
+      return arith::MulFOp::create(
+          b, op.getFragment(), frag.perRow(op.getFactor0(), op.getFactor1()));
+    };
+    if (!op.getSkipUnit()) {
+      rewriter.replaceOp(op, multiply());
+      return success();
+    }
+    // Multiply only if some lane of the warp has a factor other than 1: the
+    // vote makes the branch warp-uniform.
+    Value one = arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                               APFloat(1.0f));
+    auto notOne = [&](Value factor) {
+      return arith::CmpFOp::create(b, arith::CmpFPredicate::UNE, factor, one);
+    };
+    Value mine = arith::OrIOp::create(b, notOne(op.getFactor0()),
+                                      notOne(op.getFactor1()));
+    Value fullWarp = arith::ConstantIntOp::create(b, b.getI32Type(), -1);
+    Value any = NVVM::VoteSyncOp::create(b, b.getI1Type(), fullWarp, mine,
+                                         NVVM::VoteSyncKind::any);
+    auto ifAny = scf::IfOp::create(b, op.getType(), any,
+                                   /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifAny.thenBlock());
+      scf::YieldOp::create(b, multiply());
+      b.setInsertionPointToStart(ifAny.elseBlock());
+      scf::YieldOp::create(b, op.getFragment());
+    }
+    rewriter.replaceOp(op, ifAny.getResult(0));
     return success();
   }
 };

@@ -43,6 +43,17 @@ struct AttentionConfig {
   /// Of every 8 elements of P, how many exp2s run on the FMA pipe as a
   /// polynomial instead of on the SFU (`exp2_emulation`, FA4's trick).
   int64_t exp2Emulation = 0;
+  /// When the online softmax moves a row's running maximum
+  /// (`rescale_threshold`): -1 rescales O in every iteration; t >= 0 only
+  /// when a block's maximum passes the running one by more than t (base-2
+  /// exponent units), O's rescale skipped for warps whose factors are all 1.
+  int64_t rescaleThreshold = kDefaultRescaleThreshold;
+  /// P may reach 2^8 = 256 (FA4's threshold): far inside bf16's and f16's
+  /// range, and past it the maximum of random-like scores rarely moves after
+  /// the first blocks.
+  static constexpr int64_t kDefaultRescaleThreshold = 8;
+  /// f16's largest finite value is 65504 < 2^16: P <= 2^15 stays finite.
+  static constexpr int64_t kMaxRescaleThreshold = 15;
   /// Consumer warpgroups take turns issuing their wgmmas (named barriers),
   /// so that one's softmax overlaps another's GEMMs.
   bool pingpong;

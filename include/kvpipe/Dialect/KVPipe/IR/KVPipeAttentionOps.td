@@ -192,6 +192,16 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     which bounds the softmax at head dim 64 and with a score_mod that uses
     it too (a soft-cap's tanh).
 
+    `rescale_threshold` (forward; -1 to 15, default 8) is when the online
+    softmax moves a row's running maximum: with `t` >= 0, only when a block's
+    maximum passes it by more than `t` in base-2 exponent units (FA4's
+    conditional rescaling), so that P may reach `2^t` (which bf16 and f16
+    hold, as the fp32 sums and O do) and, once the maximum has settled, `O`
+    is not rescaled at all: the rescale is skipped for every warp whose
+    rows' factors are all 1. `0` moves it on every increase (the exact
+    maximum, skipping only when no row of the warp grew); `-1` rescales `O`
+    in every iteration without testing (the skeleton's form).
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -255,6 +265,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<I64Attr>:$consumer_registers,
                        OptionalAttr<BoolAttr>:$overlap_softmax,
                        OptionalAttr<I64Attr>:$exp2_emulation,
+                       OptionalAttr<I64Attr>:$rescale_threshold,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

@@ -262,12 +262,20 @@ def KVPipe_FragmentRescaleOp : KVPipe_FragmentOp<"fragment_rescale",
     softmax's rescaling of `O` by `exp2(m_old - m_new)`, and the epilogue's
     normalisation by `1 / l`.
 
+    `skip_unit` promises nothing new about the result, only that the
+    factors are often exactly 1 (the online softmax's, when no row of a warp
+    found a larger maximum): the lowering then multiplies only when some
+    lane of the warp holds a factor other than 1 (`vote.sync.any`, a
+    warp-uniform branch), which saves a multiply per accumulator element in
+    most iterations of a long K/V loop.
+
     ```mlir
     %o1 = kvpipe.fragment_rescale %o, %alpha0, %alpha1 : vector<64xf32>
+    %o2 = kvpipe.fragment_rescale %o, %alpha0, %alpha1 {skip_unit} : vector<64xf32>
     ```
   }];
   let arguments = (ins VectorOfRankAndType<[1], [F32]>:$fragment,
-                       F32:$factor0, F32:$factor1);
+                       F32:$factor0, F32:$factor1, UnitAttr:$skip_unit);
   let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
   let assemblyFormat =
       "$fragment `,` $factor0 `,` $factor1 attr-dict `:` type($fragment)";

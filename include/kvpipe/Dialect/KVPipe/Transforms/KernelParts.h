@@ -105,12 +105,15 @@ struct OnlineSoftmaxStep {
 /// without a valid key yet keeps -inf and gets P = 0 (not NaN), P with one
 /// FMA per element, row sums per thread. `emulatedExp2`: of every 8
 /// elements of P, how many exp2s run on the FMA pipe (fragment_exp2's
-/// `emulated`).
+/// `emulated`). `rescaleThreshold` (AttentionConfig): with t >= 0 a row's
+/// maximum moves only when the block's passes it by more than t in the
+/// exponent (P <= 2^t), 0 on every increase.
 OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          mlir::Value s, mlir::Value scaleLog2,
                                          const OnlineSoftmaxStats &stats,
                                          mlir::Type pElementType,
-                                         int64_t emulatedExp2 = 0);
+                                         int64_t emulatedExp2 = 0,
+                                         int64_t rescaleThreshold = 0);
 
 /// The built-in masks' bounds (the causal diagonal and the sliding window,
 /// anchored top-left or bottom-right), one predicate for both directions:

@@ -65,12 +65,16 @@ def LowerFragmentOps : Pass<"kvpipe-lower-fragment-ops"> {
     accumulator layout (AccumulatorLayout.h): row halves are picked with
     `vector.shuffle` and reduced with `vector.reduction`, the 4 lanes of a
     row combined with `gpu.shuffle xor` 1 and 2, per-row scalars broadcast
-    with a constant row-half mask.
+    with a constant row-half mask. A `fragment_rescale {skip_unit}`
+    multiplies under `scf.if` on `nvvm.vote.sync any` of its factors
+    differing from 1.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::math::MathDialect",
+    "::mlir::NVVM::NVVMDialect",
+    "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect",
   ];
 }

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Interleaved A/B timing of kvpipe forward tunings, for decisions the H100's drift would blur.
+
+`bench` measures each column once, one after the other: on the H100 the same kernel has read
+10 % apart within one row (session 18, call 6: the D 128 2k default and the identical
+`rescale_threshold=8` variant), so a few per cent between two columns decide nothing. This
+script measures every variant of a point in R rounds, the order rotated each round, and
+reports each variant's median TFLOP/s over the rounds and the spread (min-max) of its ratio
+to the first variant, round by round (both measured within seconds of each other).
+
+    python scripts/gpu/ab.py --head-dim 128 --seq-len 8192 16384 --rounds 7 \
+        --variant '' --variant rescale_threshold=-1 [--markdown OUT.md]
+
+`''` is kvpipe.attention's own choice (the prefill plan's where it has one); a variant's
+tuning replaces the plan, as in `bench`. Kernels come from the kernel cache (compile them on
+the CPU machine: `python -m kvpipe compile --head-dim D --dtype bf16 --causal both --tune ...`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+
+def parse_variant(text: str) -> Dict[str, Any]:
+    tuning: Dict[str, Any] = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        if value in ("true", "false"):
+            tuning[name] = value == "true"
+        else:
+            tuning[name] = int(value)
+    return tuning
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--head-dim", type=int, nargs="+", default=[128])
+    parser.add_argument("--seq-len", type=int, nargs="+", default=[8192])
+    parser.add_argument("--causal", choices=["yes", "no", "both"], default="both")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--variant", action="append", default=None,
+                        help="NAME=VALUE[,NAME=VALUE] ('' = kvpipe.attention's choice)")
+    parser.add_argument("--markdown")
+    args = parser.parse_args()
+    variants = args.variant or [""]
+
+    import torch
+    from triton.testing import do_bench
+
+    import kvpipe
+
+    causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
+    labels = [v or "default" for v in variants]
+    rows: List[str] = []
+    for d in args.head_dim:
+        for n in args.seq_len:
+            b = max(1, 16384 // n) * 2
+            for causal in causals:
+                q, k, v = (torch.randn(b, 16, n, d, dtype=torch.bfloat16, device="cuda")
+                           for _ in range(3))
+                flops = 4 * b * 16 * n * n * d / (2 if causal else 1)
+                fns = []
+                for text in variants:
+                    tuning = parse_variant(text)
+                    fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
+                                                                      **tuning))
+                for fn in fns:  # load and warm every kernel before timing any
+                    fn()
+                torch.cuda.synchronize()
+                times: List[List[float]] = [[] for _ in fns]
+                for r in range(args.rounds):
+                    order = [(i + r) % len(fns) for i in range(len(fns))]
+                    for i in order:
+                        times[i].append(float(do_bench(fns[i], warmup=5, rep=40,
+                                                       return_mode="median")))
+                tflops = [flops / statistics.median(t) / 1e9 for t in times]
+                cells = [f"{tflops[0]:.1f}"]
+                for i in range(1, len(fns)):
+                    ratios = sorted(times[0][r] / times[i][r] for r in range(args.rounds))
+                    cells.append(f"{tflops[i]:.1f} ({statistics.median(ratios):.3f}, "
+                                 f"{ratios[0]:.3f}-{ratios[-1]:.3f})")
+                row = f"| {d} | {n} | {b} | {'yes' if causal else 'no'} | " + " | ".join(cells) + " |"
+                print(row, flush=True)
+                rows.append(row)
+                del q, k, v
+    header = ("| D | N | B | causal | " + labels[0] + " TFLOP/s | "
+              + " | ".join(f"{label} (ratio to {labels[0]}: median, range)" for label in labels[1:])
+              + " |")
+    table = "\n".join([header, "| " + " | ".join(["---"] * (4 + len(labels))) + " |"] + rows)
+    stamp = (f"Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC. Commit: "
+             f"{os.environ.get('KVPIPE_COMMIT', '?')}. GPU: {torch.cuda.get_device_name()}. "
+             f"{args.rounds} rounds, order rotated each round.")
+    text = f"## scripts/gpu/ab.py\n\n{stamp}\n\n{table}\n"
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "a") as out:
+            out.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
