@@ -447,7 +447,10 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: are slower (the grid's order no longer balances the causal work).
 #: Non-causal: D 128 1k +4-5 % (2k on within noise); D 64 even and D 96 6-8 %
 #: slower at 1k. Head dims 192 and 256 have no persistent kernel that fits in
-#: shared memory with their defaults.
+#: shared memory with their 112- and 80-key blocks; at 192 one with 64 or 80
+#: keys fits and pays for causal sequences up to 2k (H100, session 18,
+#: interleaved A/B against the default: 1k +11 % with 64 keys, 2k +2-6 % with
+#: 80; even at 4k); at 256 the 48-key one is slower everywhere.
 #:
 #: Longer sequences at head dim 128 (H100, session 18: docs/performance.md
 #: v14): three consumer warpgroups of 64 rows on 80-key blocks (192 x 80
@@ -459,6 +462,8 @@ PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]],
     (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True}),
                  (4096, {"persistent": True})),
     (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
+    (192, True): ((1024, {"persistent": True, "block_n": 64}),
+                  (2048, {"persistent": True, "block_n": 80})),
     (128, True): ((4096, {"persistent": True}),
                   (None, {"consumer_warpgroups": 3, "block_n": 80})),
     (128, False): ((1024, {"persistent": True}),

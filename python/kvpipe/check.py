@@ -137,6 +137,8 @@ def default_grid() -> List[Case]:
             ]
         cases.append(Case("bf16", head_dim, True, 1, 2, 2, 2048, 2048,
                           value_head_dim=value_head_dim))
+    # D 192's default causal kernel past the plan's persistent ones (2k).
+    cases.append(Case("bf16", 192, True, 1, 2, 1, 4400, 4400))
     # Head dims without a kernel of their own run zero-padded as the next
     # (80 as 96: Phi-2, StableLM; 32 as 64; V's 64 with Q/K's 128 as 128).
     for head_dim, value_head_dim in ((80, None), (32, None), (128, 64)):

@@ -75,6 +75,9 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
         assert plan(64, **kwargs) == {}, kwargs
     assert plan(96) == {"consumer_warpgroups": 2, "persistent": True}
     assert plan(96, sq=2048) == {} and plan(256) == {} and plan(192, dv=128) == {}
+    assert plan(192) == {"persistent": True, "block_n": 64}
+    assert plan(192, sq=2048) == {"persistent": True, "block_n": 80}
+    assert plan(192, sq=2049) == {} and plan(192, causal=False) == {}
 
 
 def test_for_check_kernels_follow_the_prefill_plan():

@@ -12,7 +12,8 @@ to the first variant, round by round (both measured within seconds of each other
         --variant '' --variant rescale_threshold=-1 [--markdown OUT.md]
 
 `''` is kvpipe.attention's own choice (the prefill plan's where it has one); a variant's
-tuning replaces the plan, as in `bench`. Kernels come from the kernel cache (compile them on
+tuning replaces the plan, as in `bench`. `cudnn` and `fa4` are the peers (torch SDPA's cuDNN
+backend; FlashAttention-4 where ../shared/peers/fa4.sh staged it), measured in the same rotation. Kernels come from the kernel cache (compile them on
 the CPU machine: `python -m kvpipe compile --head-dim D --dtype bf16 --causal both --tune ...`).
 """
 
@@ -37,6 +38,14 @@ def parse_variant(text: str) -> Dict[str, Any]:
         else:
             tuning[name] = int(value)
     return tuning
+
+
+def _cudnn(q: Any, k: Any, v: Any, causal: bool) -> Any:
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def main() -> int:
@@ -68,9 +77,18 @@ def main() -> int:
                 flops = 4 * b * 16 * n * n * d / (2 if causal else 1)
                 fns = []
                 for text in variants:
-                    tuning = parse_variant(text)
-                    fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
-                                                                      **tuning))
+                    if text == "cudnn":
+                        fns.append(lambda: _cudnn(q, k, v, causal))
+                    elif text == "fa4":
+                        from flash_attn.cute import flash_attn_func
+
+                        qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+                        fns.append(lambda qt=qt, kt=kt, vt=vt: flash_attn_func(qt, kt, vt,
+                                                                               causal=causal))
+                    else:
+                        tuning = parse_variant(text)
+                        fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
+                                                                          **tuning))
                 for fn in fns:  # load and warm every kernel before timing any
                     fn()
                 torch.cuda.synchronize()
