@@ -11,6 +11,10 @@ to the first variant, round by round (both measured within seconds of each other
     python scripts/gpu/ab.py --head-dim 128 --seq-len 8192 16384 --rounds 7 \
         --variant '' --variant rescale_threshold=-1 [--markdown OUT.md]
 
+`--backward` times the backward alone instead (the forward run once outside the timing, as
+`bench --backward`: kvpipe's `attention_backward`, the peers' `torch.autograd.grad` of a retained
+graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the backward's tuning.
+
 `''` is kvpipe.attention's own choice (the prefill plan's where it has one); a variant's
 tuning replaces the plan, as in `bench`. `cudnn` and `fa4` are the peers (torch SDPA's cuDNN
 backend; FlashAttention-4 where ../shared/peers/fa4.sh staged it), measured in the same rotation. Kernels come from the kernel cache (compile them on
@@ -40,6 +44,36 @@ def parse_variant(text: str) -> Dict[str, Any]:
     return tuning
 
 
+def _backward_fns(variants: List[str], q: Any, k: Any, v: Any, causal: bool) -> List[Any]:
+    """The backward alone of each variant on the same inputs and output gradient."""
+    import torch
+
+    import kvpipe
+    from kvpipe.attention import attention_backward
+
+    do = torch.randn_like(q)
+    fns = []
+    for text in variants:
+        if text in ("cudnn", "fa4"):
+            if text == "fa4":
+                from flash_attn.cute import flash_attn_func
+
+                leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
+                out, grad_out = flash_attn_func(*leaves, causal=causal), do.transpose(1, 2)
+                out = out[0] if isinstance(out, tuple) else out
+            else:
+                leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+                out, grad_out = _cudnn(*leaves, causal), do
+            fns.append(lambda out=out, leaves=leaves, grad_out=grad_out: torch.autograd.grad(
+                out, leaves, grad_out, retain_graph=True))
+        else:
+            with torch.no_grad():
+                o, lse = kvpipe.attention(q, k, v, causal=causal, return_lse=True)
+            fns.append(lambda o=o, lse=lse, tuning=parse_variant(text): attention_backward(
+                q, k, v, o, lse, do, causal=causal, **tuning))
+    return fns
+
+
 def _cudnn(q: Any, k: Any, v: Any, causal: bool) -> Any:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -56,6 +90,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--variant", action="append", default=None,
                         help="NAME=VALUE[,NAME=VALUE] ('' = kvpipe.attention's choice)")
+    parser.add_argument("--backward", action="store_true")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     variants = args.variant or [""]
@@ -75,8 +110,12 @@ def main() -> int:
                 q, k, v = (torch.randn(b, 16, n, d, dtype=torch.bfloat16, device="cuda")
                            for _ in range(3))
                 flops = 4 * b * 16 * n * n * d / (2 if causal else 1)
-                fns = []
-                for text in variants:
+                if args.backward:
+                    fns = _backward_fns(variants, q, k, v, causal)
+                    flops *= 2.5
+                else:
+                    fns = []
+                for text in variants if not args.backward else ():
                     if text == "cudnn":
                         fns.append(lambda: _cudnn(q, k, v, causal))
                     elif text == "fa4":
