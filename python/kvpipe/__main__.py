@@ -236,6 +236,9 @@ def _main(argv: Optional[List[str]]) -> int:
     bench.add_argument("--variant", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
+    bench.add_argument("--rounds", type=int, default=None,
+                       help="forward: interleaved rounds per row, the columns' order rotated "
+                            "each round, medians reported (default 3)")
     bench.add_argument("--mods", action="store_true",
                        help="modifiers (soft-cap + window, ALiBi) against kvpipe plain, "
                             "FlexAttention and FA4, forward and backward, D 128 (default N 8k)")
@@ -510,8 +513,10 @@ def _main(argv: Optional[List[str]]) -> int:
         _write(args, "kvpipe bench --backward", rows, markdown)
         return 0
     seq_lens = args.seq_len or [1024, 2048, 4096, 8192, 16384]
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"bench --rounds must be at least 1, got {args.rounds}")
     rows = bench_mod.run(args.head_dim, seq_lens, causals, variants=variants,
-                         **_tuning(args.tune))
+                         rounds=args.rounds or bench_mod.DEFAULT_ROUNDS, **_tuning(args.tune))
     markdown = bench_mod.to_markdown(rows)
     print(markdown)
     _write(args, "kvpipe bench", rows, markdown)

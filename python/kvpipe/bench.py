@@ -6,7 +6,10 @@ inputs (bf16 forward, H = 16, B * N = 32k tokens so inputs exceed the L2),
 and FlashAttention-4 (``flash_attn.cute``) where it is importable
 (``../shared/peers/fa4.sh`` brings it to the GPU machine).
 With several tuning variants (``--variant``), each is measured on the same
-inputs in the same process, so that their ratios are comparable.
+inputs in the same process, so that their ratios are comparable. The forward
+grid times a row's columns (kvpipe, variants, peers) in interleaved rounds,
+the order rotated each round (``interleaved_ms``, ``--rounds``), so that the
+GPU's clock drift during a row does not favour the columns timed first.
 """
 
 from __future__ import annotations
@@ -34,6 +37,54 @@ def _median_ms(fn: Callable[[], Any]) -> float:
             times.append(start.elapsed_time(end))
         times.sort()
         return times[len(times) // 2]
+
+
+#: Rounds of the forward benchmark's interleaved timing (``run``): every
+#: column of a row is timed once per round, the order rotated, and each
+#: column's figure is its median over the rounds. One timing after the other
+#: read the same kernel 10 % apart within a row on the H100 (clock drift,
+#: results/gpu-results.md session 18 call 6); rotated rounds spread the
+#: drift over every column.
+DEFAULT_ROUNDS = 3
+
+
+def _round_ms(fn: Callable[[], Any]) -> float:
+    """One round's median time of ``fn`` (shorter than ``_median_ms``'s: the
+    rounds add up)."""
+    try:
+        from triton.testing import do_bench
+
+        return float(do_bench(fn, warmup=10, rep=40, return_mode="median"))
+    except ImportError:
+        return _median_ms(fn)
+
+
+def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int,
+                   time: Optional[Callable[[Callable[[], Any]], float]] = None
+                   ) -> Dict[str, Optional[float]]:
+    """The median time in ms of each named callable over ``rounds`` rounds,
+    each round timing every column once (``time``, default ``_round_ms``),
+    the order rotated by one each round. A column whose first call raises (a
+    peer that does not take the shape) gets None and leaves the rotation."""
+    time = time or _round_ms
+    live: List[Tuple[str, Callable[[], Any]]] = []
+    result: Dict[str, Optional[float]] = {}
+    for name, fn in columns:  # load, compile and warm every column first
+        try:
+            fn()
+            live.append((name, fn))
+        except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
+            print(f"{name} failed: {exc}"[:300], flush=True)
+            result[name] = None
+    times: Dict[str, List[float]] = {name: [] for name, _ in live}
+    for r in range(max(1, rounds)):
+        for i in range(len(live)):
+            name, fn = live[(i + r) % len(live)]
+            times[name].append(time(fn))
+    for name, _ in live:
+        ordered = sorted(times[name])
+        result[name] = ordered[len(ordered) // 2]
+    return {name: result[name] for name, _ in columns}
 
 
 #: The backward's FLOPs over the forward's (bench --backward, bench --mods):
@@ -124,12 +175,14 @@ def run(head_dims: Sequence[int] = (64, 128),
         seq_lens: Sequence[int] = (1024, 2048, 4096, 8192, 16384),
         causals: Sequence[bool] = (False, True), heads: int = 16,
         peers: bool = True, variants: Optional[Sequence[Dict[str, Any]]] = None,
-        **tuning: Any) -> List[Dict[str, Any]]:
+        rounds: int = DEFAULT_ROUNDS, **tuning: Any) -> List[Dict[str, Any]]:
     """Measures every point; returns one row per (D, N, causal).
 
     ``tuning`` applies to the main kvpipe column; each of ``variants`` (a
     dict of tuning attributes, on top of ``tuning``) gets a column of its own
-    under ``row["variants"][label]``.
+    under ``row["variants"][label]``. The columns of a row (kvpipe, the
+    variants, cuDNN, FA2, FA4) are timed in ``rounds`` interleaved rounds
+    (``interleaved_ms``).
     """
     import torch
     import torch.nn.functional as F
@@ -150,43 +203,42 @@ def run(head_dims: Sequence[int] = (64, 128),
                 row: Dict[str, Any] = {"D": d, "N": n, "B": b, "H": heads, "causal": causal,
                                        "compile_s": compiled.compile_seconds,
                                        "ptx_s": compiled.abi.get("ptx_seconds")}
-                fn = lambda: kvpipe.attention(q, k, v, causal=causal, **tuning)  # noqa: E731
-                row["kvpipe"] = round(flops / _median_ms(fn) / 1e9, 1)
-                row["variants"] = {}
+                columns: List[Tuple[str, Callable[[], Any]]] = [
+                    ("kvpipe", lambda: kvpipe.attention(q, k, v, causal=causal, **tuning))]
                 for variant in variants or ():
                     merged = {**tuning, **variant}
                     kvpipe.compile_attention(d, "bf16", causal, **merged)
-                    vfn = lambda: kvpipe.attention(q, k, v, causal=causal, **merged)  # noqa: E731
-                    row["variants"][variant_label(variant)] = round(
-                        flops / _median_ms(vfn) / 1e9, 1)
+                    columns.append((variant_label(variant),
+                                    lambda merged=merged: kvpipe.attention(
+                                        q, k, v, causal=causal, **merged)))
                 if peers:
                     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                           ("flash", SDPBackend.FLASH_ATTENTION)):
-                        try:
+                        def sdpa(backend: Any = backend) -> Any:
                             with sdpa_kernel([backend]):
-                                ms = _median_ms(lambda: F.scaled_dot_product_attention(
-                                    q, k, v, is_causal=causal))
-                            row[name] = round(flops / ms / 1e9, 1)
-                        except RuntimeError:
-                            row[name] = None
+                                return F.scaled_dot_product_attention(q, k, v,
+                                                                      is_causal=causal)
+                        columns.append((name, sdpa))
                     if fa4 is not None:
                         # FA4 takes flash-attn's (B, S, H, D); its first call
-                        # per configuration JIT-compiles, outside the timing.
+                        # per configuration JIT-compiles (interleaved_ms warms
+                        # every column before timing).
                         qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
-                        try:
-                            fa4(qt, kt, vt, causal=causal)
-                            ms = _median_ms(lambda: fa4(qt, kt, vt, causal=causal))
-                            row["fa4"] = round(flops / ms / 1e9, 1)
-                        except Exception as exc:  # noqa: BLE001 -- a peer's failure
-                            print(f"FA4 failed at D{d} N{n}: {exc}", flush=True)
-                            row["fa4"] = None
-                        del qt, kt, vt
-                    if row.get("fa4"):
-                        row["vs_fa4"] = round(row["kvpipe"] / row["fa4"], 3)
-                    if row.get("cudnn"):
-                        row["vs_cudnn"] = round(row["kvpipe"] / row["cudnn"], 3)
-                    if row.get("flash"):
-                        row["vs_flash"] = round(row["kvpipe"] / row["flash"], 3)
+                        columns.append(("fa4", lambda qt=qt, kt=kt, vt=vt: fa4(
+                            qt, kt, vt, causal=causal)))
+                ms = interleaved_ms(columns, rounds)
+                tflops = {name: (round(flops / t / 1e9, 1) if t else None)
+                          for name, t in ms.items()}
+                row["kvpipe"] = tflops.pop("kvpipe")
+                row["variants"] = {variant_label(variant): tflops.pop(variant_label(variant))
+                                   for variant in variants or ()}
+                if peers:
+                    row.update(cudnn=tflops.get("cudnn"), flash=tflops.get("flash"))
+                    if fa4 is not None:
+                        row["fa4"] = tflops.get("fa4")
+                    for name in ("fa4", "cudnn", "flash"):
+                        if row.get(name) and row["kvpipe"]:
+                            row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
                 print(row, flush=True)
                 rows.append(row)
                 del q, k, v

@@ -134,6 +134,9 @@ class _Leaf:
         shape[a], shape[b] = shape[b], shape[a]
         return _Leaf(self.name + ".t", tuple(shape))
 
+    def contiguous(self):
+        return self
+
 
 def _fake_torch(monkeypatch, grads):
     import contextlib
@@ -249,3 +252,60 @@ def test_run_backward_measures_variants_beside_the_default(monkeypatch):
     assert first.endswith(f" {rows[0]['variants']['dq_atomics=1']} "
                           f"({rows[0]['variants']['dq_atomics=1'] / rows[0]['cudnn']:.3f}) |")
     assert table.splitlines()[3].endswith(" None |")
+
+
+def test_interleaved_timing_rotates_the_columns_and_takes_medians(capsys):
+    order = []
+    figures = {"a": iter([5.0, 1.0, 3.0]), "b": iter([2.0, 2.0, 9.0]), "c": iter([4.0] * 3)}
+
+    def column(name):
+        return lambda: name
+
+    def time(fn):
+        name = fn()
+        order.append(name)
+        return next(figures[name])
+
+    def broken():
+        raise RuntimeError("cuDNN does not take this shape")
+
+    ms = bench.interleaved_ms([("a", column("a")), ("peer", broken), ("b", column("b")),
+                               ("c", column("c"))], rounds=3, time=time)
+    # Each round times every working column once, starting one later each round.
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert ms == {"a": 3.0, "peer": None, "b": 2.0, "c": 4.0}
+    assert list(ms) == ["a", "peer", "b", "c"]
+    assert "peer failed: cuDNN does not take this shape" in capsys.readouterr().out
+
+
+def test_run_times_every_column_of_a_row_in_interleaved_rounds(monkeypatch):
+    import types
+
+    import kvpipe
+
+    _fake_torch(monkeypatch, [])
+    launched = []
+    monkeypatch.setattr(kvpipe, "compile_attention", lambda *a, **kw: types.SimpleNamespace(
+        compile_seconds=0.5, abi={"ptx_seconds": 0.2}))
+    monkeypatch.setattr(kvpipe, "attention", lambda q, k, v, **kw: launched.append(kw) or (
+        "kvpipe", kw))
+    monkeypatch.setattr(bench, "_fa4", lambda: lambda q, k, v, causal: ("fa4", causal))
+    # Each column's time: kvpipe 1 ms, the variant 2, the SDPA backends 4, FA4 0.5.
+    ms = {"kvpipe": 1.0, "sdpa": 4.0, "fa4": 0.5}
+
+    def time(fn):
+        out = fn()
+        return 2.0 if out[0] == "kvpipe" and out[1].get("block_n") else ms[out[0]]
+
+    monkeypatch.setattr(bench, "_round_ms", time)
+    rows = bench.run([128], [1024], [True], variants=[{"block_n": 64}], rounds=3)
+    flops = 4 * 32 * 16 * 1024 * 1024 * 128 / 2
+    row = rows[0]
+    assert row["kvpipe"] == round(flops / 1e9, 1)
+    assert row["variants"] == {"block_n=64": round(flops / 2e9, 1)}
+    assert row["cudnn"] == row["flash"] == round(flops / 4e9, 1)
+    assert row["fa4"] == round(flops / 0.5e9, 1)
+    assert row["vs_cudnn"] == round(row["kvpipe"] / row["cudnn"], 3) and row["vs_fa4"] == 0.5
+    # Warm-up once, then three rounds: each kvpipe column 4 launches.
+    assert launched.count(dict(causal=True)) == 4
+    assert launched.count(dict(causal=True, block_n=64)) == 4
