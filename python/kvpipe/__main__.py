@@ -237,8 +237,8 @@ def _main(argv: Optional[List[str]]) -> int:
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     bench.add_argument("--rounds", type=int, default=None,
-                       help="forward: interleaved rounds per row, the columns' order rotated "
-                            "each round, medians reported (default 3)")
+                       help="forward: interleaved rounds per row, each in a shuffled order, "
+                            "medians reported (default 3)")
     bench.add_argument("--mods", action="store_true",
                        help="modifiers (soft-cap + window, ALiBi) against kvpipe plain, "
                             "FlexAttention and FA4, forward and backward, D 128 (default N 8k)")

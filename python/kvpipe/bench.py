@@ -8,12 +8,13 @@ and FlashAttention-4 (``flash_attn.cute``) where it is importable
 With several tuning variants (``--variant``), each is measured on the same
 inputs in the same process, so that their ratios are comparable. The forward
 grid times a row's columns (kvpipe, variants, peers) in interleaved rounds,
-the order rotated each round (``interleaved_ms``, ``--rounds``), so that the
-GPU's clock drift during a row does not favour the columns timed first.
+each in its own shuffled order (``interleaved_ms``, ``--rounds``), so that
+the GPU's clock drift during a row favours no column.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 
@@ -63,8 +64,8 @@ def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int
                    time: Optional[Callable[[Callable[[], Any]], float]] = None
                    ) -> Dict[str, Optional[float]]:
     """The median time in ms of each named callable over ``rounds`` rounds,
-    each round timing every column once (``time``, default ``_round_ms``),
-    the order rotated by one each round. A column whose first call raises (a
+    each round timing every column once (``time``, default ``_round_ms``)
+    in an order of its own (seeded shuffles). A column whose first call raises (a
     peer that does not take the shape) gets None and leaves the rotation."""
     time = time or _round_ms
     live: List[Tuple[str, Callable[[], Any]]] = []
@@ -77,9 +78,15 @@ def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int
             print(f"{name} failed: {exc}"[:300], flush=True)
             result[name] = None
     times: Dict[str, List[float]] = {name: [] for name, _ in live}
-    for r in range(max(1, rounds)):
-        for i in range(len(live)):
-            name, fn = live[(i + r) % len(live)]
+    # Each round in its own order (seeded: reproducible), so that no column
+    # always follows the same one: a slow, cool-running peer lends the column
+    # after it a boost clock (session 18, call 15, where rotation kept FA4
+    # after FA2 in every round).
+    shuffle = random.Random(0).shuffle
+    for _ in range(max(1, rounds)):
+        order = list(live)
+        shuffle(order)
+        for name, fn in order:
             times[name].append(time(fn))
     for name, _ in live:
         ordered = sorted(times[name])
