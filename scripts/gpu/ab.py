@@ -4,8 +4,8 @@
 `bench` measures each column once, one after the other: on the H100 the same kernel has read
 10 % apart within one row (session 18, call 6: the D 128 2k default and the identical
 `rescale_threshold=8` variant), so a few per cent between two columns decide nothing. This
-script measures every variant of a point in R rounds, the order rotated each round, and
-reports each variant's median TFLOP/s over the rounds and the spread (min-max) of its ratio
+script measures every variant of a point in R rounds, each in its own (seeded) shuffled order,
+and reports each variant's median TFLOP/s over the rounds and the spread (min-max) of its ratio
 to the first variant, round by round (both measured within seconds of each other).
 
     python scripts/gpu/ab.py --head-dim 128 --seq-len 8192 16384 --rounds 7 \
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import random
 import statistics
 import sys
 from typing import Any, Dict, List
@@ -132,8 +133,13 @@ def main() -> int:
                     fn()
                 torch.cuda.synchronize()
                 times: List[List[float]] = [[] for _ in fns]
+                # Each round in its own seeded order: rotation kept each
+                # variant after the same neighbour, whose heat or coolness
+                # shifts the next one's clock (results, session 18 call 15).
+                shuffle = random.Random(0).shuffle
                 for r in range(args.rounds):
-                    order = [(i + r) % len(fns) for i in range(len(fns))]
+                    order = list(range(len(fns)))
+                    shuffle(order)
                     for i in order:
                         times[i].append(float(do_bench(fns[i], warmup=5, rep=40,
                                                        return_mode="median")))
@@ -153,7 +159,7 @@ def main() -> int:
     table = "\n".join([header, "| " + " | ".join(["---"] * (4 + len(labels))) + " |"] + rows)
     stamp = (f"Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC. Commit: "
              f"{os.environ.get('KVPIPE_COMMIT', '?')}. GPU: {torch.cuda.get_device_name()}. "
-             f"{args.rounds} rounds, order rotated each round.")
+             f"{args.rounds} rounds, each in a shuffled order.")
     text = f"## scripts/gpu/ab.py\n\n{stamp}\n\n{table}\n"
     print(text)
     if args.markdown:
