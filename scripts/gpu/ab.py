@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Interleaved A/B timing of kvpipe forward tunings, for decisions the H100's drift would blur.
 
-`bench` measures each column once, one after the other: on the H100 the same kernel has read
-10 % apart within one row (session 18, call 6: the D 128 2k default and the identical
-`rescale_threshold=8` variant), so a few per cent between two columns decide nothing. This
-script measures every variant of a point in R rounds, each in its own (seeded) shuffled order,
-and reports each variant's median TFLOP/s over the rounds and the spread (min-max) of its ratio
-to the first variant, round by round (both measured within seconds of each other).
+Timed one after the other, the same kernel has read 10 % apart within one row on the H100
+(session 18, call 6: the D 128 2k default and the identical `rescale_threshold=8` variant), so a
+few per cent between two columns decide nothing. This script measures every variant of a point
+in R rounds, each in its own (seeded) shuffled order, and reports each variant's median TFLOP/s
+over the rounds and the spread (min-max) of its ratio to the first variant, round by round
+(both measured within seconds of each other). `bench` times its columns the same way
+(`--rounds`), without the per-round ratios.
 
     python scripts/gpu/ab.py --head-dim 128 --seq-len 8192 16384 --rounds 7 \
         --variant '' --variant rescale_threshold=-1 [--markdown OUT.md]
@@ -17,8 +18,9 @@ graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the ba
 
 `''` is kvpipe.attention's own choice (the prefill plan's where it has one); a variant's
 tuning replaces the plan, as in `bench`. `cudnn` and `fa4` are the peers (torch SDPA's cuDNN
-backend; FlashAttention-4 where ../shared/peers/fa4.sh staged it), measured in the same rotation. Kernels come from the kernel cache (compile them on
-the CPU machine: `python -m kvpipe compile --head-dim D --dtype bf16 --causal both --tune ...`).
+backend; FlashAttention-4 where ../shared/peers/fa4.sh staged it), measured in the same
+rounds. Kernels come from the kernel cache (compile them on the CPU machine: `python -m kvpipe
+compile --head-dim D --dtype bf16 --causal both --tune ...`).
 """
 
 from __future__ import annotations
