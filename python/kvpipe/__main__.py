@@ -237,8 +237,9 @@ def _main(argv: Optional[List[str]]) -> int:
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     bench.add_argument("--rounds", type=int, default=None,
-                       help="forward: interleaved rounds per row, each in a shuffled order, "
-                            "medians reported (default 3)")
+                       help="the forward grid's columns and --mods' kvpipe forwards: "
+                            "interleaved rounds per row, each in a shuffled order, medians "
+                            "reported (default 3)")
     bench.add_argument("--mods", action="store_true",
                        help="modifiers (soft-cap + window, ALiBi) against kvpipe plain, "
                             "FlexAttention and FA4, forward and backward, D 128 (default N 8k)")
@@ -445,6 +446,12 @@ def _main(argv: Optional[List[str]]) -> int:
     _require_gpu("bench")
     from kvpipe import bench as bench_mod
 
+    if args.rounds is not None and (args.rounds < 1 or args.backward or args.decode
+                                    or args.paged or args.varlen):
+        parser.error("bench --rounds (at least 1) times the forward grid's columns and "
+                     f"--mods' kvpipe forwards in interleaved rounds, got {args.rounds}"
+                     + (" with another family" if args.rounds >= 1 else ""))
+    rounds = args.rounds or bench_mod.DEFAULT_ROUNDS
     variants = [_tuning(v.split(",")) for v in args.variant or []]
     backward_only = sorted({name for v in variants + [_tuning(args.tune)] for name in v}
                            & set(kernels.BACKWARD_TUNING))
@@ -489,7 +496,7 @@ def _main(argv: Optional[List[str]]) -> int:
         from kvpipe import bench_modifiers
 
         rows = bench_modifiers.run(args.seq_len or bench_modifiers.DEFAULT_SEQ_LENS,
-                                   variants=variants)
+                                   variants=variants, rounds=rounds)
         markdown = bench_modifiers.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --mods", rows, markdown)
@@ -513,10 +520,8 @@ def _main(argv: Optional[List[str]]) -> int:
         _write(args, "kvpipe bench --backward", rows, markdown)
         return 0
     seq_lens = args.seq_len or [1024, 2048, 4096, 8192, 16384]
-    if args.rounds is not None and args.rounds < 1:
-        parser.error(f"bench --rounds must be at least 1, got {args.rounds}")
-    rows = bench_mod.run(args.head_dim, seq_lens, causals, variants=variants,
-                         rounds=args.rounds or bench_mod.DEFAULT_ROUNDS, **_tuning(args.tune))
+    rows = bench_mod.run(args.head_dim, seq_lens, causals, variants=variants, rounds=rounds,
+                         **_tuning(args.tune))
     markdown = bench_mod.to_markdown(rows)
     print(markdown)
     _write(args, "kvpipe bench", rows, markdown)

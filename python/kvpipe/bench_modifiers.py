@@ -46,8 +46,8 @@ import functools
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from kvpipe import modifiers
-from kvpipe.bench import (BACKWARD_FLOPS, _autograd_backward_ms, _fa4, _kvpipe_backward_ms,
-                          _median_ms)
+from kvpipe.bench import (BACKWARD_FLOPS, DEFAULT_ROUNDS, _autograd_backward_ms, _fa4,
+                          _kvpipe_backward_ms, _median_ms)
 
 WINDOW = 1024
 SOFTCAP = 50.0
@@ -162,15 +162,16 @@ def _peer_columns(row: Dict[str, Any], key: str, what: str,
 
 
 def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
-        heads: int = 16, variants: Optional[Sequence[Dict[str, Any]]] = None
-        ) -> List[Dict[str, Any]]:
+        heads: int = 16, variants: Optional[Sequence[Dict[str, Any]]] = None,
+        rounds: int = DEFAULT_ROUNDS) -> List[Dict[str, Any]]:
     """One row per (modifier, N). Each of ``variants`` (forward tuning
     attributes, e.g. ``{"exp2_emulation": 4}``) times the forward with the
     modifier and plain again with that tuning, on the same inputs, under
-    ``row["variants"][label]`` (``{"fwd": ..., "fwd_plain": ...}``)."""
+    ``row["variants"][label]`` (``{"fwd": ..., "fwd_plain": ...}``). kvpipe's
+    forwards are timed in ``rounds`` interleaved rounds."""
     import torch
 
-    from kvpipe.bench import variant_label
+    from kvpipe.bench import interleaved_ms, variant_label
 
     import kvpipe
 
@@ -191,18 +192,28 @@ def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
                                    "flex": None, "bwd_flex": None, "fa4": None, "bwd_fa4": None}
             # The kvpipe calls that bench_kernel_configs lists: the forward
             # (and with the log-sum-exp, the same kernel) and the backward,
-            # with the modifier and plain.
+            # with the modifier and plain. The forwards (the row's "vs plain"
+            # and the variants') in interleaved rounds (bench.interleaved_ms:
+            # the GPU's clock drift favours no column).
+            forwards = [("kvpipe", spec.modified, {}), ("kvpipe_plain", spec.plain, {})]
+            for variant in variants or ():
+                forwards += [((variant_label(variant), key), kwargs, variant)
+                             for key, kwargs in (("fwd", spec.modified),
+                                                 ("fwd_plain", spec.plain))]
+            ms = interleaved_ms(
+                [(name, lambda kwargs=kwargs, tuning=tuning: kvpipe.attention(
+                    q, k, v, **kwargs, **tuning)) for name, kwargs, tuning in forwards],
+                rounds, time=lambda fn: _median_ms(fn))
+            row["kvpipe"] = _tflops(flops, ms["kvpipe"])
+            row["kvpipe_plain"] = _tflops(flops, ms["kvpipe_plain"])
             for suffix, kwargs in (("", spec.modified), ("_plain", spec.plain)):
-                row["kvpipe" + suffix] = _tflops(flops, _median_ms(
-                    lambda kwargs=kwargs: kvpipe.attention(q, k, v, **kwargs)))
                 row["bwd_kvpipe" + suffix] = _tflops(bwd_flops, _kvpipe_backward_ms(
                     q, k, v, do, deterministic=False, **kwargs))
             row["variants"] = {}
             for variant in variants or ():
-                row["variants"][variant_label(variant)] = {
-                    key: _tflops(flops, _median_ms(
-                        lambda kwargs=kwargs: kvpipe.attention(q, k, v, **kwargs, **variant)))
-                    for key, kwargs in (("fwd", spec.modified), ("fwd_plain", spec.plain))}
+                label = variant_label(variant)
+                row["variants"][label] = {key: _tflops(flops, ms[(label, key)])
+                                          for key in ("fwd", "fwd_plain")}
             if flex is not None:
                 _flex_columns(row, flex, spec, slopes, (q, k, v, do), flops, bwd_flops)
             if fa4 is not None:

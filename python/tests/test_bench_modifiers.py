@@ -202,7 +202,7 @@ def test_kvpipe_backward_timing_makes_the_calls_the_kernel_list_follows():
             "**( tuning or {}), **masks)" in timing)
     run = source(bench_modifiers.run)
     assert 'for suffix, kwargs in ( ( "", spec.modified), ( "_plain", spec.plain)):' in run
-    assert "kvpipe.attention( q, k, v, **kwargs)" in run
+    assert "kvpipe.attention( q, k, v, **kwargs, **tuning)" in run
     assert "_kvpipe_backward_ms( q, k, v, do, deterministic=False, **kwargs)" in run
 
 
@@ -354,7 +354,8 @@ def test_variants_time_the_forward_with_and_without_the_modifier(monkeypatch):
         variant = row["variants"]["exp2_emulation=4"]
         assert variant["fwd"] == variant["fwd_plain"] == round(row["kvpipe"] / 0.8, 1)
     tuned = [kw for kw in calls if "exp2_emulation" in kw]
-    assert len(tuned) == 2 * len(rows)
+    # Per row two variant columns, each warmed once and timed once a round.
+    assert len(tuned) == 2 * (1 + bench.DEFAULT_ROUNDS) * len(rows)
     assert any("score_mod" in kw for kw in tuned) and any("score_mod" not in kw for kw in tuned)
     lines = bench_modifiers.to_markdown(rows).splitlines()
     header = next(line for line in lines if line.startswith("| modifier"))
