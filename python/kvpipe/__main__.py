@@ -237,9 +237,9 @@ def _main(argv: Optional[List[str]]) -> int:
                        help="also measure this tuning (repeatable), in the same process")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     bench.add_argument("--rounds", type=int, default=None,
-                       help="the forward grid's columns and --mods' kvpipe forwards: "
-                            "interleaved rounds per row, each in a shuffled order, medians "
-                            "reported (default 3)")
+                       help="the forward and backward grids' columns and --mods' kvpipe "
+                            "forwards: interleaved rounds per row, each in a shuffled order, "
+                            "medians reported (default 3)")
     bench.add_argument("--mods", action="store_true",
                        help="modifiers (soft-cap + window, ALiBi) against kvpipe plain, "
                             "FlexAttention and FA4, forward and backward, D 128 (default N 8k)")
@@ -446,11 +446,11 @@ def _main(argv: Optional[List[str]]) -> int:
     _require_gpu("bench")
     from kvpipe import bench as bench_mod
 
-    if args.rounds is not None and (args.rounds < 1 or args.backward or args.decode
-                                    or args.paged or args.varlen):
-        parser.error("bench --rounds (at least 1) times the forward grid's columns and "
-                     f"--mods' kvpipe forwards in interleaved rounds, got {args.rounds}"
-                     + (" with another family" if args.rounds >= 1 else ""))
+    if args.rounds is not None and (args.rounds < 1 or args.decode or args.paged
+                                    or args.varlen):
+        parser.error("bench --rounds (at least 1) times the columns of the forward and "
+                     "backward grids and --mods' kvpipe forwards in interleaved rounds, got "
+                     f"{args.rounds}" + (" with another family" if args.rounds >= 1 else ""))
     rounds = args.rounds or bench_mod.DEFAULT_ROUNDS
     variants = [_tuning(v.split(",")) for v in args.variant or []]
     backward_only = sorted({name for v in variants + [_tuning(args.tune)] for name in v}
@@ -514,7 +514,7 @@ def _main(argv: Optional[List[str]]) -> int:
         head_dims = ([64, 128] if args.head_dim == list(kernels.HEAD_DIMS)
                      else args.head_dim)
         rows = bench_mod.run_backward(head_dims, args.seq_len or [1024, 4096, 16384],
-                                      causals, variants=variants)
+                                      causals, variants=variants, rounds=rounds)
         markdown = bench_mod.backward_to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --backward", rows, markdown)

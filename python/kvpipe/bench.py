@@ -99,13 +99,14 @@ def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int
 BACKWARD_FLOPS = 2.5
 
 
-def _kvpipe_backward_ms(q: Any, k: Any, v: Any, do: Any, deterministic: Optional[bool] = None,
-                        tuning: Optional[Dict[str, Any]] = None, **masks: Any) -> float:
-    """The median time of kvpipe's backward alone (``attention_backward``)
-    of ``kvpipe.attention(q, k, v, **masks)`` for the output gradient
-    ``do``: the forward (with the log-sum-exp) runs once, outside the
-    timing. ``masks``: what both take (causal, window_size, score_mod,
-    mask_mod); ``tuning``: what only the backward takes (``dq_atomics``)."""
+def _kvpipe_backward_fn(q: Any, k: Any, v: Any, do: Any, deterministic: Optional[bool] = None,
+                        tuning: Optional[Dict[str, Any]] = None, **masks: Any
+                        ) -> Callable[[], Any]:
+    """kvpipe's backward alone (``attention_backward``) of
+    ``kvpipe.attention(q, k, v, **masks)`` for the output gradient ``do``, as
+    a callable to time: the forward (with the log-sum-exp) runs once, here.
+    ``masks``: what both take (causal, window_size, score_mod, mask_mod);
+    ``tuning``: what only the backward takes (``dq_atomics``)."""
     import torch
 
     import kvpipe
@@ -113,27 +114,35 @@ def _kvpipe_backward_ms(q: Any, k: Any, v: Any, do: Any, deterministic: Optional
 
     with torch.no_grad():
         o, lse = kvpipe.attention(q, k, v, return_lse=True, **masks)
-    return _median_ms(lambda: attention_backward(q, k, v, o, lse, do,
-                                                 deterministic=deterministic,
-                                                 **(tuning or {}), **masks))
+    return lambda: attention_backward(q, k, v, o, lse, do, deterministic=deterministic,
+                                      **(tuning or {}), **masks)
 
 
-def _autograd_backward_ms(forward: Callable[..., Any], inputs: Sequence[Any], do: Any) -> float:
-    """The median time of ``torch.autograd.grad`` alone through the graph of
-    ``forward(*leaves)`` (``inputs`` detached, requiring grad; the first
-    output where it returns a tuple) for the output gradient ``do``: the
-    forward runs once outside the timing, the graph is retained between
-    calls, and one backward runs before the timing (peers that compile on
-    first use: FA4's JIT, torch.compile)."""
+def _kvpipe_backward_ms(q: Any, k: Any, v: Any, do: Any, deterministic: Optional[bool] = None,
+                        tuning: Optional[Dict[str, Any]] = None, **masks: Any) -> float:
+    """The median time of ``_kvpipe_backward_fn``'s backward."""
+    return _median_ms(_kvpipe_backward_fn(q, k, v, do, deterministic, tuning, **masks))
+
+
+def _autograd_backward_fn(forward: Callable[..., Any], inputs: Sequence[Any], do: Any
+                          ) -> Callable[[], Any]:
+    """``torch.autograd.grad`` alone through the graph of ``forward(*leaves)``
+    (``inputs`` detached, requiring grad; the first output where it returns a
+    tuple) for the output gradient ``do``, as a callable to time: the forward
+    runs once, here, and the graph is retained between calls."""
     import torch
 
     leaves = [t.detach().requires_grad_() for t in inputs]
     out = forward(*leaves)
     out = out[0] if isinstance(out, tuple) else out
+    return lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
 
-    def grad() -> Any:
-        return torch.autograd.grad(out, leaves, do, retain_graph=True)
 
+def _autograd_backward_ms(forward: Callable[..., Any], inputs: Sequence[Any], do: Any) -> float:
+    """The median time of ``_autograd_backward_fn``'s backward, after one
+    untimed backward (peers that compile on first use: FA4's JIT,
+    torch.compile)."""
+    grad = _autograd_backward_fn(forward, inputs, do)
     grad()
     return _median_ms(grad)
 
@@ -275,8 +284,8 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
 def run_backward(head_dims: Sequence[int] = (64, 128),
                  seq_lens: Sequence[int] = (1024, 4096, 16384),
                  causals: Sequence[bool] = (False, True), heads: int = 16,
-                 peers: bool = True, variants: Optional[Sequence[Dict[str, Any]]] = None
-                 ) -> List[Dict[str, Any]]:
+                 peers: bool = True, variants: Optional[Sequence[Dict[str, Any]]] = None,
+                 rounds: int = DEFAULT_ROUNDS) -> List[Dict[str, Any]]:
     """Backward TFLOP/s (2.5x the forward's FLOPs, halved when causal) of
     kvpipe's backward family, of torch SDPA's cuDNN and flash (FA2)
     backward and of FlashAttention-4 (when importable, ``../shared/peers/
@@ -286,7 +295,8 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
     of a retained graph). Each of ``variants`` (``attention_backward``'s
     tuning, e.g. ``{"dq_atomics": True}``) is measured on the same inputs,
     under ``row["variants"][label]``; a variant a head dim does not take is
-    None there."""
+    None there. A row's columns are timed in ``rounds`` interleaved rounds
+    (``interleaved_ms``)."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -302,19 +312,15 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                 do = torch.randn_like(q)
                 flops = BACKWARD_FLOPS * 4 * b * heads * n * n * d / (2 if causal else 1)
                 row: Dict[str, Any] = {"D": d, "N": n, "B": b, "H": heads, "causal": causal}
-                row["kvpipe"] = round(flops / _kvpipe_backward_ms(q, k, v, do, causal=causal)
-                                      / 1e9, 1)
-                # Deterministic mode's cost, on the same inputs.
-                row["deterministic"] = round(flops / _kvpipe_backward_ms(
-                    q, k, v, do, deterministic=True, causal=causal) / 1e9, 1)
-                row["variants"] = {}
+                # kvpipe, its deterministic mode's cost and the variants, on
+                # the same inputs; then the peers.
+                columns: List[Tuple[str, Callable[[], Any]]] = [
+                    ("kvpipe", _kvpipe_backward_fn(q, k, v, do, causal=causal)),
+                    ("deterministic", _kvpipe_backward_fn(q, k, v, do, deterministic=True,
+                                                          causal=causal))]
                 for variant in variants or ():
-                    try:
-                        ms = _kvpipe_backward_ms(q, k, v, do, causal=causal, tuning=variant)
-                        row["variants"][variant_label(variant)] = round(flops / ms / 1e9, 1)
-                    except ValueError as exc:  # not this head dim's (dq_atomics at 128)
-                        print(f"variant {variant_label(variant)} at D{d}: {exc}", flush=True)
-                        row["variants"][variant_label(variant)] = None
+                    columns.append((variant_label(variant), _kvpipe_backward_fn(
+                        q, k, v, do, causal=causal, tuning=variant)))
                 if peers:
                     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                                           ("flash", SDPBackend.FLASH_ATTENTION)):
@@ -322,29 +328,45 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                             with sdpa_kernel([backend]):
                                 return F.scaled_dot_product_attention(*leaves, is_causal=causal)
 
-                        try:
-                            row[name] = round(flops / _autograd_backward_ms(sdpa, (q, k, v), do)
-                                              / 1e9, 1)
-                        except RuntimeError:
-                            row[name] = None
-                    row["fa4"] = None
+                        columns.append((name, _peer_backward_fn(sdpa, (q, k, v), do)))
                     if fa4 is not None:
                         # FA4 takes flash-attn's (B, S, H, D); its first call
-                        # JIT-compiles the forward and backward (warmed up).
-                        try:
-                            ms = _autograd_backward_ms(
-                                lambda *leaves: fa4(*leaves, causal=causal),
-                                [t.transpose(1, 2) for t in (q, k, v)], do.transpose(1, 2))
-                            row["fa4"] = round(flops / ms / 1e9, 1)
-                        except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
-                            print(f"FA4 backward failed at D{d} N{n}: {exc}"[:300], flush=True)
+                        # JIT-compiles the forward (here) and the backward
+                        # (interleaved_ms's warm-up).
+                        columns.append(("fa4", _peer_backward_fn(
+                            lambda *leaves: fa4(*leaves, causal=causal),
+                            [t.transpose(1, 2) for t in (q, k, v)], do.transpose(1, 2))))
+                ms = interleaved_ms(columns, rounds)
+                tflops = {name: (round(flops / t / 1e9, 1) if t else None)
+                          for name, t in ms.items()}
+                row["kvpipe"] = tflops["kvpipe"]
+                row["deterministic"] = tflops["deterministic"]
+                row["variants"] = {variant_label(variant): tflops[variant_label(variant)]
+                                   for variant in variants or ()}
+                if peers:
                     for name in ("cudnn", "flash", "fa4"):
-                        if row.get(name):
+                        row[name] = tflops.get(name)
+                        if row[name] and row["kvpipe"]:
                             row["vs_" + name] = round(row["kvpipe"] / row[name], 3)
                 print(row, flush=True)
                 rows.append(row)
                 del q, k, v, do
     return rows
+
+
+def _peer_backward_fn(forward: Callable[..., Any], inputs: Sequence[Any], do: Any
+                      ) -> Callable[[], Any]:
+    """``_autograd_backward_fn``, or where the peer's forward raises (a
+    backend that does not take the shape) a callable that raises the same,
+    so that ``interleaved_ms`` reports the column as None."""
+    try:
+        return _autograd_backward_fn(forward, inputs, do)
+    except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
+        error = exc  # `exc` is unbound after the except clause
+
+        def failed() -> Any:
+            raise error
+        return failed
 
 
 def _variant_cells(rows: List[Dict[str, Any]]) -> Tuple[List[str], Callable[..., str]]:

@@ -183,7 +183,7 @@ def _requested_kernels(monkeypatch, n, heads=16, head_dim=128, batch=2):
         for kwargs in (spec.modified, spec.plain):
             with pytest.raises(_Launched):  # the forward's timing
                 kvpipe.attention(q, q, q, **kwargs)
-            with pytest.raises(_Launched):  # bench._kvpipe_backward_ms's forward
+            with pytest.raises(_Launched):  # bench._kvpipe_backward_fn's forward
                 kvpipe.attention(q, q, q, return_lse=True, **kwargs)
             with pytest.raises(_Launched):  # and its backward
                 attention.attention_backward(q, q, q, q, lse, q, deterministic=False, **kwargs)
@@ -191,12 +191,14 @@ def _requested_kernels(monkeypatch, n, heads=16, head_dim=128, batch=2):
 
 
 def test_kvpipe_backward_timing_makes_the_calls_the_kernel_list_follows():
-    # _requested_kernels replays bench._kvpipe_backward_ms's calls: keep them
-    # in step.
+    # _requested_kernels replays bench._kvpipe_backward_fn's calls (which
+    # _kvpipe_backward_ms times): keep them in step.
     def source(function):
         return " ".join(inspect.getsource(function).replace("(", "( ").split())
 
-    timing = source(bench._kvpipe_backward_ms)
+    assert "_kvpipe_backward_fn( q, k, v, do, deterministic, tuning, **masks)" in source(
+        bench._kvpipe_backward_ms)
+    timing = source(bench._kvpipe_backward_fn)
     assert "kvpipe.attention( q, k, v, return_lse=True, **masks)" in timing
     assert ("attention_backward( q, k, v, o, lse, do, deterministic=deterministic, "
             "**( tuning or {}), **masks)" in timing)
