@@ -449,15 +449,21 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: slower at 1k. Head dims 192 and 256 have no persistent kernel that fits in
 #: shared memory with their 112- and 80-key blocks; at 192 one with 64 or 80
 #: keys fits and pays for causal sequences up to 2k (H100, session 18,
-#: interleaved A/B against the default: 1k +11 % with 64 keys, 2k +2-6 % with
-#: 80; even at 4k); at 256 the 48-key one is slower everywhere.
+#: interleaved against the default tiles: 1k +12 % and +11 % with 64 keys
+#: (calls 8 and 10), 2k +6 % and +2 % with 80, 4k +4 % and -1 %); at 256 the
+#: 48-key one is slower everywhere.
 #:
 #: Longer sequences at head dim 128 (H100, session 18: docs/performance.md
 #: v14): three consumer warpgroups of 64 rows on 80-key blocks (192 x 80
 #: tiles; 160 registers hold O's 64 and S's 40 accumulators without spills)
-#: against two on 128 x 128, interleaved A/B (scripts/gpu/ab.py, 7 rounds):
-#: +13 % non-causal and +7-8 % causal at 8k-16k, +4-5 % non-causal at 2k-4k;
-#: slower than the persistent kernel at 1k non-causal and 2k-4k causal.
+#: against two on 128 x 128, interleaved A/B (scripts/gpu/ab.py, 7 rounds,
+#: both without rescale_threshold's skip): +7 % non-causal and +1 % causal
+#: at 8k-16k, +4-5 % non-causal at 2k-4k; with the skip (which the 192 x 80
+#: kernel gains from and 128 x 128 does not) +11-13 % and +7-8 % at 8k-16k.
+#: Slower than the persistent kernel at 1k non-causal and 2k-4k causal.
+#: Keyed like the rest by the longer sequence: a short query block over a
+#: long cache (seq_q 100, seq_kv 9000) gets these tiles too (checked, not
+#: timed).
 PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
     (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True}),
                  (4096, {"persistent": True})),

@@ -15,7 +15,8 @@ the GPU's clock drift during a row favours no column.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import statistics
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 
 def _median_ms(fn: Callable[[], Any]) -> float:
@@ -40,12 +41,13 @@ def _median_ms(fn: Callable[[], Any]) -> float:
         return times[len(times) // 2]
 
 
-#: Rounds of the forward benchmark's interleaved timing (``run``): every
-#: column of a row is timed once per round, the order rotated, and each
-#: column's figure is its median over the rounds. One timing after the other
-#: read the same kernel 10 % apart within a row on the H100 (clock drift,
-#: results/gpu-results.md session 18 call 6); rotated rounds spread the
-#: drift over every column.
+#: Rounds of the benchmarks' interleaved timing (``run``, ``run_backward``,
+#: bench --mods' kvpipe forwards): every column of a row is timed once per
+#: round, each round in its own shuffled order, and each column's figure is
+#: its median over the rounds. One timing after the other read the same
+#: kernel 10 % apart within a row on the H100 (clock drift,
+#: results/gpu-results.md session 18 call 6), and a fixed cyclic order
+#: favoured the column after the coolest one (call 15).
 DEFAULT_ROUNDS = 3
 
 
@@ -61,12 +63,14 @@ def _round_ms(fn: Callable[[], Any]) -> float:
 
 
 def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int,
-                   time: Optional[Callable[[Callable[[], Any]], float]] = None
-                   ) -> Dict[str, Optional[float]]:
+                   time: Optional[Callable[[Callable[[], Any]], float]] = None,
+                   optional: Collection[str] = ()) -> Dict[str, Optional[float]]:
     """The median time in ms of each named callable over ``rounds`` rounds,
     each round timing every column once (``time``, default ``_round_ms``)
-    in an order of its own (seeded shuffles). A column whose first call raises (a
-    peer that does not take the shape) gets None and leaves the rotation."""
+    in an order of its own (seeded shuffles). A column named in ``optional``
+    (a peer, a variant a head dim may not take) whose first call raises gets
+    None, its reason printed, and is not timed; any other column's error
+    propagates."""
     time = time or _round_ms
     live: List[Tuple[str, Callable[[], Any]]] = []
     result: Dict[str, Optional[float]] = {}
@@ -75,6 +79,8 @@ def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int
             fn()
             live.append((name, fn))
         except Exception as exc:  # noqa: BLE001 -- a peer's failure is an entry
+            if name not in optional:
+                raise
             print(f"{name} failed: {exc}"[:300], flush=True)
             result[name] = None
     times: Dict[str, List[float]] = {name: [] for name, _ in live}
@@ -89,8 +95,7 @@ def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int
         for name, fn in order:
             times[name].append(time(fn))
     for name, _ in live:
-        ordered = sorted(times[name])
-        result[name] = ordered[len(ordered) // 2]
+        result[name] = statistics.median(times[name])
     return {name: result[name] for name, _ in columns}
 
 
@@ -242,7 +247,7 @@ def run(head_dims: Sequence[int] = (64, 128),
                         qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
                         columns.append(("fa4", lambda qt=qt, kt=kt, vt=vt: fa4(
                             qt, kt, vt, causal=causal)))
-                ms = interleaved_ms(columns, rounds)
+                ms = interleaved_ms(columns, rounds, optional=("cudnn", "flash", "fa4"))
                 tflops = {name: (round(flops / t / 1e9, 1) if t else None)
                           for name, t in ms.items()}
                 row["kvpipe"] = tflops.pop("kvpipe")
@@ -336,7 +341,11 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                         columns.append(("fa4", _peer_backward_fn(
                             lambda *leaves: fa4(*leaves, causal=causal),
                             [t.transpose(1, 2) for t in (q, k, v)], do.transpose(1, 2))))
-                ms = interleaved_ms(columns, rounds)
+                # A variant a head dim does not take (dq_atomics at 128) and a
+                # peer that fails are None; kvpipe's own columns must run.
+                ms = interleaved_ms(columns, rounds, optional=[
+                    "cudnn", "flash", "fa4",
+                    *(variant_label(variant) for variant in variants or ())])
                 tflops = {name: (round(flops / t / 1e9, 1) if t else None)
                           for name, t in ms.items()}
                 row["kvpipe"] = tflops["kvpipe"]

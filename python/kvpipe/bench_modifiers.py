@@ -194,7 +194,8 @@ def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
             # (and with the log-sum-exp, the same kernel) and the backward,
             # with the modifier and plain. The forwards (the row's "vs plain"
             # and the variants') in interleaved rounds (bench.interleaved_ms:
-            # the GPU's clock drift favours no column).
+            # the GPU's clock drift favours no column); the backwards one
+            # after the other still.
             forwards = [("kvpipe", spec.modified, {}), ("kvpipe_plain", spec.plain, {})]
             for variant in variants or ():
                 forwards += [((variant_label(variant), key), kwargs, variant)
@@ -203,7 +204,7 @@ def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
             ms = interleaved_ms(
                 [(name, lambda kwargs=kwargs, tuning=tuning: kvpipe.attention(
                     q, k, v, **kwargs, **tuning)) for name, kwargs, tuning in forwards],
-                rounds, time=lambda fn: _median_ms(fn))
+                rounds)
             row["kvpipe"] = _tflops(flops, ms["kvpipe"])
             row["kvpipe_plain"] = _tflops(flops, ms["kvpipe_plain"])
             for suffix, kwargs in (("", spec.modified), ("_plain", spec.plain)):

@@ -281,6 +281,7 @@ def test_run_fills_every_column_of_each_row(monkeypatch, capsys, cutlass):
                         lambda q, k, v, do, **kw: calls.append(
                             ("kvpipe backward", do.shape, kw)) or 2.0)
     monkeypatch.setattr(bench_modifiers, "_median_ms", lambda fn: fn() and 1.0)
+    monkeypatch.setattr(bench, "_round_ms", lambda fn: fn() and 1.0)
     monkeypatch.setattr(bench_modifiers, "_autograd_backward_ms",
                         lambda forward, inputs, do: forward(*inputs) and 2.0)
     monkeypatch.setattr(bench_modifiers, "_disagreement", lambda out, reference: 0.001)
@@ -347,7 +348,7 @@ def test_variants_time_the_forward_with_and_without_the_modifier(monkeypatch):
     timings = {(): 1.0, (("exp2_emulation", 4),): 0.8}
     monkeypatch.setattr(kvpipe, "attention", lambda q, k, v, **kw: calls.append(kw) or q)
     monkeypatch.setattr(bench_modifiers, "_kvpipe_backward_ms", lambda *a, **kw: 2.0)
-    monkeypatch.setattr(bench_modifiers, "_median_ms", lambda fn: fn() and timings[
+    monkeypatch.setattr(bench, "_round_ms", lambda fn: fn() and timings[
         tuple((k, v) for k, v in calls[-1].items() if k == "exp2_emulation")])
     monkeypatch.setattr(bench_modifiers, "_flex", lambda: None)
     monkeypatch.setattr(bench_modifiers, "_fa4", lambda: None)

@@ -1,5 +1,7 @@
 """The bench table and the command line's tuning syntax (no GPU needed)."""
 
+import pytest
+
 from kvpipe import bench, kernels
 from kvpipe.__main__ import _tuning
 
@@ -263,7 +265,7 @@ def test_run_backward_measures_variants_beside_the_default(monkeypatch, capsys):
     assert table.splitlines()[3].endswith(" None |")
 
 
-def test_interleaved_timing_rotates_the_columns_and_takes_medians(capsys):
+def test_interleaved_timing_shuffles_the_columns_and_takes_medians(capsys):
     order = []
     figures = {"a": iter([5.0, 1.0, 3.0]), "b": iter([2.0, 2.0, 9.0]), "c": iter([4.0] * 3)}
 
@@ -278,8 +280,8 @@ def test_interleaved_timing_rotates_the_columns_and_takes_medians(capsys):
     def broken():
         raise RuntimeError("cuDNN does not take this shape")
 
-    ms = bench.interleaved_ms([("a", column("a")), ("peer", broken), ("b", column("b")),
-                               ("c", column("c"))], rounds=3, time=time)
+    columns = [("a", column("a")), ("peer", broken), ("b", column("b")), ("c", column("c"))]
+    ms = bench.interleaved_ms(columns, rounds=3, time=time, optional=["peer"])
     # Each round times every working column once, in an order of its own
     # (seeded: the same in every run).
     rounds = [order[i:i + 3] for i in range(0, 9, 3)]
@@ -288,6 +290,12 @@ def test_interleaved_timing_rotates_the_columns_and_takes_medians(capsys):
     assert ms == {"a": 3.0, "peer": None, "b": 2.0, "c": 4.0}
     assert list(ms) == ["a", "peer", "b", "c"]
     assert "peer failed: cuDNN does not take this shape" in capsys.readouterr().out
+    # A column not named optional (kvpipe's own) propagates its error.
+    with pytest.raises(RuntimeError, match="cuDNN does not take this shape"):
+        bench.interleaved_ms(columns, rounds=1, time=time)
+    # Two rounds: the mean of the two (statistics.median), not the slower.
+    figures.update(a=iter([1.0, 3.0]), b=iter([2.0, 2.0]), c=iter([4.0, 4.0]))
+    assert bench.interleaved_ms(columns, rounds=2, time=time, optional=["peer"])["a"] == 2.0
 
 
 def test_run_times_every_column_of_a_row_in_interleaved_rounds(monkeypatch):

@@ -96,6 +96,8 @@ def main() -> int:
     parser.add_argument("--backward", action="store_true")
     parser.add_argument("--markdown")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     variants = args.variant or [""]
 
     import torch

@@ -181,7 +181,7 @@ gpu.module @m {
 // The backward's tiles are fixed per head dim (docs/backward.md): the
 // forward's tuning and mask attributes are named when given with `backward`.
 gpu.module @m {
-  // expected-error @+1 {{'pingpong' is not supported with 'backward' (the backward kernels' tiles are fixed per head dim, docs/backward.md)}}
+  // expected-error @+1 {{'pingpong' is not supported with 'backward' (the backward kernels' tiles and softmax are fixed per head dim, docs/backward.md)}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, backward = true, pingpong = true}
 }
 

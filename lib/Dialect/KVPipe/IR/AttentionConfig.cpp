@@ -133,8 +133,8 @@ AttentionConfig::get(AttentionKernelOp op,
       if (present)
         return emitError() << "'" << name
                            << "' is not supported with 'backward' (the "
-                              "backward kernels' tiles are fixed per head "
-                              "dim, docs/backward.md)";
+                              "backward kernels' tiles and softmax are fixed "
+                              "per head dim, docs/backward.md)";
     c.consumerWarpgroups = c.headDim == 192 ? 3 : 2;
     c.blockN = (c.backwardSplitsHeadDim() ? 32 : 64) * c.consumerWarpgroups;
     c.kvStages = 1;
@@ -143,6 +143,7 @@ AttentionConfig::get(AttentionKernelOp op,
     // rest (a multiple of 8) for the consumers.
     c.consumerRegisters = c.consumerWarpgroups == 3 ? 160 : 240;
     c.overlapSoftmax = c.pingpong = c.persistent = false;
+    c.rescaleThreshold = -1; // the backward recomputes P from the statistics
     // The masks of the forward's block skipping (bottom-right alignment,
     // windows), turned around: a K/V block's Q blocks (MaskBounds).
     c.maskAlignment = op.getMaskAlignment().value_or(MaskAlignment::TopLeft);

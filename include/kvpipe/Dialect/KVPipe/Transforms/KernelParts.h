@@ -105,9 +105,11 @@ struct OnlineSoftmaxStep {
 /// without a valid key yet keeps -inf and gets P = 0 (not NaN), P with one
 /// FMA per element, row sums per thread. `emulatedExp2`: of every 8
 /// elements of P, how many exp2s run on the FMA pipe (fragment_exp2's
-/// `emulated`). `rescaleThreshold` (AttentionConfig): with t >= 0 a row's
+/// `emulated`). `rescaleThreshold` (AttentionConfig): with t > 0 a row's
 /// maximum moves only when the block's passes it by more than t in the
-/// exponent (P <= 2^t), 0 on every increase.
+/// exponent (P <= 2^t); 0 and -1 on every increase. The factor of a row
+/// whose maximum did not move is exp2(0) = 1 exactly (what fragment_rescale's
+/// skip_unit tests).
 OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          mlir::Value s, mlir::Value scaleLog2,
                                          const OnlineSoftmaxStats &stats,
