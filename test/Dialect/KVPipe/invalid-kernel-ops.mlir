@@ -128,6 +128,15 @@ func.func @exp2_emulated(%s: vector<8xf32>, %a: f32) -> vector<8xf32> {
 
 // -----
 
+// A negative count is named as written (the attribute's getter is unsigned).
+func.func @exp2_emulated_negative(%s: vector<8xf32>, %a: f32) -> vector<8xf32> {
+  // expected-error @+1 {{'kvpipe.fragment_exp2' op 'emulated' counts elements of every 8, so it must be in [0, 8], got -1}}
+  %r = kvpipe.fragment_exp2 %s, %a, %a, %a {emulated = -1 : i64} : vector<8xf32>
+  return %r : vector<8xf32>
+}
+
+// -----
+
 func.func @element_type(%s: vector<64xf16>) -> f32 {
   // expected-error @+1 {{operand #0 must be vector of 32-bit float values of ranks 1}}
   %m = kvpipe.fragment_row_max %s[0] : vector<64xf16>

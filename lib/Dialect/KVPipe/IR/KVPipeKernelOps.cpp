@@ -194,9 +194,11 @@ LogicalResult FragmentRescaleOp::verify() {
 }
 
 LogicalResult FragmentExp2Op::verify() {
-  if (getEmulated() < 0 || getEmulated() > 8)
+  // The I64Attr's getter is unsigned: a negative value reads as a large one.
+  auto emulated = static_cast<int64_t>(getEmulated());
+  if (emulated < 0 || emulated > 8)
     return emitOpError() << "'emulated' counts elements of every 8, so it "
                             "must be in [0, 8], got "
-                         << getEmulated();
+                         << emulated;
   return verifyFragment(*this, getFragment());
 }

@@ -156,9 +156,8 @@ void ProtocolChecker::checkLoadSlots() {
     }
     // A ring with fewer slots than the pipeline has stages: the slots past
     // its end are another buffer's bytes.
-    for (Value dest = load.getDest(); auto view = dest.getDefiningOp<
-                                          memref::SubViewOp>();
-         dest = view.getSource()) {
+    for (auto view = load.getDest().getDefiningOp<memref::SubViewOp>(); view;
+         view = view.getSource().getDefiningOp<memref::SubViewOp>()) {
       auto sourceType = view.getSource().getType();
       if (view.getMixedOffsets().empty() || sourceType.getRank() == 0)
         continue;
