@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 from kvpipe import modifiers
 from kvpipe.bench import (BACKWARD_FLOPS, DEFAULT_ROUNDS, _autograd_backward_ms, _fa4,
-                          _kvpipe_backward_ms, _median_ms)
+                          _kvpipe_backward_fn, _median_ms)
 
 WINDOW = 1024
 SOFTCAP = 50.0
@@ -193,9 +193,9 @@ def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
             # The kvpipe calls that bench_kernel_configs lists: the forward
             # (and with the log-sum-exp, the same kernel) and the backward,
             # with the modifier and plain. The forwards (the row's "vs plain"
-            # and the variants') in interleaved rounds (bench.interleaved_ms:
-            # the GPU's clock drift favours no column); the backwards one
-            # after the other still.
+            # and the variants') in interleaved rounds, then the two
+            # backwards likewise (bench.interleaved_ms: the GPU's clock drift
+            # favours no column).
             forwards = [("kvpipe", spec.modified, {}), ("kvpipe_plain", spec.plain, {})]
             for variant in variants or ():
                 forwards += [((variant_label(variant), key), kwargs, variant)
@@ -207,9 +207,12 @@ def run(seq_lens: Sequence[int] = DEFAULT_SEQ_LENS, head_dim: int = 128,
                 rounds)
             row["kvpipe"] = _tflops(flops, ms["kvpipe"])
             row["kvpipe_plain"] = _tflops(flops, ms["kvpipe_plain"])
-            for suffix, kwargs in (("", spec.modified), ("_plain", spec.plain)):
-                row["bwd_kvpipe" + suffix] = _tflops(bwd_flops, _kvpipe_backward_ms(
-                    q, k, v, do, deterministic=False, **kwargs))
+            bwd = interleaved_ms(
+                [("bwd_kvpipe" + suffix, _kvpipe_backward_fn(q, k, v, do, deterministic=False,
+                                                             **kwargs))
+                 for suffix, kwargs in (("", spec.modified), ("_plain", spec.plain))], rounds)
+            for name, ms_bwd in bwd.items():
+                row[name] = _tflops(bwd_flops, ms_bwd)
             row["variants"] = {}
             for variant in variants or ():
                 label = variant_label(variant)

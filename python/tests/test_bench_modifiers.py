@@ -203,9 +203,9 @@ def test_kvpipe_backward_timing_makes_the_calls_the_kernel_list_follows():
     assert ("attention_backward( q, k, v, o, lse, do, deterministic=deterministic, "
             "**( tuning or {}), **masks)" in timing)
     run = source(bench_modifiers.run)
-    assert 'for suffix, kwargs in ( ( "", spec.modified), ( "_plain", spec.plain)):' in run
+    assert 'for suffix, kwargs in ( ( "", spec.modified), ( "_plain", spec.plain))' in run
     assert "kvpipe.attention( q, k, v, **kwargs, **tuning)" in run
-    assert "_kvpipe_backward_ms( q, k, v, do, deterministic=False, **kwargs)" in run
+    assert "_kvpipe_backward_fn( q, k, v, do, deterministic=False, **kwargs)" in run
 
 
 @pytest.mark.parametrize("n", [512, 1024, 2048, 4096, 8192, 16384])
@@ -277,11 +277,11 @@ def test_run_fills_every_column_of_each_row(monkeypatch, capsys, cutlass):
     calls = []
     monkeypatch.setattr(kvpipe, "attention", lambda q, k, v, **kw: calls.append(
         ("kvpipe", q.shape, kw)) or q)
-    monkeypatch.setattr(bench_modifiers, "_kvpipe_backward_ms",
+    monkeypatch.setattr(bench_modifiers, "_kvpipe_backward_fn",
                         lambda q, k, v, do, **kw: calls.append(
-                            ("kvpipe backward", do.shape, kw)) or 2.0)
+                            ("kvpipe backward", do.shape, kw)) or (lambda: "backward"))
     monkeypatch.setattr(bench_modifiers, "_median_ms", lambda fn: fn() and 1.0)
-    monkeypatch.setattr(bench, "_round_ms", lambda fn: fn() and 1.0)
+    monkeypatch.setattr(bench, "_round_ms", lambda fn: 2.0 if fn() == "backward" else 1.0)
     monkeypatch.setattr(bench_modifiers, "_autograd_backward_ms",
                         lambda forward, inputs, do: forward(*inputs) and 2.0)
     monkeypatch.setattr(bench_modifiers, "_disagreement", lambda out, reference: 0.001)
@@ -347,7 +347,8 @@ def test_variants_time_the_forward_with_and_without_the_modifier(monkeypatch):
     calls = []
     timings = {(): 1.0, (("exp2_emulation", 4),): 0.8}
     monkeypatch.setattr(kvpipe, "attention", lambda q, k, v, **kw: calls.append(kw) or q)
-    monkeypatch.setattr(bench_modifiers, "_kvpipe_backward_ms", lambda *a, **kw: 2.0)
+    monkeypatch.setattr(bench_modifiers, "_kvpipe_backward_fn",
+                        lambda *a, **kw: lambda: "backward")
     monkeypatch.setattr(bench, "_round_ms", lambda fn: fn() and timings[
         tuple((k, v) for k, v in calls[-1].items() if k == "exp2_emulation")])
     monkeypatch.setattr(bench_modifiers, "_flex", lambda: None)
