@@ -62,18 +62,18 @@ def _round_ms(fn: Callable[[], Any]) -> float:
         return _median_ms(fn)
 
 
-def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int,
-                   time: Optional[Callable[[Callable[[], Any]], float]] = None,
-                   optional: Collection[str] = ()) -> Dict[str, Optional[float]]:
-    """The median time in ms of each named callable over ``rounds`` rounds,
-    each round timing every column once (``time``, default ``_round_ms``)
-    in an order of its own (seeded shuffles). A column named in ``optional``
-    (a peer, a variant a head dim may not take) whose first call raises gets
-    None, its reason printed, and is not timed; any other column's error
-    propagates."""
+def interleaved_times(columns: Sequence[Tuple[Any, Callable[[], Any]]], rounds: int,
+                      time: Optional[Callable[[Callable[[], Any]], float]] = None,
+                      optional: Collection[Any] = ()) -> Dict[Any, Optional[List[float]]]:
+    """The times in ms of each named callable, one per round, over
+    ``rounds`` rounds, each round timing every column once (``time``,
+    default ``_round_ms``) in an order of its own (seeded shuffles). A
+    column named in ``optional`` (a peer, a variant a head dim may not take)
+    whose first call raises gets None, its reason printed, and is not timed;
+    any other column's error propagates."""
     time = time or _round_ms
-    live: List[Tuple[str, Callable[[], Any]]] = []
-    result: Dict[str, Optional[float]] = {}
+    live: List[Tuple[Any, Callable[[], Any]]] = []
+    result: Dict[Any, Optional[List[float]]] = {}
     for name, fn in columns:  # load, compile and warm every column first
         try:
             fn()
@@ -83,7 +83,8 @@ def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int
                 raise
             print(f"{name} failed: {exc}"[:300], flush=True)
             result[name] = None
-    times: Dict[str, List[float]] = {name: [] for name, _ in live}
+    for name, _ in live:
+        result[name] = []
     # Each round in its own order (seeded: reproducible), so that no column
     # always follows the same one: a slow, cool-running peer lends the column
     # after it a boost clock (session 18, call 15, where rotation kept FA4
@@ -93,10 +94,17 @@ def interleaved_ms(columns: Sequence[Tuple[str, Callable[[], Any]]], rounds: int
         order = list(live)
         shuffle(order)
         for name, fn in order:
-            times[name].append(time(fn))
-    for name, _ in live:
-        result[name] = statistics.median(times[name])
+            result[name].append(time(fn))
     return {name: result[name] for name, _ in columns}
+
+
+def interleaved_ms(columns: Sequence[Tuple[Any, Callable[[], Any]]], rounds: int,
+                   time: Optional[Callable[[Callable[[], Any]], float]] = None,
+                   optional: Collection[Any] = ()) -> Dict[Any, Optional[float]]:
+    """Each column's median over ``interleaved_times``' rounds (None for an
+    optional column that failed)."""
+    return {name: statistics.median(times) if times is not None else None
+            for name, times in interleaved_times(columns, rounds, time, optional).items()}
 
 
 #: The backward's FLOPs over the forward's (bench --backward, bench --mods):

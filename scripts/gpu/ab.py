@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import random
 import statistics
 import sys
 from typing import Any, Dict, List
@@ -52,6 +51,7 @@ def _backward_fns(variants: List[str], q: Any, k: Any, v: Any, causal: bool) -> 
     import torch
 
     import kvpipe
+    from kvpipe.bench import interleaved_times
     from kvpipe.attention import attention_backward
 
     do = torch.randn_like(q)
@@ -133,20 +133,15 @@ def main() -> int:
                         tuning = parse_variant(text)
                         fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
                                                                           **tuning))
-                for fn in fns:  # load and warm every kernel before timing any
-                    fn()
-                torch.cuda.synchronize()
-                times: List[List[float]] = [[] for _ in fns]
-                # Each round in its own seeded order: rotation kept each
-                # variant after the same neighbour, whose heat or coolness
-                # shifts the next one's clock (results, session 18 call 15).
-                shuffle = random.Random(0).shuffle
-                for r in range(args.rounds):
-                    order = list(range(len(fns)))
-                    shuffle(order)
-                    for i in order:
-                        times[i].append(float(do_bench(fns[i], warmup=5, rep=40,
-                                                       return_mode="median")))
+                # bench.interleaved_times: every variant warmed first, then
+                # each round in its own seeded shuffled order (rotation kept
+                # each variant after the same neighbour, whose heat or
+                # coolness shifts the next one's clock: results, session 18
+                # call 15).
+                per_round = interleaved_times(
+                    list(enumerate(fns)), args.rounds,
+                    time=lambda fn: float(do_bench(fn, warmup=5, rep=40, return_mode="median")))
+                times = [per_round[i] for i in range(len(fns))]
                 tflops = [flops / statistics.median(t) / 1e9 for t in times]
                 cells = [f"{tflops[0]:.1f}"]
                 for i in range(1, len(fns)):
