@@ -112,6 +112,20 @@ def interleaved_ms(columns: Sequence[Tuple[Any, Callable[[], Any]]], rounds: int
 BACKWARD_FLOPS = 2.5
 
 
+def _sdpa(backend: str, causal: bool) -> Callable[..., Any]:
+    """torch SDPA held to one backend (``"cudnn"`` or ``"flash"``, FA2) as
+    ``attend(q, k, v)``."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kind = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
+
+    def attend(q: Any, k: Any, v: Any) -> Any:
+        with sdpa_kernel([kind]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return attend
+
+
 def _kvpipe_backward_fn(q: Any, k: Any, v: Any, do: Any, deterministic: Optional[bool] = None,
                         tuning: Optional[Dict[str, Any]] = None, **masks: Any
                         ) -> Callable[[], Any]:
@@ -214,8 +228,6 @@ def run(head_dims: Sequence[int] = (64, 128),
     (``interleaved_ms``).
     """
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     import kvpipe
 
@@ -241,13 +253,9 @@ def run(head_dims: Sequence[int] = (64, 128),
                                     lambda merged=merged: kvpipe.attention(
                                         q, k, v, causal=causal, **merged)))
                 if peers:
-                    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                                          ("flash", SDPBackend.FLASH_ATTENTION)):
-                        def sdpa(backend: Any = backend) -> Any:
-                            with sdpa_kernel([backend]):
-                                return F.scaled_dot_product_attention(q, k, v,
-                                                                      is_causal=causal)
-                        columns.append((name, sdpa))
+                    for name in ("cudnn", "flash"):
+                        columns.append((name, lambda attend=_sdpa(name, causal): attend(
+                            q, k, v)))
                     if fa4 is not None:
                         # FA4 takes flash-attn's (B, S, H, D); its first call
                         # per configuration JIT-compiles (interleaved_ms warms
@@ -311,8 +319,6 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
     None there. A row's columns are timed in ``rounds`` interleaved rounds
     (``interleaved_ms``)."""
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     fa4 = _fa4() if peers else None
     rows = []
@@ -335,13 +341,9 @@ def run_backward(head_dims: Sequence[int] = (64, 128),
                     columns.append((variant_label(variant), _kvpipe_backward_fn(
                         q, k, v, do, causal=causal, tuning=variant)))
                 if peers:
-                    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                                          ("flash", SDPBackend.FLASH_ATTENTION)):
-                        def sdpa(*leaves: Any, backend: Any = backend) -> Any:
-                            with sdpa_kernel([backend]):
-                                return F.scaled_dot_product_attention(*leaves, is_causal=causal)
-
-                        columns.append((name, _peer_backward_fn(sdpa, (q, k, v), do)))
+                    for name in ("cudnn", "flash"):
+                        columns.append((name, _peer_backward_fn(_sdpa(name, causal), (q, k, v),
+                                                                do)))
                     if fa4 is not None:
                         # FA4 takes flash-attn's (B, S, H, D); its first call
                         # JIT-compiles the forward (here) and the backward

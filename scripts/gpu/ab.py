@@ -30,59 +30,34 @@ import datetime
 import os
 import statistics
 import sys
-from typing import Any, Dict, List
+from typing import Any, List
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
 
-def parse_variant(text: str) -> Dict[str, Any]:
-    tuning: Dict[str, Any] = {}
-    for item in filter(None, text.split(",")):
-        name, _, value = item.partition("=")
-        if value in ("true", "false"):
-            tuning[name] = value == "true"
-        else:
-            tuning[name] = int(value)
-    return tuning
-
-
 def _backward_fns(variants: List[str], q: Any, k: Any, v: Any, causal: bool) -> List[Any]:
-    """The backward alone of each variant on the same inputs and output gradient."""
+    """The backward alone of each variant on the same inputs and output gradient
+    (bench's: the forward once, here; the peers' graph retained)."""
     import torch
 
-    import kvpipe
-    from kvpipe.bench import interleaved_times
-    from kvpipe.attention import attention_backward
+    from kvpipe.__main__ import _tuning
+    from kvpipe.bench import _autograd_backward_fn, _kvpipe_backward_fn, _sdpa
 
     do = torch.randn_like(q)
     fns = []
     for text in variants:
-        if text in ("cudnn", "fa4"):
-            if text == "fa4":
-                from flash_attn.cute import flash_attn_func
+        if text == "fa4":
+            from flash_attn.cute import flash_attn_func
 
-                leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)]
-                out, grad_out = flash_attn_func(*leaves, causal=causal), do.transpose(1, 2)
-                out = out[0] if isinstance(out, tuple) else out
-            else:
-                leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-                out, grad_out = _cudnn(*leaves, causal), do
-            fns.append(lambda out=out, leaves=leaves, grad_out=grad_out: torch.autograd.grad(
-                out, leaves, grad_out, retain_graph=True))
+            fns.append(_autograd_backward_fn(
+                lambda *leaves: flash_attn_func(*leaves, causal=causal),
+                [t.transpose(1, 2) for t in (q, k, v)], do.transpose(1, 2)))
+        elif text == "cudnn":
+            fns.append(_autograd_backward_fn(_sdpa("cudnn", causal), (q, k, v), do))
         else:
-            with torch.no_grad():
-                o, lse = kvpipe.attention(q, k, v, causal=causal, return_lse=True)
-            fns.append(lambda o=o, lse=lse, tuning=parse_variant(text): attention_backward(
-                q, k, v, o, lse, do, causal=causal, **tuning))
+            fns.append(_kvpipe_backward_fn(q, k, v, do, causal=causal,
+                                           tuning=_tuning(text.split(",") if text else [])))
     return fns
-
-
-def _cudnn(q: Any, k: Any, v: Any, causal: bool) -> Any:
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def main() -> int:
@@ -104,6 +79,8 @@ def main() -> int:
     from triton.testing import do_bench
 
     import kvpipe
+    from kvpipe.__main__ import _tuning
+    from kvpipe.bench import _sdpa, interleaved_times
 
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
     labels = [v or "default" for v in variants]
@@ -122,7 +99,7 @@ def main() -> int:
                     fns = []
                 for text in variants if not args.backward else ():
                     if text == "cudnn":
-                        fns.append(lambda: _cudnn(q, k, v, causal))
+                        fns.append(lambda attend=_sdpa("cudnn", causal): attend(q, k, v))
                     elif text == "fa4":
                         from flash_attn.cute import flash_attn_func
 
@@ -130,7 +107,7 @@ def main() -> int:
                         fns.append(lambda qt=qt, kt=kt, vt=vt: flash_attn_func(qt, kt, vt,
                                                                                causal=causal))
                     else:
-                        tuning = parse_variant(text)
+                        tuning = _tuning(text.split(",") if text else [])
                         fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
                                                                           **tuning))
                 # bench.interleaved_times: every variant warmed first, then

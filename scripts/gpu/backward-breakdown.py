@@ -26,28 +26,17 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.profiler import ProfilerActivity, profile
 
-    import kvpipe
-    from kvpipe.attention import attention_backward
+    from kvpipe.bench import _autograd_backward_fn, _kvpipe_backward_fn, _sdpa
 
     n, d = args.seq_len, args.head_dim
     b = max(1, 32768 // n)
     q, k, v, do = (torch.randn(b, 16, n, d, dtype=torch.bfloat16, device="cuda")
                    for _ in range(4))
-    with torch.no_grad():
-        o, lse = kvpipe.attention(q, k, v, causal=args.causal, return_lse=True)
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        out = F.scaled_dot_product_attention(*leaves, is_causal=args.causal)
-
-    def kvpipe_backward() -> None:
-        attention_backward(q, k, v, o, lse, do, causal=args.causal)
-
-    def cudnn_backward() -> None:
-        torch.autograd.grad(out, leaves, do, retain_graph=True)
+    # The backward alone, as bench --backward times it: the forward once, here.
+    kvpipe_backward = _kvpipe_backward_fn(q, k, v, do, causal=args.causal)
+    cudnn_backward = _autograd_backward_fn(_sdpa("cudnn", args.causal), (q, k, v), do)
 
     rows = []
     for name, step in (("kvpipe", kvpipe_backward), ("cuDNN", cudnn_backward)):
