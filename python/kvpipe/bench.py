@@ -145,12 +145,6 @@ def _kvpipe_backward_fn(q: Any, k: Any, v: Any, do: Any, deterministic: Optional
                                       **(tuning or {}), **masks)
 
 
-def _kvpipe_backward_ms(q: Any, k: Any, v: Any, do: Any, deterministic: Optional[bool] = None,
-                        tuning: Optional[Dict[str, Any]] = None, **masks: Any) -> float:
-    """The median time of ``_kvpipe_backward_fn``'s backward."""
-    return _median_ms(_kvpipe_backward_fn(q, k, v, do, deterministic, tuning, **masks))
-
-
 def _autograd_backward_fn(forward: Callable[..., Any], inputs: Sequence[Any], do: Any
                           ) -> Callable[[], Any]:
     """``torch.autograd.grad`` alone through the graph of ``forward(*leaves)``

@@ -68,6 +68,13 @@ TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
 #: The boolean ones among them.
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics",
                 "shared_statistics")
+#: The int ones that are not counts: their ranges (the verifier's,
+#: AttentionConfig.cpp) and what they mean, for the error message.
+_RANGED_TUNING = {
+    "exp2_emulation": (0, 8, "exponentials of every 8 on the FMA pipe"),
+    "rescale_threshold": (-1, 15, "how far a block's maximum may pass the running one before "
+                                  "O is rescaled, in powers of 2; -1: every iteration"),
+}
 #: The backward's (its tiles are fixed per head dim; these choose how dQ
 #: reaches its fp32 accumulator above head dim 128 and where the consumers
 #: read the log-sum-exp and delta from, docs/backward.md).
@@ -166,16 +173,11 @@ class AttentionConfig:
             if name in _BOOL_TUNING:
                 if not isinstance(value, bool):
                     raise ValueError(f"tuning attribute {name} must be a bool, got {value!r}")
-            elif name == "exp2_emulation":
-                if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 8:
-                    raise ValueError("tuning attribute exp2_emulation (exponentials of every "
-                                     f"8 on the FMA pipe) must be an int in [0, 8], got {value!r}")
-            elif name == "rescale_threshold":
-                if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= 15:
-                    raise ValueError("tuning attribute rescale_threshold (how far a block's "
-                                     "maximum may pass the running one before O is rescaled, "
-                                     "in powers of 2; -1: every iteration) must be an int in "
-                                     f"[-1, 15], got {value!r}")
+            elif name in _RANGED_TUNING:
+                low, high, meaning = _RANGED_TUNING[name]
+                if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                    raise ValueError(f"tuning attribute {name} ({meaning}) must be an int in "
+                                     f"[{low}, {high}], got {value!r}")
             elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"tuning attribute {name} must be a positive int, got {value!r}")
         if not isinstance(wait_timeout, int) or wait_timeout < 0:
