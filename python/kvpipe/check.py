@@ -583,6 +583,8 @@ def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True
     from kvpipe.attention import normalise_window, prefill_plan
 
     cases = cases if cases is not None else default_grid()
+    if tuning:  # the cases run() checks with it: those whose head dims it fits
+        cases = [c for c in cases if "head_dim" not in tuning and _compiles(c, tuning)]
     wanted = []
     for case in cases:
         left, right = normalise_window(case.window, case.causal)

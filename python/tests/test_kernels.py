@@ -70,6 +70,21 @@ def test_rescale_threshold_reaches_the_softmax(compiler, cache):
         kvpipe.compile_attention(128, "bf16", False, rescale_threshold=16)
 
 
+def test_tensor_row_sums_reaches_the_kernel(compiler, cache):
+    # O += P [V | 1]: the PV wgmma is 8 columns wider (n72 at head dim 64,
+    # n136 at 128) and the softmax adds no row sums; its V slots hold a block
+    # of ones more (shared memory in the ABI).
+    plain = kvpipe.compile_attention(64, "bf16", False)
+    k = kvpipe.compile_attention(64, "bf16", False, tensor_row_sums=True)
+    assert "tensor_row_sums" in k.name and "tensor_row_sums = true" in k.config.declaration()
+    assert "m64n72k16" in k.ptx and "m64n72k16" not in plain.ptx
+    assert k.abi["dynamic_shared_memory"] == plain.abi["dynamic_shared_memory"] + 2 * 128 * 64 * 2
+    wide = kvpipe.compile_attention(128, "f16", True, tensor_row_sums=True)
+    assert "m64n136k16" in wide.ptx
+    with pytest.raises(ValueError, match="tensor_row_sums"):
+        kvpipe.compile_attention(64, "bf16", False, tensor_row_sums=2)
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []

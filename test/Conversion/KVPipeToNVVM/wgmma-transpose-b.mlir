@@ -71,3 +71,21 @@ func.func @single_block(%a: !a, %v: !v) -> vector<32xf32> {
   %d = kvpipe.warpgroup_mma %a, %v {transpose_b} : !a, !v -> vector<32xf32>
   return %d : vector<32xf32>
 }
+
+// -----
+
+// A partial last block (O += P [V | 1], the forward's tensor_row_sums): N is
+// the result's, 72 = V's 64 columns and the first 8 of the block after them,
+// at the block stride (LBO 8192 B, the same descriptor as N = 128).
+!a = memref<64x64xbf16, #gpu.address_space<workgroup>>
+!v = memref<2x64x64xbf16, #gpu.address_space<workgroup>>
+
+// CHECK-LABEL: func.func @partial_last_block
+//       CHECK:   llvm.mlir.constant(4611686293338849280 : i64) : i64
+//   CHECK-COUNT-4:   nvvm.wgmma.mma_async {{.*}} <m = 64, n = 72, k = 16>, {{.*}} B[<bf16>, <one>, <row>]
+//   CHECK-NOT:   nvvm.wgmma.mma_async
+//       CHECK:   nvvm.wgmma.commit.group.sync.aligned
+func.func @partial_last_block(%a: !a, %v: !v) -> vector<36xf32> {
+  %d = kvpipe.warpgroup_mma %a, %v {transpose_b} : !a, !v -> vector<36xf32>
+  return %d : vector<36xf32>
+}

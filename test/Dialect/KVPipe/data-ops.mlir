@@ -91,6 +91,17 @@ func.func @mma(%q: memref<2x64x64xbf16, #smem>, %k: memref<2x128x64xbf16, #smem>
   return %w#0, %w#1, %s2 : vector<64xf32>, vector<64xf32>, vector<64xf32>
 }
 
+// O += P [V | 1] (the forward's tensor_row_sums): N = 72 of an MN-major B of
+// two 64-column blocks, V's and a block of ones, whose first 8 columns the
+// wgmma reads.
+// CHECK-LABEL: func @mma_partial_last_block
+func.func @mma_partial_last_block(%pf: vector<64xbf16>, %vOnes: memref<2x128x64xbf16, #smem>,
+                                  %o: vector<36xf32>) -> vector<36xf32> {
+  // CHECK: kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %{{.*}} {transpose_b} : vector<64xbf16>, memref<2x128x64xbf16, #gpu.address_space<workgroup>> -> vector<36xf32>
+  %o1 = kvpipe.warpgroup_mma %pf, %vOnes, %o {transpose_b} : vector<64xbf16>, memref<2x128x64xbf16, #smem> -> vector<36xf32>
+  return %o1 : vector<36xf32>
+}
+
 // CHECK-LABEL: func @mma_swizzles
 // GENERIC-LABEL: sym_name = "mma_swizzles"
 func.func @mma_swizzles(%a64: memref<2x64x32xf16, #smem>, %b64: memref<2x64x32xf16, #smem>,

@@ -286,6 +286,30 @@ gpu.module @m {
 
 // -----
 
+// `tensor_row_sums`: O += P [V | 1] is one wgmma of N = value_head_dim + 8.
+gpu.module @m {
+  // expected-error @+1 {{'tensor_row_sums' needs 'value_head_dim' + 8 <= 256 (O += P [V | 1] is one wgmma, whose N is at most 256), got 'value_head_dim' = 256}}
+  kvpipe.attention_kernel @k {head_dim = 256 : i64, element_type = bf16, causal = false, tensor_row_sums = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'tensor_row_sums' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, tensor_row_sums = true}
+}
+
+// -----
+
+// The ones block is a fourth block in each V slot: at D 192 two stages of
+// 128 keys no longer fit.
+gpu.module @m {
+  // expected-error @+1 {{needs 250880 bytes of shared memory (Q 49152, K 2 x 43008, V 2 x 57344), more than the 232448 of sm_90}}
+  kvpipe.attention_kernel @k {head_dim = 192 : i64, element_type = bf16, causal = true, tensor_row_sums = true}
+}
+
+// -----
+
 gpu.module @m {
   // expected-error @+1 {{'rescale_threshold' is not supported with 'backward'}}
   kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, rescale_threshold = 8 : i64}

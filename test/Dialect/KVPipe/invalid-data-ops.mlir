@@ -506,6 +506,19 @@ func.func @mma_result(%a: !a, %b: !b) -> vector<32xf32> {
 
 // -----
 
+// An MN-major B may be read up to a column of its last block, not short of
+// that block (72 columns of a [V | 1] tile of two blocks are allowed,
+// data-ops.mlir; 64 are a whole block fewer).
+!b = memref<2x128x64xbf16, #gpu.address_space<workgroup>>
+
+func.func @mma_result_partial_block(%p: vector<64xbf16>, %b: !b) -> vector<32xf32> {
+  // expected-error @+1 {{'kvpipe.warpgroup_mma' op result must hold N/2 = 64 f32 elements per thread (or, reading only the start of B's last block, a multiple of 4 above 32), got 32}}
+  %d = kvpipe.warpgroup_mma %p, %b {transpose_b} : vector<64xbf16>, !b -> vector<32xf32>
+  return %d : vector<32xf32>
+}
+
+// -----
+
 !a = memref<64x64xbf16, #gpu.address_space<workgroup>>
 !b = memref<64x64xbf16, #gpu.address_space<workgroup>>
 

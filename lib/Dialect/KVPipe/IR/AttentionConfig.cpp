@@ -123,6 +123,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"overlap_softmax", op.getOverlapSoftmax().has_value()},
         {"exp2_emulation", op.getExp2Emulation().has_value()},
         {"rescale_threshold", op.getRescaleThreshold().has_value()},
+        {"tensor_row_sums", op.getTensorRowSums().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -219,6 +220,14 @@ AttentionConfig::get(AttentionKernelOp op,
                        << "] (P may reach 2^threshold in the element type; "
                           "-1: rescale in every iteration), got "
                        << c.rescaleThreshold;
+  c.tensorRowSums = op.getTensorRowSums().value_or(false);
+  // O += P [V | 1] is one wgmma of N = value_head_dim + 8; wgmma's N stops
+  // at 256.
+  if (c.tensorRowSums && c.accumulatorColumns() > 256)
+    return emitError() << "'tensor_row_sums' needs 'value_head_dim' + 8 <= "
+                          "256 (O += P [V | 1] is one wgmma, whose N is at "
+                          "most 256), got 'value_head_dim' = "
+                       << c.valueHeadDim;
   // Measured on the H200 (docs/performance.md, v4): +2-8 % at head dim 64
   // with three consumer warpgroups, +1-6 % at 128 from 2k keys on.
   c.pingpong = op.getPingpong().value_or(c.consumerWarpgroups > 1);
@@ -308,12 +317,14 @@ AttentionConfig::get(AttentionKernelOp op,
   // The consumer's accumulators live in registers for the whole K/V loop: O
   // (value_head_dim / 2 fp32 per thread) and S (block_n / 2). A budget that
   // cannot even hold them spills in every iteration.
-  int64_t accumulators = c.valueHeadDim / 2 + c.blockN / 2;
+  int64_t accumulators = c.accumulatorColumns() / 2 + c.blockN / 2;
   if (accumulators > c.consumerRegisters)
     return emitError() << "'consumer_registers' = " << c.consumerRegisters
                        << " cannot hold the accumulators of a consumer thread: "
-                       << c.valueHeadDim / 2 << " for O ('value_head_dim' "
-                       << c.valueHeadDim << ") and " << c.blockN / 2
+                       << c.accumulatorColumns() / 2 << " for O ('value_head_dim' "
+                       << c.valueHeadDim
+                       << (c.tensorRowSums ? ", and 8 row sums" : "") << ") and "
+                       << c.blockN / 2
                        << " for S ('block_n' " << c.blockN
                        << "); lower 'block_n' or 'consumer_warpgroups'";
 
@@ -322,7 +333,7 @@ AttentionConfig::get(AttentionKernelOp op,
     diag << "needs " << c.dynamicSharedMemoryBytes()
          << " bytes of shared memory (Q " << c.qTileBytes() << ", K "
          << c.kvStages << " x " << c.kTileBytes() << ", V " << c.kvStages
-         << " x " << c.vTileBytes();
+         << " x " << c.vSlotBytes();
     if (c.persistent)
       diag << ", O " << c.oTileBytes();
     diag << "), more than the " << kMaxSharedMemoryBytes

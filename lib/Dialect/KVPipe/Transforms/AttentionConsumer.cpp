@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 #include <cmath>
@@ -60,6 +61,39 @@ void KernelBuilder::buildConsumer() {
   });
 }
 
+void KernelBuilder::fillOnesBlocks() {
+  // Every V slot's last block holds ones (tensor_row_sums): O += P [V | 1]
+  // sums P in O's last 8 columns. No producer writes it: the whole CTA
+  // writes it before the pipelines exist (so that no state holds its slots,
+  // which the protocol checker requires of a write outside them), and the
+  // fence makes the writes visible to the wgmmas' async proxy before the
+  // CTA's barrier after the mbarriers' initialisation.
+  int64_t width = c.vTileWidth();
+  int64_t chunks = c.blockN * width / 8;
+  auto chunkType = VectorType::get({8}, c.elementType);
+  Value ones = arith::ConstantOp::create(
+      b, chunkType,
+      DenseElementsAttr::get(chunkType,
+                             b.getFloatAttr(c.elementType, 1.0).getValue()));
+  Value thread = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  for (int64_t stage = 0; stage < c.kvStages; ++stage) {
+    auto loop = scf::ForOp::create(b, thread, index(chunks), index(c.threads()));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Value row = arith::DivUIOp::create(b, i, index(width / 8));
+    Value col = arith::MulIOp::create(
+        b, arith::RemUIOp::create(b, i, index(width / 8)), index(8));
+    vector::StoreOp::create(
+        b, ones, sVWithOnes,
+        ValueRange{index(stage), index(c.vBlocks()), row, col});
+  }
+  MLIRContext *ctx = b.getContext();
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+}
+
 SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
                                                     Value stateV) {
   // A persistent causal tile's K/V block count comes from divisions of the
@@ -95,7 +129,7 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   }
   ConsumerWaitOp::create(b, stateQ, nullptr);
 
-  Fragment oFrag(b, c.valueHeadDim / 2);
+  Fragment oFrag(b, c.accumulatorColumns() / 2);
   Value negInf = f32(-INFINITY);
   Value zeroO = arith::ConstantOp::create(
       b, oFrag.type(), DenseElementsAttr::get(oFrag.type(), 0.0f));
@@ -103,6 +137,23 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   // The loop in the skeleton's order; --kvpipe-overlap-softmax
   // (OverlapSoftmax.cpp) software-pipelines it when `overlap_softmax`.
   SmallVector<Value> results = buildKVLoop(stateK, stateV, zeroO, init);
+  if (c.tensorRowSums) {
+    // O's last 8 columns are the row sums (every column the same sum, in
+    // every lane of the quad): elements D/2 (row half 0) and D/2 + 2 (row
+    // half 1). The epilogues add the quad's 4 lanes: a quarter each, exact.
+    int64_t d = c.valueHeadDim / 2;
+    Value acc = results[2];
+    auto quarter = [&](int64_t i) -> Value {
+      Value sum = vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{i});
+      return arith::MulFOp::create(b, sum, f32(0.25));
+    };
+    results[5] = quarter(d);
+    results[6] = quarter(d + 2);
+    // O's columns (a shuffle: LLVM's shufflevector, which the conversion
+    // to LLVM has, unlike a strided slice).
+    results[2] = vector::ShuffleOp::create(
+        b, acc, acc, llvm::to_vector(llvm::seq<int64_t>(0, d)));
+  }
   // Every QK wgmma of this warpgroup has retired: its Q rows are free (for
   // the next tile's Q, or for staging this tile's output).
   Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
@@ -133,6 +184,12 @@ Value KernelBuilder::issueQK(Value stateK) {
 
 Value KernelBuilder::issuePV(Value p16, Value stateV, Value o) {
   Value vTile = waitForSlot(sV, stateV);
+  if (c.tensorRowSums) // the slot with its ones block: O += P [V | 1]
+    vTile = buildTileView(
+        b, sVWithOnes,
+        {Value(IndexOp::create(b, stateV)), b.getIndexAttr(0),
+         b.getIndexAttr(0), b.getIndexAttr(0)},
+        {c.vSlotBlocks(), c.blockN, c.vTileWidth()});
   return WarpgroupMmaOp::create(b, o.getType(), p16, vTile, o,
                                 c.vSwizzleBytes(),
                                 /*transpose_b=*/true);
@@ -194,7 +251,7 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
 
   OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
       b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType,
-      c.exp2Emulation, c.rescaleThreshold);
+      c.exp2Emulation, c.rescaleThreshold, /*rowSums=*/!c.tensorRowSums);
   return {{step.stats.m0, step.stats.m1, step.stats.l0, step.stats.l1},
           step.alpha0,
           step.alpha1,

@@ -138,7 +138,16 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   sK = view(c.kOffset(),
             sharedType({c.kvStages, c.qkBlocks(), c.blockN, qkWidth}));
   sV = view(c.vOffset(),
-            sharedType({c.kvStages, c.vBlocks(), c.blockN, vWidth}));
+            sharedType({c.kvStages, c.vSlotBlocks(), c.blockN, vWidth}));
+  if (c.tensorRowSums) {
+    // The ring is V's blocks of each slot; the ones blocks lie between them.
+    sVWithOnes = sV;
+    sV = buildTileView(b, sVWithOnes,
+                       {b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0),
+                        b.getIndexAttr(0)},
+                       {c.kvStages, c.vBlocks(), c.blockN, vWidth});
+    fillOnesBlocks();
+  }
 
   pipeQ = CreateOp::create(b, pipelineType(1));
   pipeK = CreateOp::create(b, pipelineType(c.kvStages));

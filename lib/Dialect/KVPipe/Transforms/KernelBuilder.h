@@ -117,6 +117,9 @@ private:
   /// filling a slot with the keys from logical row `kvRow` on.
   SmallVector<std::pair<Value, Value>> pagedBoxes(Value kvRow);
   void buildConsumer();
+  /// The ones blocks of the V slots (`tensor_row_sums`), written by the
+  /// whole CTA before the pipelines are created.
+  void fillOnesBlocks();
   /// One tile's attention and epilogue; returns the advanced states.
   SmallVector<Value> buildConsumerTile(Value stateQ, Value stateK,
                                        Value stateV);
@@ -223,6 +226,9 @@ private:
   /// when top-left, d = 0) and the window's bounds (negative: unbounded).
   Value diagonal, windowLeft, windowRight;
   Value sQ, sK, sV, pipeQ, pipeK, pipeV;
+  /// With tensor_row_sums: the V ring's memory with each slot's ones block
+  /// (sV is its view without them: the ring the producer fills).
+  Value sVWithOnes;
   // The current tile.
   Value batch, head, kvHead, qBlockRow, numKVBlocks;
   /// Null when every tile starts at K/V block 0 (no left bound) and the

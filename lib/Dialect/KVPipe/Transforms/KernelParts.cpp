@@ -120,7 +120,8 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
                                                  const OnlineSoftmaxStats &stats,
                                                  Type pElementType,
                                                  int64_t emulatedExp2,
-                                                 int64_t rescaleThreshold) {
+                                                 int64_t rescaleThreshold,
+                                                 bool rowSums) {
   auto f32 = [&](double v) -> Value {
     return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                           APFloat(static_cast<float>(v)));
@@ -164,8 +165,12 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   // P = exp2(S * c - m * c): the scale folded into one FMA per element.
   Value p = FragmentExp2Op::create(b, s.getType(), s, scaleLog2,
                                    scaledMax[0], scaledMax[1], emulatedExp2);
-  Value lNew[2];
+  // Without rowSums the tensor cores sum P (tensor_row_sums) and l passes
+  // through unchanged.
+  Value lNew[2] = {l[0], l[1]};
   for (int half : {0, 1}) {
+    if (!rowSums)
+      continue;
     // Row sums stay per thread; the 4 lanes are combined once, at the end.
     Value rowSum = FragmentRowSumOp::create(b, b.getF32Type(), p, half);
     lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);

@@ -327,6 +327,42 @@ Value ProtocolChecker::getSlotAtPosition(Operation *op, Value pipeline,
   return found;
 }
 
+InitOp ProtocolChecker::getInitAfter(Operation *op, Value pipeline) {
+  InitOp found;
+  bool several = false;
+  root->walk([&](InitOp init) {
+    if (flow.getPipeline(init.getPipeline()) != pipeline)
+      return;
+    several = bool(found);
+    found = init;
+  });
+  if (!found || several) // rule 2's errors
+    return InitOp();
+  Operation *ancestor = found->getBlock()->findAncestorOpInBlock(*op);
+  if (!ancestor || ancestor == found.getOperation() ||
+      !ancestor->isBeforeInBlock(found))
+    return InitOp();
+  return found;
+}
+
+/// Whether `op` (or the op `ancestor` it is nested in) is followed by a
+/// `fence.proxy.async` for shared memory before `init`, in the init's block:
+/// then the tensor cores and TMA, which access the slots in the async
+/// proxy, see its writes once the init's CTA barrier has passed.
+static bool isFencedForAsyncProxy(Operation *ancestor, InitOp init) {
+  for (Operation *next = ancestor->getNextNode(); next && next != init;
+       next = next->getNextNode())
+    if (auto fence = dyn_cast<NVVM::FenceProxyOp>(next)) {
+      NVVM::ProxyKind kind = fence.getKind();
+      std::optional<NVVM::SharedSpace> space = fence.getSpace();
+      if (kind == NVVM::ProxyKind::async ||
+          (kind == NVVM::ProxyKind::async_shared &&
+           (!space || *space == NVVM::SharedSpace::shared_cta)))
+        return true;
+    }
+  return false;
+}
+
 void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
   const void *buffer = nullptr;
   SmallVector<Footprint> footprints = getFootprints(memref, buffer, false);
@@ -349,6 +385,28 @@ void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
         getOverlappedSlots(footprints, ring, *facts, &exact);
     if (slots && slots->empty())
       continue;
+    // Before the pipeline exists (the ones blocks of the forward's
+    // tensor_row_sums, written between its V slots' blocks): no state holds
+    // a slot, and the init's CTA barrier orders the access before the
+    // states' accesses, in the async proxy once a fence follows a write.
+    if (InitOp init = getInitAfter(op, ring.pipeline)) {
+      auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+      bool writes = !effects || effects.getEffectOnValue<MemoryEffects::Write>(memref) ||
+                    isa<CallOpInterface>(op);
+      Operation *ancestor = init->getBlock()->findAncestorOpInBlock(*op);
+      if (!writes || isFencedForAsyncProxy(ancestor, init))
+        continue;
+      if (!reportedSlotOffsets.insert(op).second)
+        return;
+      InFlightDiagnostic diag =
+          unproven(op)
+          << "that the tensor cores and TMA see what the op writes into "
+             "ring slots before the pipeline's kvpipe.init: no "
+             "fence.proxy.async for shared memory follows it before the init"
+          << where(ring.slot);
+      diag.attachNote(init.getLoc()) << "the kvpipe.init";
+      return;
+    }
     // One slot, which the last state of the pipeline at that position holds:
     // an access of that state's slot.
     if (slots && exact && slots->size() == 1 &&

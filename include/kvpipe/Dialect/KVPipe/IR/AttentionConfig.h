@@ -54,6 +54,13 @@ struct AttentionConfig {
   static constexpr int64_t kDefaultRescaleThreshold = 8;
   /// f16's largest finite value is 65504 < 2^16: P <= 2^15 stays finite.
   static constexpr int64_t kMaxRescaleThreshold = 15;
+  /// The row sums of P on the tensor cores (`tensor_row_sums`): a ones block
+  /// after V's blocks in each V slot, O's wgmma 8 columns wider.
+  bool tensorRowSums = false;
+  /// The columns O's accumulator holds: V's, and the row sums' 8.
+  int64_t accumulatorColumns() const {
+    return valueHeadDim + (tensorRowSums ? 8 : 0);
+  }
   /// Consumer warpgroups take turns issuing their wgmmas (named barriers),
   /// so that one's softmax overlaps another's GEMMs.
   bool pingpong;
@@ -159,6 +166,8 @@ struct AttentionConfig {
   }
   int64_t vTileWidth() const { return vSwizzleBytes() / elementBytes(); }
   int64_t vBlocks() const { return valueHeadDim / vTileWidth(); }
+  /// A V slot's blocks: V's, and the ones block of `tensor_row_sums`.
+  int64_t vSlotBlocks() const { return vBlocks() + (tensorRowSums ? 1 : 0); }
 
   /// Query rows per CTA: 64 per consumer warpgroup (wgmma's M).
   int64_t blockM() const { return 64 * consumerWarpgroups; }
@@ -169,10 +178,13 @@ struct AttentionConfig {
   /// Byte offsets in the (1024-aligned) dynamic shared memory.
   int64_t kOffset() const { return qTileBytes(); }
   int64_t vOffset() const { return kOffset() + kvStages * kTileBytes(); }
+  int64_t vSlotBytes() const {
+    return blockN * vTileWidth() * vSlotBlocks() * elementBytes();
+  }
   /// The output staging tile (persistent kernels only; the others stage the
   /// output in the Q tile, which they do not reload and which is at least
   /// as large: value_head_dim <= head_dim).
-  int64_t oOffset() const { return vOffset() + kvStages * vTileBytes(); }
+  int64_t oOffset() const { return vOffset() + kvStages * vSlotBytes(); }
   int64_t oTileBytes() const {
     return persistent ? blockM() * valueHeadDim * elementBytes() : 0;
   }

@@ -202,6 +202,12 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     maximum, skipping only when no row of the warp grew); `-1` rescales `O`
     in every iteration without testing (the skeleton's form).
 
+    `tensor_row_sums` (forward, experimental, default false) computes the
+    softmax's row sums on the tensor cores: each V slot holds one more
+    column block, of ones, and `O += P V` runs with 8 more columns, whose
+    accumulators are the sums of P (rescaled with O), instead of a FADD per
+    element of P.
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -266,6 +272,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$overlap_softmax,
                        OptionalAttr<I64Attr>:$exp2_emulation,
                        OptionalAttr<I64Attr>:$rescale_threshold,
+                       OptionalAttr<BoolAttr>:$tensor_row_sums,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

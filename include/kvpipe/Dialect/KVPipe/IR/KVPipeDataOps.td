@@ -193,6 +193,11 @@ def KVPipe_WarpgroupMmaOp : KVPipe_Op<"warpgroup_mma",
     - `acc`: optional accumulator `vector<N/2 x f32>` (accumulator layout);
       without it the first instruction zero-initialises D (scale-d = 0).
 
+    N is the result's: twice its elements. It is B's N, or, for an MN-major
+    B, a multiple of 8 that ends inside B's last block, whose first columns
+    the wgmma then reads (the forward's `tensor_row_sums` reads 8 columns of
+    a block of ones after V's blocks: `O += P [V | 1]`).
+
     `swizzle` (bytes, 32/64/128) is the layout of the shared-memory tiles
     (the swizzle of the TMA boxes that filled them); the compiler builds the
     wgmma matrix descriptors from it and the tiles' strides. T is bf16 or

@@ -109,13 +109,15 @@ struct OnlineSoftmaxStep {
 /// maximum moves only when the block's passes it by more than t in the
 /// exponent (P <= 2^t); 0 and -1 on every increase. The factor of a row
 /// whose maximum did not move is exp2(0) = 1 exactly (what fragment_rescale's
-/// skip_unit tests).
+/// skip_unit tests). Without `rowSums` the step leaves l as it was (the
+/// forward's tensor_row_sums sums P in O's accumulator).
 OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          mlir::Value s, mlir::Value scaleLog2,
                                          const OnlineSoftmaxStats &stats,
                                          mlir::Type pElementType,
                                          int64_t emulatedExp2 = 0,
-                                         int64_t rescaleThreshold = 0);
+                                         int64_t rescaleThreshold = 0,
+                                         bool rowSums = true);
 
 /// The built-in masks' bounds (the causal diagonal and the sliding window,
 /// anchored top-left or bottom-right), one predicate for both directions:

@@ -1,0 +1,207 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 10, before the pipeline exists: an access of a ring's slots before
+// the pipeline's kvpipe.init, in the init's block, is no state's (nothing
+// holds a slot yet), and the init's CTA barrier orders it before every
+// state's access. A write there must be followed, before the init, by a
+// `fence.proxy.async` for shared memory, so that the tensor cores and TMA
+// (the async proxy) see it. The forward's `tensor_row_sums` fills the
+// block of ones of each V slot this way (expand-attention-tensor-row-sums).
+
+// RIGHT: every slot's last rows written before the init, then fenced.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @filled_before_init(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c120 = arith.constant 120 : index
+  %ones = arith.constant dense<1.0> : vector<8xbf16>
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  vector.store %ones, %ring[%c0, %c120, %c0] : !ring, vector<8xbf16>
+  vector.store %ones, %ring[%c1, %c120, %c0] : !ring, vector<8xbf16>
+  nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    %v = vector.load %ring[%slot, %c120, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+// RIGHT: a fill in a loop over the slots, before the create; a read before
+// the init needs no fence.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @loop_fill(%e: i1, %producer: i1, %buf: !bytes, %tid: index, %out: memref<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c1 = arith.constant 1 : index
+  %ones = arith.constant dense<1.0> : vector<8xbf16>
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  scf.for %s = %c0 to %c2 step %c1 {
+    vector.store %ones, %ring[%s, %tid, %c0] : !ring, vector<8xbf16>
+  }
+  %before = vector.load %ring[%c0, %c0, %c0] : !ring, vector<8xbf16>
+  vector.store %before, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+  nvvm.fence.proxy {kind = #nvvm.proxy_kind<async>}
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    %v = vector.load %ring[%slot, %c0, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+// WRONG: no proxy fence between the fill and the init: a wgmma or TMA may
+// not see the generic-proxy writes.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @unfenced_fill(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c120 = arith.constant 120 : index
+  %ones = arith.constant dense<1.0> : vector<8xbf16>
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  // expected-warning @+1 {{'vector.store' op cannot prove that the tensor cores and TMA see what the op writes into ring slots before the pipeline's kvpipe.init: no fence.proxy.async for shared memory follows it before the init}}
+  vector.store %ones, %ring[%c0, %c120, %c0] : !ring, vector<8xbf16>
+  %p = kvpipe.create : !p
+  // expected-note @+1 {{the kvpipe.init}}
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    %v = vector.load %ring[%slot, %c120, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+// WRONG: a proxy fence for global memory does not order the shared-memory
+// writes before the async proxy's reads.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @wrong_fence(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %ones = arith.constant dense<1.0> : vector<8xbf16>
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  // expected-warning @+1 {{no fence.proxy.async for shared memory follows it before the init}}
+  vector.store %ones, %ring[%c0, %c0, %c0] : !ring, vector<8xbf16>
+  nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.global>}
+  %p = kvpipe.create : !p
+  // expected-note @+1 {{the kvpipe.init}}
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    %v = vector.load %ring[%slot, %c0, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+// WRONG: the same fill after the init: another thread may already hold the
+// slot (which state holds it is not known there).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @filled_after_init(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c120 = arith.constant 120 : index
+  %ones = arith.constant dense<1.0> : vector<8xbf16>
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-warning @+1 {{'vector.store' op cannot prove which ring slot the op accesses: its address overlaps ring slots 0, 1 at an offset not computed from a kvpipe.index, and which state holds those slots when it runs is not known}}
+  vector.store %ones, %ring[%c0, %c120, %c0] : !ring, vector<8xbf16>
+  nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    // expected-note @+1 {{the ring, whose slot a kvpipe.index selects here}}
+    %v = vector.load %ring[%slot, %c120, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+// RIGHT: a helper called before the init runs before it too, whatever it
+// writes (the call is the access, fenced after).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+func.func private @fill(%ring: !ring) {
+  %c0 = arith.constant 0 : index
+  %ones = arith.constant dense<1.0> : vector<8xbf16>
+  vector.store %ones, %ring[%c0, %c0, %c0] : !ring, vector<8xbf16>
+  return
+}
+func.func @fill_in_helper(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  func.call @fill(%ring) : (!ring) -> ()
+  nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    %v = vector.load %ring[%slot, %c0, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
