@@ -173,8 +173,10 @@ func.func @filled_after_init(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8
 
 // -----
 
-// RIGHT: a helper called before the init runs before it too, whatever it
-// writes (the call is the access, fenced after).
+// WRONG (unproven): a helper called before the init may issue an
+// asynchronous copy (TMA, wgmma) into the slots that is still in flight when
+// the init's barrier passes; only synchronous loads and stores are taken
+// as accesses before the pipeline exists.
 !p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
 #smem = #gpu.address_space<workgroup>
 !bytes = memref<65536xi8, #smem>
@@ -188,6 +190,7 @@ func.func private @fill(%ring: !ring) {
 func.func @fill_in_helper(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8xbf16>) {
   %c0 = arith.constant 0 : index
   %ring = memref.view %buf[%c0][] : !bytes to !ring
+  // expected-warning @+1 {{cannot prove which ring slot the op accesses}}
   func.call @fill(%ring) : (!ring) -> ()
   nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
   %p = kvpipe.create : !p
@@ -199,9 +202,44 @@ func.func @fill_in_helper(%e: i1, %producer: i1, %buf: !bytes, %out: memref<8xbf
   } else {
     kvpipe.consumer_wait %p : !p
     %slot = kvpipe.index %p : !p
+    // expected-note @+1 {{the ring, whose slot a kvpipe.index selects here}}
     %v = vector.load %ring[%slot, %c0, %c0] : !ring, vector<8xbf16>
     vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
     %t = kvpipe.consumer_release %p, %e : !p
   }
   return
+}
+
+// -----
+
+// WRONG (unproven): a wgmma reading a slot before the init: its group may
+// still read when the init's barrier passes and the producer refills it.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+!tile = memref<128x64xbf16, strided<[64, 1]>, #smem>
+func.func @wgmma_before_init(%e: i1, %producer: i1, %buf: !bytes, %a: vector<64xbf16>,
+                             %out: memref<8xbf16>) -> vector<32xf32> {
+  %c0 = arith.constant 0 : index
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  %first = memref.subview %ring[0, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !tile
+  // expected-warning @+1 {{cannot prove which ring slot the wgmma reads}}
+  %d = kvpipe.warpgroup_mma %a, %first {transpose_b} : vector<64xbf16>, !tile -> vector<32xf32>
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    // expected-note @+1 {{the ring, whose slot a kvpipe.index selects here}}
+    %v = vector.load %ring[%slot, %c0, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  %w = kvpipe.warpgroup_wait %d {pending = 0} : vector<32xf32>
+  return %w : vector<32xf32>
 }

@@ -389,10 +389,15 @@ void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
     // tensor_row_sums, written between its V slots' blocks): no state holds
     // a slot, and the init's CTA barrier orders the access before the
     // states' accesses, in the async proxy once a fence follows a write.
-    if (InitOp init = getInitAfter(op, ring.pipeline)) {
-      auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-      bool writes = !effects || effects.getEffectOnValue<MemoryEffects::Write>(memref) ||
-                    isa<CallOpInterface>(op);
+    // Only synchronous accesses whose effects are known: a TMA copy, a
+    // wgmma, a bulk store or a helper (which may issue them) may still be
+    // in flight when the barrier passes.
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    bool synchronous =
+        effects && !isa<CallOpInterface>(op) &&
+        !isa_and_nonnull<KVPipeDialect, NVVM::NVVMDialect>(op->getDialect());
+    if (InitOp init = synchronous ? getInitAfter(op, ring.pipeline) : InitOp()) {
+      bool writes = !effects.onlyHasEffect<MemoryEffects::Read>();
       Operation *ancestor = init->getBlock()->findAncestorOpInBlock(*op);
       if (!writes || isFencedForAsyncProxy(ancestor, init))
         continue;
