@@ -600,15 +600,14 @@ def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True
         wanted.append(dict(head_dim=dims["head_dim"], dtype=case.dtype, causal=causal,
                            value_head_dim=dims.get("value_head_dim"), mask_alignment=alignment,
                            sliding_window=window, kv_lengths=False, **planned))
-    if with_kvcache:
+    if with_kvcache and not tuning:  # check --tune runs the grid alone
         # flash_attn_with_kvcache chooses num_splits and pack-GQA (decode_plan,
         # for the H200's SMs); its cases append keys, so every sequence has some.
         b, hq, hkv, d, cap = KVCACHE_GRAPH_CASE
         for d, dtype, b, hq, hkv, sq, cap, causal, window in KVCACHE_CASES + [
                 (d, "bf16", b, hq, hkv, 1, cap, True, (-1, -1))]:
             case = DecodeCase(dtype, d, hq, hkv, sq, cap, (cap,) * b, causal, window, 0)
-            wanted.append({**_decode_kernel_config(case, H200_MULTIPROCESSORS),
-                           **(tuning or {})})
+            wanted.append(_decode_kernel_config(case, H200_MULTIPROCESSORS))
     return unique_configs(wanted)
 
 

@@ -64,10 +64,11 @@ BACKWARD_HEAD_DIM_PAIRS = tuple((d, d) for d in BACKWARD_HEAD_DIMS) + ((192, 128
 TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
                      "pingpong", "persistent", "dq_atomics", "shared_statistics",
-                     "exp2_emulation", "rescale_threshold", "tensor_row_sums")
+                     "exp2_emulation", "rescale_threshold", "tensor_row_sums",
+                     "skip_idle_warpgroups")
 #: The boolean ones among them.
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics",
-                "shared_statistics", "tensor_row_sums")
+                "shared_statistics", "tensor_row_sums", "skip_idle_warpgroups")
 #: The int ones that are not counts: their ranges (the verifier's,
 #: AttentionConfig.cpp) and what they mean, for the error message.
 _RANGED_TUNING = {

@@ -85,6 +85,18 @@ def test_tensor_row_sums_reaches_the_kernel(compiler, cache):
         kvpipe.compile_attention(64, "bf16", False, tensor_row_sums=2)
 
 
+def test_skip_idle_warpgroups_reaches_the_kernel(compiler, cache):
+    # A warpgroup without rows drains the K/V slots and the turns pass among
+    # the others: the ping-pong's next consumer is a select, not a remainder.
+    k = kvpipe.compile_attention(64, "bf16", False, skip_idle_warpgroups=True)
+    assert "skip_idle_warpgroups = true" in k.config.declaration()
+    plain = kvpipe.compile_attention(64, "bf16", False)
+    assert k.ptx != plain.ptx and k.abi["threads"] == plain.abi["threads"]
+    with pytest.raises(kvpipe.CompilerError, match="skip_idle_warpgroups' needs 2 or 3"):
+        kvpipe.compile_attention(128, "bf16", False, consumer_warpgroups=1,
+                                 skip_idle_warpgroups=True)
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []

@@ -101,3 +101,51 @@ func.func @alone() {
   }
   return
 }
+
+// -----
+
+// kvpipe.turn_takers: only the first %active consumers issue wgmma groups
+// after it (the others have no rows in the tile); the last of them passes
+// the turn back to consumer 0, and the op is gone.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 3>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// CHECK-LABEL: func.func @turn_takers(
+//  CHECK-SAME:   %{{[^:]*}}: !kvpipe.pipeline{{.*}}, %[[IDLE:[^:]*]]: i1, %[[ACTIVE:[^:]*]]: index,
+func.func @turn_takers(%pk: !p, %e: i1, %idle: i1, %active: index, %q: !q, %k: !ring) {
+  kvpipe.warp_roles producer registers(32) {
+  } consumers(3) registers(160) {
+  ^bb0(%consumer: index):
+    // CHECK: ^bb0(%[[C:.*]]: index):
+    // CHECK-NOT: kvpipe.turn_takers
+    kvpipe.turn_takers %active
+    // CHECK: scf.if %[[IDLE]]
+    // CHECK-NOT: nvvm.barrier
+    // CHECK: } else {
+    // CHECK: kvpipe.warpgroup_mma
+    // CHECK-NEXT: %[[SUCC:.*]] = arith.addi %[[C]], %{{.*}} : index
+    // CHECK-NEXT: %[[LAST:.*]] = arith.cmpi eq, %[[SUCC]], %[[ACTIVE]] : index
+    // CHECK-NEXT: %[[NEXT:.*]] = arith.select %[[LAST]], %{{.*}}, %[[SUCC]] : index
+    // CHECK-NEXT: %[[NEXTB:.*]] = arith.addi %[[NEXT]], %{{.*}} : index
+    // CHECK-NEXT: %[[NEXT32:.*]] = arith.index_cast %[[NEXTB]] : index to i32
+    // CHECK-NEXT: nvvm.barrier.arrive id = %[[NEXT32]]
+    // CHECK-NOT: kvpipe.turn_takers
+    %k1 = scf.if %idle -> (!p) {
+      kvpipe.consumer_wait %pk : !p
+      %r = kvpipe.consumer_release %pk, %e : !p
+      scf.yield %r : !p
+    } else {
+      kvpipe.consumer_wait %pk : !p
+      %slot = kvpipe.index %pk : !p
+      %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %s = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
+      %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
+      %r = kvpipe.consumer_release %pk, %e : !p
+      scf.yield %r : !p
+    }
+  }
+  return
+}

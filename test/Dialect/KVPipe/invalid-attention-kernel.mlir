@@ -286,6 +286,37 @@ gpu.module @m {
 
 // -----
 
+// `skip_idle_warpgroups`: one consumer warpgroup has rows in every tile; the
+// decode and varlen tiles' rows are not a sequence's queries from the tile's
+// first row.
+gpu.module @m {
+  // expected-error @+1 {{'skip_idle_warpgroups' needs 2 or 3 consumer warpgroups (one has rows in every tile), got 'consumer_warpgroups' = 1}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, skip_idle_warpgroups = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'skip_idle_warpgroups' is not supported with 'varlen'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, varlen = true, skip_idle_warpgroups = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'skip_idle_warpgroups' is not supported with 'split_kv'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, split_kv = true, skip_idle_warpgroups = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'skip_idle_warpgroups' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, skip_idle_warpgroups = true}
+}
+
+// -----
+
 // `tensor_row_sums`: O += P [V | 1] is one wgmma of N = value_head_dim + 8.
 gpu.module @m {
   // expected-error @+1 {{'tensor_row_sums' needs 'value_head_dim' + 8 <= 256 (O += P [V | 1] is one wgmma, whose N is at most 256), got 'value_head_dim' = 256}}

@@ -124,6 +124,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"exp2_emulation", op.getExp2Emulation().has_value()},
         {"rescale_threshold", op.getRescaleThreshold().has_value()},
         {"tensor_row_sums", op.getTensorRowSums().has_value()},
+        {"skip_idle_warpgroups", op.getSkipIdleWarpgroups().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -285,6 +286,18 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'varlen' is not supported with '"
                        << (c.splitKV ? "split_kv" : "pack_gqa")
                        << "' (their tiles address padded batches)";
+  c.skipIdleWarpgroups = op.getSkipIdleWarpgroups().value_or(false);
+  if (c.skipIdleWarpgroups && c.consumerWarpgroups < 2)
+    return emitError() << "'skip_idle_warpgroups' needs 2 or 3 consumer "
+                          "warpgroups (one has rows in every tile), got "
+                          "'consumer_warpgroups' = "
+                       << c.consumerWarpgroups;
+  // Their tiles' rows are packed heads (pack_gqa), a split's queries
+  // (split_kv) or a packed sequence's, with their own epilogues.
+  if (c.skipIdleWarpgroups && (c.varlen || c.splitKV || c.packGQA))
+    return emitError() << "'skip_idle_warpgroups' is not supported with '"
+                       << (c.varlen ? "varlen" : c.splitKV ? "split_kv" : "pack_gqa")
+                       << "'";
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
 

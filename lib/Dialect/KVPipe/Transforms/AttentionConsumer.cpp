@@ -136,7 +136,9 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   RowStats init{negInf, negInf, f32(0.0), f32(0.0)};
   // The loop in the skeleton's order; --kvpipe-overlap-softmax
   // (OverlapSoftmax.cpp) software-pipelines it when `overlap_softmax`.
-  SmallVector<Value> results = buildKVLoop(stateK, stateV, zeroO, init);
+  SmallVector<Value> results =
+      c.skipIdleWarpgroups ? buildKVLoopUnlessIdle(stateK, stateV, zeroO, init)
+                           : buildKVLoop(stateK, stateV, zeroO, init);
   if (c.tensorRowSums) {
     // O's last 8 columns are the row sums (every column the same sum, in
     // every lane of the quad): elements D/2 (row half 0) and D/2 + 2 (row
@@ -232,6 +234,47 @@ SmallVector<Value> KernelBuilder::buildKVLoop(Value k, Value v, Value o,
   scf::YieldOp::create(b, ValueRange{nextK, nextV, acc, sm.stats.m0,
                                      sm.stats.m1, sm.stats.l0, sm.stats.l1});
   return SmallVector<Value>(loop.getResults());
+}
+
+SmallVector<Value> KernelBuilder::buildKVLoopUnlessIdle(Value k, Value v,
+                                                        Value o,
+                                                        RowStats stats) {
+  // The tile's rows past seq_q fill the last warpgroups of its last Q block
+  // (1024 rows in 192-row tiles: the sixth has 64). Those warpgroups only
+  // drain the K/V slots, each of which every consumer releases; the others
+  // take the ping-pong turns among themselves.
+  if (c.pingpong) {
+    Value rows = arith::SubIOp::create(b, seqQ, qBlockRow);
+    Value withRows = arith::CeilDivUIOp::create(b, rows, index(64));
+    TurnTakersOp::create(
+        b, arith::MinUIOp::create(b, withRows, index(c.consumerWarpgroups)));
+  }
+  Value idle =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::uge, firstRow, seqQ);
+  auto ifIdle = scf::IfOp::create(
+      b, ValueRange{k, v, o, stats.m0, stats.m1, stats.l0, stats.l1}.getTypes(),
+      idle, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  // Idle: each block's K and V slots waited for and released, nothing
+  // computed; O stays 0 and the epilogue stores no row (all past seq_q).
+  b.setInsertionPointToStart(ifIdle.thenBlock());
+  auto drain =
+      scf::ForOp::create(b, index(0), numKVBlocks, index(1), ValueRange{k, v});
+  {
+    OpBuilder::InsertionGuard inLoop(b);
+    b.setInsertionPointToStart(drain.getBody());
+    SmallVector<Value> next;
+    for (Value state : drain.getRegionIterArgs()) {
+      ConsumerWaitOp::create(b, state, nullptr);
+      next.push_back(ConsumerReleaseOp::create(b, state, elected, nullptr));
+    }
+    scf::YieldOp::create(b, next);
+  }
+  scf::YieldOp::create(b, ValueRange{drain.getResult(0), drain.getResult(1), o,
+                                     stats.m0, stats.m1, stats.l0, stats.l1});
+  b.setInsertionPointToStart(ifIdle.elseBlock());
+  scf::YieldOp::create(b, buildKVLoop(k, v, o, stats));
+  return SmallVector<Value>(ifIdle.getResults());
 }
 
 Value KernelBuilder::mask(Value s, Value kvBlock) {

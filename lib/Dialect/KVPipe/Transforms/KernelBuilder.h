@@ -183,6 +183,11 @@ private:
   /// The K/V loop from the states `k` and `v`, in the skeleton's order;
   /// returns (k state, v state, O, m0, m1, l0, l1).
   SmallVector<Value> buildKVLoop(Value k, Value v, Value o, RowStats stats);
+  /// skip_idle_warpgroups: buildKVLoop where this warpgroup has rows in the
+  /// tile, else a loop that only waits for and releases the K/V slots (the
+  /// same results, O and the statistics as given).
+  SmallVector<Value> buildKVLoopUnlessIdle(Value k, Value v, Value o,
+                                           RowStats stats);
   void buildEpilogue(Value acc, const RowStats &stats);
   /// With split_kv: the epilogue writes the normalised fp32 partial output
   /// and the log-sum-exp to the workspace (AttentionDecode.cpp).

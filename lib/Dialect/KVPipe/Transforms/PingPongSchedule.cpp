@@ -10,6 +10,11 @@
 // barrier. Every consumer must take the same number of turns (the generated
 // kernels give every block the same groups), or the last waits forever.
 //
+// Where a `kvpipe.turn_takers` precedes a group (in its block or an
+// enclosing one), only the first `count` consumers take turns there: the
+// last of them passes the turn back to consumer 0 (a tile whose last
+// warpgroups have no rows, and issue no wgmma).
+//
 // The turn is taken after the group's first slot is full (its
 // `consumer_wait`): a consumer that held the turn while waiting for data
 // would stall the others' GEMMs. It is passed right after the group's last
@@ -90,6 +95,18 @@ SmallVector<IssueGroup> findIssueGroups(Region &region) {
   return groups;
 }
 
+/// The count of the `kvpipe.turn_takers` that governs `op` in `region`: the
+/// last one before it in its block or an enclosing one; null without one.
+Value findTurnTakers(Operation *op, Region &region) {
+  for (Operation *at = op; at && region.isAncestor(at->getParentRegion());
+       at = at->getParentOp())
+    for (Operation *before = at->getPrevNode(); before;
+         before = before->getPrevNode())
+      if (auto takers = dyn_cast<TurnTakersOp>(before))
+        return takers.getCount();
+  return Value();
+}
+
 /// Whether `op` is, or holds, a `consumer_wait`: the first such op of the
 /// consumer region is where its pipelined work begins.
 bool startsPipelinedWork(Operation &op) {
@@ -133,11 +150,18 @@ LogicalResult kvpipe::applyPingPongSchedule(RewriterBase &rewriter,
       rewriter.setInsertionPoint(group.firstMma);
     NVVM::BarrierOp::create(rewriter, loc, Type(), barrierOf(consumer),
                             i32(threads), nullptr, Value());
-    // Pass it on: consumer 0 -> 1 (-> 2) -> 0.
+    // Pass it on: consumer 0 -> 1 (-> 2) -> 0, or among the turn takers.
     rewriter.setInsertionPointAfter(group.lastMma);
-    Value next = arith::RemUIOp::create(
-        rewriter, loc, arith::AddIOp::create(rewriter, loc, consumer, index(1)),
-        index(consumers));
+    Value after = arith::AddIOp::create(rewriter, loc, consumer, index(1));
+    Value next;
+    if (Value takers = findTurnTakers(group.firstMma, roles.getConsumer()))
+      next = arith::SelectOp::create(
+          rewriter, loc,
+          arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, after,
+                                takers),
+          index(0), after);
+    else
+      next = arith::RemUIOp::create(rewriter, loc, after, index(consumers));
     NVVM::BarrierArriveOp::create(rewriter, loc, barrierOf(next),
                                   i32(threads));
   }
@@ -166,5 +190,10 @@ LogicalResult kvpipe::applyPingPongSchedule(RewriterBase &rewriter,
                                    /*withElseRegion=*/false);
   rewriter.setInsertionPointToStart(ifFirst.thenBlock());
   NVVM::BarrierArriveOp::create(rewriter, loc, i32(firstBarrier), i32(threads));
+  // The turn takers are the schedule's: nothing else reads them.
+  SmallVector<TurnTakersOp> takers;
+  roles.getConsumer().walk([&](TurnTakersOp op) { takers.push_back(op); });
+  for (TurnTakersOp op : takers)
+    rewriter.eraseOp(op);
   return success();
 }

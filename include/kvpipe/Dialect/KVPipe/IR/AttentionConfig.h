@@ -57,6 +57,9 @@ struct AttentionConfig {
   /// The row sums of P on the tensor cores (`tensor_row_sums`): a ones block
   /// after V's blocks in each V slot, O's wgmma 8 columns wider.
   bool tensorRowSums = false;
+  /// A consumer warpgroup without rows in its tile (all past seq_q) only
+  /// drains the tile's K/V slots (`skip_idle_warpgroups`).
+  bool skipIdleWarpgroups = false;
   /// The columns O's accumulator holds: V's, and the row sums' 8.
   int64_t accumulatorColumns() const {
     return valueHeadDim + (tensorRowSums ? 8 : 0);

@@ -208,6 +208,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     accumulators are the sums of P (rescaled with O), instead of a FADD per
     element of P.
 
+    `skip_idle_warpgroups` (forward, experimental, default false; 2 or 3
+    consumer warpgroups; not with `varlen`, `split_kv` or `pack_gqa`): a
+    consumer warpgroup whose 64 rows all lie past `seq_q` (the last tile of
+    a sequence that is not a multiple of the tile's rows) only waits for
+    and releases the tile's K/V slots, and the others take the ping-pong
+    turns without it (`kvpipe.turn_takers`), so that the tensor cores do
+    the tile's real rows only.
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -273,6 +281,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<I64Attr>:$exp2_emulation,
                        OptionalAttr<I64Attr>:$rescale_threshold,
                        OptionalAttr<BoolAttr>:$tensor_row_sums,
+                       OptionalAttr<BoolAttr>:$skip_idle_warpgroups,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

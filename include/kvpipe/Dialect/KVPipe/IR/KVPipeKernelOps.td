@@ -77,6 +77,26 @@ def KVPipe_WarpRolesOp : KVPipe_Op<"warp_roles",
   }];
 }
 
+def KVPipe_TurnTakersOp : KVPipe_Op<"turn_takers"> {
+  let summary = "the consumer warpgroups that take the ping-pong turns";
+  let description = [{
+    In a consumer region of `kvpipe.warp_roles`: from this op to the end of
+    its block, the consumer warpgroups that issue wgmma groups, and so take
+    turns at the tensor cores under `--kvpipe-pingpong-schedule`, are the
+    first `count` (1 to `consumer_warpgroups`); the others issue none there
+    (the forward's `skip_idle_warpgroups`: a tile whose last warpgroups have
+    no rows). The schedule passes each turn to the next of them, the last
+    passing it back to consumer 0, and erases the op. Every turn taker must
+    take the same number of turns, as without the op.
+
+    ```mlir
+    kvpipe.turn_takers %active
+    ```
+  }];
+  let arguments = (ins Index:$count);
+  let assemblyFormat = "$count attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Tiles of work
 //===----------------------------------------------------------------------===//
