@@ -97,6 +97,14 @@ def test_skip_idle_warpgroups_reaches_the_kernel(compiler, cache):
                                  skip_idle_warpgroups=True)
 
 
+def test_mask_bits_reaches_the_mask(compiler, cache):
+    # Bit masks of 32 keys: shifts of all-ones words in the masked blocks.
+    k = kvpipe.compile_attention(64, "bf16", True, mask_bits=True)
+    plain = kvpipe.compile_attention(64, "bf16", True)
+    assert "mask_bits = true" in k.config.declaration()
+    assert "shr.u32" in k.ptx and k.ptx.count("selp.f32") < plain.ptx.count("selp.f32")
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []

@@ -125,6 +125,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"rescale_threshold", op.getRescaleThreshold().has_value()},
         {"tensor_row_sums", op.getTensorRowSums().has_value()},
         {"skip_idle_warpgroups", op.getSkipIdleWarpgroups().has_value()},
+        {"mask_bits", op.getMaskBits().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -286,6 +287,7 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'varlen' is not supported with '"
                        << (c.splitKV ? "split_kv" : "pack_gqa")
                        << "' (their tiles address padded batches)";
+  c.maskBits = op.getMaskBits().value_or(false);
   c.skipIdleWarpgroups = op.getSkipIdleWarpgroups().value_or(false);
   if (c.skipIdleWarpgroups && c.consumerWarpgroups < 2)
     return emitError() << "'skip_idle_warpgroups' needs 2 or 3 consumer "

@@ -281,7 +281,7 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
   return buildBlockMask(b, s, kvBlock,
                         {c.blockN, seqKV, c.causal, firstRow, row0, row1, lane,
                          firstRowLastKey, lastRowFirstKey, lastKey0, lastKey1,
-                         firstKey0, firstKey1});
+                         firstKey0, firstKey1, c.maskBits});
 }
 
 KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,

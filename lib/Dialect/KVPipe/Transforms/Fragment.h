@@ -40,6 +40,18 @@ public:
   /// A vector whose elements of row half 0 are `first` and of half 1
   /// `second` (scalars of the element type of the result).
   mlir::Value perRow(mlir::Value first, mlir::Value second) const;
+  /// The elements of one row half whose column offset lies in [low, high)
+  /// (i32 values, either may lie outside the fragment; a null `low` is 0),
+  /// as bit masks of 32 positions each (AccumulatorLayout::
+  /// positionInRowHalf; bit p of word w is position 32 w + p).
+  llvm::SmallVector<mlir::Value> columnRangeBits(mlir::Value low,
+                                                 mlir::Value high) const;
+  /// `x` where the bit of its element's position in the words of its row
+  /// half (columnRangeBits) is set, else `fill`: one bit test a element,
+  /// which ptxas turns into R2P (7 predicates an instruction).
+  mlir::Value selectByBits(llvm::ArrayRef<mlir::Value> half0,
+                           llvm::ArrayRef<mlir::Value> half1, mlir::Value x,
+                           mlir::Value fill) const;
   /// Reduces the thread's elements of one row half with `kind`, then across
   /// the 4 lanes of the row (shuffle-xor 1 and 2) when `acrossLanes`.
   mlir::Value reduceRow(mlir::Value fragment, int half,

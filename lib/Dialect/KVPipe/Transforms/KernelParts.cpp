@@ -280,6 +280,34 @@ Value kvpipe::buildBlockMask(ImplicitLocOpBuilder &b, Value s, Value kvBlock,
       b, kvRow,
       arith::MulIOp::create(b, arith::RemUIOp::create(b, mask.lane, index(4)),
                             index(2)));
+  if (mask.bits) {
+    // Each row half keeps the columns [first key, min(seq_kv, last key + 1))
+    // right of the thread's first column: a bit mask of its elements.
+    Value first32 = toI32(b, firstCol);
+    Value seqEnd = toI32(b, mask.seqKV);
+    SmallVector<Value> words[2];
+    for (int half : {0, 1}) {
+      Value end = seqEnd;
+      if (mask.lastKey0 || mask.causal) {
+        Value last = mask.lastKey0 ? (half ? mask.lastKey1 : mask.lastKey0)
+                                   : (half ? mask.row1 : mask.row0);
+        end = arith::MinSIOp::create(
+            b, end,
+            arith::AddIOp::create(b, toI32(b, last),
+                                  arith::ConstantIntOp::create(b, 1, 32)));
+      }
+      Value begin;
+      if (mask.firstKey0)
+        begin = arith::SubIOp::create(
+            b, toI32(b, half ? mask.firstKey1 : mask.firstKey0), first32);
+      words[half] = sFrag.columnRangeBits(
+          begin, arith::SubIOp::create(b, end, first32));
+    }
+    scf::YieldOp::create(b, ValueRange{sFrag.selectByBits(
+                                words[0], words[1], s,
+                                f32Constant(b, -INFINITY))});
+    return ifMask.getResult(0);
+  }
   Value cols = arith::AddIOp::create(
       b, vector::BroadcastOp::create(b, i32Vec, toI32(b, firstCol)),
       sFrag.columnOffsets());

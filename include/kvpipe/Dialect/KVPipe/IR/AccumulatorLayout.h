@@ -73,6 +73,18 @@ struct AccumulatorLayout {
   static constexpr int64_t columnOffset(int64_t i) {
     return kColumnGroupWidth * (i / 4) + i % 2;
   }
+  /// The position of element `i` among the elements of its row half, in
+  /// column order: 2 (i / 4) + i % 2 (columnOffset = 8 (p / 2) + p % 2).
+  static constexpr int64_t positionInRowHalf(int64_t i) {
+    return 2 * (i / 4) + i % 2;
+  }
+  /// How many elements of a row half lie left of column offset `u` (0 <= u):
+  /// those at positions below 2 (u / 8) + min(u % 8, 2).
+  static constexpr int64_t positionsLeftOf(int64_t u) {
+    return 2 * (u / kColumnGroupWidth) + (u % kColumnGroupWidth < 2
+                                              ? u % kColumnGroupWidth
+                                              : 2);
+  }
   /// The thread's first row: 16 w + l / 4.
   static constexpr int64_t threadRow(int64_t warp, int64_t lane) {
     return kRowsPerWarp * warp + lane / kLanesPerRow;

@@ -60,6 +60,8 @@ struct AttentionConfig {
   /// A consumer warpgroup without rows in its tile (all past seq_q) only
   /// drains the tile's K/V slots (`skip_idle_warpgroups`).
   bool skipIdleWarpgroups = false;
+  /// Blocks masked through bit masks of 32 keys (`mask_bits`).
+  bool maskBits = false;
   /// The columns O's accumulator holds: V's, and the row sums' 8.
   int64_t accumulatorColumns() const {
     return valueHeadDim + (tensorRowSums ? 8 : 0);

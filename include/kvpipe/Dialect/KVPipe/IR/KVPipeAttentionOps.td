@@ -216,6 +216,13 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     turns without it (`kvpipe.turn_takers`), so that the tensor cores do
     the tile's real rows only.
 
+    `mask_bits` (forward, experimental, default false) masks a block that
+    crosses `seq_kv` or a row's bounds through bit masks: a few integer ops
+    per row half give the kept elements of each 32 as one word, and each
+    element is one bit test and select (ptxas: R2P, seven predicates an
+    instruction), instead of comparing every element's key with the bounds
+    (FA4's form).
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -282,6 +289,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<I64Attr>:$rescale_threshold,
                        OptionalAttr<BoolAttr>:$tensor_row_sums,
                        OptionalAttr<BoolAttr>:$skip_idle_warpgroups,
+                       OptionalAttr<BoolAttr>:$mask_bits,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

@@ -169,6 +169,10 @@ struct BlockMask {
   /// (the uniform test), and the last and first keys of the thread's rows.
   mlir::Value firstRowLastKey, lastRowFirstKey;
   mlir::Value lastKey0, lastKey1, firstKey0, firstKey1;
+  /// The kept keys as bit masks of a row half's 32 elements (a few integer
+  /// ops a row half, then one bit test and select an element: FA4's R2P
+  /// form) instead of comparing each element's key with the bounds.
+  bool bits = false;
 };
 
 /// `s` (the scores of K/V block `kvBlock`) with the keys `mask` hides set to
