@@ -173,6 +173,10 @@ def _main(argv: Optional[List[str]]) -> int:
     comp.add_argument("--for-check", action="store_true",
                       help="compile exactly the kernels `check` launches (its grid, the mask "
                            "and KV-cache cases), for a GPU machine without the compiler")
+    comp.add_argument("--on-plan", action="store_true",
+                      help="with --for-check --tune: the tuning added to the prefill plan's "
+                           "kernels instead of replacing them (the kernels of `check --tune "
+                           "... --on-plan`)")
     comp.add_argument("--random", type=int, metavar="N", default=0,
                       help="with --for-check: the kernels of `check --random N --seed S`")
     comp.add_argument("--seed", type=int, default=0, help="with --random: the seed")
@@ -203,6 +207,10 @@ def _main(argv: Optional[List[str]]) -> int:
         p.add_argument("--markdown", help="append the table as Markdown to this file")
     sub.choices["check"].add_argument("--tune", nargs="*", metavar="NAME=VALUE",
                                       help="check kernels with these tuning attributes")
+    sub.choices["check"].add_argument(
+        "--on-plan", action="store_true",
+        help="with --tune: add the tuning to the prefill plan's choice for each case instead "
+             "of replacing it (a lever tried on the kernels kvpipe.attention launches)")
     sub.choices["check"].add_argument(
         "--random", type=int, metavar="N", default=0,
         help="check N random configurations instead of the grid")
@@ -258,6 +266,8 @@ def _main(argv: Optional[List[str]]) -> int:
     cache = sub.add_parser("cache", help="list or clear the kernel cache")
     cache.add_argument("action", choices=["list", "clear"])
     args = parser.parse_args(argv)
+    if getattr(args, "on_plan", False) and not getattr(args, "tune", None):
+        parser.error("--on-plan goes with --tune (the tuning it adds to the prefill plan)")
 
     if args.command == "cache":
         return _cache_command(args)
@@ -322,7 +332,8 @@ def _main(argv: Optional[List[str]]) -> int:
                              "grid's and bench --mods --variant's kernels)")
             cases = check.random_grid(args.random, args.seed) if args.random else None
             for config in check.kernel_configs(cases, with_kvcache=not args.random,
-                                               tuning=_tuning(args.tune)):
+                                               tuning=_tuning(args.tune),
+                                               on_plan=args.on_plan):
                 k = compile_attention(**config)
                 print(f"{k.name}: {k.describe()}")
             if args.backward:  # and the backward families check --backward launches
@@ -375,10 +386,11 @@ def _main(argv: Optional[List[str]]) -> int:
                         extra.append(dict(backward=True, deterministic=True,
                                           value_head_dim=dv if dv != d else None))
                     elif (alignment == "top_left" and not window and not lengths and dv == d
-                          and not args.tune):
+                          and (not args.tune or args.on_plan)):
                         # What kvpipe.attention launches for short
-                        # sequences (attention.PREFILL_PLAN).
-                        extra += [dict(planned)
+                        # sequences (attention.PREFILL_PLAN), with --on-plan
+                        # plus the tuning.
+                        extra += [{**planned, **_tuning(args.tune)}
                                   for _, planned in PREFILL_PLAN.get((d, causal), ())]
                     for tuning in extra:
                         k = compile_attention(d, dtype, causal, **tuning)
@@ -435,7 +447,7 @@ def _main(argv: Optional[List[str]]) -> int:
             _write(args, "kvpipe check --backward", rows, markdown)
             return 0 if all(r["ok"] for r in rows) else 1
         cases = check.random_grid(args.random, args.seed) if args.random else None
-        rows = check.run(cases, tuning=tuning)
+        rows = check.run(cases, tuning=tuning, on_plan=args.on_plan)
         if not tuning and not args.random:
             rows += check.run_torch_integration()
             rows += check.run_kvcache()

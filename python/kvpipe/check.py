@@ -357,17 +357,19 @@ def _compiles(case: Case, tuning: Dict[str, Any]) -> bool:
     return _compiles_cache[key]
 
 
-def run(cases: Optional[List[Case]] = None,
-        tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+def run(cases: Optional[List[Case]] = None, tuning: Optional[Dict[str, Any]] = None,
+        on_plan: bool = False) -> List[Dict[str, Any]]:
+    """Each case against the float32 reference (``tuning``: case_tuning)."""
     cases = cases if cases is not None else default_grid()
+    tuned = [(c, case_tuning(c, tuning, on_plan)) for c in cases]
     if tuning:  # a tuning's kernels exist per head dim: check those it fits
-        cases = [c for c in cases if "head_dim" not in tuning and _compiles(c, tuning)]
+        tuned = [(c, t) for c, t in tuned if "head_dim" not in tuning and _compiles(c, t)]
     rows = []
-    for i, case in enumerate(cases):
+    for i, (case, case_tuned) in enumerate(tuned):
         start = time.perf_counter()
-        row = run_case(case, seed=1234 + i, tuning=tuning)
+        row = run_case(case, seed=1234 + i, tuning=case_tuned)
         if tuning:
-            row["case"] += " " + ",".join(f"{k}={v}" for k, v in sorted(tuning.items()))
+            row["case"] += " " + ",".join(f"{k}={v}" for k, v in sorted(case_tuned.items()))
         row["seconds"] = round(time.perf_counter() - start, 3)
         rows.append(row)
         _print_row(case.name, row)
@@ -571,32 +573,61 @@ def unique_configs(configs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return unique
 
 
+def _launched_mask(case: Case) -> Tuple[bool, str, bool]:
+    """``(causal, mask_alignment, sliding_window)`` of the kernel attention_impl
+    launches for the case: no mask means the top-left kernel, and a causal
+    mask with one bottom-right query is the plain kernel."""
+    from kvpipe.attention import normalise_window
+
+    left, right = normalise_window(case.window, case.causal)
+    window = left >= 0 or right >= 0
+    causal, alignment = case.causal, case.alignment
+    if causal and not window and case.seq_q == 1 and alignment == "bottom_right":
+        causal = False
+    if not causal and not window:
+        alignment = "top_left"
+    return causal, alignment, window
+
+
+def case_tuning(case: Case, tuning: Optional[Dict[str, Any]],
+                on_plan: bool = False) -> Dict[str, Any]:
+    """The tuning a case is checked with: ``tuning`` as given (it replaces the
+    prefill plan, as in kvpipe.attention), or with ``on_plan`` the plan's choice
+    for the case plus ``tuning`` (a lever tried on the kernels kvpipe.attention
+    launches: ``check --tune NAME=VALUE --on-plan``)."""
+    if not on_plan or not tuning:
+        return dict(tuning or {})
+    from kvpipe.attention import prefill_plan
+
+    causal, alignment, window = _launched_mask(case)
+    planned = prefill_plan(*case.kernel_pair(), causal, alignment, window, False, False,
+                           case.seq_q, case.seq_kv, {})
+    return {**planned, **tuning}
+
+
 def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True,
-                   tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+                   tuning: Optional[Dict[str, Any]] = None,
+                   on_plan: bool = False) -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of every kernel that ``run(cases)``
     (default: the grid) and ``run_kvcache`` launch, so that a machine with
     the compiler can fill the kernel cache for a GPU machine without one
     (``python -m kvpipe compile --for-check``). Mirrors attention_impl's
-    choice of kernel: no mask means the top-left kernel, and a causal mask
-    with one bottom-right query is the plain kernel, and ``tuning`` (as
-    ``run(cases, tuning=...)`` passes it) or else the prefill plan's."""
-    from kvpipe.attention import normalise_window, prefill_plan
+    choice of kernel (_launched_mask) and ``tuning`` (case_tuning, as
+    ``run(cases, tuning=..., on_plan=...)`` passes it) or else the prefill
+    plan's."""
+    from kvpipe.attention import prefill_plan
 
     cases = cases if cases is not None else default_grid()
-    if tuning:  # the cases run() checks with it: those whose head dims it fits
-        cases = [c for c in cases if "head_dim" not in tuning and _compiles(c, tuning)]
     wanted = []
     for case in cases:
-        left, right = normalise_window(case.window, case.causal)
-        window = left >= 0 or right >= 0
-        causal, alignment = case.causal, case.alignment
-        if causal and not window and case.seq_q == 1 and alignment == "bottom_right":
-            causal = False
-        if not causal and not window:
-            alignment = "top_left"
+        tuned = case_tuning(case, tuning, on_plan)
+        # The cases run() checks with a tuning: those whose head dims it fits.
+        if tuning and ("head_dim" in tuning or not _compiles(case, tuned)):
+            continue
+        causal, alignment, window = _launched_mask(case)
         dims = case.kernel_dims()
         planned = prefill_plan(*case.kernel_pair(), causal, alignment, window, False, False,
-                               case.seq_q, case.seq_kv, dict(tuning or {}))
+                               case.seq_q, case.seq_kv, tuned)
         wanted.append(dict(head_dim=dims["head_dim"], dtype=case.dtype, causal=causal,
                            value_head_dim=dims.get("value_head_dim"), mask_alignment=alignment,
                            sliding_window=window, kv_lengths=False, **planned))

@@ -159,3 +159,19 @@ def test_check_tune_compiles_padded_head_dims_as_their_kernels(monkeypatch):
     (head_dim, _, _), kwargs = asked[0]
     assert head_dim == padded.kernel_dims()["head_dim"] == 96
     assert kwargs["exp2_emulation"] == 4
+
+
+def test_on_plan_adds_the_tuning_to_the_plans_choice(monkeypatch):
+    # check --tune NAME=VALUE --on-plan: the case's prefill-plan tuning plus
+    # the lever (without --on-plan the tuning replaces the plan).
+    monkeypatch.setattr(check, "_compiles", lambda case, tuning: True)
+    short = next(c for c in check.default_grid() if c.head_dim == 64 and c.causal
+                 and c.alignment == "top_left" and c.window == (-1, -1) and c.seq_q == c.seq_kv
+                 and c.seq_q <= 2048)
+    assert check.case_tuning(short, {"mask_bits": True}, on_plan=True) == {
+        "consumer_warpgroups": 2, "persistent": True, "mask_bits": True}
+    assert check.case_tuning(short, {"mask_bits": True}) == {"mask_bits": True}
+    configs = check.kernel_configs(with_kvcache=False, tuning={"mask_bits": True},
+                                   on_plan=True)
+    assert all(c["mask_bits"] for c in configs)
+    assert any(c.get("persistent") for c in configs)

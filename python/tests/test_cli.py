@@ -114,6 +114,20 @@ def test_compile_causal_also_compiles_the_prefill_plans_kernels(capsys, cache, c
     assert "persistent" not in capsys.readouterr().out
 
 
+def test_compile_on_plan_adds_the_tuning_to_the_plans_kernels(capsys, cache, compiler):
+    # --on-plan: a lever tried on the kernels kvpipe.attention launches (the
+    # plan's, plus the tuning), not on the head dim's defaults alone.
+    assert main(["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "yes",
+                 "--tune", "mask_bits=true", "--on-plan"]) == 0
+    out = capsys.readouterr().out
+    assert "kvpipe_attention_d64_bf16_causal_mask_bits1:" in out
+    assert "kvpipe_attention_d64_bf16_causal_consumer_warpgroups2_mask_bits1_persistent1:" in out
+    with pytest.raises(SystemExit) as info:
+        main(["compile", "--head-dim", "64", "--on-plan"])
+    assert info.value.code == 2
+    assert "--on-plan goes with --tune" in capsys.readouterr().err
+
+
 def test_cache_hit_says_cached(capsys, cache, compiler):
     argv = ["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "yes"]
     assert main(argv) == 0

@@ -17,7 +17,9 @@ over the rounds and the spread (min-max) of its ratio to the first variant, roun
 graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the backward's tuning.
 
 `''` is kvpipe.attention's own choice (the prefill plan's where it has one); a variant's
-tuning replaces the plan, as in `bench`. `cudnn` and `fa4` are the peers (torch SDPA's cuDNN
+tuning replaces the plan, as in `bench`, and one that starts with `+` is added to the plan's
+choice for the point (`--variant '' --variant +mask_bits=true`: a lever on the kernels
+kvpipe.attention launches; compile them with `compile ... --tune mask_bits=true --on-plan`). `cudnn` and `fa4` are the peers (torch SDPA's cuDNN
 backend; FlashAttention-4 where ../shared/peers/fa4.sh staged it), measured in the same
 rounds. Kernels come from the kernel cache (compile them on the CPU machine: `python -m kvpipe
 compile --head-dim D --dtype bf16 --causal both --tune ...`).
@@ -74,12 +76,15 @@ def main() -> int:
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     variants = args.variant or [""]
+    if args.backward and any(v.startswith("+") for v in variants):
+        parser.error("--backward has no prefill plan: a variant is the backward's tuning")
 
     import torch
     from triton.testing import do_bench
 
     import kvpipe
     from kvpipe.__main__ import _tuning
+    from kvpipe.attention import prefill_plan
     from kvpipe.bench import _sdpa, interleaved_times
 
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
@@ -106,6 +111,12 @@ def main() -> int:
                         qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
                         fns.append(lambda qt=qt, kt=kt, vt=vt: flash_attn_func(qt, kt, vt,
                                                                                causal=causal))
+                    elif text.startswith("+"):  # the plan's choice and these
+                        tuning = {**prefill_plan(d, d, causal, "top_left", False, False, False,
+                                                 n, n, {}),
+                                  **_tuning(text[1:].split(","))}
+                        fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
+                                                                          **tuning))
                     else:
                         tuning = _tuning(text.split(",") if text else [])
                         fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
