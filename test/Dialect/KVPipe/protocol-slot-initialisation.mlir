@@ -243,3 +243,79 @@ func.func @wgmma_before_init(%e: i1, %producer: i1, %buf: !bytes, %a: vector<64x
   %w = kvpipe.warpgroup_wait %d {pending = 0} : vector<32xf32>
   return %w : vector<32xf32>
 }
+
+// -----
+
+// WRONG (unproven): a cp.async into a slot before the init, never waited:
+// it may land after the producer's TMA refilled the slot. Only plain loads
+// and stores count as accesses before the pipeline exists.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @cp_async_before_init(%e: i1, %producer: i1, %buf: !bytes, %g: memref<128x64xbf16>,
+                                %out: memref<8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c120 = arith.constant 120 : index
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  // expected-warning @+1 {{'nvgpu.device_async_copy' op cannot prove which ring slot the op accesses}}
+  %tok = nvgpu.device_async_copy %g[%c0, %c0], %ring[%c0, %c120, %c0], 8 : memref<128x64xbf16> to !ring
+  nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    // expected-note @+1 {{the ring, whose slot a kvpipe.index selects here}}
+    %v = vector.load %ring[%slot, %c120, %c0] : !ring, vector<8xbf16>
+    vector.store %v, %out[%c0] : memref<8xbf16>, vector<8xbf16>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  return
+}
+
+// -----
+
+// WRONG (unproven): a read in a kvpipe.tile region before the init: the
+// persistent rewrite computes the region again in every role's tile loop,
+// after the init, where it would read the slot without a wait.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!bytes = memref<65536xi8, #smem>
+!ring = memref<2x128x64xi32, #smem>
+func.func @tile_reads_slot(%e: i1, %producer: i1, %buf: !bytes, %n: index, %out: memref<8xi32>,
+                           %res: memref<?xindex>) {
+  %c0 = arith.constant 0 : index
+  %ring = memref.view %buf[%c0][] : !bytes to !ring
+  %v0 = kvpipe.tile in(%n, %n, %n) {
+  ^bb0(%x: index, %y: index, %z: index):
+    // expected-warning @+1 {{'memref.load' op cannot prove which ring slot the op accesses}}
+    %w = memref.load %ring[%c0, %c0, %c0] : !ring
+    %wi = arith.index_cast %w : i32 to index
+    %r = arith.addi %x, %wi : index
+    kvpipe.yield %r : index
+  } -> index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    kvpipe.producer_acquire %p : !p
+    kvpipe.producer_commit %p : !p
+    %q = kvpipe.step %p : !p
+  } else {
+    kvpipe.consumer_wait %p : !p
+    %slot = kvpipe.index %p : !p
+    // expected-note @+1 {{the ring, whose slot a kvpipe.index selects here}}
+    %v = vector.load %ring[%slot, %c0, %c0] : !ring, vector<8xi32>
+    vector.store %v, %out[%c0] : memref<8xi32>, vector<8xi32>
+    %t = kvpipe.consumer_release %p, %e : !p
+  }
+  kvpipe.for_each_tile {
+    memref.store %v0, %res[%c0] : memref<?xindex>
+    kvpipe.yield
+  }
+  return
+}

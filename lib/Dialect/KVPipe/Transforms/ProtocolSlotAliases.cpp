@@ -8,6 +8,8 @@
 
 #include "kvpipe/Support/UseWalk.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 using namespace mlir;
 using namespace kvpipe;
 using namespace kvpipe::detail;
@@ -389,15 +391,18 @@ void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
     // tensor_row_sums, written between its V slots' blocks): no state holds
     // a slot, and the init's CTA barrier orders the access before the
     // states' accesses, in the async proxy once a fence follows a write.
-    // Only synchronous accesses whose effects are known: a TMA copy, a
-    // wgmma, a bulk store or a helper (which may issue them) may still be
-    // in flight when the barrier passes.
-    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    // Only plain loads and stores, which are complete when the init's
+    // barrier passes (a TMA copy, cp.async, a wgmma or a helper may still be
+    // in flight), and not in a kvpipe.tile region, which the persistent
+    // rewrite runs again in every role's tile loop, after the init.
     bool synchronous =
-        effects && !isa<CallOpInterface>(op) &&
-        !isa_and_nonnull<KVPipeDialect, NVVM::NVVMDialect>(op->getDialect());
+        isa<memref::LoadOp, memref::StoreOp, vector::LoadOp, vector::StoreOp,
+            vector::MaskedLoadOp, vector::MaskedStoreOp,
+            vector::TransferReadOp, vector::TransferWriteOp>(op) &&
+        !op->getParentOfType<TileOp>();
     if (InitOp init = synchronous ? getInitAfter(op, ring.pipeline) : InitOp()) {
-      bool writes = !effects.onlyHasEffect<MemoryEffects::Read>();
+      bool writes = !cast<MemoryEffectOpInterface>(op)
+                         .onlyHasEffect<MemoryEffects::Read>();
       Operation *ancestor = init->getBlock()->findAncestorOpInBlock(*op);
       if (!writes || isFencedForAsyncProxy(ancestor, init))
         continue;
