@@ -105,6 +105,18 @@ def test_mask_bits_reaches_the_mask(compiler, cache):
     assert "shr.u32" in k.ptx and k.ptx.count("selp.f32") < plain.ptx.count("selp.f32")
 
 
+def test_late_pv_retire_reaches_the_loop(compiler, cache):
+    # The retire of P V after the rescale's vote: a wait_group 0 after the
+    # vote in the PTX, none between the row maximum and the vote.
+    k = kvpipe.compile_attention(64, "bf16", False, late_pv_retire=True)
+    assert "late_pv_retire = true" in k.config.declaration()
+    loop = k.ptx[k.ptx.index("wgmma.wait_group.sync.aligned \t1;"):]
+    assert loop.index("vote.sync.any") < loop.index("wgmma.wait_group.sync.aligned \t0;")
+    plain = kvpipe.compile_attention(64, "bf16", False)
+    loop = plain.ptx[plain.ptx.index("wgmma.wait_group.sync.aligned \t1;"):]
+    assert loop.index("wgmma.wait_group.sync.aligned \t0;") < loop.index("vote.sync.any")
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []

@@ -83,6 +83,45 @@ func.func @rescale_skip_unit(%o: vector<8xf32>, %a0: f32, %a1: f32) -> vector<8x
   return %r : vector<8xf32>
 }
 
+// late_retire: the wgmma wait that produced O (pending 0, used only here)
+// moves into both arms of the branch, after the vote (ptxas issues a wait it
+// finds before the vote at the start of the softmax), and the slot release
+// between them after the branch: the slot is still released only after the
+// wgmma reading it retired.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+// CHECK-LABEL: func.func @rescale_late_retire(
+//  CHECK-SAME:   %[[O:[^:]*]]: vector<8xf32>, %{{[^:]*}}: f32, %{{[^:]*}}: f32, %[[V:[^:]*]]: !kvpipe.pipeline
+//   CHECK-NOT:   kvpipe.warpgroup_wait
+//       CHECK:   %[[ANY:.*]] = nvvm.vote.sync any
+//       CHECK:   %[[R:.*]] = scf.if %[[ANY]] -> (vector<8xf32>) {
+//       CHECK:     %[[W1:.*]] = kvpipe.warpgroup_wait %[[O]] {pending = 0 : i64} : vector<8xf32>
+//       CHECK:     arith.mulf %[[W1]], %{{.*}} : vector<8xf32>
+//       CHECK:   } else {
+//       CHECK:     %[[W2:.*]] = kvpipe.warpgroup_wait %[[O]] {pending = 0 : i64} : vector<8xf32>
+//       CHECK:     scf.yield %[[W2]]
+//       CHECK:   }
+//  CHECK-NEXT:   %[[NEXT:.*]] = kvpipe.consumer_release %[[V]]
+//  CHECK-NEXT:   return %[[R]], %[[NEXT]]
+func.func @rescale_late_retire(%o: vector<8xf32>, %a0: f32, %a1: f32, %v: !p, %e: i1) -> (vector<8xf32>, !p) {
+  %w = kvpipe.warpgroup_wait %o {pending = 0} : vector<8xf32>
+  %next = kvpipe.consumer_release %v, %e : !p
+  %r = kvpipe.fragment_rescale %w, %a0, %a1 {skip_unit, late_retire} : vector<8xf32>
+  return %r, %next : vector<8xf32>, !p
+}
+
+// late_retire where the wait retires more than this fragment (or keeps
+// groups in flight): left where it is.
+// CHECK-LABEL: func.func @rescale_late_retire_kept(
+//       CHECK:   kvpipe.warpgroup_wait %{{.*}}, %{{.*}} {pending = 0 : i64}
+//       CHECK:   nvvm.vote.sync any
+//   CHECK-NOT:   kvpipe.warpgroup_wait
+//       CHECK:   return
+func.func @rescale_late_retire_kept(%o: vector<8xf32>, %s: vector<8xf32>, %a0: f32, %a1: f32) -> (vector<8xf32>, vector<8xf32>) {
+  %w:2 = kvpipe.warpgroup_wait %o, %s {pending = 0} : vector<8xf32>, vector<8xf32>
+  %r = kvpipe.fragment_rescale %w#0, %a0, %a1 {skip_unit, late_retire} : vector<8xf32>
+  return %r, %w#1 : vector<8xf32>, vector<8xf32>
+}
+
 // exp2(x * c - m_row): one FMA per element with the negated row offsets; the
 // exp2 approximate (afn: ex2.approx.ftz, test/Conversion/KVPipeToNVVM/approx-exp2.mlir).
 // CHECK-LABEL: func.func @exp2(

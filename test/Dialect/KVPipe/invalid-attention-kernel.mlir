@@ -286,6 +286,29 @@ gpu.module @m {
 
 // -----
 
+// `late_pv_retire` moves the overlapped loop's retire of P V behind the
+// rescale's vote: both must exist.
+gpu.module @m {
+  // expected-error @+1 {{'late_pv_retire' moves the retire of the previous block's P V behind the rescale's vote: it needs 'overlap_softmax' and a 'rescale_threshold' of 0 or more}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, overlap_softmax = false, late_pv_retire = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'late_pv_retire' moves the retire of the previous block's P V behind the rescale's vote}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, rescale_threshold = -1 : i64, late_pv_retire = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'late_pv_retire' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = false, backward = true, late_pv_retire = true}
+}
+
+// -----
+
 // `skip_idle_warpgroups`: one consumer warpgroup has rows in every tile; the
 // decode and varlen tiles' rows are not a sequence's queries from the tile's
 // first row.

@@ -126,6 +126,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"tensor_row_sums", op.getTensorRowSums().has_value()},
         {"skip_idle_warpgroups", op.getSkipIdleWarpgroups().has_value()},
         {"mask_bits", op.getMaskBits().has_value()},
+        {"late_pv_retire", op.getLatePvRetire().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -288,6 +289,12 @@ AttentionConfig::get(AttentionKernelOp op,
                        << (c.splitKV ? "split_kv" : "pack_gqa")
                        << "' (their tiles address padded batches)";
   c.maskBits = op.getMaskBits().value_or(false);
+  c.latePvRetire = op.getLatePvRetire().value_or(false);
+  if (c.latePvRetire && (!c.overlapSoftmax || c.rescaleThreshold < 0))
+    return emitError() << "'late_pv_retire' moves the retire of the previous "
+                          "block's P V behind the rescale's vote: it needs "
+                          "'overlap_softmax' and a 'rescale_threshold' of 0 "
+                          "or more";
   c.skipIdleWarpgroups = op.getSkipIdleWarpgroups().value_or(false);
   if (c.skipIdleWarpgroups && c.consumerWarpgroups < 2)
     return emitError() << "'skip_idle_warpgroups' needs 2 or 3 consumer "

@@ -208,6 +208,9 @@ Value KernelBuilder::rescale(Value o, Value alpha0, Value alpha1) {
   // multiplies (a warp-uniform branch).
   auto op = FragmentRescaleOp::create(b, o.getType(), o, alpha0, alpha1);
   op.setSkipUnit(c.rescaleThreshold >= 0);
+  // Once --kvpipe-overlap-softmax made O the retire of the previous block's
+  // P V, its lowering moves that retire behind the vote.
+  op.setLateRetire(c.latePvRetire);
   return op;
 }
 

@@ -83,14 +83,40 @@ struct FragmentRescaleOpLowering : OpRewritePattern<FragmentRescaleOp> {
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Fragment frag(b, elementsOf(op.getFragment()));
-    auto multiply = [&]() -> Value {
+    auto multiply = [&](Value fragment) -> Value {
       return arith::MulFOp::create(
-          b, op.getFragment(), frag.perRow(op.getFactor0(), op.getFactor1()));
+          b, fragment, frag.perRow(op.getFactor0(), op.getFactor1()));
     };
     if (!op.getSkipUnit()) {
-      rewriter.replaceOp(op, multiply());
+      rewriter.replaceOp(op, multiply(op.getFragment()));
       return success();
     }
+    // late_retire: the wgmma wait that produced the fragment moves into the
+    // branch's arms (below the vote, above which ptxas does not hoist it);
+    // the releases between the two move after the branch, so none of their
+    // users may come before it.
+    WarpgroupWaitOp retire;
+    SmallVector<Operation *> releases;
+    if (op.getLateRetire())
+      if (auto wait = op.getFragment().getDefiningOp<WarpgroupWaitOp>();
+          wait && wait.getPending() == 0 && wait->getNumResults() == 1 &&
+          wait->hasOneUse() && wait->getBlock() == op->getBlock()) {
+        retire = wait;
+        for (Operation *at = wait->getNextNode(); at != op.getOperation();
+             at = at->getNextNode())
+          if (isa<ConsumerReleaseOp>(at)) {
+            releases.push_back(at);
+            for (Operation *user : at->getUsers())
+              if (user->getBlock() == op->getBlock() &&
+                  user->isBeforeInBlock(op))
+                retire = WarpgroupWaitOp();
+          }
+      }
+    auto retired = [&]() -> Value {
+      if (!retire)
+        return op.getFragment();
+      return b.clone(*retire)->getResult(0);
+    };
     // Multiply only if some lane of the warp has a factor other than 1: the
     // vote makes the branch warp-uniform.
     Value one = arith::ConstantFloatOp::create(b, b.getF32Type(),
@@ -108,11 +134,21 @@ struct FragmentRescaleOpLowering : OpRewritePattern<FragmentRescaleOp> {
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifAny.thenBlock());
-      scf::YieldOp::create(b, multiply());
+      scf::YieldOp::create(b, multiply(retired()));
       b.setInsertionPointToStart(ifAny.elseBlock());
-      scf::YieldOp::create(b, op.getFragment());
+      scf::YieldOp::create(b, retired());
+    }
+    if (retire) {
+      // A slot is released only after the wgmma reading it retired.
+      Operation *after = ifAny;
+      for (Operation *release : releases) {
+        rewriter.moveOpAfter(release, after);
+        after = release;
+      }
     }
     rewriter.replaceOp(op, ifAny.getResult(0));
+    if (retire)
+      rewriter.eraseOp(retire);
     return success();
   }
 };

@@ -62,6 +62,9 @@ struct AttentionConfig {
   bool skipIdleWarpgroups = false;
   /// Blocks masked through bit masks of 32 keys (`mask_bits`).
   bool maskBits = false;
+  /// The previous block's P V retired behind the rescale's vote
+  /// (`late_pv_retire`).
+  bool latePvRetire = false;
   /// The columns O's accumulator holds: V's, and the row sums' 8.
   int64_t accumulatorColumns() const {
     return valueHeadDim + (tensorRowSums ? 8 : 0);

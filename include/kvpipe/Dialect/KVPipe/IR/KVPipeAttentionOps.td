@@ -223,6 +223,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     instruction), instead of comparing every element's key with the bounds
     (FA4's form).
 
+    `late_pv_retire` (forward, experimental, default false; with
+    `overlap_softmax` and `rescale_threshold` >= 0) retires the previous
+    block's P V in the arms of the rescale's branch, after its vote, and
+    releases the V slot after it (`fragment_rescale`'s `late_retire`), so
+    that the softmax of a block runs under the previous block's P V within
+    the warpgroup: ptxas issues the wait it finds before the vote at the
+    start of the softmax.
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -290,6 +298,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$tensor_row_sums,
                        OptionalAttr<BoolAttr>:$skip_idle_warpgroups,
                        OptionalAttr<BoolAttr>:$mask_bits,
+                       OptionalAttr<BoolAttr>:$late_pv_retire,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

@@ -289,13 +289,23 @@ def KVPipe_FragmentRescaleOp : KVPipe_FragmentOp<"fragment_rescale",
     warp-uniform branch), which saves a multiply per accumulator element in
     most iterations of a long K/V loop.
 
+    `late_retire` (with `skip_unit`): where the fragment is the only result of
+    a `kvpipe.warpgroup_wait` with `pending = 0` in the same block, used only
+    here, the lowering retires the group in each arm of the branch instead,
+    after the vote, and moves the `consumer_release` ops between the two after
+    the branch (a slot is still released only after the wgmma reading it
+    retired). ptxas issues a wgmma wait as early as it can in its block: before
+    the vote it lands at the start of the softmax, which then waits for the
+    previous block's P V (docs/performance.md, v15).
+
     ```mlir
     %o1 = kvpipe.fragment_rescale %o, %alpha0, %alpha1 : vector<64xf32>
     %o2 = kvpipe.fragment_rescale %o, %alpha0, %alpha1 {skip_unit} : vector<64xf32>
     ```
   }];
   let arguments = (ins VectorOfRankAndType<[1], [F32]>:$fragment,
-                       F32:$factor0, F32:$factor1, UnitAttr:$skip_unit);
+                       F32:$factor0, F32:$factor1, UnitAttr:$skip_unit,
+                       UnitAttr:$late_retire);
   let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
   let assemblyFormat =
       "$fragment `,` $factor0 `,` $factor1 attr-dict `:` type($fragment)";
