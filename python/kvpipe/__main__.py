@@ -284,17 +284,19 @@ def _main(argv: Optional[List[str]]) -> int:
             masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
                       for n in (False, True) if (a, w, n) != ("top_left", False, False)]
         if args.varlen:
-            if not args.for_check or args.random or args.backward:
-                parser.error("compile --varlen goes with --for-check (and neither --random "
-                             "nor --backward)")
+            if not args.for_check or args.random or args.backward or args.tune:
+                parser.error("compile --varlen goes with --for-check (and neither --random, "
+                             "--backward nor --tune: check --varlen and bench --varlen take "
+                             "no tuning)")
             from kvpipe import check_varlen
 
             for config in check_varlen.kernel_configs():
-                k = compile_attention(**config, **_tuning(args.tune))
+                k = compile_attention(**config)
                 print(f"{k.name}: {k.describe()}")
             return 0
-        if args.decode and not args.for_check:
-            parser.error("compile --decode goes with --for-check")
+        if args.decode and (not args.for_check or args.tune):
+            parser.error("compile --decode goes with --for-check, without --tune (check "
+                         "--decode and bench --decode take no tuning)")
         if args.for_check and args.decode:
             from kvpipe import check
 
@@ -305,7 +307,7 @@ def _main(argv: Optional[List[str]]) -> int:
                 if config not in configs:
                     configs.append(config)
             for config in configs:
-                k = compile_attention(**config, **_tuning(args.tune))
+                k = compile_attention(**config)
                 print(f"{k.name}: {k.describe()}")
             return 0
         if args.for_check and args.paged:

@@ -66,6 +66,17 @@ def test_backward_tuning_is_refused_where_only_forward_kernels_take_it(capsys, c
         assert "takes forward tuning" in capsys.readouterr().err
 
 
+def test_families_without_tuning_refuse_it_at_compile(capsys, cache):
+    # check/bench --varlen and --decode take no --tune: compiling their
+    # kernels with one would fill the cache with kernels nobody launches (and
+    # the varlen family's backward kernels refuse forward tuning).
+    for family in ("--varlen", "--decode"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["compile", "--for-check", family, "--tune", "mask_bits=true"])
+        assert exit_info.value.code == 2
+        assert "--tune" in capsys.readouterr().err
+
+
 def test_unsupported_head_dim_lists_the_choices(capsys):
     with pytest.raises(SystemExit) as info:
         main(["compile", "--head-dim", "80"])
