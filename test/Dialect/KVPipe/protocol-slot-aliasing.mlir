@@ -336,3 +336,25 @@ gpu.module @kernels {
     return
   }
 }
+
+// -----
+
+// A ring of 2^30 slots (the fuzzer's shape mutation of a generated kernel):
+// the slots an access overlaps are computed from the stride, not scanned
+// (the scan took minutes per access).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<1073741824x8xi32, #smem>
+!other = memref<8xi32, strided<[1], offset: 8>, #smem>
+func.func @huge_ring(%p: !p, %e: i1, %ring: !ring) -> (!p, vector<8xi32>) {
+  %c0 = arith.constant 0 : index
+  kvpipe.consumer_wait %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-note @+1 {{the ring, whose slot a kvpipe.index selects here}}
+  %v0 = vector.load %ring[%slot, %c0] : !ring, vector<8xi32>
+  %t = kvpipe.consumer_release %p, %e : !p
+  %one = memref.subview %ring[1, 0] [1, 8] [1, 1] : !ring to !other
+  // expected-warning @+1 {{'vector.load' op cannot prove which ring slot the op accesses: its address overlaps ring slot 1 at an offset not computed from a kvpipe.index}}
+  %v = vector.load %one[%c0] : !other, vector<8xi32>
+  return %t, %v : !p, vector<8xi32>
+}

@@ -285,13 +285,23 @@ ProtocolChecker::getOverlappedSlots(ArrayRef<Footprint> footprints,
     std::optional<LinearExpr> high = plus(footprint.high, *place.first, -1);
     if (!low || !high || !low->isConstant() || !high->isConstant())
       continue;
+    // Slot i spans [i s + slot.first, i s + slot.second) for the stride s:
+    // it overlaps [low, high) for i in (low - slot.second, high - slot.first)
+    // / s, computed rather than scanned (a ring may have 2^31 slots), and at
+    // most kMaxNamedSlots of them listed (the diagnostics name them).
+    static constexpr int64_t kMaxNamedSlots = 64;
+    int64_t stride, below, above;
+    if (llvm::MulOverflow(layout->first[0], *bytes, stride) || stride <= 0 ||
+        llvm::SubOverflow(low->constant, slot->second, below) ||
+        llvm::SubOverflow(high->constant, slot->first, above))
+      return std::nullopt;
+    int64_t first = std::max<int64_t>(llvm::divideFloorSigned(below, stride) + 1, 0);
+    int64_t last = std::min<int64_t>(llvm::divideCeilSigned(above, stride) - 1,
+                                     type.getDimSize(0) - 1);
     SmallVector<int64_t> slots;
-    for (int64_t i = 0, e = type.getDimSize(0); i < e; ++i) {
-      int64_t start = i * layout->first[0] * *bytes;
-      if (start + slot->first < high->constant &&
-          low->constant < start + slot->second)
-        slots.push_back(i);
-    }
+    for (int64_t i = first; i <= last && int64_t(slots.size()) < kMaxNamedSlots;
+         ++i)
+      slots.push_back(i);
     return slots;
   }
   return std::nullopt;
