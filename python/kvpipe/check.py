@@ -360,12 +360,8 @@ def _compiles(case: Case, tuning: Dict[str, Any]) -> bool:
 def run(cases: Optional[List[Case]] = None, tuning: Optional[Dict[str, Any]] = None,
         on_plan: bool = False) -> List[Dict[str, Any]]:
     """Each case against the float32 reference (``tuning``: case_tuning)."""
-    cases = cases if cases is not None else default_grid()
-    tuned = [(c, case_tuning(c, tuning, on_plan)) for c in cases]
-    if tuning:  # a tuning's kernels exist per head dim: check those it fits
-        tuned = [(c, t) for c, t in tuned if "head_dim" not in tuning and _compiles(c, t)]
     rows = []
-    for i, (case, case_tuned) in enumerate(tuned):
+    for i, (case, case_tuned) in enumerate(tuned_cases(cases, tuning, on_plan)):
         start = time.perf_counter()
         row = run_case(case, seed=1234 + i, tuning=case_tuned)
         if tuning:
@@ -605,6 +601,18 @@ def case_tuning(case: Case, tuning: Optional[Dict[str, Any]],
     return {**planned, **tuning}
 
 
+def tuned_cases(cases: Optional[List[Case]], tuning: Optional[Dict[str, Any]],
+                on_plan: bool = False) -> List[Tuple[Case, Dict[str, Any]]]:
+    """The cases (default: the grid) with the tuning each runs with
+    (case_tuning); with a tuning, only those whose head dims it fits (a
+    tuning's kernels exist per head dim: the verifier may refuse it at one)."""
+    cases = cases if cases is not None else default_grid()
+    tuned = [(c, case_tuning(c, tuning, on_plan)) for c in cases]
+    if tuning:
+        tuned = [(c, t) for c, t in tuned if "head_dim" not in tuning and _compiles(c, t)]
+    return tuned
+
+
 def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True,
                    tuning: Optional[Dict[str, Any]] = None,
                    on_plan: bool = False) -> List[Dict[str, Any]]:
@@ -617,13 +625,8 @@ def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True
     plan's."""
     from kvpipe.attention import prefill_plan
 
-    cases = cases if cases is not None else default_grid()
     wanted = []
-    for case in cases:
-        tuned = case_tuning(case, tuning, on_plan)
-        # The cases run() checks with a tuning: those whose head dims it fits.
-        if tuning and ("head_dim" in tuning or not _compiles(case, tuned)):
-            continue
+    for case, tuned in tuned_cases(cases, tuning, on_plan):  # run()'s
         causal, alignment, window = _launched_mask(case)
         dims = case.kernel_dims()
         planned = prefill_plan(*case.kernel_pair(), causal, alignment, window, False, False,

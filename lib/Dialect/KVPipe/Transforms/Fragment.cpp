@@ -39,7 +39,8 @@ Value Fragment::perRow(Value first, Value second) const {
 }
 
 /// The layout's positions agree with its column offsets: position p of a
-/// row half is at column offset 8 (p / 2) + p % 2, and positionsLeftOf(u)
+/// row half is at column offset 8 (p / 2) + p % 2 and is element
+/// elementAt(half, p), and positionsLeftOf(u)
 /// counts the row half's elements left of u (what columnRangeBits computes).
 static constexpr bool positionsMatchColumns() {
   for (int64_t groups = 1; groups <= 32; ++groups)
@@ -48,7 +49,8 @@ static constexpr bool positionsMatchColumns() {
       int64_t left = 0;
       for (int64_t i = 0; i < 4 * groups; ++i) {
         int64_t p = AccumulatorLayout::positionInRowHalf(i);
-        if (AccumulatorLayout::columnOffset(i) != 8 * (p / 2) + p % 2)
+        if (AccumulatorLayout::columnOffset(i) != 8 * (p / 2) + p % 2 ||
+            AccumulatorLayout::elementAt(AccumulatorLayout::rowHalf(i), p) != i)
           return false;
         if (AccumulatorLayout::rowHalf(i) == 0 &&
             AccumulatorLayout::columnOffset(i) < u)
@@ -71,12 +73,12 @@ SmallVector<Value> Fragment::columnRangeBits(Value low, Value high) const {
   auto positionsLeftOf = [&](Value u) -> Value {
     u = arith::MinSIOp::create(b, arith::MaxSIOp::create(b, u, i32(0)),
                                i32(AccumulatorLayout::kColumnGroupWidth * groups));
-    Value whole = arith::ShLIOp::create(
+    Value whole = arith::MulIOp::create(
         b, arith::DivUIOp::create(b, u, i32(AccumulatorLayout::kColumnGroupWidth)),
-        i32(1));
+        i32(AccumulatorLayout::kColumnsPerLane));
     Value part = arith::MinUIOp::create(
         b, arith::RemUIOp::create(b, u, i32(AccumulatorLayout::kColumnGroupWidth)),
-        i32(2));
+        i32(AccumulatorLayout::kColumnsPerLane));
     return arith::AddIOp::create(b, whole, part);
   };
   // The word of the first k (0 to 32) bits, without a shift by 32 (poison in
@@ -118,7 +120,7 @@ Value Fragment::selectByBits(ArrayRef<Value> half0, ArrayRef<Value> half1,
   Value zero = arith::ConstantIntOp::create(b, 0, 32);
   for (int half : {0, 1})
     for (int64_t position = 0; position < n / 2; ++position) {
-      int64_t i = 4 * (position / 2) + 2 * half + position % 2;
+      int64_t i = AccumulatorLayout::elementAt(half, position);
       Value word = (half ? half1 : half0)[position / 32];
       Value bit = arith::AndIOp::create(
           b, word,

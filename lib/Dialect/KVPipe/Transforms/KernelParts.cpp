@@ -168,13 +168,12 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   // Without rowSums the tensor cores sum P (tensor_row_sums) and l passes
   // through unchanged.
   Value lNew[2] = {l[0], l[1]};
-  for (int half : {0, 1}) {
-    if (!rowSums)
-      continue;
-    // Row sums stay per thread; the 4 lanes are combined once, at the end.
-    Value rowSum = FragmentRowSumOp::create(b, b.getF32Type(), p, half);
-    lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);
-  }
+  if (rowSums)
+    for (int half : {0, 1}) {
+      // Row sums stay per thread; the 4 lanes are combined once, at the end.
+      Value rowSum = FragmentRowSumOp::create(b, b.getF32Type(), p, half);
+      lNew[half] = math::FmaOp::create(b, l[half], alpha[half], rowSum);
+    }
   auto sType = cast<VectorType>(s.getType());
   Value pNarrow = arith::TruncFOp::create(
       b, VectorType::get(sType.getShape(), pElementType), p);

@@ -567,10 +567,14 @@ private:
   /// kvpipe.create); null otherwise.
   Value getSlotAtPosition(Operation *op, Value pipeline, int64_t position);
   /// Where `op` runs before `pipeline` exists: it lies (or is nested in an
-  /// op that lies) before the pipeline's one kvpipe.init in the init's
-  /// block, so that no state holds a slot yet and the init's CTA barrier
-  /// orders it before every state's access. Returns that init, or null.
-  InitOp getInitAfter(Operation *op, Value pipeline);
+  /// op, `ancestor`, that lies) before the pipeline's one kvpipe.init in the
+  /// init's block, so that no state holds a slot yet and the init's CTA
+  /// barrier orders it before every state's access. Returns that init (and
+  /// sets `ancestor`), or null.
+  InitOp getInitAfter(Operation *op, Value pipeline, Operation *&ancestor);
+  /// Each pipeline's one kvpipe.init (null where it has none or several:
+  /// rule 2's errors), found once.
+  std::optional<DenseMap<Value, InitOp>> initOfPipeline;
   /// An op accessing `memref`, whose address is not computed from a
   /// kvpipe.index: where it overlaps a ring's slots, it accesses them.
   void checkAliasedAccess(Operation *op, Value memref);

@@ -339,18 +339,21 @@ Value ProtocolChecker::getSlotAtPosition(Operation *op, Value pipeline,
   return found;
 }
 
-InitOp ProtocolChecker::getInitAfter(Operation *op, Value pipeline) {
-  InitOp found;
-  bool several = false;
-  root->walk([&](InitOp init) {
-    if (flow.getPipeline(init.getPipeline()) != pipeline)
-      return;
-    several = bool(found);
-    found = init;
-  });
-  if (!found || several) // rule 2's errors
+InitOp ProtocolChecker::getInitAfter(Operation *op, Value pipeline,
+                                     Operation *&ancestor) {
+  if (!initOfPipeline) {
+    initOfPipeline.emplace();
+    root->walk([&](InitOp init) {
+      auto [at, first] =
+          initOfPipeline->try_emplace(flow.getPipeline(init.getPipeline()), init);
+      if (!first)
+        at->second = InitOp(); // several: rule 2's error
+    });
+  }
+  InitOp found = initOfPipeline->lookup(pipeline);
+  if (!found)
     return InitOp();
-  Operation *ancestor = found->getBlock()->findAncestorOpInBlock(*op);
+  ancestor = found->getBlock()->findAncestorOpInBlock(*op);
   if (!ancestor || ancestor == found.getOperation() ||
       !ancestor->isBeforeInBlock(found))
     return InitOp();
@@ -410,10 +413,11 @@ void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
             vector::MaskedLoadOp, vector::MaskedStoreOp,
             vector::TransferReadOp, vector::TransferWriteOp>(op) &&
         !op->getParentOfType<TileOp>();
-    if (InitOp init = synchronous ? getInitAfter(op, ring.pipeline) : InitOp()) {
+    Operation *ancestor = nullptr;
+    if (InitOp init = synchronous ? getInitAfter(op, ring.pipeline, ancestor)
+                                  : InitOp()) {
       bool writes = !cast<MemoryEffectOpInterface>(op)
                          .onlyHasEffect<MemoryEffects::Read>();
-      Operation *ancestor = init->getBlock()->findAncestorOpInBlock(*op);
       if (!writes || isFencedForAsyncProxy(ancestor, init))
         continue;
       if (!reportedSlotOffsets.insert(op).second)

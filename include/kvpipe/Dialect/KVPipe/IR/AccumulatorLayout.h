@@ -78,12 +78,17 @@ struct AccumulatorLayout {
   static constexpr int64_t positionInRowHalf(int64_t i) {
     return 2 * (i / 4) + i % 2;
   }
+  /// The element at position `p` of row half `half` (positionInRowHalf's
+  /// and rowHalf's inverse).
+  static constexpr int64_t elementAt(int64_t half, int64_t p) {
+    return 4 * (p / 2) + 2 * half + p % 2;
+  }
   /// How many elements of a row half lie left of column offset `u` (0 <= u):
   /// those at positions below 2 (u / 8) + min(u % 8, 2).
   static constexpr int64_t positionsLeftOf(int64_t u) {
-    return 2 * (u / kColumnGroupWidth) + (u % kColumnGroupWidth < 2
-                                              ? u % kColumnGroupWidth
-                                              : 2);
+    return kColumnsPerLane * (u / kColumnGroupWidth) +
+           (u % kColumnGroupWidth < kColumnsPerLane ? u % kColumnGroupWidth
+                                                    : kColumnsPerLane);
   }
   /// The thread's first row: 16 w + l / 4.
   static constexpr int64_t threadRow(int64_t warp, int64_t lane) {
