@@ -273,8 +273,8 @@ def _main(argv: Optional[List[str]]) -> int:
         return _cache_command(args)
 
     if args.command == "compile":
-        from kvpipe.attention import PREFILL_PLAN
         from kvpipe.kernels import compile_attention
+        from kvpipe.plans import PREFILL_PLAN
 
         causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
         # (mask_alignment, sliding_window, kv_lengths); without causal or a
@@ -390,7 +390,7 @@ def _main(argv: Optional[List[str]]) -> int:
                     elif (alignment == "top_left" and not window and not lengths and dv == d
                           and (not args.tune or args.on_plan)):
                         # What kvpipe.attention launches for short
-                        # sequences (attention.PREFILL_PLAN), with --on-plan
+                        # sequences (plans.PREFILL_PLAN), with --on-plan
                         # plus the tuning.
                         extra += [{**planned, **_tuning(args.tune)}
                                   for _, planned in PREFILL_PLAN.get((d, causal), ())]
@@ -547,8 +547,8 @@ def bench_decode_kernel_configs(multiprocessors: int = 132) -> List[dict]:
     ``multiprocessors`` SMs (default the H200's): flash_attn_with_kvcache's
     choice for each point, with and without cache_seqlens, unsplit, and with
     the deeper K/V ring of its variant column."""
-    from kvpipe.attention import decode_plan
     from kvpipe.bench import DECODE_POINTS, DECODE_VARIANT_STAGES
+    from kvpipe.plans import decode_plan
 
     configs = []
     for b, n in DECODE_POINTS:

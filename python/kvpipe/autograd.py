@@ -2,7 +2,7 @@
 
 ``torch.autograd.Function`` whose forward launches the forward kernel with
 the log-sum-exp and saves ``q, k, v, o, lse``, and whose backward launches
-the backward family (``kvpipe.attention.attention_backward``) with the same
+the backward family (``kvpipe.backward.attention_backward``) with the same
 masks and modifiers (the callbacks are traced again there, and must give
 the forward's regions over the same tensors, which the forward saves: the
 kernels are cached by the traced regions, docs/modifiers.md). Under ``torch.compile``
@@ -17,9 +17,10 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 
 from kvpipe import modifiers as _modifiers
-from kvpipe.attention import (attention_backward, attention_impl, attention_varlen,
-                              attention_varlen_backward)
+from kvpipe.attention import attention_impl
+from kvpipe.backward import attention_backward
 from kvpipe.modifiers import check_same_modifiers
+from kvpipe.varlen import attention_varlen, attention_varlen_backward
 
 
 class AttentionFunction(torch.autograd.Function):

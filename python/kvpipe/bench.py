@@ -137,7 +137,7 @@ def _kvpipe_backward_fn(q: Any, k: Any, v: Any, do: Any, deterministic: Optional
     import torch
 
     import kvpipe
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     with torch.no_grad():
         o, lse = kvpipe.attention(q, k, v, return_lse=True, **masks)
@@ -438,8 +438,9 @@ def run_decode(points: Sequence[Sequence[int]] = DECODE_POINTS, heads_q: int = 3
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     import kvpipe
-    from kvpipe.attention import decode_plan, _multiprocessors
     from kvpipe.flash_attn import flash_attn_with_kvcache
+    from kvpipe.launch import _multiprocessors
+    from kvpipe.plans import decode_plan
 
     rows = []
     group = heads_q // heads_kv

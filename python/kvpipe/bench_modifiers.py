@@ -329,9 +329,10 @@ def bench_kernel_configs(head_dim: int = 128, heads: int = 16,
     choice of the plan). Traced with a shape-only slopes tensor: the IR does
     not depend on its values. ``variants``: also the forward kernels of
     ``run(..., variants=variants)``."""
-    from kvpipe.attention import PREFILL_PLAN, normalise_window, prefill_plan
+    from kvpipe.attention import normalise_window
     from kvpipe.check import unique_configs
     from kvpipe.check_modifiers import _ShapeOnly
+    from kvpipe.plans import PREFILL_PLAN, prefill_plan
 
     if seq_lens is None:
         # The plan's choice changes past each of its lengths only.

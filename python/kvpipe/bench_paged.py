@@ -29,8 +29,8 @@ def kernel_configs(page_sizes: Sequence[int] = PAGE_SIZES,
     """The ``compile_attention`` arguments of the kernels ``run`` launches:
     the contiguous kv_lengths kernel and the paged one per page size
     (``python -m kvpipe compile --for-check --paged`` compiles them too)."""
-    from kvpipe.attention import decode_plan
     from kvpipe.check import H200_MULTIPROCESSORS
+    from kvpipe.plans import decode_plan
 
     base = dict(head_dim=head_dim, dtype="bf16", causal=True, value_head_dim=None,
                 mask_alignment="bottom_right", sliding_window=False, kv_lengths=True)

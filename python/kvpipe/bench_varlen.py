@@ -61,9 +61,10 @@ def run(causals: Sequence[bool] = (False, True)) -> List[Dict[str, Any]]:
     import torch
 
     import kvpipe
-    from kvpipe.attention import (attention_backward, attention_impl, attention_varlen,
-                                  attention_varlen_backward)
+    from kvpipe.attention import attention_impl
+    from kvpipe.backward import attention_backward
     from kvpipe.flash_attn import flash_attn_varlen_func
+    from kvpipe.varlen import attention_varlen, attention_varlen_backward
 
     rows = []
     for label, lengths in BATCHES:

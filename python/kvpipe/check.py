@@ -104,7 +104,7 @@ def default_grid() -> List[Case]:
     cases.append(Case("bf16", 128, True, 1, 2, 2, 2048, 2048))  # long causal
     cases.append(Case("bf16", 64, True, 1, 2, 2, 3001, 3001))   # the plan's 2k-4k D 64 kernel
     # Causal sequences past the prefill plan's short lengths
-    # (attention.PREFILL_PLAN: shorter ones get persistent kernels): D 64's
+    # (plans.PREFILL_PLAN: shorter ones get persistent kernels): D 64's
     # default causal kernel and D 128's long-sequence one, with tails.
     cases += [Case("bf16", 64, True, 1, 2, 1, 4500, 4500),
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
@@ -593,7 +593,7 @@ def case_tuning(case: Case, tuning: Optional[Dict[str, Any]],
     launches: ``check --tune NAME=VALUE --on-plan``)."""
     if not on_plan or not tuning:
         return dict(tuning or {})
-    from kvpipe.attention import prefill_plan
+    from kvpipe.plans import prefill_plan
 
     causal, alignment, window = _launched_mask(case)
     planned = prefill_plan(*case.kernel_pair(), causal, alignment, window, False, False,
@@ -623,7 +623,7 @@ def kernel_configs(cases: Optional[List[Case]] = None, with_kvcache: bool = True
     choice of kernel (_launched_mask) and ``tuning`` (case_tuning, as
     ``run(cases, tuning=..., on_plan=...)`` passes it) or else the prefill
     plan's."""
-    from kvpipe.attention import prefill_plan
+    from kvpipe.plans import prefill_plan
 
     wanted = []
     for case, tuned in tuned_cases(cases, tuning, on_plan):  # run()'s
@@ -698,7 +698,7 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of the backward families (and the
     forward kernels whose O and log-sum-exp they take) that ``run_backward``
     and ``run_backward_integration`` launch."""
-    from kvpipe.attention import prefill_plan
+    from kvpipe.plans import prefill_plan
 
     configs: List[Dict[str, Any]] = []
 
@@ -751,7 +751,7 @@ def run_deterministic(repeats: int = 3) -> List[Dict[str, Any]]:
     import torch
 
     import kvpipe
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     rows = []
     for i, case in enumerate(deterministic_cases()):
@@ -836,7 +836,7 @@ def run_backward_case(case: Case, seed: int, tuning: Optional[Dict[str, bool]] =
     import torch
 
     import kvpipe
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     torch.manual_seed(seed)
     q = _make(case, "q", case.heads_q, case.seq_q, torch)
@@ -1071,7 +1071,8 @@ def decode_grid() -> List[DecodeCase]:
 def _decode_kernel_config(case: DecodeCase, multiprocessors: int) -> Dict[str, Any]:
     """The compile_attention arguments of the kernel a decode case launches
     (attention_impl's choice, through decode_plan)."""
-    from kvpipe.attention import decode_plan, normalise_window
+    from kvpipe.attention import normalise_window
+    from kvpipe.plans import decode_plan
 
     left, right = normalise_window(case.window, case.causal)
     window = left >= 0 or right >= 0
@@ -1189,7 +1190,7 @@ def run_decode(cases: Optional[List[DecodeCase]] = None) -> List[Dict[str, Any]]
 
 def decode_api_kernel_configs(multiprocessors: int = H200_MULTIPROCESSORS) -> List[Dict[str, Any]]:
     """The kernels of run_decode's flash_attn_with_kvcache comparison."""
-    from kvpipe.attention import decode_plan
+    from kvpipe.plans import decode_plan
 
     configs = []
     for splits in (1, 0, 2, 7, 128):

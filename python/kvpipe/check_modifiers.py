@@ -481,7 +481,7 @@ def run_mod_backward_case(case: ModCase, seed: int) -> Dict[str, Any]:
     import torch
 
     import kvpipe
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     q, k, v, aux, (score_mod, mask_mod) = _case_inputs(case, seed, torch)
     do = torch.randn_like(q)
@@ -677,7 +677,8 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
     launches: each case's forward kernel and backward family (as
     kvpipe.attention and attention_backward choose them, the regions traced
     with shape-only tensors), and flash_attn_func's."""
-    from kvpipe.attention import normalise_window, prefill_plan
+    from kvpipe.attention import normalise_window
+    from kvpipe.plans import prefill_plan
 
     wanted = []
 

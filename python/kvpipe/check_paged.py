@@ -112,8 +112,9 @@ def kernel_configs(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, An
     """The ``compile_attention`` arguments of the kernels ``run`` launches
     (``python -m kvpipe compile --for-check --paged``): paged_attention's
     choice, no mask meaning the top-left kernel."""
-    from kvpipe.attention import decode_plan, normalise_window
+    from kvpipe.attention import normalise_window
     from kvpipe.check import H200_MULTIPROCESSORS
+    from kvpipe.plans import decode_plan
 
     configs: List[Dict[str, Any]] = []
     for case in cases if cases is not None else paged_grid():

@@ -9,7 +9,7 @@ and f16. The reference is per sequence: float32 attention with an explicit
 mask (``check.reference_mask``), query rows in chunks. Every case runs twice:
 
 * through ``kvpipe.flash_attn.flash_attn_varlen_func`` (bottom-right masks)
-  or ``kvpipe.attention.attention_varlen`` (top-left), on packed tensors:
+  or ``kvpipe.varlen.attention_varlen`` (top-left), on packed tensors:
   the whole output and log-sum-exp are compared;
 * through ``attention_varlen`` with the sequences in reverse order and 1 to
   70 rows after the last one that belong to no sequence (``cu_seqlens_q``
@@ -310,8 +310,8 @@ def run_backward_case(case: VarlenCase, seed: int, way: str = "sequences",
 
     import torch
 
-    from kvpipe.attention import VARLEN_BACKWARD_ENV
     from kvpipe.flash_attn import flash_attn_varlen_func
+    from kvpipe.varlen import VARLEN_BACKWARD_ENV
 
     torch.manual_seed(seed)
     q, k, v, cu_q, cu_k, starts_q, starts_k = _packed_inputs(case, 3, torch)
@@ -463,8 +463,8 @@ def _compare(got: Any, got_lse: Any, ref: Any, ref_lse: Any, torch: Any) -> Tupl
 def run_case(case: VarlenCase, seed: int, tail: bool) -> Dict[str, Any]:
     import torch
 
-    from kvpipe.attention import attention_varlen
     from kvpipe.flash_attn import flash_attn_varlen_func
+    from kvpipe.varlen import attention_varlen
 
     torch.manual_seed(seed)
     dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16

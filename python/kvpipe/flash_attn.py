@@ -27,8 +27,9 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from kvpipe import _tensors, modifiers
-from kvpipe.attention import (MAX_SPLITS, attention, attention_varlen, check_varlen_inputs,
-                              normalise_window)
+from kvpipe.attention import attention, normalise_window
+from kvpipe.plans import MAX_SPLITS
+from kvpipe.varlen import attention_varlen, check_varlen_inputs
 
 __all__ = ["flash_attn_func", "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 

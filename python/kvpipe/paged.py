@@ -76,7 +76,7 @@ def check_paged_cache(k_cache: Any, v_cache: Any, block_table: Any,
 def kernel_values(q: Any, k_cache: Any, v_cache: Any, out: Any,
                   lse_address: int, block_table: Any, kv_lengths: Any, scale: float,
                   window: Tuple[int, int], layout: str) -> Dict[str, Any]:
-    """The paged kernel's arguments by name (``attention.kernel_arguments``
+    """The paged kernel's arguments by name (``launch.kernel_arguments``
     orders them as the ABI says): the K/V maps on the whole cache, seen as
     (B, H, S, D) = (page, head, row in page, dim), and the block table with
     its row stride, which must be its row length (contiguous rows)."""
@@ -155,10 +155,11 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     Returns:
         ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
     """
-    from kvpipe.attention import (_check_decode_args, _kernel_for, device_launch, _multiprocessors,
-                                  attention_split, check_scale_and_out, forward_outputs,
-                                  kernel_arguments, launch_decode_plan, launch_grid,
+    from kvpipe.attention import (attention_split, check_scale_and_out, forward_outputs,
                                   normalise_window)
+    from kvpipe.launch import (_kernel_for, _multiprocessors, device_launch, kernel_arguments,
+                               launch_grid)
+    from kvpipe.plans import _check_decode_args, launch_decode_plan
 
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True,
                           stride_alignment_bytes=16)

@@ -14,7 +14,8 @@ from typing import Optional, Tuple
 
 import torch
 
-from kvpipe.attention import attention_backward, attention_impl
+from kvpipe.attention import attention_impl
+from kvpipe.backward import attention_backward
 
 
 @torch.library.custom_op("kvpipe::attention", mutates_args=())

@@ -6,7 +6,7 @@ import pytest
 import kvpipe
 from fakes import FakeTensor
 from needs import needs_torch
-from kvpipe.attention import attention_backward
+from kvpipe.backward import attention_backward
 
 
 def qkv(b=2, hq=4, hkv=4, sq=100, skv=120, d=128, layout="bhsd", dv=None, **kw):
@@ -197,7 +197,7 @@ def test_out_has_v_head_dim():
 
 
 def test_launch_grid_has_a_cta_per_tile_or_per_sm_when_persistent():
-    from kvpipe.attention import launch_grid
+    from kvpipe.launch import launch_grid
 
     abi = {"block_m": 128, "persistent": False}
     assert launch_grid(abi, 1000, 16, 4, 0) == (8, 16, 4)
@@ -297,7 +297,7 @@ def test_deterministic_backward_refuses_other_masks(kwargs, match):
     ({"window_size": (1, 2, 3)}, "window_size must be a pair of ints"),
 ])
 def test_attention_backward_checks_its_mask_arguments(kwargs, match):
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     q, k, v = qkv()
     lse = FakeTensor((q.shape[0], q.shape[1], q.shape[2]), dtype="float32")
@@ -317,7 +317,7 @@ def test_bad_masks_are_named_when_inputs_require_grad(kwargs, error, match):
 
 
 def test_backward_refuses_head_dims_it_does_not_generate():
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     # Every (q, v) head-dim pair the forward takes has a backward family
     # (kernels.BACKWARD_HEAD_DIM_PAIRS): the others are refused by the input
@@ -333,7 +333,7 @@ def test_backward_refuses_head_dims_it_does_not_generate():
 
 
 def test_backward_takes_192_with_v_128_and_checks_o_against_v():
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     # o and do have q's shape with v's head dim: one of q's is refused.
     q, v = FakeTensor((1, 2, 16, 192)), FakeTensor((1, 2, 16, 128))

@@ -16,7 +16,7 @@ import pytest
 
 import kvpipe
 from fakes import FakeTensor
-from kvpipe import bench, bench_modifiers, kernels, modifiers
+from kvpipe import backward, bench, bench_modifiers, kernels, modifiers
 from kvpipe.check_modifiers import _ShapeOnly
 
 attention = importlib.import_module("kvpipe.attention")  # kvpipe.attention is the function
@@ -168,6 +168,7 @@ def _requested_kernels(monkeypatch, n, heads=16, head_dim=128, batch=2):
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     monkeypatch.setattr(modifiers, "_torch_mode", contextlib.nullcontext)
     monkeypatch.setattr(attention, "_aux_arguments", lambda traced, q: {})
+    monkeypatch.setattr(backward, "_aux_arguments", lambda traced, q: {})
     monkeypatch.setattr(attention, "forward_outputs", lambda *args: (None, None, 0))
     requested = set()
 
@@ -186,7 +187,7 @@ def _requested_kernels(monkeypatch, n, heads=16, head_dim=128, batch=2):
             with pytest.raises(_Launched):  # bench._kvpipe_backward_fn's forward
                 kvpipe.attention(q, q, q, return_lse=True, **kwargs)
             with pytest.raises(_Launched):  # and its backward
-                attention.attention_backward(q, q, q, q, lse, q, deterministic=False, **kwargs)
+                backward.attention_backward(q, q, q, q, lse, q, deterministic=False, **kwargs)
     return requested
 
 

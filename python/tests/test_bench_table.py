@@ -179,8 +179,8 @@ def test_backward_timings_time_the_backward_alone(monkeypatch):
     # timed call is attention_backward with the same masks and modifiers.
     monkeypatch.setattr(kvpipe, "attention",
                         lambda q, k, v, **kw: calls.append(kw) or ("o", "lse"))
-    attention = importlib.import_module("kvpipe.attention")
-    monkeypatch.setattr(attention, "attention_backward", lambda *args, **kw: calls.append(
+    backward_module = importlib.import_module("kvpipe.backward")
+    monkeypatch.setattr(backward_module, "attention_backward", lambda *args, **kw: calls.append(
         (args, kw)))
     backward = bench._kvpipe_backward_fn("q", "k", "v", "do", deterministic=False, causal=True,
                                          score_mod="mod", tuning=dict(dq_atomics=True))

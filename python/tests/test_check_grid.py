@@ -49,7 +49,7 @@ def test_random_grid_is_reproducible_and_draws_masks():
 
 
 def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
-    from kvpipe.attention import prefill_plan
+    from kvpipe.plans import prefill_plan
 
     def plan(d, causal=True, sq=1024, skv=None, alignment="top_left", window=False,
              lengths=False, mods=False, dv=None, tuning=None):
@@ -112,7 +112,7 @@ def test_backward_kernel_configs_hold_the_forward_kernels_the_grid_launches():
     # The backward check runs kvpipe.attention first: for a short causal
     # case that is the prefill plan's kernel, which a cache filled for
     # check --backward alone must hold.
-    from kvpipe.attention import prefill_plan
+    from kvpipe.plans import prefill_plan
 
     configs = check.backward_kernel_configs()
     for case in check.backward_grid():

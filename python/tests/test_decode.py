@@ -3,7 +3,6 @@ them, the argument checks, the launch's argument assembly from the
 compiler's ABI (5-D packed maps, workspace, combine kernel), and the
 check's decode grid and the kernels it needs (docs/serving.md)."""
 
-import importlib
 import re
 from pathlib import Path
 
@@ -11,9 +10,7 @@ import pytest
 
 import kvpipe
 from fakes import FakeTensor
-from kvpipe import check, cuda, flash_attn, tma
-
-attention = importlib.import_module("kvpipe.attention")
+from kvpipe import check, cuda, flash_attn, launch, plans, tma
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kernel-abi.md"
 
@@ -21,52 +18,52 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "kernel-abi.md"
 # --- heuristics ---------------------------------------------------------------
 
 def test_no_split_when_the_tiles_fill_the_sms():
-    assert attention.num_splits_heuristic(512, 132, 64) == 1
-    assert attention.num_splits_heuristic(106, 132, 1000) == 1     # >= 80 % of the SMs
+    assert plans.num_splits_heuristic(512, 132, 64) == 1
+    assert plans.num_splits_heuristic(106, 132, 1000) == 1     # >= 80 % of the SMs
 
 
 def test_split_fills_the_sms_with_a_few_blocks_each():
     # 8 x 32k, packed (8 sequences x 8 K/V heads): 2 splits make 128 CTAs.
-    assert attention.num_splits_heuristic(64, 132, 256) == 2
+    assert plans.num_splits_heuristic(64, 132, 256) == 2
     # 1 x 128k: 8 tiles; 15 splits (120 CTAs) is the first count within 85 %
     # of the best wave efficiency.
-    assert attention.num_splits_heuristic(8, 132, 1024) == 15
+    assert plans.num_splits_heuristic(8, 132, 1024) == 15
     # Few blocks: at least 4 per split.
-    assert attention.num_splits_heuristic(8, 132, 12) == 3
-    assert attention.num_splits_heuristic(8, 132, 7) == 1
+    assert plans.num_splits_heuristic(8, 132, 12) == 3
+    assert plans.num_splits_heuristic(8, 132, 7) == 1
     # Never more than 128 splits or the SM count.
-    assert attention.num_splits_heuristic(1, 200, 10**6) <= 128
+    assert plans.num_splits_heuristic(1, 200, 10**6) <= 128
 
 
 def test_pack_gqa_for_few_queries_only():
-    assert attention.should_pack_gqa(1, 4)
-    assert attention.should_pack_gqa(16, 7)
-    assert attention.should_pack_gqa(4, 64)
-    assert not attention.should_pack_gqa(1, 1)           # MHA: nothing to pack
-    assert not attention.should_pack_gqa(1, 65)          # more heads than rows
-    assert not attention.should_pack_gqa(4096, 4)        # prefill: both full
+    assert plans.should_pack_gqa(1, 4)
+    assert plans.should_pack_gqa(16, 7)
+    assert plans.should_pack_gqa(4, 64)
+    assert not plans.should_pack_gqa(1, 1)           # MHA: nothing to pack
+    assert not plans.should_pack_gqa(1, 65)          # more heads than rows
+    assert not plans.should_pack_gqa(4096, 4)        # prefill: both full
 
 
 @pytest.mark.parametrize("batch,cache,splits", [(64, 8192, 1), (8, 32768, 2), (1, 131072, 15)])
 def test_decode_plan_of_the_bench_points(batch, cache, splits):
-    num_splits, pack, tuning = attention.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0,
-                                                     None, 132, {})
+    num_splits, pack, tuning = plans.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0,
+                                                 None, 132, {})
     assert (num_splits, pack, tuning) == (splits, 4, {"consumer_warpgroups": 1})
     # An explicit stage count is kept.
-    assert attention.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0, None, 132,
-                                 {"kv_stages": 3})[2]["kv_stages"] == 3
+    assert plans.decode_plan(batch, 32, 8, 1, cache, 128, 128, 0, None, 132,
+                             {"kv_stages": 3})[2]["kv_stages"] == 3
 
 
 def test_decode_plan_keeps_explicit_choices():
     # num_splits 1 and pack_gqa False: the prefill kernel, untouched.
-    assert attention.decode_plan(2, 32, 8, 1, 4096, 128, 128, 1, False, 0, {}) == (1, 0, {})
+    assert plans.decode_plan(2, 32, 8, 1, 4096, 128, 128, 1, False, 0, {}) == (1, 0, {})
     # Explicit tuning wins over the one-warpgroup choice.
-    assert attention.decode_plan(2, 32, 8, 1, 4096, 128, 128, 3, True, 0,
-                                 {"consumer_warpgroups": 2}) == (3, 4, {"consumer_warpgroups": 2})
+    assert plans.decode_plan(2, 32, 8, 1, 4096, 128, 128, 3, True, 0,
+                             {"consumer_warpgroups": 2}) == (3, 4, {"consumer_warpgroups": 2})
     # Two warpgroups when a packed tile needs more than 64 rows.
-    assert attention.decode_plan(2, 32, 4, 16, 4096, 128, 128, 3, True, 0, {}) == (3, 8, {})
+    assert plans.decode_plan(2, 32, 4, 16, 4096, 128, 128, 3, True, 0, {}) == (3, 8, {})
     with pytest.raises(ValueError, match="pack_gqa=True needs at most 64 query heads"):
-        attention.decode_plan(1, 128, 1, 1, 100, 128, 128, 1, True, 0, {})
+        plans.decode_plan(1, 128, 1, 1, 100, 128, 128, 1, True, 0, {})
 
 
 # --- argument checks ----------------------------------------------------------
@@ -134,8 +131,8 @@ def test_packed_map_geometry_steps_over_the_heads(layout):
     # q of 8 heads, 3 queries, D 128; group of 4: (B, H_kv, S, G, D).
     shape = (2, 8, 3, 128) if layout == "bhsd" else (2, 3, 8, 128)
     t = FakeTensor(shape)
-    view_shape, view_strides = attention._bhsd_view("q", t, layout)
-    dims, strides = attention.packed_map_geometry(view_shape, view_strides, 4)
+    view_shape, view_strides = launch._bhsd_view("q", t, layout)
+    dims, strides = launch.packed_map_geometry(view_shape, view_strides, 4)
     assert dims == (2, 2, 3, 4, 128)
     sb, sh, ss, _ = view_strides
     assert strides == (sb, 4 * sh, ss, sh, 1)
@@ -180,14 +177,14 @@ def test_split_launch_arguments_and_grids(decode_family, monkeypatch):
 
     monkeypatch.setattr(tma, "encode_tiled", fake_tiled)
     monkeypatch.setattr(tma, "encode_from_tensor", fake_from_tensor)
-    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    monkeypatch.setattr(launch, "_maps", type(launch._maps)())
     q = FakeTensor((3, 2, 32, 128), ptr=0x10000)          # bshd: B 3, Sq 2, Hq 32
     k = FakeTensor((3, 4096, 8, 128), ptr=0x20000)
     values = {"q_map": ("q", q, "bshd"), "k_map": ("k", k, "bshd"),
               "v_map": ("v", k, "bshd"), "seq_q": 2, "seq_kv": 4096, "heads_per_kv_head": 4,
               "scale_log2": 0.1, "heads_q": 32, "batch": 3, "kv_lengths": 0x30000,
               "num_splits": 5, "o_partial": 0x40000, "lse_partial": 0x50000}
-    args = attention.kernel_arguments(main, values)
+    args = launch.kernel_arguments(main, values)
     assert [type(a) for a in args[:3]] == [cuda.TensorMapArg] * 3
     assert [type(a) for a in args[-3:]] == [cuda.I32Arg, cuda.PtrArg, cuda.PtrArg]
     # Q's 5-D map: (B, H_kv, S, G, D) with the heads' stride inside a group.
@@ -196,14 +193,14 @@ def test_split_launch_arguments_and_grids(decode_family, monkeypatch):
                           (1, 1, 16, 4, 64))
     # The launcher refuses a group other than the kernel's.
     with pytest.raises(ValueError, match="heads_per_kv_head \\(2\\) must equal the pack_gqa"):
-        attention.kernel_arguments(main, dict(values, heads_per_kv_head=2))
+        launch.kernel_arguments(main, dict(values, heads_per_kv_head=2))
     # 8 K/V heads per sequence, 5 splits of the one packed Q block.
-    assert attention.launch_grid(main, 1, 32, 3, 0, 5) == (5, 8, 3)
-    assert attention.launch_grid(main, 20, 32, 3, 0, 5) == (10, 8, 3)
+    assert launch.launch_grid(main, 1, 32, 3, 0, 5) == (5, 8, 3)
+    assert launch.launch_grid(main, 20, 32, 3, 0, 5) == (10, 8, 3)
     # One warp per output row, 4 rows per CTA.
-    assert attention.combine_grid(combine, 1, 32, 3) == (24, 1, 1)
-    assert attention.combine_grid(combine, 3, 5, 1) == (4, 1, 1)
-    args = attention.kernel_arguments(combine, {
+    assert launch.combine_grid(combine, 1, 32, 3) == (24, 1, 1)
+    assert launch.combine_grid(combine, 3, 5, 1) == (4, 1, 1)
+    args = launch.kernel_arguments(combine, {
         "o_partial": 1, "lse_partial": 2, "o": 3, "lse": 0, "o_stride_b": 4,
         "o_stride_h": 5, "o_stride_s": 6, "seq_q": 1, "heads_q": 32, "batch": 3,
         "num_splits": 5})

@@ -2,7 +2,6 @@
 parameter order, each tensor map's box and swizzle; docs/kernel-abi.md's
 parameter table is the compiler's (no GPU needed)."""
 
-import importlib
 import re
 from pathlib import Path
 
@@ -10,10 +9,7 @@ import pytest
 
 import kvpipe
 from fakes import FakeTensor
-from kvpipe import cuda, tma
-
-# The module, not kvpipe.attention the function.
-attention = importlib.import_module("kvpipe.attention")
+from kvpipe import cuda, launch, tma
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kernel-abi.md"
 
@@ -39,11 +35,11 @@ def test_arguments_follow_the_abi(abi, monkeypatch):
         return bytes(128)
 
     monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
-    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
-    args = attention.kernel_arguments(abi, _values())
+    monkeypatch.setattr(launch, "_maps", type(launch._maps)())
+    args = launch.kernel_arguments(abi, _values())
     kinds = {"tensor_map": cuda.TensorMapArg, "pointer": cuda.PtrArg, "i32": cuda.I32Arg,
              "f32": cuda.F32Arg}
-    expected = {**attention._V2_PARAM_KINDS, **abi.get("param_kinds", {})}
+    expected = {**launch._V2_PARAM_KINDS, **abi.get("param_kinds", {})}
     assert [type(a) for a in args] == [kinds[expected[p]] for p in abi["params"]]
     # Each map's box and swizzle are the ABI's entry of that name.
     maps = [p for p in abi["params"] if expected[p] == "tensor_map"]
@@ -54,13 +50,13 @@ def test_arguments_follow_the_abi(abi, monkeypatch):
 
 def test_a_parameter_the_runtime_does_not_know_is_an_error(abi):
     changed = dict(abi, params=abi["params"] + ["page_table"])
-    with pytest.raises(attention.KernelABIError, match="'page_table'"):
-        attention.kernel_arguments(changed, _values())
+    with pytest.raises(launch.KernelABIError, match="'page_table'"):
+        launch.kernel_arguments(changed, _values())
 
 
 def test_another_abi_version_is_an_error(abi):
-    with pytest.raises(attention.KernelABIError, match="ABI version 99"):
-        attention.kernel_arguments(dict(abi, abi_version=99), _values())
+    with pytest.raises(launch.KernelABIError, match="ABI version 99"):
+        launch.kernel_arguments(dict(abi, abi_version=99), _values())
 
 
 def test_the_documented_parameter_table_is_the_compilers(abi):
@@ -97,14 +93,14 @@ def test_boxes_and_swizzles_come_from_the_abi(compiler, tmp_path, monkeypatch, h
         return bytes(128)
 
     monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
-    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    monkeypatch.setattr(launch, "_maps", type(launch._maps)())
     dv = value_head_dim or head_dim
     values = _values()
     for i, (name, dim) in enumerate((("q_map", head_dim), ("k_map", head_dim), ("v_map", dv),
                                      ("o_map", dv))):
         tensor_name, _, layout = values[name]
         values[name] = (tensor_name, FakeTensor((2, 4, 100, dim), ptr=0x10000 * (i + 1)), layout)
-    attention.kernel_arguments(abi, values)
+    launch.kernel_arguments(abi, values)
     assert [(box, s) for _, box, s in encoded] == [
         (tuple(abi[m]["box"]), abi[m]["swizzle"]) for m in ("q_map", "k_map", "v_map", "o_map")]
 
@@ -126,4 +122,4 @@ def test_the_documented_backward_tables_are_the_compilers(compiler, tmp_path, mo
     for abi in family.abis:
         kinds = abi["param_kinds"]
         assert set(kinds) == set(abi["params"])
-        assert set(kinds.values()) <= set(attention._SCALAR_ARGS) | {"tensor_map"}
+        assert set(kinds.values()) <= set(launch._SCALAR_ARGS) | {"tensor_map"}

@@ -228,7 +228,7 @@ def test_kernels_with_modifiers_compile_and_report_them(compiler, tmp_path, monk
 
 
 def test_kernel_arguments_pass_the_aux_pointers():
-    from kvpipe.attention import KernelABIError, kernel_arguments
+    from kvpipe.launch import KernelABIError, kernel_arguments
 
     abi = {"abi_version": 2, "kernel": "k", "params": ["seq_q", "aux0", "aux1"],
            "param_kinds": {"seq_q": "i32", "aux0": "pointer", "aux1": "pointer"}}
@@ -275,7 +275,7 @@ def test_backward_families_with_aux_grads_name_their_gradients():
 
 
 def test_attention_backward_refuses_modifier_tensors_that_require_grad():
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     q = FakeTensor((1, 2, 16, 64))
     table = Tensor((2, 9), dtype="float32")
@@ -430,7 +430,7 @@ def test_backward_check_kernels_trace_without_torch():
 
 
 def test_attention_backward_refuses_sequences_past_the_exact_float_indices():
-    from kvpipe.attention import attention_backward
+    from kvpipe.backward import attention_backward
 
     q, k = FakeTensor((1, 2, 16, 64)), FakeTensor((1, 2, 1 << 23, 64))
     lse = FakeTensor((1, 2, 16), dtype="float32")

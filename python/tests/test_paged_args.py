@@ -2,15 +2,11 @@
 before any launch, kernels.py's page_size, and the paged kernel's arguments
 (CPU-only: tensor-like fakes stand in for torch)."""
 
-import importlib
-
 import pytest
 
 import kvpipe
 from fakes import FakeTensor
-from kvpipe import cuda, flash_attn, kernels, paged, tma
-
-attention = importlib.import_module("kvpipe.attention")
+from kvpipe import cuda, flash_attn, kernels, launch, paged, tma
 
 
 def q(b=2, s=1, h=8, d=128, **kw):
@@ -141,7 +137,7 @@ def test_paged_kernel_arguments(compiler, tmp_path, monkeypatch, page, d, block_
         return bytes(128)
 
     monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
-    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    monkeypatch.setattr(launch, "_maps", type(launch._maps)())
     query = q(b=3, s=4, h=8, d=d, ptr=0x100000)
     k_cache = FakeTensor((50, page, 2, d), ptr=0x200000)
     v_cache = FakeTensor((50, page, 2, d), ptr=0x300000)
@@ -150,7 +146,7 @@ def test_paged_kernel_arguments(compiler, tmp_path, monkeypatch, page, d, block_
     lengths = FakeTensor((3,), dtype="int32", ptr=0x600000)
     values = paged.kernel_values(query, k_cache, v_cache, out, 0, block_table, lengths,
                                  0.125, (-1, 0), "bshd")
-    args = attention.kernel_arguments(abi, values)
+    args = launch.kernel_arguments(abi, values)
     by_name = dict(zip(abi["params"], args))
     # The K/V maps describe the whole cache as (page, head, row, dim): bshd.
     assert encoded[1] == (0x200000, (50, page, 2, d), (1, 1, box_rows, width), (0, 2, 1, 3))

@@ -3,7 +3,6 @@ argument errors, the varlen kernel's configuration and its launch arguments,
 and the check/bench/compile --for-check wiring (CPU-only: tensor-like fakes
 stand in for torch)."""
 
-import importlib
 import inspect
 import sys
 import types
@@ -12,9 +11,7 @@ import pytest
 
 import kvpipe
 from fakes import FakeTensor
-from kvpipe import check_varlen, bench_varlen, cuda, flash_attn, kernels, tma
-
-attention = importlib.import_module("kvpipe.attention")
+from kvpipe import check_varlen, bench_varlen, cuda, flash_attn, kernels, launch, tma, varlen
 
 FLASH_ATTN_VARLEN_FUNC = [
     ("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty),
@@ -88,8 +85,8 @@ def test_varlen_modifiers_with_grad_go_through_autograd(monkeypatch):
     monkeypatch.setitem(sys.modules, "kvpipe.autograd", fake)
     q, k, v, cu_q, cu_k = packed()
     score_mod = lambda s, b, h, qi, kv: s * 2.0  # noqa: E731
-    assert attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
-                                      200, 400, score_mod=score_mod) == "o"
+    assert varlen.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
+                                   200, 400, score_mod=score_mod) == "o"
     (args,) = calls
     assert args[-3] is score_mod and args[-2] is None
     assert "arith.mulf" in args[-1].ir
@@ -110,7 +107,7 @@ def test_varlen_backward_ways_are_checked_by_name(kwargs, error, match):
     out = FakeTensor((300, 8, 128), ptr=0x600000)
     lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
     with pytest.raises(error, match=match):
-        attention.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k, **kwargs)
+        varlen.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k, **kwargs)
 
 
 @pytest.mark.parametrize("head_dim,value_dim,causal,window", [
@@ -136,22 +133,22 @@ def test_packed_backward_launches_follow_the_abis(compiler, tmp_path, monkeypatc
         return bytes(128)
 
     monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
-    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    monkeypatch.setattr(launch, "_maps", type(launch._maps)())
     q, k, v, cu_q, cu_k = packed(d=head_dim, dv=value_dim)
     out = FakeTensor((300, 8, value_dim), ptr=0x600000)
     dout = FakeTensor((300, 8, value_dim), ptr=0x800000)
     lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
     buffers = {name: 0x1000000 * (i + 1) for i, name in
                enumerate(("delta", "lse_log2", "dq_accum", "dq", "dk", "dv"))}
-    launches = attention.varlen_backward_launches(abis, q, k, v, out, dout, lse, cu_q, cu_k,
-                                                  buffers, 200, 400, 0.125, (-1, 0), {})
+    launches = varlen.varlen_backward_launches(abis, q, k, v, out, dout, lse, cu_q, cu_k,
+                                               buffers, 200, 400, 0.125, (-1, 0), {})
     assert [role for role, _, _ in launches] == ["preprocess", "main", "postprocess"]
     block_n = abis["main"]["block_n"]
     grids = {role: grid for role, grid, _ in launches}
     assert grids == {"preprocess": (4, 8, 3), "main": (-(-400 // block_n), 8, 3),
                      "postprocess": (4, 8, 3)}
     for role, _, values in launches:
-        args = attention.kernel_arguments(abis[role], values)
+        args = launch.kernel_arguments(abis[role], values)
         assert len(args) == len(abis[role]["params"])
         assert values.get("cu_seqlens_q") == 0x400000 and values.get("total_q") == 300
     pre, main, post = (values for _, _, values in launches)
@@ -177,7 +174,7 @@ def test_varlen_padded_rows_keep_sequences_apart():
                    range(rng.randrange(1, 9))]
         starts = [sum(lengths[:b]) for b in range(len(lengths))]
         total = sum(lengths) + rng.randrange(3)
-        end = attention.varlen_padded_rows(total, len(lengths), 64)
+        end = varlen.varlen_padded_rows(total, len(lengths), 64)
         previous = 0
         for b, (start, n) in enumerate(zip(starts, lengths)):
             first = (start + 64 * b) // 64 * 64
@@ -235,9 +232,9 @@ def test_other_arguments():
     with pytest.raises(TypeError, match="window_size"):
         flash_attn.flash_attn_varlen_func(*packed(), 200, 400, window_size=5)
     with pytest.raises(ValueError, match="mask_alignment"):
-        attention.attention_varlen(*packed(), 200, 400, mask_alignment="middle")
+        varlen.attention_varlen(*packed(), 200, 400, mask_alignment="middle")
     with pytest.raises(ValueError, match="scale"):
-        attention.attention_varlen(*packed(), 200, 400, scale=-1.0)
+        varlen.attention_varlen(*packed(), 200, 400, scale=-1.0)
 
 
 @pytest.mark.parametrize("name,tensor,match", [
@@ -250,13 +247,13 @@ def test_other_arguments():
 ])
 def test_bad_outputs_are_named(name, tensor, match):
     with pytest.raises(ValueError, match=match):
-        attention.attention_varlen(*packed(), 200, 400, return_lse=True, **{name: tensor})
+        varlen.attention_varlen(*packed(), 200, 400, return_lse=True, **{name: tensor})
 
 
 def test_lse_out_needs_return_lse():
     with pytest.raises(ValueError, match="lse_out needs return_lse=True"):
-        attention.attention_varlen(*packed(), 200, 400,
-                                   lse_out=FakeTensor((8, 300), dtype="float32"))
+        varlen.attention_varlen(*packed(), 200, 400,
+                                lse_out=FakeTensor((8, 300), dtype="float32"))
 
 
 def test_the_kernel_configuration_says_varlen():
@@ -296,12 +293,12 @@ def test_launch_arguments_follow_the_varlen_abi(compiler, tmp_path, monkeypatch)
         return bytes(128)
 
     monkeypatch.setattr(tma, "encode_from_tensor", fake_encode)
-    monkeypatch.setattr(attention, "_maps", type(attention._maps)())
+    monkeypatch.setattr(launch, "_maps", type(launch._maps)())
     q, k, v, cu_q, cu_k = packed()
     out = FakeTensor((300, 8, 128), ptr=0x600000)
     lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
-    args = attention.varlen_kernel_arguments(abi, q, k, v, out, lse, cu_q, cu_k, 200, 400,
-                                             0.125, (-1, 0))
+    args = varlen.varlen_kernel_arguments(abi, q, k, v, out, lse, cu_q, cu_k, 200, 400,
+                                          0.125, (-1, 0))
     values = dict(zip(abi["params"], args))
     kinds = {"tensor_map": cuda.TensorMapArg, "pointer": cuda.PtrArg, "i32": cuda.I32Arg,
              "f32": cuda.F32Arg}
@@ -398,8 +395,8 @@ def test_outputs_in_place_are_refused_when_inputs_require_grad():
     q, k, v, cu_q, cu_k = packed()
     with pytest.raises(ValueError, match="out and lse_out cannot be given when q, k or v "
                                          "require grad"):
-        attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
-                                   200, 400, out=FakeTensor((300, 8, 128)))
+        varlen.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
+                                200, 400, out=FakeTensor((300, 8, 128)))
 
 
 def test_inputs_requiring_grad_go_through_autograd(monkeypatch):
@@ -415,10 +412,10 @@ def test_inputs_requiring_grad_go_through_autograd(monkeypatch):
     monkeypatch.setitem(sys.modules, "kvpipe.autograd", fake)
     q, k, v, cu_q, cu_k = packed()
     grad_q = _GradTensor(q.shape, ptr=0x100000)
-    assert attention.attention_varlen(grad_q, k, v, cu_q, cu_k, 200, 400, causal=True,
-                                      mask_alignment="bottom_right") == "o"
-    assert attention.attention_varlen(grad_q, k, v, cu_q, cu_k, 200, 400,
-                                      return_lse=True) == ("o", "lse")
+    assert varlen.attention_varlen(grad_q, k, v, cu_q, cu_k, 200, 400, causal=True,
+                                   mask_alignment="bottom_right") == "o"
+    assert varlen.attention_varlen(grad_q, k, v, cu_q, cu_k, 200, 400,
+                                   return_lse=True) == ("o", "lse")
     (args, _) = calls
     assert args[:7] == (grad_q, k, v, cu_q, cu_k, 200, 400)
     assert args[7:10] == (True, None, "bottom_right")
@@ -507,20 +504,20 @@ def test_deterministic_varlen_modifiers_with_grad_are_refused_at_the_forward():
     # order: refused before the forward runs, naming both.
     q, k, v, cu_q, cu_k = packed()
     with pytest.raises(NotImplementedError, match="deterministic mode with score_mod/mask_mod"):
-        attention.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
-                                   200, 400, score_mod=lambda s, b, h, qi, kv: s * 2.0,
-                                   deterministic=True)
+        varlen.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
+                                200, 400, score_mod=lambda s, b, h, qi, kv: s * 2.0,
+                                deterministic=True)
 
 
 def test_a_bad_varlen_backward_way_in_the_environment_is_named(monkeypatch):
-    monkeypatch.setenv(attention.VARLEN_BACKWARD_ENV, "yes")
+    monkeypatch.setenv(varlen.VARLEN_BACKWARD_ENV, "yes")
     q, k, v, cu_q, cu_k = packed()
     out = FakeTensor((300, 8, 128), ptr=0x600000)
     lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
     with pytest.raises(ValueError, match="KVPIPE_VARLEN_BACKWARD must be 'sequences' or "
                                          "'packed', got 'yes'"):
-        attention.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k,
-                                            deterministic=False)
+        varlen.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k,
+                                         deterministic=False)
 
 
 class _Ran(Exception):
@@ -540,9 +537,9 @@ def test_the_varlen_backward_runs_packed_unless_deterministic_or_asked(
     # deterministic mode (dQ in a fixed order) and the environment's
     # "sequences" take the per-sequence way.
     if env is None:
-        monkeypatch.delenv(attention.VARLEN_BACKWARD_ENV, raising=False)
+        monkeypatch.delenv(varlen.VARLEN_BACKWARD_ENV, raising=False)
     else:
-        monkeypatch.setenv(attention.VARLEN_BACKWARD_ENV, env)
+        monkeypatch.setenv(varlen.VARLEN_BACKWARD_ENV, env)
     ran = []
 
     def packed_way(*args, **kwargs):
@@ -553,13 +550,13 @@ def test_the_varlen_backward_runs_packed_unless_deterministic_or_asked(
         ran.append("sequences")
         raise _Ran
 
-    monkeypatch.setattr(attention, "_varlen_backward_packed", packed_way)
+    monkeypatch.setattr(varlen, "_varlen_backward_packed", packed_way)
     monkeypatch.setattr(FakeTensor, "tolist", per_sequence, raising=False)
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
     q, k, v, cu_q, cu_k = packed()
     out = FakeTensor((300, 8, 128), ptr=0x600000)
     lse = FakeTensor((8, 300), dtype="float32", ptr=0x700000)
     with pytest.raises(_Ran):
-        attention.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k,
-                                            deterministic=deterministic)
+        varlen.attention_varlen_backward(q, k, v, out, lse, out, cu_q, cu_k,
+                                         deterministic=deterministic)
     assert ran == [expected]

@@ -7,16 +7,14 @@ sequences, rows after the last), the alignment each sequence gets (top-left
 where it has as many queries as keys) and the masks; the kernels' own
 gradients are checked on the GPU (check --backward, check --varlen)."""
 
-import importlib
 import math
 
 import pytest
 
+from kvpipe import varlen
 from needs import HAVE_TORCH
 
 pytestmark = pytest.mark.skipif(not HAVE_TORCH, reason="needs torch (CPU is enough)")
-
-attention = importlib.import_module("kvpipe.attention")
 
 
 def _masked(q, k, v, causal, alignment, window, scale, torch):
@@ -41,8 +39,8 @@ def test_per_sequence_gradients_equal_the_whole_batch(monkeypatch, causal, align
                                                       lengths_q, lengths_k, heads):
     import torch
 
-    monkeypatch.setattr(attention._tensors, "check_tensor", lambda *a, **k: None)
-    monkeypatch.setattr(attention, "check_varlen_inputs", lambda q, k, v, cq, ck, mq, mk: (
+    monkeypatch.setattr(varlen._tensors, "check_tensor", lambda *a, **k: None)
+    monkeypatch.setattr(varlen, "check_varlen_inputs", lambda q, k, v, cq, ck, mq, mk: (
         cq.shape[0] - 1, q.shape[0], k.shape[0], q.shape[1], k.shape[1], q.shape[2],
         v.shape[2], mq, mk))
     calls = []
@@ -58,7 +56,7 @@ def test_per_sequence_gradients_equal_the_whole_batch(monkeypatch, causal, align
         for dst, leaf in zip((dq, dk, dv), leaves):
             dst.copy_(leaf.grad.to(dst.dtype))
 
-    monkeypatch.setattr(attention, "attention_backward", dense_backward)
+    monkeypatch.setattr(varlen, "attention_backward", dense_backward)
     torch.manual_seed(0)
     hq, hkv = heads
     starts_q = [0] + list(torch.tensor(lengths_q).cumsum(0).tolist())
@@ -81,10 +79,10 @@ def test_per_sequence_gradients_equal_the_whole_batch(monkeypatch, causal, align
     dout = torch.randn_like(out)
     (out * dout).sum().backward()
     lse = torch.zeros(hq, q.shape[0])
-    dq, dk, dv = attention.attention_varlen_backward(q, k, v, out.detach(), lse, dout, cu_q,
-                                                     cu_k, causal=causal, scale=scale,
-                                                     mask_alignment=alignment,
-                                                     window_size=window)
+    dq, dk, dv = varlen.attention_varlen_backward(q, k, v, out.detach(), lse, dout, cu_q,
+                                                  cu_k, causal=causal, scale=scale,
+                                                  mask_alignment=alignment,
+                                                  window_size=window)
     for got, leaf in zip((dq, dk, dv), leaves):
         torch.testing.assert_close(got, leaf.grad)
     # One call per sequence with queries and keys; top-left where they are

@@ -84,8 +84,8 @@ def main() -> int:
 
     import kvpipe
     from kvpipe.__main__ import _tuning
-    from kvpipe.attention import prefill_plan
     from kvpipe.bench import _sdpa, interleaved_times
+    from kvpipe.plans import prefill_plan
 
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
     labels = [v or "default" for v in variants]

@@ -10,7 +10,7 @@ lse * log2(e) (from flash-attn's (H, total_q) lse; 0 for padding rows) and
 zeros over the row's dq_accum, each once and nothing else -- a block past a
 sequence's rows (the grid is sized by the longest) writes nothing, and every
 row lies below varlen_padded_rows(total_q, batch, 64) of its head
-(python/kvpipe/attention.py). The postprocess must write every row of every
+(python/kvpipe/varlen.py). The postprocess must write every row of every
 sequence of dQ ((total_q, H, D)) from its padded dq_accum row, scaled, and
 nothing else (not the rows after the last sequence). Prints one line per
 kernel and configuration and "mismatches: 0" at the end.
@@ -35,7 +35,7 @@ HEADS = 2
 
 
 def padded_rows(total_q, batch):
-    """python/kvpipe/attention.py's varlen_padded_rows (64-row blocks)."""
+    """python/kvpipe/varlen.py's varlen_padded_rows (64-row blocks)."""
     return (total_q + batch * BLOCK_M + BLOCK_M - 1) // BLOCK_M * BLOCK_M
 
 

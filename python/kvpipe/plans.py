@@ -1,0 +1,193 @@
+"""Which kernels a launch runs: the prefill plan (``PREFILL_PLAN``,
+``prefill_plan``: the tuning of plain forward launches by head dim and
+sequence length, as measured) and the decode plan (``decode_plan``: split-KV
+and pack-GQA, FA3's heuristics ``num_splits_heuristic`` and
+``should_pack_gqa``).
+
+Functions of a launch's shapes (and of the device's SM count), shared by the
+launchers (kvpipe.attention, kvpipe.paged) and by the commands that list or
+compile the kernels those will launch (check, bench, compile --for-check).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Dict, Optional, Tuple
+
+from kvpipe import kernels
+from kvpipe.launch import _multiprocessors
+
+
+#: K/V rows per pipeline slot of the default kernels, per (Q/K, V) head dim
+#: (docs/kernel-abi.md; the split heuristic counts K/V blocks with it).
+_DEFAULT_BLOCK_N = {(64, 64): 128, (96, 96): 112, (128, 128): 128, (192, 128): 128,
+                    (192, 192): 112, (256, 256): 80}
+#: The most splits of a K/V range (FA3's limit), and the fewest K/V blocks
+#: a split should read (fewer and the combine's traffic is not worth it).
+MAX_SPLITS = 128
+MIN_BLOCKS_PER_SPLIT = 4
+
+
+@functools.lru_cache(maxsize=4096)
+def num_splits_heuristic(tiles: int, multiprocessors: int, kv_blocks: int,
+                         max_splits: int = MAX_SPLITS,
+                         min_blocks_per_split: int = MIN_BLOCKS_PER_SPLIT) -> int:
+    """How many CTAs to split each tile's K/V range over (FA3's
+    ``num_splits_heuristic``, hopper/heuristics.h): none when the tiles
+    nearly fill the SMs (80 %); otherwise the fewest splits whose last wave
+    is at least 85 % as full as the best count's, each split keeping at
+    least ``min_blocks_per_split`` K/V blocks, skipping counts that leave
+    the blocks per split unchanged. Memoised: it loops over up to 128
+    counts, which cost a decode call tens of microseconds of host time."""
+    if tiles >= 0.8 * multiprocessors:
+        return 1
+    limit = min(max_splits, multiprocessors, max(1, kv_blocks // min_blocks_per_split))
+    if limit <= 1:
+        return 1
+    efficiency = []
+    for splits in range(1, limit + 1):
+        waves = tiles * splits / multiprocessors
+        efficiency.append(waves / math.ceil(waves))
+    best = max(efficiency)
+    for splits in range(1, limit + 1):
+        if splits > 1 and (-(-kv_blocks // splits)) == (-(-kv_blocks // (splits - 1))):
+            continue
+        if efficiency[splits - 1] >= 0.85 * best:
+            return splits
+    return 1
+
+
+def should_pack_gqa(seq_q: int, group: int) -> bool:
+    """Whether packing the ``group`` query heads of a K/V head into a tile
+    fills the consumer warpgroups' 64 rows better (FA3's ``should_pack_gqa``:
+    packed when the unpacked rows are used less than 90 % as well): decode
+    and short chunks of queries."""
+    if group <= 1 or group > kernels.MAX_PACK_GQA:
+        return False
+    per_warpgroup = 64 // group
+    unpacked = seq_q / (-(-seq_q // 64) * 64)
+    packed = seq_q * group / (-(-seq_q // per_warpgroup) * 64)
+    return unpacked < 0.9 * packed
+
+
+def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int,
+                       head_dim: int, value_head_dim: int, num_splits: int,
+                       pack_gqa: Optional[bool], device_index: int,
+                       tuning: Dict[str, Any]) -> Tuple[int, int, Dict[str, Any]]:
+    """``decode_plan`` for a launch on ``device_index`` (whose SM count is
+    read only when the split count is chosen); ``(1, 0, tuning)`` unchanged
+    when no decode kernel is asked for."""
+    if num_splits == 1 and pack_gqa is False:
+        return 1, 0, tuning
+    return decode_plan(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, value_head_dim,
+                       num_splits, pack_gqa,
+                       _multiprocessors(device_index) if num_splits == 0 else 0, tuning)
+
+
+#: The prefill plan: the tuning of the plain kernels (top-left mask, no
+#: window, no KV lengths, no modifiers, V's head dim Q's), by (head dim,
+#: causal): entries ``(longest, tuning)`` in order, the first whose
+#: ``longest`` is at least the longer of the two sequences (``None``: any
+#: length) wins; lengths past every entry keep the head dim's defaults.
+#:
+#: Short sequences (measured on the H200: results/gpu-results.md, "Forward:
+#: persistent kernels for short causal sequences" and "Persistent kernels
+#: for short non-causal sequences"): a persistent grid starts each SM's next
+#: tile while the last one's epilogue drains, which pays where the tiles are
+#: short; at head dim 64 two consumer warpgroups (128 query rows) also halve
+#: the masked work on the diagonal. Causal: D 64 1k +26 %, 2k +5 %, 4k +3 %;
+#: D 96 1k +12 % (2k even); D 128 1k +5 %, 2k +6 %, 4k +3 %; from 8k on they
+#: are slower (the grid's order no longer balances the causal work).
+#: Non-causal: D 128 1k +4-5 % (2k on within noise); D 64 even and D 96 6-8 %
+#: slower at 1k. Head dims 192 and 256 have no persistent kernel that fits in
+#: shared memory with their 112- and 80-key blocks; at 192 one with 64 or 80
+#: keys fits and pays for causal sequences up to 2k (H100, session 18,
+#: interleaved against the default tiles: 1k +12 % and +11 % with 64 keys
+#: (calls 8 and 10), 2k +6 % and +2 % with 80, 4k +4 % and -1 %); at 256 the
+#: 48-key one is slower everywhere.
+#:
+#: Longer sequences at head dim 128 (H100, session 18: docs/performance.md
+#: v14): three consumer warpgroups of 64 rows on 80-key blocks (192 x 80
+#: tiles; 160 registers hold O's 64 and S's 40 accumulators without spills)
+#: against two on 128 x 128, interleaved A/B (scripts/gpu/ab.py, 7 rounds,
+#: both without rescale_threshold's skip): +7 % non-causal and +1 % causal
+#: at 8k-16k, +4-5 % non-causal at 2k-4k; with the skip (which the 192 x 80
+#: kernel gains from and 128 x 128 does not) +11-13 % and +7-8 % at 8k-16k.
+#: Slower than the persistent kernel at 1k non-causal and 2k-4k causal.
+#: Keyed like the rest by the longer sequence: a short query block over a
+#: long cache (seq_q 100, seq_kv 9000) gets these tiles too (checked, not
+#: timed).
+PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
+    (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True}),
+                 (4096, {"persistent": True})),
+    (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
+    (192, True): ((1024, {"persistent": True, "block_n": 64}),
+                  (2048, {"persistent": True, "block_n": 80})),
+    (128, True): ((4096, {"persistent": True}),
+                  (None, {"consumer_warpgroups": 3, "block_n": 80})),
+    (128, False): ((1024, {"persistent": True}),
+                   (None, {"consumer_warpgroups": 3, "block_n": 80})),
+}
+
+
+def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignment: str,
+                 sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
+                 seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
+    """The tuning of a plain forward launch: ``tuning`` as given when it is
+    not empty (the caller chose), else PREFILL_PLAN's choice for the
+    sequences' length, else none (the head dim's defaults)."""
+    if (tuning or (causal and mask_alignment != "top_left") or sliding_window or kv_lengths
+            or modifiers or value_head_dim != head_dim):
+        return tuning
+    for longest, planned in PREFILL_PLAN.get((head_dim, causal), ()):
+        if longest is None or max(seq_q, seq_kv) <= longest:
+            return dict(planned)
+    return tuning
+
+
+def _check_decode_args(num_splits: Any, pack_gqa: Any) -> None:
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int):
+        raise TypeError(f"num_splits must be an int (0: choose, 1: no split), got "
+                        f"{num_splits!r}")
+    if not 0 <= num_splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits must be in [0, {MAX_SPLITS}] (0: choose, 1: no split), "
+                         f"got {num_splits}")
+    if pack_gqa is not None and not isinstance(pack_gqa, bool):
+        raise TypeError(f"pack_gqa must be a bool or None (choose), got {pack_gqa!r}")
+
+
+def decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_kv: int,
+                head_dim: int, value_head_dim: int, num_splits: int, pack_gqa: Optional[bool],
+                multiprocessors: int, tuning: Dict[str, Any]) -> Tuple[int, int, Dict[str, Any]]:
+    """The decode attributes of a launch: ``(num_splits, pack_gqa, tuning)``
+    (pack_gqa: the G of the kernel, 0 for none; ``tuning`` with one consumer
+    warpgroup where a packed or split tile's rows fit in 64). ``num_splits``
+    0 and ``pack_gqa`` None are chosen (``should_pack_gqa``,
+    ``num_splits_heuristic``); ``multiprocessors`` is only read then.
+
+    Raises:
+        ValueError: pack_gqa=True with more than 64 query heads per K/V head.
+    """
+    group = heads_q // heads_kv
+    if pack_gqa is None:
+        pack_gqa = should_pack_gqa(seq_q, group)
+    elif pack_gqa and group > kernels.MAX_PACK_GQA:
+        raise ValueError(f"pack_gqa=True needs at most {kernels.MAX_PACK_GQA} query heads per "
+                         f"K/V head, got {heads_q} // {heads_kv} = {group}")
+    pack = group if pack_gqa and group > 1 else 0
+    # One consumer warpgroup when its 64 rows hold a whole decode tile: a
+    # second would only multiply unused rows.
+    one_warpgroup = (seq_q * (pack or 1) <= 64 and "consumer_warpgroups" not in tuning
+                     and "pingpong" not in tuning)
+    if num_splits == 0:
+        warpgroups = tuning.get("consumer_warpgroups",
+                                1 if one_warpgroup else 3 if head_dim in (64, 96) else 2)
+        queries = (64 // pack if pack else 64) * warpgroups
+        tiles = -(-seq_q // queries) * (heads_kv if pack else heads_q) * batch
+        block_n = tuning.get("block_n", _DEFAULT_BLOCK_N.get((head_dim, value_head_dim), 128))
+        num_splits = num_splits_heuristic(tiles, multiprocessors, -(-seq_kv // block_n))
+    chosen = dict(tuning)
+    if one_warpgroup and (pack or num_splits > 1):
+        chosen["consumer_warpgroups"] = 1
+    return num_splits, pack, chosen
