@@ -126,7 +126,7 @@ def _cache_command(args: Any) -> int:
     print(f"{kernels.cache_dir()}: {len(entries)} entries")
     for e in entries:
         print(f"  {e['name'] or '(unreadable) ' + e['path']}  {e['bytes'] // 1024} KiB  "
-              f"compiler {e['compiler_version']}")
+              f"compiler {e['compiler_version']}{'  (refused)' if e['refused'] else ''}")
     return 0
 
 

@@ -539,6 +539,46 @@ def _write_entry(kernel: CompiledKernel, entry: Path) -> None:
     os.replace(tmp, entry)
 
 
+_REFUSAL = "refused.json"
+
+
+def _store_refusal(config: AttentionConfig, version: str,
+                   error: _compiler.CompilerError) -> None:
+    """Records in the cache that the compiler build ``version`` refused
+    ``config`` (a verifier or ptxas error, not a crash), so that a machine
+    with the cache and no compiler (the GPU machine) gets the same
+    CompilerError rather than a missing kernel: ``check --tune`` skips the
+    head dims a tuning does not fit by that error."""
+    entry = _entry_dir(config)
+    tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / _REFUSAL).write_text(json.dumps({
+            "name": config.kernel_name, "declaration": config.declaration(),
+            "compiler_version": version, "diagnostics": error.diagnostics,
+            "returncode": error.returncode, "command": error.command}, indent=1))
+        if entry.exists():
+            shutil.rmtree(entry, ignore_errors=True)
+        os.replace(tmp, entry)
+    except OSError as exc:
+        log("cannot store the refusal of %s in the cache: %s", config.kernel_name, exc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_refusal(entry: Path, config: AttentionConfig
+                  ) -> Optional[Tuple[str, _compiler.CompilerError]]:
+    """The cached refusal of ``config`` (the compiler build that refused it,
+    and its error), if the entry is one."""
+    try:
+        refusal = json.loads((entry / _REFUSAL).read_text())
+    except (OSError, ValueError):
+        return None
+    if refusal.get("declaration") != config.declaration():
+        return None
+    return refusal["compiler_version"], _compiler.CompilerError(
+        refusal["diagnostics"], refusal["returncode"], refusal["command"])
+
+
 def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       value_head_dim: Optional[int] = None,
                       use_cache: bool = True, wait_timeout: int = 0,
@@ -607,11 +647,15 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                                   **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
+    refused = _load_refusal(entry, config) if use_cache and cached is None else None
     compiler = _compiler.get_compiler(required=False)
     if compiler is None:
         if cached is not None:
             log("no compiler; %s from the cache: %s", config.kernel_name, entry)
             return cached
+        if refused is not None:
+            log("no compiler; %s was refused by %s (cached)", config.kernel_name, refused[0])
+            raise refused[1]
         raise KernelNotAvailableError(
             f"no compiled kernel for {config.kernel_name}: no compiler was found "
             f"(kvpipe-opt: set KVPIPE_OPT, build the project, or put it on PATH; or "
@@ -621,10 +665,20 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
     if cached is not None and cached.compiler_version == version:
         log("cache hit: %s (%s)", config.kernel_name, entry)
         return cached
+    if refused is not None and refused[0] == version:
+        log("cache hit: %s was refused by this compiler build", config.kernel_name)
+        raise refused[1]
     reason = ("cache not used" if not use_cache else "cache miss" if cached is None
               else "cached by another compiler build")
     log("%s: %s; compiling", reason, config.kernel_name)
-    kernel = _compile(config, compiler, version)
+    try:
+        kernel = _compile(config, compiler, version)
+    except _compiler.CompilerError as error:
+        # A refusal (exit status > 0) is the build's answer for this
+        # configuration; a crash or a kill (< 0) may not be.
+        if use_cache and error.returncode > 0:
+            _store_refusal(config, version, error)
+        raise
     if use_cache:
         _store_entry(kernel)
     return kernel
@@ -632,8 +686,9 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
 
 def cache_entries() -> List[Dict[str, Any]]:
     """The kernel cache's entries: name, path, size in bytes, the compiler
-    build that made each, and its declaration; unreadable entries are listed
-    with ``name`` None."""
+    build that made each, and its declaration (``refused``: the build
+    refused the configuration, the entry holds its diagnostics); unreadable
+    entries are listed with ``name`` None."""
     root = cache_dir()
     if not root.is_dir():
         return []
@@ -642,13 +697,14 @@ def cache_entries() -> List[Dict[str, Any]]:
         if not entry.is_dir() or ".tmp" in entry.name:
             continue
         size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+        refused = (entry / _REFUSAL).exists()
         try:
-            meta = json.loads((entry / "meta.json").read_text())
+            meta = json.loads((entry / (_REFUSAL if refused else "meta.json")).read_text())
         except (OSError, ValueError):
             meta = {}
         entries.append({"name": meta.get("name"), "path": str(entry), "bytes": size,
                         "compiler_version": meta.get("compiler_version"),
-                        "declaration": meta.get("declaration")})
+                        "declaration": meta.get("declaration"), "refused": refused})
     return entries
 
 
@@ -659,7 +715,8 @@ def clear_cache() -> int:
         return 0
     removed = 0
     for entry in root.iterdir():
-        if entry.is_dir() and ((entry / "meta.json").exists() or ".tmp" in entry.name):
+        if entry.is_dir() and ((entry / "meta.json").exists() or (entry / _REFUSAL).exists()
+                               or ".tmp" in entry.name):
             shutil.rmtree(entry)
             removed += 1
     log("cleared %d entries from the cache %s", removed, root)

@@ -148,6 +148,41 @@ def test_without_compiler_or_cache_the_error_names_both(cache, monkeypatch):
     assert "KVPIPE_CACHE_DIR" in message and str(cache) in message
 
 
+def test_a_refusal_is_cached_for_a_machine_without_compiler(compiler, cache, monkeypatch):
+    # The GPU machine has the cache and no compiler: a configuration the
+    # compiler refused must raise its CompilerError there too (check --tune
+    # skips the head dims a tuning does not fit by it), not a missing kernel.
+    with pytest.raises(kvpipe.CompilerError) as first:
+        kvpipe.compile_attention(64, "bf16", False, kv_stages=1)
+    assert [e["refused"] for e in kernels.cache_entries()] == [True]
+    calls = []
+    monkeypatch.setattr(kernels, "_compile", lambda *a: calls.append(a))
+    with pytest.raises(kvpipe.CompilerError) as again:
+        kvpipe.compile_attention(64, "bf16", False, kv_stages=1)
+    assert calls == [] and str(again.value) == str(first.value)
+    monkeypatch.setattr(kernels._compiler, "get_compiler", _no_compiler)
+    with pytest.raises(kvpipe.CompilerError, match="'kv_stages' must be in"):
+        kvpipe.compile_attention(64, "bf16", False, kv_stages=1)
+    assert kernels.clear_cache() == 1 and kernels.cache_entries() == []
+
+
+def test_a_refusal_by_another_build_recompiles(compiler, cache, monkeypatch):
+    with pytest.raises(kvpipe.CompilerError):
+        kvpipe.compile_attention(64, "bf16", False, kv_stages=1)
+    monkeypatch.setattr(kernels._compiler.Compiler, "identity", lambda self: "another-build")
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise kvpipe.CompilerError("refused again", 1, ["kvpipe-opt"])
+
+    monkeypatch.setattr(kernels, "_compile", refuse)
+    with pytest.raises(kvpipe.CompilerError, match="refused again"):
+        kvpipe.compile_attention(64, "bf16", False, kv_stages=1)
+    assert len(calls) == 1
+    assert [e["compiler_version"] for e in kernels.cache_entries()] == ["another-build"]
+
+
 def test_compiler_rejects_unsupported_tuning(compiler, cache):
     with pytest.raises(kvpipe.CompilerError, match="'kv_stages' must be in \\[2, 8\\], got 1"):
         kvpipe.compile_attention(64, "bf16", False, kv_stages=1)
