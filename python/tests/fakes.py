@@ -1,5 +1,29 @@
 """Tensor-like stand-ins for torch tensors, for CPU-only tests of argument checks."""
 
+import sys
+import types
+
+
+class ReachedTorch(Exception):
+    """The torch stand-in's first use: the call got past its argument checks."""
+
+
+def torch_stand_in(monkeypatch) -> None:
+    """Puts a stand-in for torch in ``sys.modules`` for the test: the fakes
+    are no ``torch.Tensor`` (the eager path is taken) and any other use of
+    torch raises ReachedTorch. kvpipe imports torch inside its functions,
+    after the checks, so a test can assert that valid arguments reach the
+    launch the same way with or without torch installed."""
+
+    class Torch(types.ModuleType):
+        class Tensor:
+            pass
+
+        def __getattr__(self, name):
+            raise ReachedTorch(name)
+
+    monkeypatch.setitem(sys.modules, "torch", Torch("torch"))
+
 
 class FakeDevice:
     def __init__(self, type_: str):

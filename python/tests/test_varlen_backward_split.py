@@ -39,6 +39,9 @@ def test_per_sequence_gradients_equal_the_whole_batch(monkeypatch, causal, align
                                                       lengths_q, lengths_k, heads):
     import torch
 
+    # The split into sequences (the packed way, the default, launches the
+    # kernels of the whole batch).
+    monkeypatch.setenv(varlen.VARLEN_BACKWARD_ENV, "sequences")
     monkeypatch.setattr(varlen._tensors, "check_tensor", lambda *a, **k: None)
     monkeypatch.setattr(varlen, "check_varlen_inputs", lambda q, k, v, cq, ck, mq, mk: (
         cq.shape[0] - 1, q.shape[0], k.shape[0], q.shape[1], k.shape[1], q.shape[2],
