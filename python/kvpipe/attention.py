@@ -158,7 +158,6 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
                              mask_mod=mask_mod, **tuning)
         return _attention_padded(q, k, v, padding, scale, return_lse, out, padded_call)
     _check_decode_args(num_splits, pack_gqa)
-    decode = num_splits != 1 or pack_gqa is not False
     if score_mod is not None or mask_mod is not None:
         if num_splits not in (0, 1) or pack_gqa is True:
             raise ValueError("score_mod and mask_mod cannot be combined with num_splits > 1 or "
@@ -487,8 +486,6 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     if traced is not None and (num_splits != 1 or pack_gqa is not False):
         raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
                          "pack_gqa yet (the decode kernels have no modifiers)")
-    import torch
-
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     if not causal and not sliding_window:

@@ -34,7 +34,7 @@ import dataclasses
 import math
 import struct
 import sys
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 __all__ = ["Value", "TracedModifiers", "TraceError", "trace", "soft_cap", "alibi",
            "relative_bias", "causal", "sliding_window", "prefix_lm", "document",

@@ -182,8 +182,6 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     scale = check_scale_and_out(scale, d, out, out_shape, q)
     _check_decode_args(num_splits, pack_gqa)
 
-    import torch
-
     # The kernel reads the table with rows of max_pages_per_seq entries and
     # the lengths densely.
     if tuple(block_table.stride()) != (pages_per_sequence, 1):
