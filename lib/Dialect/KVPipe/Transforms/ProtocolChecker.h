@@ -29,6 +29,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
@@ -123,6 +124,11 @@ inline SmallVector<Value> getIndexOperands(Operation *op, unsigned position) {
       indices.push_back(index);
   return indices;
 }
+
+/// Whether `op` accesses a slot asynchronously, after the op itself has run:
+/// a TMA store (which reads its source until its bulk group is waited for)
+/// or a cp.async copy (which writes its destination until its group is).
+bool isAsyncSlotAccess(Operation *op);
 
 /// Whether `op` takes an address out of its memref operands: an op the view
 /// walk does not follow that turns a memref into something else (an index,
@@ -506,11 +512,14 @@ private:
   /// evaluated); a helper that may return with a TMA store in flight is
   /// checked like the store.
   void checkCallAccesses(CallOpInterface call);
-  /// A TMA store reads its slot asynchronously: before a release or commit
-  /// of the slot that follows it, the issuing thread must have committed
-  /// the bulk group and waited for it (`cp.async.bulk.commit_group`, then
-  /// `cp.async.bulk.wait_group 0`, after the store in its block or in the
-  /// blocks around it), else unproven.
+  /// A TMA store reads its slot asynchronously, and a cp.async copy writes
+  /// it asynchronously: before a release or commit of the slot that follows
+  /// it, the issuing thread must have committed the group and waited for it
+  /// (`cp.async.bulk.commit_group`, then `cp.async.bulk.wait_group 0`, for a
+  /// store; `nvgpu.device_async_create_group` or `cp.async.commit_group`,
+  /// then `nvgpu.device_async_wait` / `cp.async.wait_group` for every group,
+  /// for a copy; after it in its block or in the blocks around it), else
+  /// unproven.
   void checkStoreRetired(Operation *store, Value slot);
   DenseSet<std::pair<Operation *, Value>> reportedAccesses;
 

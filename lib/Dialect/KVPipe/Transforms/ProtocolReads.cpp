@@ -974,23 +974,57 @@ bool kvpipe::detail::accessesMemRef(Operation *op, Value operand) {
   });
 }
 
-/// Whether, walking forward from `store` (the rest of its block, then the
+/// Whether `op` is a cp.async copy (global to shared memory, per thread),
+/// which writes its destination asynchronously: the data lands only once the
+/// thread waits for the copy's group.
+static bool isCpAsyncCopy(Operation *op) {
+  return isa<nvgpu::DeviceAsyncCopyOp, NVVM::CpAsyncOp>(op);
+}
+
+bool kvpipe::detail::isAsyncSlotAccess(Operation *op) {
+  return isa<TMAStoreOp>(op) || isCpAsyncCopy(op);
+}
+
+/// Whether, walking forward from `access` (the rest of its block, then the
 /// rest of each enclosing block) up to `handover` (to the end of the function
-/// when null), the bulk group holding the store is committed and then waited
-/// for to the last group. A block of a region of several blocks is not left:
-/// what follows its region op does not run before the region's other blocks.
-static bool isBulkStoreRetiredBefore(Operation *store, Operation *handover) {
+/// when null), the asynchronous group holding the access is committed and
+/// then waited for to the last group: for a TMA store (or a call that may
+/// leave one in flight), `cp.async.bulk.commit_group` then
+/// `cp.async.bulk.wait_group 0`; for a cp.async copy, a commit of its group
+/// (`nvgpu.device_async_create_group`, `cp.async.commit_group`, each of
+/// which commits every copy the thread issued before it) then a wait for
+/// every group (`nvgpu.device_async_wait` without `numGroups` or with 0,
+/// `cp.async.wait_group 0`). A block of a region of several blocks is not
+/// left: what follows its region op does not run before the region's other
+/// blocks.
+static bool isAsyncAccessRetiredBefore(Operation *access,
+                                       Operation *handover) {
+  bool copy = isCpAsyncCopy(access);
+  auto commits = [&](Operation *op) {
+    return copy ? isa<nvgpu::DeviceAsyncCreateGroupOp,
+                      NVVM::CpAsyncCommitGroupOp>(op)
+                : isa<NVVM::CpAsyncBulkCommitGroupOp>(op);
+  };
+  auto waitsForAll = [&](Operation *op) {
+    if (!copy) {
+      auto wait = dyn_cast<NVVM::CpAsyncBulkWaitGroupOp>(op);
+      return wait && wait.getGroup() == 0;
+    }
+    if (auto wait = dyn_cast<nvgpu::DeviceAsyncWaitOp>(op))
+      return !wait.getNumGroups() || *wait.getNumGroups() == 0;
+    auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
+    return wait && wait.getN() == 0;
+  };
   bool committed = false;
-  for (Operation *from = store; from && !isa<FunctionOpInterface>(from);
+  for (Operation *from = access; from && !isa<FunctionOpInterface>(from);
        from = from->getParentOp()) {
     for (Operation *next = from->getNextNode(); next;
          next = next->getNextNode()) {
       if (handover && (next == handover || next->isAncestor(handover)))
         return false;
-      if (isa<NVVM::CpAsyncBulkCommitGroupOp>(next))
+      if (commits(next))
         committed = true;
-      else if (auto wait = dyn_cast<NVVM::CpAsyncBulkWaitGroupOp>(next);
-               wait && committed && wait.getGroup() == 0)
+      else if (committed && waitsForAll(next))
         return true;
     }
     if (!from->getParentRegion()->hasOneBlock())
@@ -1042,15 +1076,16 @@ bool kvpipe::detail::mayAccessSharedMemory(FunctionOpInterface callee) {
   return result.wasInterrupted();
 }
 
-/// Whether the helper `callee` may leave a TMA store in flight when it
-/// returns: it issues one (or calls another helper, or is unknown) without
-/// committing the bulk group and waiting for it to the last group after it.
+/// Whether the helper `callee` may leave a TMA store or a cp.async copy in
+/// flight when it returns: it issues one (or calls another helper, or is
+/// unknown) without committing its group and waiting for it to the last
+/// group after it.
 static bool mayReturnWithStoreInFlight(FunctionOpInterface callee) {
   if (!callee || callee.isExternal())
     return true;
   WalkResult result = callee->walk([](Operation *op) {
     if (isa<CallOpInterface>(op) ||
-        (isa<TMAStoreOp>(op) && !isBulkStoreRetiredBefore(op, nullptr)))
+        (isAsyncSlotAccess(op) && !isAsyncAccessRetiredBefore(op, nullptr)))
       return WalkResult::interrupt();
     return WalkResult::advance();
   });
@@ -1138,7 +1173,7 @@ void ProtocolChecker::checkSlotAccesses() {
       return;
     for (Value slot : slots) {
       checkSlotAccess(op, slot);
-      if (isa<TMAStoreOp>(op))
+      if (isAsyncSlotAccess(op))
         checkStoreRetired(op, slot);
     }
   });
@@ -1210,18 +1245,27 @@ void ProtocolChecker::checkStoreRetired(Operation *store, Value slot) {
         break;
       }
     }
-    if (!after || isBulkStoreRetiredBefore(store, handover))
+    if (!after || isAsyncAccessRetiredBefore(store, handover))
       return WalkResult::advance();
-    InFlightDiagnostic diag =
-        unproven(store)
-        << "that the TMA store has read the ring slot before its '"
-        << handover->getName().stripDialect()
-        << "': no cp.async.bulk.commit_group followed by "
-           "cp.async.bulk.wait_group 0 runs between them after the store"
-        << (isa<CallOpInterface>(store)
-                ? " (the store is in the callee, which does not retire it)"
-                : "")
-        << where(protocol.getPipeline());
+    InFlightDiagnostic diag = unproven(store);
+    if (isCpAsyncCopy(store))
+      diag << "that the cp.async copy has written the ring slot before its '"
+           << handover->getName().stripDialect()
+           << "': no commit of its group (nvgpu.device_async_create_group, "
+              "cp.async.commit_group) followed by a wait for every group "
+              "(nvgpu.device_async_wait with numGroups 0, "
+              "cp.async.wait_group 0) runs between them after the copy, so "
+              "the other side may read the slot before the copy lands";
+    else
+      diag << "that the TMA store has read the ring slot before its '"
+           << handover->getName().stripDialect()
+           << "': no cp.async.bulk.commit_group followed by "
+              "cp.async.bulk.wait_group 0 runs between them after the store";
+    diag << (isa<CallOpInterface>(store)
+                 ? " (the store, or a cp.async copy, is in the callee, which does not "
+                   "retire it)"
+                 : "")
+         << where(protocol.getPipeline());
     diag.attachNote(handover->getLoc()) << "the slot is handed over here";
     return WalkResult::interrupt();
   });
