@@ -340,6 +340,11 @@ private:
   /// Whether the analysis follows a state used by `op`.
   bool consumesKnownState(Operation *op);
   void checkFlow();
+  /// Rule 3 for barrier handles: every use of a `!kvpipe.mbarrier` is a
+  /// kvpipe op (a TMA load completing on it) or a call of a helper in the
+  /// module (whose argument is checked in turn); anything else (an external
+  /// or indirect call, a cast, a yield, an llvm op) is unproven.
+  void checkBarrierUses();
   static bool isState(Value value);
   /// An `scf.while` carries each state around its own cycle: the state
   /// yielded at position j comes (advanced or not) from the after-argument
