@@ -35,6 +35,12 @@ bool kvpipe::isThreadDependentOp(Operation *op) {
            name == "nwarpid" || name == "nsmid" || name == "gridid");
 }
 
+bool kvpipe::isIndeterminateOp(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  return name == "llvm.mlir.undef" || name == "llvm.mlir.poison" ||
+         name == "ub.poison" || name == "llvm.freeze";
+}
+
 /// Whether `func` is a kernel (its block size is a launch's).
 static bool isKernel(FunctionOpInterface func) {
   auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation());
@@ -116,10 +122,12 @@ std::optional<APInt> ThreadEvaluator::evaluate(Value value,
       return result(APInt(64, tid / 128 - 1));
     return fail();
   }
+  Operation *def = value.getDefiningOp();
+  if (isIndeterminateOp(def))
+    return fail();
   APInt constant;
   if (matchPattern(value, m_ConstantInt(&constant)))
     return result(constant);
-  Operation *def = value.getDefiningOp();
   if (auto id = dyn_cast<gpu::ThreadIdOp>(def)) {
     if (id.getDimension() != gpu::Dimension::x)
       return fail();

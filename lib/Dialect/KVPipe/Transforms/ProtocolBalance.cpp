@@ -336,8 +336,9 @@ void ProtocolChecker::checkTotals() {
              "number of slots: both sides advance "
           << arithmetic.print(*first.total) << ", but " << name
           << " is not known to be the same on every thread of the CTA (a "
-             "thread, lane or warpgroup id, a value loaded from memory, or "
-             "one the checker cannot follow), and the producer's and the "
+             "thread, lane or warpgroup id, a value loaded from memory, an "
+             "undefined value (undef, poison, freeze), or one the checker "
+             "cannot follow), and the producer's and the "
              "consumer's threads each compute it"
           << where(pipeline);
       diag.attachNote(atom.getLoc()) << "the value";

@@ -33,6 +33,13 @@ namespace kvpipe {
 /// sizes, cluster ids), and inline assembly (which may read any of them).
 bool isThreadDependentOp(mlir::Operation *op);
 
+/// Ops whose result is not one value: `llvm.mlir.undef`, `llvm.mlir.poison`
+/// and `ub.poison` (each use may see another value, on each thread) and
+/// `llvm.freeze` (an arbitrary value, which may differ between threads).
+/// Nothing computed from them is a constant, CTA-uniform or equal to
+/// anything.
+bool isIndeterminateOp(mlir::Operation *op);
+
 /// The threads that may run an op: the `numThreads` threads of the CTA
 /// (`threadIdx.x` 0 .. numThreads - 1) of the kernel `scope`, of whose body
 /// the op is part. Each `kvpipe.warp_roles` around the op is a condition on
