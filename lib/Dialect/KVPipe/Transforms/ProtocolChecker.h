@@ -172,6 +172,7 @@ public:
     checkSlotAliases();
     checkTransactions();
     checkLoadSlots();
+    checkStageTiles();
     checkReleaseArrivals();
     return !hasErrors;
   }
@@ -400,6 +401,11 @@ private:
   /// kvpipe.index, "?" otherwise).
   std::string tileKey(Value memref);
   void collectStages();
+  /// The loads of different sub-stages of one pipeline fill different
+  /// tiles: two into the same tile (the same view chain) are an error, two
+  /// whose bytes are not shown apart are unproven. A read is matched to
+  /// the sub-stage of the load of its tile, which is sound only then.
+  void checkStageTiles();
   /// The slots whose kvpipe.index `value` is computed from, through pure
   /// ops, the branches of `scf.if` / `scf.index_switch`, callees that return
   /// it (and through callees being simulated, back to their callers).

@@ -74,8 +74,82 @@ void ProtocolChecker::collectStages() {
     auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
     if (!mbar || mbar.getPipelineType().getQkStages() == 1)
       return;
-    stageOfTile[tileKey(load.getDest())] = mbar.getStage();
+    // A tile two sub-stages load into (checkStageTiles' error) is of
+    // neither: a read of it needs every sub-stage waited for.
+    auto [it, inserted] =
+        stageOfTile.try_emplace(tileKey(load.getDest()), mbar.getStage());
+    if (!inserted && it->second != mbar.getStage())
+      it->second = -1;
   });
+}
+
+void ProtocolChecker::checkStageTiles() {
+  // The loads of each pipeline of several sub-stages, in walk order.
+  llvm::MapVector<Value, SmallVector<std::pair<AsyncSlotCopyOpInterface,
+                                               int64_t>>>
+      loadsOf;
+  root->walk([&](AsyncSlotCopyOpInterface load) {
+    auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
+    if (!mbar || mbar.getPipelineType().getQkStages() == 1 ||
+        flow.isMixed(mbar.getPipeline()))
+      return;
+    loadsOf[flow.getPipeline(mbar.getPipeline())].push_back(
+        {load, mbar.getStage()});
+  });
+  for (auto &[pipeline, loads] : loadsOf) {
+    for (size_t j = 1; j < loads.size(); ++j) {
+      auto [later, laterStage] = loads[j];
+      for (size_t i = 0; i < j; ++i) {
+        auto [earlier, earlierStage] = loads[i];
+        if (earlierStage == laterStage)
+          continue;
+        // A read of the tile is matched to one sub-stage by its view chain
+        // (getStageRead): a tile both sub-stages load into is read once
+        // one of them completed while the other's TMA may still write it.
+        if (tileKey(earlier.getDest()) == tileKey(later.getDest())) {
+          InFlightDiagnostic diag =
+              error(later)
+              << "loads sub-stage " << laterStage
+              << " into the tile that a load of sub-stage " << earlierStage
+              << " also fills: a consumer that waited for one sub-stage "
+                 "reads the tile while the other's TMA may still be writing "
+                 "it (each sub-stage loads its own part of the slot)"
+              << where(pipeline, laterStage);
+          diag.attachNote(earlier->getLoc())
+              << "the load of sub-stage " << earlierStage;
+          break;
+        }
+        // Other tiles: their bytes must be shown apart, else a read of one
+        // after its sub-stage's wait may overlap the other's load.
+        const void *bufferA = nullptr, *bufferB = nullptr;
+        SmallVector<Footprint> a =
+            getFootprints(earlier.getDest(), bufferA, false);
+        SmallVector<Footprint> b =
+            getFootprints(later.getDest(), bufferB, false);
+        if (bufferA && bufferB && bufferA != bufferB)
+          continue;
+        auto apart = [&](const Footprint &x, const Footprint &y) {
+          std::optional<LinearExpr> gap = x.low;
+          return gap->add(y.high, -1) &&
+                 arithmetic.isNonNegative(*gap, PathFacts(), true);
+        };
+        if (bufferA && !a.empty() && !b.empty() &&
+            (apart(a.front(), b.front()) || apart(b.front(), a.front())))
+          continue;
+        InFlightDiagnostic diag =
+            unproven(later)
+            << "that the tiles the loads of sub-stages " << earlierStage
+            << " and " << laterStage
+            << " fill are apart: their bytes may overlap, and a consumer "
+               "that waited for one sub-stage may read the other's tile "
+               "while its TMA still writes it"
+            << where(pipeline, laterStage);
+        diag.attachNote(earlier->getLoc())
+            << "the load of sub-stage " << earlierStage;
+        break;
+      }
+    }
+  }
 }
 
 /// Appends the slots of `more` that `slots` does not hold yet.
@@ -355,7 +429,7 @@ int64_t ProtocolChecker::getStageRead(Value memref, Value slot) {
     return 0;
   collectStages();
   auto it = stageOfTile.find(tileKey(memref));
-  return it == stageOfTile.end() ? -1 : it->second;
+  return it == stageOfTile.end() ? -1 : it->second; // -1: several
 }
 
 bool ProtocolChecker::isWaited(Operation *op, Value slot, int64_t stage) {
@@ -419,12 +493,22 @@ const ProtocolChecker::Group *ProtocolChecker::issue(WarpgroupMmaOp mma) {
       group.guessed.push_back(guess);
       checkReadAfterRelease(mma, slot, stage);
       bool fromCaller = callStack.empty() && isFromCaller(slot);
-      if (isWaited(mma, slot, stage) || (fromCaller && hasCallers(mma)) ||
+      // A guessed sub-stage is not known to be the one the wgmma reads:
+      // every sub-stage must have been waited for (docs, rule 7).
+      int64_t waitedStage = guess ? -1 : stage;
+      if (isWaited(mma, slot, waitedStage) || (fromCaller && hasCallers(mma)) ||
           !reportedReads.insert({mma, slot}).second)
         continue;
       Operation *at = callStack.empty() ? mma.getOperation()
                                         : callStack.front().getOperation();
       auto type = cast<PipelineType>(slot.getType());
+      if (waitedStage < 0 && type.getQkStages() > 1 &&
+          isWaited(mma, slot, 0)) {
+        unproven(at) << "which sub-stage of the slot this wgmma reads, and "
+                        "not every sub-stage was waited for before it"
+                     << where(slot);
+        continue;
+      }
       // The state comes from a caller outside the module, whose waits the
       // checker does not see.
       if (fromCaller) {
@@ -435,12 +519,6 @@ const ProtocolChecker::Group *ProtocolChecker::issue(WarpgroupMmaOp mma) {
                      << where(slot, stage >= 0 && type.getQkStages() > 1
                                         ? std::optional<int64_t>(stage)
                                         : std::nullopt);
-        continue;
-      }
-      if (stage < 0 && type.getQkStages() > 1 && isWaited(mma, slot, 0)) {
-        unproven(at) << "which sub-stage of the slot this wgmma reads, and "
-                        "not every sub-stage was waited for before it"
-                     << where(slot);
         continue;
       }
       InFlightDiagnostic diag =
