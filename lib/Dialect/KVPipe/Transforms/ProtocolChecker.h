@@ -152,6 +152,7 @@ public:
   /// Runs every rule; false when any reported an error.
   bool run() {
     checkBarriers();
+    checkCtaBarriers();
     checkFlow();
     checkLinearUse();
     checkBalance();
@@ -330,6 +331,20 @@ private:
   /// False when reported.
   bool checkCreateRunsOnce(CreateOp create);
   void checkBarriers();
+  /// A CTA-wide barrier: `gpu.barrier`, `nvvm.barrier0`, `nvvm.barrier`
+  /// without a thread count, the intrinsics and inline `bar.sync` without a
+  /// count. (Named barriers of some threads, with a count, are not.)
+  static bool isCtaWideBarrier(Operation *op);
+  /// Every CTA-wide barrier runs on every thread of the CTA, the same
+  /// number of times: not in one role, not under a condition on the
+  /// thread, not in a loop whose trip count is not CTA-uniform (nor in a
+  /// helper called so). A barrier some threads never reach is an error (the
+  /// others wait in it forever: a consumer role's barrier while the producer
+  /// waits for a release); one the checker cannot place, unproven.
+  void checkCtaBarriers();
+  /// checkCtaBarriers for `barrier`, at `at` (the barrier or a call that
+  /// runs its function); false when reported.
+  bool checkReachedByAll(Operation *barrier, Operation *at);
 
   // 7. Flow: states through ops the analysis models, and no aliases
   // (ProtocolFlow.cpp)
