@@ -41,8 +41,7 @@ bool kvpipe::isIndeterminateOp(Operation *op) {
          name == "ub.poison" || name == "llvm.freeze";
 }
 
-/// Whether `func` is a kernel (its block size is a launch's).
-static bool isKernel(FunctionOpInterface func) {
+bool kvpipe::isKernelFunction(FunctionOpInterface func) {
   auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation());
   return (gpuFunc && gpuFunc.isKernel()) || func->hasAttr("gpu.kernel") ||
          func->hasAttr("nvvm.kernel");
@@ -58,7 +57,7 @@ std::optional<ThreadScope> kvpipe::getThreadScope(Operation *op) {
   if (!func)
     return std::nullopt;
   DenseI32ArrayAttr dims;
-  if (isKernel(func)) {
+  if (isKernelFunction(func)) {
     if (auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation()))
       dims = gpuFunc.getKnownBlockSizeAttr();
     if (!dims)

@@ -378,13 +378,24 @@ private:
   static bool forwards(OpOperand &use);
   /// Whether two conditions have the same value on every thread of the CTA.
   bool isSameCondition(Value a, Value b);
+  /// Whether `condition`, the branch between the producer's and the
+  /// consumer's chains, splits the threads of a CTA into roles: it is
+  /// computed from the thread's identity and constants (selectsThreads), or
+  /// it is an argument of a helper (not a kernel) that each call in the
+  /// module passes such a condition (assumed where nothing calls it).
+  bool splitsThreads(Value condition, unsigned depth);
+  /// Whether two chains' ends run together (checkChainGuards).
+  enum class Together { proven, never, reported };
   /// Rule 5: the producer's chain ending at `producer` and the consumer's
   /// ending at `consumer` run under the same conditions, apart from the
   /// branch that splits the roles and conditions that pick threads of a
   /// role (a thread id compared with a constant). Reports the first other
-  /// condition only one side is under; false when it did.
-  bool checkChainGuards(Value pipeline, Value producer, Value consumer,
-                        Operation *scope);
+  /// condition only one side is under (`reported`). Where the two ends are
+  /// in different branches of a branch that does not split the threads
+  /// (splitsThreads: a CTA-uniform condition), they never run together in a
+  /// CTA: `never`, with `split` set to that branch.
+  Together checkChainGuards(Value pipeline, Value producer, Value consumer,
+                            Operation *scope, Operation *&split);
   void checkTotals();
 
   // 9. Reads: in-flight wgmma groups along every path, and reads before the

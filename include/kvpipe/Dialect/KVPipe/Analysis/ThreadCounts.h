@@ -16,6 +16,7 @@
 #define KVPIPE_DIALECT_KVPIPE_ANALYSIS_THREADCOUNTS_H
 
 #include "mlir/IR/Operation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/APInt.h"
@@ -39,6 +40,10 @@ bool isThreadDependentOp(mlir::Operation *op);
 /// Nothing computed from them is a constant, CTA-uniform or equal to
 /// anything.
 bool isIndeterminateOp(mlir::Operation *op);
+
+/// Whether `func` is a kernel (its block size is a launch's): a `gpu.func`
+/// kernel, or a function marked `gpu.kernel` / `nvvm.kernel`.
+bool isKernelFunction(mlir::FunctionOpInterface func);
 
 /// The threads that may run an op: the `numThreads` threads of the CTA
 /// (`threadIdx.x` 0 .. numThreads - 1) of the kernel `scope`, of whose body
