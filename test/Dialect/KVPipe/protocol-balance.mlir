@@ -493,3 +493,201 @@ func.func @producer_and_consumer(%producer: i1, %e: i1) {
   }
   return
 }
+
+// -----
+
+// Role splits (held-out A2 of the fifth audit). WRONG: the branch between
+// the producer's and the consumer's chains is on a kernel argument, the
+// same on every thread of a CTA: in a CTA either every thread produces
+// (nobody consumes: the producer hangs on its third acquire) or every
+// thread consumes (nobody fills: the consumers hang on their first wait).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @uniform_role_split(%n: index, %producer: i1) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c0 : index
+    // expected-warning @below {{'scf.if' op cannot prove that the producer and the consumer sides both run: this branch splits them, but its condition is not computed from the thread's identity (thread, lane, warp or warpgroup id), so it may take every thread of the CTA the same way (a block id, a kernel argument), and then the producer side runs without the other}}
+    scf.if %producer {
+      scf.if %e {
+        // expected-note @below {{where the producer side's chain ends}}
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } else {
+      // expected-note @below {{where the consumer side's chain ends, in another branch}}
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// WRONG: the same on the block id (a different role per CTA), and through a
+// helper whose role condition the kernel computes from the block id.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @block_id_role_split(%n: index) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %tid = gpu.thread_id x
+    %bid = gpu.block_id x
+    %producer = arith.cmpi eq, %bid, %c0 : index
+    %e = arith.cmpi eq, %tid, %c0 : index
+    // expected-warning @below {{'scf.if' op cannot prove that the producer and the consumer sides both run: this branch splits them, but its condition is not computed from the thread's identity}}
+    scf.if %producer {
+      scf.if %e {
+        // expected-note @below {{where the producer side's chain ends}}
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } else {
+      // expected-note @below {{where the consumer side's chain ends, in another branch}}
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+  func.func private @roles(%p: !p, %n: index, %producer: i1, %e: i1) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    // expected-warning @below {{'scf.if' op cannot prove that the producer and the consumer sides both run}}
+    scf.if %producer {
+      // expected-note @below {{where the producer side's chain ends}}
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    } else {
+      // expected-note @below {{where the consumer side's chain ends, in another branch}}
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+    return
+  }
+  gpu.func @helper_roles_on_block_id(%n: index) kernel {
+    %c0 = arith.constant 0 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %bid = gpu.block_id x
+    %producer = arith.cmpi eq, %bid, %c0 : index
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c0 : index
+    func.call @roles(%p, %n, %producer, %e) : (!p, index, i1, i1) -> ()
+    gpu.return
+  }
+}
+
+// -----
+
+// Corrected: the roles split on the warpgroup id (directly, and through a
+// helper the kernel passes it to); a CTA-uniform branch whose arms each run
+// both sides (a producer and a consumer chain in each) is no role split.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @roles(%p: !p, %n: index, %producer: i1, %e: i1) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    scf.if %producer {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    } else {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+    return
+  }
+  gpu.func @helper_roles_on_warpgroup(%n: index) kernel {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c128 : index
+    func.call @roles(%p, %n, %producer, %e) : (!p, index, i1, i1) -> ()
+    gpu.return
+  }
+  gpu.func @uniform_branch_of_whole_pipelines(%n: index, %flag: i1) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    %tid = gpu.thread_id x
+    %pe = arith.cmpi eq, %tid, %c0 : index
+    %ce = arith.cmpi eq, %tid, %c128 : index
+    scf.if %flag {
+      scf.if %producer {
+        scf.if %pe {
+          %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+            kvpipe.producer_acquire %s : !p
+            kvpipe.producer_commit %s : !p
+            %t = kvpipe.step %s : !p
+            scf.yield %t : !p
+          }
+        }
+      } else {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.consumer_wait %s : !p
+          %t = kvpipe.consumer_release %s, %ce : !p
+          scf.yield %t : !p
+        }
+      }
+    } else {
+      scf.if %producer {
+        scf.if %pe {
+          %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+            kvpipe.producer_acquire %s : !p
+            kvpipe.producer_commit %s : !p
+            %t = kvpipe.step %s : !p
+            scf.yield %t : !p
+          }
+        }
+      } else {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.consumer_wait %s : !p
+          %t = kvpipe.consumer_release %s, %ce : !p
+          scf.yield %t : !p
+        }
+      }
+    }
+    gpu.return
+  }
+}

@@ -307,3 +307,162 @@ func.func @create_in_helper_called_indirectly(%producer: i1, %e: i1) {
   func.call_indirect %f(%producer, %e) : (i1, i1) -> ()
   return
 }
+
+// -----
+
+// CTA-wide barriers (held-out A3 of the fifth audit). WRONG: a gpu.barrier
+// that only the consumer warpgroup reaches: the consumers wait in bar.sync 0
+// for the producer warpgroup, which is stuck in its third acquire waiting
+// for a release the consumers never make.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @barrier_in_one_role() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    // expected-note @below {{the warp roles}}
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      // expected-error @below {{'gpu.barrier' op is a CTA-wide barrier that 128 of the 256 threads of the CTA's 2 warpgroups reach (0, 128 per warpgroup): the others never arrive}}
+      gpu.barrier
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c128 : index
+      %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// WRONG: nvvm.barrier0, an nvvm.barrier without a thread count and an
+// inline bar.sync 0 in the elected thread's branch; a gpu.barrier in a helper
+// that a role calls.
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @sync_all() {
+    // expected-error @below {{'gpu.barrier' op is a CTA-wide barrier that 128 of the 256 threads of the CTA's 2 warpgroups reach (128, 0 per warpgroup)}}
+    gpu.barrier
+    return
+  }
+  gpu.func @barriers_of_some_threads() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %e = arith.cmpi eq, %tid, %c0 : index
+    // expected-note @below {{the condition}}
+    scf.if %e {
+      // expected-error @below {{'nvvm.barrier0' op is a CTA-wide barrier that 1 of the 256 threads of the CTA's 2 warpgroups reach (1, 0 per warpgroup)}}
+      nvvm.barrier0
+    }
+    // expected-note @below {{the condition}}
+    scf.if %e {
+      // expected-error @below {{'nvvm.barrier' op is a CTA-wide barrier that 1 of the 256 threads}}
+      nvvm.barrier
+    }
+    // expected-note @below {{the condition}}
+    scf.if %e {
+      // expected-error @below {{'llvm.inline_asm' op is a CTA-wide barrier that 1 of the 256 threads}}
+      llvm.inline_asm has_side_effects "bar.sync 0;", "" : () -> ()
+    }
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    // expected-note @below {{the condition}}
+    scf.if %w0 {
+      // expected-note @below {{the call that runs it}}
+      func.call @sync_all() : () -> ()
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// WRONG: a CTA-wide barrier under a condition on the thread in a helper
+// (whose threads are not known: an error where the condition is the
+// thread's identity), and in a loop that runs a number of times per thread.
+func.func @barrier_under_thread_condition(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %tid = gpu.thread_id x
+  %e = arith.cmpi eq, %tid, %c0 : index
+  // expected-note @below {{the condition}}
+  scf.if %e {
+    // expected-error @below {{'gpu.barrier' op is a CTA-wide barrier under a condition on the thread's identity}}
+    gpu.barrier
+  }
+  // expected-note @below {{the loop}}
+  scf.for %i = %c0 to %tid step %c1 {
+    // expected-warning @below {{'gpu.barrier' op cannot prove that every thread of the CTA reaches this CTA-wide barrier equally often: the loop around it runs a number of times that is not known to be the same on every thread}}
+    gpu.barrier
+  }
+  return
+}
+
+// -----
+
+// Corrected: CTA-wide barriers where every thread runs them (before the
+// roles split, under a CTA-uniform condition, in a loop of uniform trip
+// count); named barriers with a thread count in one role, which are not
+// CTA-wide (the generated ping-pong schedule uses them).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @barriers_of_all_threads(%n: index, %flag: i1) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c128 = arith.constant 128 : index
+    %c1_i32 = arith.constant 1 : i32
+    %c128_i32 = arith.constant 128 : i32
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    gpu.barrier
+    scf.if %flag {
+      nvvm.barrier0
+    }
+    scf.for %i = %c0 to %n step %c1 {
+      nvvm.barrier
+    }
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      nvvm.barrier id = %c1_i32 number_of_threads = %c128_i32
+      llvm.inline_asm has_side_effects "bar.sync 1, 128;", "" : () -> ()
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c128 : index
+      %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %e : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.barrier
+    gpu.return
+  }
+}

@@ -200,6 +200,99 @@ func.func @store_retired_in_branch(%p: !p, %e: i1, %map: !map, %k: !ring, %i: in
   return %t : !p
 }
 
+// -----
+
+// A cp.async copy writes its slot asynchronously (held-out E1 of the fifth
+// audit). WRONG: each producer thread copies its row of the slot with
+// cp.async and commits at once: the arrivals can complete the phase before
+// the copies land, and the consumers read the slot half written.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 128, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @cp_async_not_waited(%p: !p, %g: memref<?x64xbf16>, %k: !ring, %row: index, %tid: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.producer_acquire %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-warning @+1 {{'nvgpu.device_async_copy' op cannot prove that the cp.async copy has written the ring slot before its 'producer_commit': no commit of its group (nvgpu.device_async_create_group, cp.async.commit_group) followed by a wait for every group (nvgpu.device_async_wait with numGroups 0, cp.async.wait_group 0) runs between them after the copy}}
+  %tok = nvgpu.device_async_copy %g[%row, %c0], %k[%slot, %tid, %c0], 8 : memref<?x64xbf16> to !ring
+  // expected-note @+1 {{the slot is handed over here}}
+  kvpipe.producer_commit %p : !p
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
+
+// -----
+
+// WRONG: the copy's group is committed, but the wait leaves one group in
+// flight: the copy's may be that one.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 128, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @cp_async_wait_one_pending(%p: !p, %g: memref<?x64xbf16>, %k: !ring, %row: index, %tid: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.producer_acquire %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-warning @+1 {{'nvgpu.device_async_copy' op cannot prove that the cp.async copy has written the ring slot before its 'producer_commit'}}
+  %tok = nvgpu.device_async_copy %g[%row, %c0], %k[%slot, %tid, %c0], 8 : memref<?x64xbf16> to !ring
+  %group = nvgpu.device_async_create_group %tok
+  nvgpu.device_async_wait %group {numGroups = 1 : i32}
+  // expected-note @+1 {{the slot is handed over here}}
+  kvpipe.producer_commit %p : !p
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
+
+// -----
+
+// WRONG: a wait with no group committed after the copy (the wait is for
+// groups committed before it): the copy is still in flight.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 128, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @cp_async_wait_before_commit(%p: !p, %g: memref<?x64xbf16>, %k: !ring, %row: index, %tid: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.producer_acquire %p : !p
+  %slot = kvpipe.index %p : !p
+  // expected-warning @+1 {{'nvgpu.device_async_copy' op cannot prove that the cp.async copy has written the ring slot before its 'producer_commit'}}
+  %tok = nvgpu.device_async_copy %g[%row, %c0], %k[%slot, %tid, %c0], 8 : memref<?x64xbf16> to !ring
+  nvvm.cp.async.wait.group 0
+  // expected-note @+1 {{the slot is handed over here}}
+  kvpipe.producer_commit %p : !p
+  nvvm.cp.async.commit.group
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
+
+// -----
+
+// Corrected: the copy's group is committed and waited for to the last group
+// before the commit (nvgpu, and the same with the nvvm ops).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 128, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+func.func @cp_async_waited(%p: !p, %g: memref<?x64xbf16>, %k: !ring, %row: index, %tid: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.producer_acquire %p : !p
+  %slot = kvpipe.index %p : !p
+  %tok = nvgpu.device_async_copy %g[%row, %c0], %k[%slot, %tid, %c0], 8 : memref<?x64xbf16> to !ring
+  %group = nvgpu.device_async_create_group %tok
+  nvgpu.device_async_wait %group
+  kvpipe.producer_commit %p : !p
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
+func.func @cp_async_waited_nvvm(%p: !p, %g: memref<?x64xbf16>, %k: !ring, %row: index, %tid: index) -> !p {
+  %c0 = arith.constant 0 : index
+  kvpipe.producer_acquire %p : !p
+  %slot = kvpipe.index %p : !p
+  %tok = nvgpu.device_async_copy %g[%row, %c0], %k[%slot, %tid, %c0], 8 : memref<?x64xbf16> to !ring
+  nvvm.cp.async.commit.group
+  nvvm.cp.async.wait.group 0
+  kvpipe.producer_commit %p : !p
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
+
 // Held-out programs of the fourth checker audit: the address of a slot
 // access (offsets that add up, a shifted or reshaped ring, the slot in another
 // dimension, offsets through branches, narrow arithmetic), helpers that access

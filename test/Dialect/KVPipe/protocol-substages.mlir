@@ -106,3 +106,92 @@ func.func @producer_default_stage(%p: !p) -> !p {
   %t = kvpipe.step %p : !p
   return %t : !p
 }
+// -----
+
+// Held-out D1 of the fifth audit. WRONG: the sub-stage 1 load goes into
+// half 0 of the slot, which the sub-stage 0 load fills too: the consumer
+// reads half 0 once sub-stage 0 completed, while sub-stage 1's TMA may
+// still be writing it. (A read is matched to the sub-stage of its tile's
+// load; with two, the collision itself is the error.)
+!p = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+func.func @stage_tile_collision(%p: !p, %map: !map, %k: !ring, %i: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %slot = kvpipe.index %p : !p
+  kvpipe.producer_acquire %p stage 0 : !p
+  kvpipe.producer_acquire %p stage 1 : !p
+  %b1 = kvpipe.producer_mbar %p stage 1 : !p
+  %h1 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring to !half
+  // expected-note @below {{the load of sub-stage 1}}
+  kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+  %b0 = kvpipe.producer_mbar %p stage 0 : !p
+  %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring to !half
+  // expected-error @below {{'kvpipe.tma_load' op loads sub-stage 0 into the tile that a load of sub-stage 1 also fills: a consumer that waited for one sub-stage reads the tile while the other's TMA may still be writing it (each sub-stage loads its own part of the slot) (sub-stage 0 of pipeline argument #0 of @stage_tile_collision}}
+  kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+  kvpipe.producer_commit %p stage 0 : !p
+  kvpipe.producer_commit %p stage 1 : !p
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
+
+// -----
+
+// WRONG (unproven): the sub-stage 1 load goes into the lower 64 rows of
+// half 0 (another view chain, the same bytes as the sub-stage 0 tile's
+// second half).
+!p = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 64, 64], element_type = bf16, swizzle = 128>
+!map128 = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!quarter = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+func.func @stage_tiles_overlap(%p: !p, %map: !map, %map128: !map128, %k: !ring, %i: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %slot = kvpipe.index %p : !p
+  kvpipe.producer_acquire %p stage 0 : !p
+  %b0 = kvpipe.producer_mbar %p stage 0 : !p
+  %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring to !half
+  // expected-note @below {{the load of sub-stage 0}}
+  kvpipe.tma_load %map128[%c0, %i, %c0], %h0, %b0 : !map128, !half
+  kvpipe.producer_commit %p stage 0 : !p
+  kvpipe.producer_acquire %p stage 1 : !p
+  %b1 = kvpipe.producer_mbar %p stage 1 : !p
+  %h1 = memref.subview %k[%slot, 0, 64, 0] [1, 1, 64, 64] [1, 1, 1, 1] : !ring to !quarter
+  // expected-warning @below {{'kvpipe.tma_load' op cannot prove that the tiles the loads of sub-stages 0 and 1 fill are apart: their bytes may overlap, and a consumer that waited for one sub-stage may read the other's tile while its TMA still writes it}}
+  kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !quarter
+  kvpipe.producer_commit %p stage 1 : !p
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}
+
+// -----
+
+// Corrected: each sub-stage loads its own half of the slot.
+!p = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+func.func @stage_tiles_apart(%p: !p, %map: !map, %k: !ring, %i: index) -> !p {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %slot = kvpipe.index %p : !p
+  kvpipe.producer_acquire %p stage 0 : !p
+  %b0 = kvpipe.producer_mbar %p stage 0 : !p
+  %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring to !half
+  kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+  kvpipe.producer_commit %p stage 0 : !p
+  kvpipe.producer_acquire %p stage 1 : !p
+  %b1 = kvpipe.producer_mbar %p stage 1 : !p
+  %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring to !half
+  kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+  kvpipe.producer_commit %p stage 1 : !p
+  %t = kvpipe.step %p : !p
+  return %t : !p
+}

@@ -365,11 +365,15 @@ func.func @warpgroup_and_memory_bounds(%n: index, %producer: i1, %e: i1, %buf: m
 // load of a read-only kernel input at a block-id address.
 !p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
 gpu.module @uniform_bounds {
-  gpu.func @k(%lengths: !llvm.ptr<1>, %producer: i1, %e: i1) kernel {
+  gpu.func @k(%lengths: !llvm.ptr<1>, %e: i1) kernel {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %p = kvpipe.create : !p
     kvpipe.init %p : !p
+    // The roles: the producer warpgroup and the others (a kernel argument
+    // would not split them: see protocol-balance.mlir).
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
     %bx = gpu.block_id x
     %bz = gpu.block_id z
     %i64 = arith.index_cast %bz : index to i64
@@ -445,6 +449,177 @@ func.func @unsigned_loop(%lb: index, %ub: index, %producer: i1, %e: i1) {
   } else {
     // expected-warning @below {{cannot prove that the producer and consumer loops advance the same number of slots}}
     %r = scf.for unsigned %i = %lb to %ub step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// WRONG (held-out A4 of the fifth audit): both loops run to a bound from
+// llvm.mlir.undef. Each use of undef may be another value, on each thread:
+// the producer's and the consumer's trip counts need not be equal.
+func.func @undef_bound(%producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %u = llvm.mlir.undef : i64
+  // expected-note @below {{the value}}
+  %n = arith.index_cast %u : i64 to index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{where the producer side ends}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-warning @below {{'scf.for' op cannot prove that the producer and consumer loops advance the same number of slots: both sides advance trips(loop at}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// WRONG: llvm.mlir.poison used directly as the bound of both loops.
+func.func @poison_bound(%producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %u = llvm.mlir.poison : i64
+  // expected-note @below {{the value}}
+  %n = arith.index_cast %u : i64 to index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{where the producer side ends}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-warning @below {{'scf.for' op cannot prove that the producer and consumer loops advance the same number of slots: both sides advance trips(loop at}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// WRONG: a frozen undef is one value per thread, but not the same on every
+// thread: the producer's and the consumer's threads each freeze their own.
+func.func @freeze_bound(%producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %u = llvm.mlir.undef : i64
+  %f = llvm.freeze %u : i64
+  // expected-note @below {{the value}}
+  %n = arith.index_cast %f : i64 to index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    // expected-note @below {{where the producer side ends}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    // expected-warning @below {{'scf.for' op cannot prove that the producer and consumer loops advance the same number of slots: both sides advance trips(loop at}}
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// WRONG: the producer thread is elected by comparing the thread id with an
+// undefined value: which thread (if any) commits is not known.
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @undef_election(%n: index) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    // expected-note @below {{this value}}
+    %u = llvm.mlir.undef : i64
+    %who = arith.index_cast %u : i64 to index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %wg = kvpipe.warpgroup_id : index
+    %tid = gpu.thread_id x
+    %is_producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %is_producer {
+      %elected = arith.cmpi eq, %tid, %who : index
+      // expected-warning @below {{'scf.if' op cannot prove that the producer side runs whenever the consumer side does}}
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          // expected-warning @below {{'kvpipe.producer_commit' op cannot prove how many threads arrive on the producer barrier (the pipeline expects 1): the checker cannot evaluate, per thread of the CTA's 2 warpgroups, a value a condition around it is computed from}}
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } else {
+      %first = arith.cmpi eq, %tid, %c128 : index
+      // expected-note @below {{where the consumer side's chain ends}}
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+
+// Corrected: the bound is a (CTA-uniform) argument on both sides.
+func.func @argument_bound(%n: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.producer_acquire %s : !p
+      kvpipe.producer_commit %s : !p
+      %t = kvpipe.step %s : !p
+      scf.yield %t : !p
+    }
+  } else {
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
       kvpipe.consumer_wait %s : !p
       %t = kvpipe.consumer_release %s, %e : !p
       scf.yield %t : !p

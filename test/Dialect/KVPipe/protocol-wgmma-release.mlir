@@ -91,14 +91,16 @@ func.func @conditional_wait(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring) -> !p {
 !tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
 
 // qk_stages = 2: a wgmma whose tile matches no producer load is taken to
-// read the sub-stage last waited on before it. The release of sub-stage 1
-// comes while the sub-stage 1 wgmma is in flight: an error. Its tile covers
-// both halves of the slot, so the release of sub-stage 0 under it is
-// unproven.
+// read the sub-stage last waited on before it, for the releases after it.
+// The release of sub-stage 1 comes while the sub-stage 1 wgmma is in
+// flight: an error. Its tile covers both halves of the slot, so the release
+// of sub-stage 0 under it is unproven; so is the first wgmma, issued when
+// only sub-stage 0 was waited for (its tile covers sub-stage 1's half too).
 func.func @sub_stage_in_flight(%p: !p, %e: i1, %q: !q, %k: !ring) -> !p {
   %slot = kvpipe.index %p : !p
   %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
   kvpipe.consumer_wait %p stage 0 : !p
+  // expected-warning @below {{'kvpipe.warpgroup_mma' op cannot prove which sub-stage of the slot this wgmma reads, and not every sub-stage was waited for before it}}
   %a = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
   kvpipe.consumer_wait %p stage 1 : !p
   // expected-note @below {{the wgmma reading the slot}}
@@ -171,11 +173,13 @@ func.func @older_group_retired(%p: !p, %e: i1, %q: !q, %k: !ring, %other: !tile)
 
 // Proven only in part: qk_stages = 2, each sub-stage released once the wgmma
 // last waited on retired; the release of sub-stage 0 while the wgmma that
-// read the whole tile is in flight is unproven.
+// read the whole tile is in flight is unproven, and so is the first wgmma,
+// which reads the whole tile when only sub-stage 0 was waited for.
 func.func @sub_stages_retired(%p: !p2, %e: i1, %q: !q, %k: !ring) -> !p2 {
   %slot = kvpipe.index %p : !p2
   %kt = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
   kvpipe.consumer_wait %p stage 0 : !p2
+  // expected-warning @below {{'kvpipe.warpgroup_mma' op cannot prove which sub-stage of the slot this wgmma reads, and not every sub-stage was waited for before it}}
   %a = kvpipe.warpgroup_mma %q, %kt : !q, !tile -> vector<64xf32>
   kvpipe.consumer_wait %p stage 1 : !p2
   // expected-note @below {{the wgmma}}

@@ -41,6 +41,9 @@ bool kvpipe::selectsThreads(Value condition) {
     Operation *def = value.getDefiningOp();
     if (!def)
       return false; // an argument: uniform, or not followed
+    // An undefined value is no constant: what it picks is not known.
+    if (isIndeterminateOp(def))
+      return false;
     if (isThreadDependentOp(def)) {
       identity = true;
       continue;

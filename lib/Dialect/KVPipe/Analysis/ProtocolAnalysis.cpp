@@ -975,6 +975,11 @@ std::string SlotArithmetic::keyOf(Value value, unsigned depth) {
   }
 
   Operation *def = value.getDefiningOp();
+  // An undefined value (undef, poison, a freeze of one) is not a number
+  // every thread computes alike: nothing computed from it is uniform
+  // (getValueNumber gives undef and poison a new atom at every use).
+  if (isIndeterminateOp(def))
+    return "";
   // A load of a read-only kernel input at a CTA-uniform address.
   if (std::optional<Value> address = getReadOnlyKernelLoad(def)) {
     std::string inner = keyOf(*address, depth + 1);
@@ -1038,6 +1043,13 @@ unsigned SlotArithmetic::getValueNumber(Value value) {
   auto it = numbers.find(value);
   if (it != numbers.end())
     return it->second;
+  // undef and poison may be another value at each use, even on one
+  // thread: a new atom, equal to nothing (not even itself), at every use.
+  if (Operation *def = value.getDefiningOp();
+      def && isIndeterminateOp(def) &&
+      def->getName().getStringRef() != "llvm.freeze")
+    return intern("undef" + std::to_string(atomExamples.size()), value,
+                  value);
   usedPlaceholder = false;
   std::string key = keyOf(value, 0);
   // Values the analysis cannot number are their own atom, equal only to

@@ -35,8 +35,13 @@ bool kvpipe::isThreadDependentOp(Operation *op) {
            name == "nwarpid" || name == "nsmid" || name == "gridid");
 }
 
-/// Whether `func` is a kernel (its block size is a launch's).
-static bool isKernel(FunctionOpInterface func) {
+bool kvpipe::isIndeterminateOp(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  return name == "llvm.mlir.undef" || name == "llvm.mlir.poison" ||
+         name == "ub.poison" || name == "llvm.freeze";
+}
+
+bool kvpipe::isKernelFunction(FunctionOpInterface func) {
   auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation());
   return (gpuFunc && gpuFunc.isKernel()) || func->hasAttr("gpu.kernel") ||
          func->hasAttr("nvvm.kernel");
@@ -52,7 +57,7 @@ std::optional<ThreadScope> kvpipe::getThreadScope(Operation *op) {
   if (!func)
     return std::nullopt;
   DenseI32ArrayAttr dims;
-  if (isKernel(func)) {
+  if (isKernelFunction(func)) {
     if (auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(func.getOperation()))
       dims = gpuFunc.getKnownBlockSizeAttr();
     if (!dims)
@@ -116,10 +121,12 @@ std::optional<APInt> ThreadEvaluator::evaluate(Value value,
       return result(APInt(64, tid / 128 - 1));
     return fail();
   }
+  Operation *def = value.getDefiningOp();
+  if (isIndeterminateOp(def))
+    return fail();
   APInt constant;
   if (matchPattern(value, m_ConstantInt(&constant)))
     return result(constant);
-  Operation *def = value.getDefiningOp();
   if (auto id = dyn_cast<gpu::ThreadIdOp>(def)) {
     if (id.getDimension() != gpu::Dimension::x)
       return fail();

@@ -122,8 +122,35 @@ bool ProtocolChecker::isSameCondition(Value a, Value b) {
          isUniform(a);
 }
 
-bool ProtocolChecker::checkChainGuards(Value pipeline, Value producer,
-                                       Value consumer, Operation *scope) {
+bool ProtocolChecker::splitsThreads(Value condition, unsigned depth) {
+  if (selectsThreads(condition))
+    return true;
+  // A helper's argument: the caller's condition, at each call in the
+  // module; where nothing in the module calls the helper, the caller's
+  // role condition (an assumption: docs/protocol-checking.md).
+  auto argument = dyn_cast<BlockArgument>(condition);
+  if (!argument || depth > 8 || !argument.getOwner()->isEntryBlock())
+    return false;
+  auto function =
+      dyn_cast_or_null<FunctionOpInterface>(argument.getOwner()->getParentOp());
+  if (!function || isKernelFunction(function))
+    return false;
+  if (!callSites)
+    callSites.emplace(root);
+  for (Operation *call : callSites->getCalls(function)) {
+    auto callOp = cast<CallOpInterface>(call);
+    if (argument.getArgNumber() >= callOp.getArgOperands().size() ||
+        !splitsThreads(callOp.getArgOperands()[argument.getArgNumber()],
+                       depth + 1))
+      return false;
+  }
+  return true;
+}
+
+ProtocolChecker::Together
+ProtocolChecker::checkChainGuards(Value pipeline, Value producer,
+                                  Value consumer, Operation *scope,
+                                  Operation *&split) {
   SmallVector<ChainGuard> onProducer = getChainGuards(producer, scope);
   SmallVector<ChainGuard> onConsumer = getChainGuards(consumer, scope);
   size_t shared = 0;
@@ -132,9 +159,17 @@ bool ProtocolChecker::checkChainGuards(Value pipeline, Value producer,
     ++shared;
   ArrayRef<ChainGuard> producerOnly = ArrayRef(onProducer).drop_front(shared);
   ArrayRef<ChainGuard> consumerOnly = ArrayRef(onConsumer).drop_front(shared);
-  // The role split: the two ends in different branches of one op.
+  // The role split: the two ends in different branches of one op. It
+  // splits the roles only where its condition differs between the threads
+  // of a CTA: a CTA-uniform one (a block id, a kernel argument) takes every
+  // thread of the CTA into one branch, so the two ends never run together
+  // (each needs a partner in its own branch: checkTotals).
   if (!producerOnly.empty() && !consumerOnly.empty() &&
       producerOnly.front().op == consumerOnly.front().op) {
+    if (!splitsThreads(producerOnly.front().condition, 0)) {
+      split = producerOnly.front().op;
+      return Together::never;
+    }
     producerOnly = producerOnly.drop_front();
     consumerOnly = consumerOnly.drop_front();
   }
@@ -173,7 +208,9 @@ bool ProtocolChecker::checkChainGuards(Value pipeline, Value producer,
     return true;
   };
   return check(producerOnly, consumerOnly, true, consumer) &&
-         check(consumerOnly, producerOnly, false, producer);
+                 check(consumerOnly, producerOnly, false, producer)
+             ? Together::proven
+             : Together::reported;
 }
 
 void ProtocolChecker::checkTotals() {
@@ -336,8 +373,9 @@ void ProtocolChecker::checkTotals() {
              "number of slots: both sides advance "
           << arithmetic.print(*first.total) << ", but " << name
           << " is not known to be the same on every thread of the CTA (a "
-             "thread, lane or warpgroup id, a value loaded from memory, or "
-             "one the checker cannot follow), and the producer's and the "
+             "thread, lane or warpgroup id, a value loaded from memory, an "
+             "undefined value (undef, poison, freeze), or one the checker "
+             "cannot follow), and the producer's and the "
              "consumer's threads each compute it"
           << where(pipeline);
       diag.attachNote(atom.getLoc()) << "the value";
@@ -346,19 +384,72 @@ void ProtocolChecker::checkTotals() {
       continue;
     }
     // Equal counts, but each side runs its chain only under the
-    // conditions its end is nested in.
+    // conditions its end is nested in. Ends in the branches of a branch
+    // that does not split the threads (a CTA-uniform condition) never run
+    // together: each end needs a partner that runs with it.
+    auto sameScope = [](const End &a, const End &b) {
+      return a.scope == b.scope;
+    };
+    bool reported = false;
+    DenseSet<Value> partnered;
+    Operation *split = nullptr;
+    const End *alone = nullptr, *other = nullptr;
     for (const End &producer : ends) {
-      bool reported = false;
-      for (const End &consumer : consumerIt->second)
-        if (producer.scope == consumer.scope &&
-            !checkChainGuards(pipeline, producer.state, consumer.state,
-                              producer.scope)) {
+      bool found = false;
+      for (const End &consumer : consumerIt->second) {
+        if (!sameScope(producer, consumer))
+          continue;
+        Operation *at = nullptr;
+        Together together = checkChainGuards(pipeline, producer.state,
+                                             consumer.state, producer.scope, at);
+        if (together == Together::reported) {
           reported = true;
           break;
         }
+        if (together == Together::proven) {
+          found = true;
+          partnered.insert(consumer.state);
+        } else if (!split) {
+          split = at;
+          other = &consumer;
+        }
+      }
       if (reported)
         break;
+      if (!found && split && !alone)
+        alone = &producer;
     }
+    if (reported || !split)
+      continue;
+    if (!alone)
+      for (const End &consumer : consumerIt->second)
+        if (!partnered.contains(consumer.state) &&
+            llvm::any_of(ends, [&](const End &producer) {
+              return sameScope(producer, consumer);
+            })) {
+          alone = &consumer;
+          break;
+        }
+    if (!alone)
+      continue;
+    bool producerAlone = llvm::any_of(
+        ends, [&](const End &end) { return &end == alone; });
+    InFlightDiagnostic diag =
+        unproven(split)
+        << "that the producer and the consumer sides both run: this branch "
+           "splits them, but its condition is not computed from the "
+           "thread's identity (thread, lane, warp or warpgroup id), so it "
+           "may take every thread of the CTA the same way (a block id, a "
+           "kernel argument), and then the "
+        << (producerAlone ? "producer" : "consumer")
+        << " side runs without the other, which it may wait for forever"
+        << where(pipeline);
+    diag.attachNote(describeEnd(*alone)->getLoc())
+        << "where the " << (producerAlone ? "producer" : "consumer")
+        << " side's chain ends";
+    if (other && producerAlone)
+      diag.attachNote(describeEnd(*other)->getLoc())
+          << "where the consumer side's chain ends, in another branch";
   }
   // A consumer side without a producer in a function that creates the
   // pipeline waits forever.

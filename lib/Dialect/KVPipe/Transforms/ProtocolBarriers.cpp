@@ -186,6 +186,201 @@ void ProtocolChecker::checkBarriers() {
 }
 
 //===----------------------------------------------------------------------===//
+// CTA-wide barriers: reached by every thread of the CTA
+//===----------------------------------------------------------------------===//
+
+/// Whether the PTX in `text` has a `bar.sync` / `barrier.sync` (optionally
+/// `.cta`, `.aligned`) without a thread count: the CTA-wide form (`bar.sync
+/// 0;`), not a named barrier of some threads (`bar.sync 1, 256;`).
+static bool hasCtaWideBarrierInstruction(StringRef text) {
+  for (StringRef name : {"bar.sync", "barrier.sync", "bar.cta.sync",
+                         "barrier.cta.sync"}) {
+    for (size_t at = text.find(name); at != StringRef::npos;
+         at = text.find(name, at + 1)) {
+      // The operands up to the end of the instruction: one (the barrier)
+      // for all threads, two (the barrier and a count) for some.
+      StringRef operands = text.drop_front(at + name.size())
+                               .take_until([](char c) { return c == ';'; });
+      if (!operands.contains(','))
+        return true;
+    }
+  }
+  return false;
+}
+
+bool ProtocolChecker::isCtaWideBarrier(Operation *op) {
+  if (isa<gpu::BarrierOp, NVVM::Barrier0Op>(op))
+    return true;
+  if (auto barrier = dyn_cast<NVVM::BarrierOp>(op))
+    return !barrier.getNumberOfThreads();
+  if (auto intrinsic = dyn_cast<LLVM::CallIntrinsicOp>(op)) {
+    StringRef name = intrinsic.getIntrin();
+    return name == "llvm.nvvm.barrier0" ||
+           (name.starts_with("llvm.nvvm.barrier") && name.ends_with(".all"));
+  }
+  if (auto assembly = dyn_cast<LLVM::InlineAsmOp>(op))
+    return hasCtaWideBarrierInstruction(assembly.getAsmString());
+  return false;
+}
+
+void ProtocolChecker::checkCtaBarriers() {
+  SmallVector<Operation *> barriers;
+  root->walk([&](Operation *op) {
+    if (isCtaWideBarrier(op))
+      barriers.push_back(op);
+  });
+  if (barriers.empty())
+    return;
+  CallSites sites(root);
+  for (Operation *barrier : barriers) {
+    // The barrier, then each call that runs the function holding it (up the
+    // callers in the module), must run on every thread the same number of
+    // times.
+    SmallVector<Operation *> worklist = {barrier};
+    DenseSet<Operation *> seen;
+    while (!worklist.empty()) {
+      Operation *at = worklist.pop_back_val();
+      if (!seen.insert(at).second)
+        continue;
+      if (!checkReachedByAll(barrier, at))
+        break;
+      auto function = at->getParentOfType<FunctionOpInterface>();
+      if (!function)
+        continue;
+      for (Operation *call : sites.getCalls(function))
+        worklist.push_back(call);
+    }
+  }
+}
+
+bool ProtocolChecker::checkReachedByAll(Operation *barrier, Operation *at) {
+  auto note = [&](InFlightDiagnostic &diag) {
+    if (at != barrier)
+      diag.attachNote(at->getLoc()) << "the call that runs it";
+  };
+  // Outside any function nothing executes (the verifier's business).
+  if (!at->getParentOfType<FunctionOpInterface>())
+    return true;
+  // Loops and regions around it, below its function: a loop whose bounds
+  // are not CTA-uniform runs it a different number of times on different
+  // threads; a block other than the entry block of a region of several
+  // blocks runs on the paths that reach it.
+  for (Operation *child = at; !isa<FunctionOpInterface>(child->getParentOp());
+       child = child->getParentOp()) {
+    Operation *parent = child->getParentOp();
+    Region *region = child->getParentRegion();
+    if (!region->hasOneBlock() && child->getBlock() != &region->front()) {
+      InFlightDiagnostic diag =
+          unproven(barrier)
+          << "that every thread of the CTA reaches this CTA-wide barrier: it "
+             "runs in a block of unstructured control flow, on the paths "
+             "that branch to it";
+      note(diag);
+      return false;
+    }
+    bool varies = false;
+    if (auto forOp = dyn_cast<scf::ForOp>(parent)) {
+      for (Value bound : {forOp.getLowerBound(), forOp.getUpperBound(),
+                          forOp.getStep()})
+        varies |= !isUniform(bound);
+    } else if (auto whileOp = dyn_cast<scf::WhileOp>(parent)) {
+      scf::ConditionOp condition = whileOp.getConditionOp();
+      varies = !condition || !isUniform(condition.getCondition());
+    } else if (!isa<scf::IfOp, scf::IndexSwitchOp, scf::ExecuteRegionOp,
+                    WarpRolesOp, ForEachTileOp>(parent)) {
+      InFlightDiagnostic diag =
+          unproven(barrier)
+          << "that every thread of the CTA reaches this CTA-wide barrier: it "
+             "is nested in '"
+          << parent->getName() << "', which the checker does not follow";
+      note(diag);
+      return false;
+    }
+    if (varies) {
+      InFlightDiagnostic diag =
+          unproven(barrier)
+          << "that every thread of the CTA reaches this CTA-wide barrier "
+             "equally often: the loop around it runs a number of times that "
+             "is not known to be the same on every thread";
+      diag.attachNote(parent->getLoc()) << "the loop";
+      note(diag);
+      return false;
+    }
+  }
+  // The branches around it: evaluated per thread where the CTA's threads
+  // are known, else each condition must be CTA-uniform.
+  std::optional<ThreadScope> scope = getThreadScope(at);
+  if (!scope) {
+    for (Operation *parent = at->getParentOp();
+         parent && !isa<FunctionOpInterface>(parent);
+         parent = parent->getParentOp()) {
+      Value condition;
+      if (auto ifOp = dyn_cast<scf::IfOp>(parent))
+        condition = ifOp.getCondition();
+      else if (auto indexSwitch = dyn_cast<scf::IndexSwitchOp>(parent))
+        condition = indexSwitch.getArg();
+      if (!condition || isUniform(condition))
+        continue;
+      InFlightDiagnostic diag =
+          selectsThreads(condition)
+              ? error(barrier)
+                    << "is a CTA-wide barrier under a condition on the "
+                       "thread's identity: the threads that do not take the "
+                       "branch never arrive, and the ones that do wait in it "
+                       "forever"
+              : unproven(barrier)
+                    << "that every thread of the CTA reaches this CTA-wide "
+                       "barrier: it is under a condition that is not known "
+                       "to be the same on every thread";
+      diag.attachNote(parent->getLoc()) << "the condition";
+      note(diag);
+      return false;
+    }
+    return true;
+  }
+  ThreadCount count =
+      countThreads(at, Value(), *scope, [&](Value v) { return isUniform(v); });
+  if (count.unprovenReason) {
+    InFlightDiagnostic diag =
+        unproven(barrier)
+        << "that every thread of the CTA reaches this CTA-wide barrier: ";
+    if (!count.unprovenReason->empty())
+      diag << (at == barrier ? "it " : "the call that runs it ")
+           << *count.unprovenReason;
+    else
+      diag << "the checker cannot evaluate, per thread" << scope->description
+           << ", a condition around it";
+    if (count.unknownValue)
+      diag.attachNote(count.unknownValue.getLoc()) << "this value";
+    note(diag);
+    return false;
+  }
+  if (count.total == scope->numThreads)
+    return true;
+  std::string counts;
+  for (auto [i, n] : llvm::enumerate(count.perWarpgroup))
+    counts += (i ? ", " : "") + std::to_string(n);
+  InFlightDiagnostic diag =
+      error(barrier) << "is a CTA-wide barrier that " << count.total
+                     << " of the " << scope->numThreads << " threads"
+                     << scope->description << " reach (" << counts
+                     << " per warpgroup): the others never arrive (a role "
+                        "that does not run it, threads a condition leaves "
+                        "out), and the threads that do wait in it forever";
+  // The innermost role or condition around it.
+  for (Operation *parent = at->getParentOp();
+       parent && !isa<FunctionOpInterface>(parent);
+       parent = parent->getParentOp())
+    if (isa<WarpRolesOp, scf::IfOp, scf::IndexSwitchOp>(parent)) {
+      diag.attachNote(parent->getLoc())
+          << (isa<WarpRolesOp>(parent) ? "the warp roles" : "the condition");
+      break;
+    }
+  note(diag);
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
 // Arrival counts: the threads that run each release and commit
 //===----------------------------------------------------------------------===//
 

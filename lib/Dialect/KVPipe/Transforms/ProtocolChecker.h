@@ -29,6 +29,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
@@ -124,6 +125,11 @@ inline SmallVector<Value> getIndexOperands(Operation *op, unsigned position) {
   return indices;
 }
 
+/// Whether `op` accesses a slot asynchronously, after the op itself has run:
+/// a TMA store (which reads its source until its bulk group is waited for)
+/// or a cp.async copy (which writes its destination until its group is).
+bool isAsyncSlotAccess(Operation *op);
+
 /// Whether `op` takes an address out of its memref operands: an op the view
 /// walk does not follow that turns a memref into something else (an index,
 /// a pointer, an LLVM descriptor), other than an access, a kvpipe op, a call,
@@ -146,6 +152,7 @@ public:
   /// Runs every rule; false when any reported an error.
   bool run() {
     checkBarriers();
+    checkCtaBarriers();
     checkFlow();
     checkLinearUse();
     checkBalance();
@@ -166,6 +173,7 @@ public:
     checkSlotAliases();
     checkTransactions();
     checkLoadSlots();
+    checkStageTiles();
     checkReleaseArrivals();
     return !hasErrors;
   }
@@ -323,6 +331,20 @@ private:
   /// False when reported.
   bool checkCreateRunsOnce(CreateOp create);
   void checkBarriers();
+  /// A CTA-wide barrier: `gpu.barrier`, `nvvm.barrier0`, `nvvm.barrier`
+  /// without a thread count, the intrinsics and inline `bar.sync` without a
+  /// count. (Named barriers of some threads, with a count, are not.)
+  static bool isCtaWideBarrier(Operation *op);
+  /// Every CTA-wide barrier runs on every thread of the CTA, the same
+  /// number of times: not in one role, not under a condition on the
+  /// thread, not in a loop whose trip count is not CTA-uniform (nor in a
+  /// helper called so). A barrier some threads never reach is an error (the
+  /// others wait in it forever: a consumer role's barrier while the producer
+  /// waits for a release); one the checker cannot place, unproven.
+  void checkCtaBarriers();
+  /// checkCtaBarriers for `barrier`, at `at` (the barrier or a call that
+  /// runs its function); false when reported.
+  bool checkReachedByAll(Operation *barrier, Operation *at);
 
   // 7. Flow: states through ops the analysis models, and no aliases
   // (ProtocolFlow.cpp)
@@ -334,6 +356,11 @@ private:
   /// Whether the analysis follows a state used by `op`.
   bool consumesKnownState(Operation *op);
   void checkFlow();
+  /// Rule 3 for barrier handles: every use of a `!kvpipe.mbarrier` is a
+  /// kvpipe op (a TMA load completing on it) or a call of a helper in the
+  /// module (whose argument is checked in turn); anything else (an external
+  /// or indirect call, a cast, a yield, an llvm op) is unproven.
+  void checkBarrierUses();
   static bool isState(Value value);
   /// An `scf.while` carries each state around its own cycle: the state
   /// yielded at position j comes (advanced or not) from the after-argument
@@ -351,13 +378,24 @@ private:
   static bool forwards(OpOperand &use);
   /// Whether two conditions have the same value on every thread of the CTA.
   bool isSameCondition(Value a, Value b);
+  /// Whether `condition`, the branch between the producer's and the
+  /// consumer's chains, splits the threads of a CTA into roles: it is
+  /// computed from the thread's identity and constants (selectsThreads), or
+  /// it is an argument of a helper (not a kernel) that each call in the
+  /// module passes such a condition (assumed where nothing calls it).
+  bool splitsThreads(Value condition, unsigned depth);
+  /// Whether two chains' ends run together (checkChainGuards).
+  enum class Together { proven, never, reported };
   /// Rule 5: the producer's chain ending at `producer` and the consumer's
   /// ending at `consumer` run under the same conditions, apart from the
   /// branch that splits the roles and conditions that pick threads of a
   /// role (a thread id compared with a constant). Reports the first other
-  /// condition only one side is under; false when it did.
-  bool checkChainGuards(Value pipeline, Value producer, Value consumer,
-                        Operation *scope);
+  /// condition only one side is under (`reported`). Where the two ends are
+  /// in different branches of a branch that does not split the threads
+  /// (splitsThreads: a CTA-uniform condition), they never run together in a
+  /// CTA: `never`, with `split` set to that branch.
+  Together checkChainGuards(Value pipeline, Value producer, Value consumer,
+                            Operation *scope, Operation *&split);
   void checkTotals();
 
   // 9. Reads: in-flight wgmma groups along every path, and reads before the
@@ -389,6 +427,11 @@ private:
   /// kvpipe.index, "?" otherwise).
   std::string tileKey(Value memref);
   void collectStages();
+  /// The loads of different sub-stages of one pipeline fill different
+  /// tiles: two into the same tile (the same view chain) are an error, two
+  /// whose bytes are not shown apart are unproven. A read is matched to
+  /// the sub-stage of the load of its tile, which is sound only then.
+  void checkStageTiles();
   /// The slots whose kvpipe.index `value` is computed from, through pure
   /// ops, the branches of `scf.if` / `scf.index_switch`, callees that return
   /// it (and through callees being simulated, back to their callers).
@@ -506,11 +549,14 @@ private:
   /// evaluated); a helper that may return with a TMA store in flight is
   /// checked like the store.
   void checkCallAccesses(CallOpInterface call);
-  /// A TMA store reads its slot asynchronously: before a release or commit
-  /// of the slot that follows it, the issuing thread must have committed
-  /// the bulk group and waited for it (`cp.async.bulk.commit_group`, then
-  /// `cp.async.bulk.wait_group 0`, after the store in its block or in the
-  /// blocks around it), else unproven.
+  /// A TMA store reads its slot asynchronously, and a cp.async copy writes
+  /// it asynchronously: before a release or commit of the slot that follows
+  /// it, the issuing thread must have committed the group and waited for it
+  /// (`cp.async.bulk.commit_group`, then `cp.async.bulk.wait_group 0`, for a
+  /// store; `nvgpu.device_async_create_group` or `cp.async.commit_group`,
+  /// then `nvgpu.device_async_wait` / `cp.async.wait_group` for every group,
+  /// for a copy; after it in its block or in the blocks around it), else
+  /// unproven.
   void checkStoreRetired(Operation *store, Value slot);
   DenseSet<std::pair<Operation *, Value>> reportedAccesses;
 

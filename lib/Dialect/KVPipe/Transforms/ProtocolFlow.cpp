@@ -167,6 +167,7 @@ bool ProtocolChecker::consumesKnownState(Operation *op) {
 }
 
 void ProtocolChecker::checkFlow() {
+  checkBarrierUses();
   DenseSet<Operation *> &reported = unfollowed;
   // States merged from different pipelines by a branch: which pipeline a
   // wait, release or step on them works on depends on the path. Reading
@@ -334,6 +335,64 @@ void ProtocolChecker::checkFlow() {
         break;
       }
     });
+  }
+}
+
+void ProtocolChecker::checkBarrierUses() {
+  // Only the kvpipe ops move a pipeline's barriers (docs: "Ops between
+  // protocol ops do not synchronise the pipeline"): a barrier handle
+  // (`kvpipe.producer_mbar`, `kvpipe.consumer_mbar`, a helper's argument or
+  // result) that reaches code the checker does not model may be arrived on,
+  // waited on or re-initialised there, outside every count it proves.
+  SmallVector<Value> barriers;
+  root->walk([&](Operation *op) {
+    for (Value result : op->getResults())
+      if (isa<MBarrierType>(result.getType()))
+        barriers.push_back(result);
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument argument : block.getArguments())
+          if (isa<MBarrierType>(argument.getType()))
+            barriers.push_back(argument);
+  });
+  DenseSet<Operation *> reported;
+  for (Value barrier : barriers) {
+    for (OpOperand &use : barrier.getUses()) {
+      Operation *user = use.getOwner();
+      // The kvpipe ops that take a barrier (the TMA loads that complete on
+      // it) are what the transaction rule counts; a helper in the module is
+      // followed through its argument, whose uses are checked here too.
+      if (isa_and_nonnull<KVPipeDialect>(user->getDialect()))
+        continue;
+      if (auto call = dyn_cast<CallOpInterface>(user)) {
+        FunctionOpInterface callee = flow.resolveCallee(call);
+        if (callee && !callee.isExternal() &&
+            llvm::is_contained(call.getArgOperands(), barrier))
+          continue;
+      }
+      // Ops that only pass the barrier on, into a value of the barrier type
+      // that is checked in turn (a select's result, a loop's or a branch's
+      // block argument, a region's result): which barrier it is then is the
+      // transaction rule's question, not what is done with it.
+      if ((isa<arith::SelectOp, RegionBranchTerminatorOpInterface,
+               BranchOpInterface, RegionBranchOpInterface>(user) &&
+           !isFunctionReturn(user)))
+        continue;
+      if (!reported.insert(user).second)
+        continue;
+      InFlightDiagnostic diag =
+          unproven(user)
+          << "what happens to the pipeline barrier passed to '"
+          << user->getName()
+          << "': the checker does not follow barriers into it (an external "
+             "or indirect call, a cast, a branch, an op it does not model), "
+             "which may arrive on it or wait on it outside the pipeline's "
+             "protocol";
+      if (auto accessor = barrier.getDefiningOp<PipelineProtocolOpInterface>())
+        diag << where(accessor.getPipeline(), accessor.getSubStage());
+      if (Operation *def = barrier.getDefiningOp())
+        diag.attachNote(def->getLoc()) << "the barrier";
+    }
   }
 }
 

@@ -74,8 +74,82 @@ void ProtocolChecker::collectStages() {
     auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
     if (!mbar || mbar.getPipelineType().getQkStages() == 1)
       return;
-    stageOfTile[tileKey(load.getDest())] = mbar.getStage();
+    // A tile two sub-stages load into (checkStageTiles' error) is of
+    // neither: a read of it needs every sub-stage waited for.
+    auto [it, inserted] =
+        stageOfTile.try_emplace(tileKey(load.getDest()), mbar.getStage());
+    if (!inserted && it->second != mbar.getStage())
+      it->second = -1;
   });
+}
+
+void ProtocolChecker::checkStageTiles() {
+  // The loads of each pipeline of several sub-stages, in walk order.
+  llvm::MapVector<Value, SmallVector<std::pair<AsyncSlotCopyOpInterface,
+                                               int64_t>>>
+      loadsOf;
+  root->walk([&](AsyncSlotCopyOpInterface load) {
+    auto mbar = load.getMbarrier().getDefiningOp<ProducerMBarOp>();
+    if (!mbar || mbar.getPipelineType().getQkStages() == 1 ||
+        flow.isMixed(mbar.getPipeline()))
+      return;
+    loadsOf[flow.getPipeline(mbar.getPipeline())].push_back(
+        {load, mbar.getStage()});
+  });
+  for (auto &[pipeline, loads] : loadsOf) {
+    for (size_t j = 1; j < loads.size(); ++j) {
+      auto [later, laterStage] = loads[j];
+      for (size_t i = 0; i < j; ++i) {
+        auto [earlier, earlierStage] = loads[i];
+        if (earlierStage == laterStage)
+          continue;
+        // A read of the tile is matched to one sub-stage by its view chain
+        // (getStageRead): a tile both sub-stages load into is read once
+        // one of them completed while the other's TMA may still write it.
+        if (tileKey(earlier.getDest()) == tileKey(later.getDest())) {
+          InFlightDiagnostic diag =
+              error(later)
+              << "loads sub-stage " << laterStage
+              << " into the tile that a load of sub-stage " << earlierStage
+              << " also fills: a consumer that waited for one sub-stage "
+                 "reads the tile while the other's TMA may still be writing "
+                 "it (each sub-stage loads its own part of the slot)"
+              << where(pipeline, laterStage);
+          diag.attachNote(earlier->getLoc())
+              << "the load of sub-stage " << earlierStage;
+          break;
+        }
+        // Other tiles: their bytes must be shown apart, else a read of one
+        // after its sub-stage's wait may overlap the other's load.
+        const void *bufferA = nullptr, *bufferB = nullptr;
+        SmallVector<Footprint> a =
+            getFootprints(earlier.getDest(), bufferA, false);
+        SmallVector<Footprint> b =
+            getFootprints(later.getDest(), bufferB, false);
+        if (bufferA && bufferB && bufferA != bufferB)
+          continue;
+        auto apart = [&](const Footprint &x, const Footprint &y) {
+          std::optional<LinearExpr> gap = x.low;
+          return gap->add(y.high, -1) &&
+                 arithmetic.isNonNegative(*gap, PathFacts(), true);
+        };
+        if (bufferA && !a.empty() && !b.empty() &&
+            (apart(a.front(), b.front()) || apart(b.front(), a.front())))
+          continue;
+        InFlightDiagnostic diag =
+            unproven(later)
+            << "that the tiles the loads of sub-stages " << earlierStage
+            << " and " << laterStage
+            << " fill are apart: their bytes may overlap, and a consumer "
+               "that waited for one sub-stage may read the other's tile "
+               "while its TMA still writes it"
+            << where(pipeline, laterStage);
+        diag.attachNote(earlier->getLoc())
+            << "the load of sub-stage " << earlierStage;
+        break;
+      }
+    }
+  }
 }
 
 /// Appends the slots of `more` that `slots` does not hold yet.
@@ -355,7 +429,7 @@ int64_t ProtocolChecker::getStageRead(Value memref, Value slot) {
     return 0;
   collectStages();
   auto it = stageOfTile.find(tileKey(memref));
-  return it == stageOfTile.end() ? -1 : it->second;
+  return it == stageOfTile.end() ? -1 : it->second; // -1: several
 }
 
 bool ProtocolChecker::isWaited(Operation *op, Value slot, int64_t stage) {
@@ -419,12 +493,22 @@ const ProtocolChecker::Group *ProtocolChecker::issue(WarpgroupMmaOp mma) {
       group.guessed.push_back(guess);
       checkReadAfterRelease(mma, slot, stage);
       bool fromCaller = callStack.empty() && isFromCaller(slot);
-      if (isWaited(mma, slot, stage) || (fromCaller && hasCallers(mma)) ||
+      // A guessed sub-stage is not known to be the one the wgmma reads:
+      // every sub-stage must have been waited for (docs, rule 7).
+      int64_t waitedStage = guess ? -1 : stage;
+      if (isWaited(mma, slot, waitedStage) || (fromCaller && hasCallers(mma)) ||
           !reportedReads.insert({mma, slot}).second)
         continue;
       Operation *at = callStack.empty() ? mma.getOperation()
                                         : callStack.front().getOperation();
       auto type = cast<PipelineType>(slot.getType());
+      if (waitedStage < 0 && type.getQkStages() > 1 &&
+          isWaited(mma, slot, 0)) {
+        unproven(at) << "which sub-stage of the slot this wgmma reads, and "
+                        "not every sub-stage was waited for before it"
+                     << where(slot);
+        continue;
+      }
       // The state comes from a caller outside the module, whose waits the
       // checker does not see.
       if (fromCaller) {
@@ -435,12 +519,6 @@ const ProtocolChecker::Group *ProtocolChecker::issue(WarpgroupMmaOp mma) {
                      << where(slot, stage >= 0 && type.getQkStages() > 1
                                         ? std::optional<int64_t>(stage)
                                         : std::nullopt);
-        continue;
-      }
-      if (stage < 0 && type.getQkStages() > 1 && isWaited(mma, slot, 0)) {
-        unproven(at) << "which sub-stage of the slot this wgmma reads, and "
-                        "not every sub-stage was waited for before it"
-                     << where(slot);
         continue;
       }
       InFlightDiagnostic diag =
@@ -974,23 +1052,57 @@ bool kvpipe::detail::accessesMemRef(Operation *op, Value operand) {
   });
 }
 
-/// Whether, walking forward from `store` (the rest of its block, then the
+/// Whether `op` is a cp.async copy (global to shared memory, per thread),
+/// which writes its destination asynchronously: the data lands only once the
+/// thread waits for the copy's group.
+static bool isCpAsyncCopy(Operation *op) {
+  return isa<nvgpu::DeviceAsyncCopyOp, NVVM::CpAsyncOp>(op);
+}
+
+bool kvpipe::detail::isAsyncSlotAccess(Operation *op) {
+  return isa<TMAStoreOp>(op) || isCpAsyncCopy(op);
+}
+
+/// Whether, walking forward from `access` (the rest of its block, then the
 /// rest of each enclosing block) up to `handover` (to the end of the function
-/// when null), the bulk group holding the store is committed and then waited
-/// for to the last group. A block of a region of several blocks is not left:
-/// what follows its region op does not run before the region's other blocks.
-static bool isBulkStoreRetiredBefore(Operation *store, Operation *handover) {
+/// when null), the asynchronous group holding the access is committed and
+/// then waited for to the last group: for a TMA store (or a call that may
+/// leave one in flight), `cp.async.bulk.commit_group` then
+/// `cp.async.bulk.wait_group 0`; for a cp.async copy, a commit of its group
+/// (`nvgpu.device_async_create_group`, `cp.async.commit_group`, each of
+/// which commits every copy the thread issued before it) then a wait for
+/// every group (`nvgpu.device_async_wait` without `numGroups` or with 0,
+/// `cp.async.wait_group 0`). A block of a region of several blocks is not
+/// left: what follows its region op does not run before the region's other
+/// blocks.
+static bool isAsyncAccessRetiredBefore(Operation *access,
+                                       Operation *handover) {
+  bool copy = isCpAsyncCopy(access);
+  auto commits = [&](Operation *op) {
+    return copy ? isa<nvgpu::DeviceAsyncCreateGroupOp,
+                      NVVM::CpAsyncCommitGroupOp>(op)
+                : isa<NVVM::CpAsyncBulkCommitGroupOp>(op);
+  };
+  auto waitsForAll = [&](Operation *op) {
+    if (!copy) {
+      auto wait = dyn_cast<NVVM::CpAsyncBulkWaitGroupOp>(op);
+      return wait && wait.getGroup() == 0;
+    }
+    if (auto wait = dyn_cast<nvgpu::DeviceAsyncWaitOp>(op))
+      return !wait.getNumGroups() || *wait.getNumGroups() == 0;
+    auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
+    return wait && wait.getN() == 0;
+  };
   bool committed = false;
-  for (Operation *from = store; from && !isa<FunctionOpInterface>(from);
+  for (Operation *from = access; from && !isa<FunctionOpInterface>(from);
        from = from->getParentOp()) {
     for (Operation *next = from->getNextNode(); next;
          next = next->getNextNode()) {
       if (handover && (next == handover || next->isAncestor(handover)))
         return false;
-      if (isa<NVVM::CpAsyncBulkCommitGroupOp>(next))
+      if (commits(next))
         committed = true;
-      else if (auto wait = dyn_cast<NVVM::CpAsyncBulkWaitGroupOp>(next);
-               wait && committed && wait.getGroup() == 0)
+      else if (committed && waitsForAll(next))
         return true;
     }
     if (!from->getParentRegion()->hasOneBlock())
@@ -1042,15 +1154,16 @@ bool kvpipe::detail::mayAccessSharedMemory(FunctionOpInterface callee) {
   return result.wasInterrupted();
 }
 
-/// Whether the helper `callee` may leave a TMA store in flight when it
-/// returns: it issues one (or calls another helper, or is unknown) without
-/// committing the bulk group and waiting for it to the last group after it.
+/// Whether the helper `callee` may leave a TMA store or a cp.async copy in
+/// flight when it returns: it issues one (or calls another helper, or is
+/// unknown) without committing its group and waiting for it to the last
+/// group after it.
 static bool mayReturnWithStoreInFlight(FunctionOpInterface callee) {
   if (!callee || callee.isExternal())
     return true;
   WalkResult result = callee->walk([](Operation *op) {
     if (isa<CallOpInterface>(op) ||
-        (isa<TMAStoreOp>(op) && !isBulkStoreRetiredBefore(op, nullptr)))
+        (isAsyncSlotAccess(op) && !isAsyncAccessRetiredBefore(op, nullptr)))
       return WalkResult::interrupt();
     return WalkResult::advance();
   });
@@ -1138,7 +1251,7 @@ void ProtocolChecker::checkSlotAccesses() {
       return;
     for (Value slot : slots) {
       checkSlotAccess(op, slot);
-      if (isa<TMAStoreOp>(op))
+      if (isAsyncSlotAccess(op))
         checkStoreRetired(op, slot);
     }
   });
@@ -1210,18 +1323,27 @@ void ProtocolChecker::checkStoreRetired(Operation *store, Value slot) {
         break;
       }
     }
-    if (!after || isBulkStoreRetiredBefore(store, handover))
+    if (!after || isAsyncAccessRetiredBefore(store, handover))
       return WalkResult::advance();
-    InFlightDiagnostic diag =
-        unproven(store)
-        << "that the TMA store has read the ring slot before its '"
-        << handover->getName().stripDialect()
-        << "': no cp.async.bulk.commit_group followed by "
-           "cp.async.bulk.wait_group 0 runs between them after the store"
-        << (isa<CallOpInterface>(store)
-                ? " (the store is in the callee, which does not retire it)"
-                : "")
-        << where(protocol.getPipeline());
+    InFlightDiagnostic diag = unproven(store);
+    if (isCpAsyncCopy(store))
+      diag << "that the cp.async copy has written the ring slot before its '"
+           << handover->getName().stripDialect()
+           << "': no commit of its group (nvgpu.device_async_create_group, "
+              "cp.async.commit_group) followed by a wait for every group "
+              "(nvgpu.device_async_wait with numGroups 0, "
+              "cp.async.wait_group 0) runs between them after the copy, so "
+              "the other side may read the slot before the copy lands";
+    else
+      diag << "that the TMA store has read the ring slot before its '"
+           << handover->getName().stripDialect()
+           << "': no cp.async.bulk.commit_group followed by "
+              "cp.async.bulk.wait_group 0 runs between them after the store";
+    diag << (isa<CallOpInterface>(store)
+                 ? " (the store, or a cp.async copy, is in the callee, which does not "
+                   "retire it)"
+                 : "")
+         << where(protocol.getPipeline());
     diag.attachNote(handover->getLoc()) << "the slot is handed over here";
     return WalkResult::interrupt();
   });

@@ -437,6 +437,8 @@ void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
         !isa<WarpgroupMmaOp, AsyncSlotCopyOpInterface>(op))
       if (Value slot = getSlotAtPosition(op, ring.pipeline, slots->front())) {
         checkSlotAccess(op, slot);
+        if (isAsyncSlotAccess(op))
+          checkStoreRetired(op, slot);
         continue;
       }
     if (!reportedSlotOffsets.insert(op).second)

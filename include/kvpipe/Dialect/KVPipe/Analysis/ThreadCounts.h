@@ -16,6 +16,7 @@
 #define KVPIPE_DIALECT_KVPIPE_ANALYSIS_THREADCOUNTS_H
 
 #include "mlir/IR/Operation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/APInt.h"
@@ -32,6 +33,17 @@ namespace kvpipe {
 /// `nvvm.read.ptx.sreg.*` but the CTA-uniform ones (block and grid ids and
 /// sizes, cluster ids), and inline assembly (which may read any of them).
 bool isThreadDependentOp(mlir::Operation *op);
+
+/// Ops whose result is not one value: `llvm.mlir.undef`, `llvm.mlir.poison`
+/// and `ub.poison` (each use may see another value, on each thread) and
+/// `llvm.freeze` (an arbitrary value, which may differ between threads).
+/// Nothing computed from them is a constant, CTA-uniform or equal to
+/// anything.
+bool isIndeterminateOp(mlir::Operation *op);
+
+/// Whether `func` is a kernel (its block size is a launch's): a `gpu.func`
+/// kernel, or a function marked `gpu.kernel` / `nvvm.kernel`.
+bool isKernelFunction(mlir::FunctionOpInterface func);
 
 /// The threads that may run an op: the `numThreads` threads of the CTA
 /// (`threadIdx.x` 0 .. numThreads - 1) of the kernel `scope`, of whose body
