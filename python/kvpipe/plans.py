@@ -118,16 +118,26 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: Keyed like the rest by the longer sequence: a short query block over a
 #: long cache (seq_q 100, seq_kv 9000) gets these tiles too (checked, not
 #: timed).
+#:
+#: The softmax levers of v15/v16 (docs/performance.md v17; H100, session 21,
+#: scripts/gpu/ab.py, 5 shuffled rounds, ratio to the plan without them):
+#: the row sums on the tensor cores, R2P masks and the late P V retire
+#: together (``_SOFTMAX_LEVERS``) gain 1.00-1.10 at head dim 128 (every
+#: length, causal and not) and 1.04-1.10 at head dim 64 causal up to 4k; at
+#: head dim 64 non-causal the row sums cost 5 % (the loop nearest the tensor
+#: bound pays their 12.5 % more P V work), past 4k causal they are within
+#: 1 %, and at head dim 96 the row sums' wider P V accumulator spills (0.6x).
+_SOFTMAX_LEVERS = {"tensor_row_sums": True, "mask_bits": True, "late_pv_retire": True}
 PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
-    (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True}),
-                 (4096, {"persistent": True})),
+    (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True, **_SOFTMAX_LEVERS}),
+                 (4096, {"persistent": True, **_SOFTMAX_LEVERS})),
     (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
     (192, True): ((1024, {"persistent": True, "block_n": 64}),
                   (2048, {"persistent": True, "block_n": 80})),
-    (128, True): ((4096, {"persistent": True}),
-                  (None, {"consumer_warpgroups": 3, "block_n": 80})),
-    (128, False): ((1024, {"persistent": True}),
-                   (None, {"consumer_warpgroups": 3, "block_n": 80})),
+    (128, True): ((4096, {"persistent": True, **_SOFTMAX_LEVERS}),
+                  (None, {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS})),
+    (128, False): ((1024, {"persistent": True, **_SOFTMAX_LEVERS}),
+                   (None, {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS})),
 }
 
 

@@ -56,13 +56,14 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
         return prefill_plan(d, dv or d, causal, alignment, window, lengths, mods, sq,
                             skv or sq, dict(tuning or {}))
 
-    assert plan(64) == {"consumer_warpgroups": 2, "persistent": True}
-    assert plan(64, sq=4096) == {"persistent": True}
+    levers = {"tensor_row_sums": True, "mask_bits": True, "late_pv_retire": True}
+    assert plan(64) == {"consumer_warpgroups": 2, "persistent": True, **levers}
+    assert plan(64, sq=4096) == {"persistent": True, **levers}
     assert plan(64, sq=100, skv=4097) == {}
-    assert plan(128, sq=2048) == {"persistent": True}
-    long_tiles = {"consumer_warpgroups": 3, "block_n": 80}
+    assert plan(128, sq=2048) == {"persistent": True, **levers}
+    long_tiles = {"consumer_warpgroups": 3, "block_n": 80, **levers}
     assert plan(128, sq=4097) == long_tiles and plan(128, sq=100, skv=16384) == long_tiles
-    assert plan(128, causal=False) == {"persistent": True}
+    assert plan(128, causal=False) == {"persistent": True, **levers}
     assert plan(128, causal=False, sq=1025) == long_tiles
     assert plan(128, causal=False, sq=100, skv=8192) == long_tiles
     assert plan(64, causal=False) == {} and plan(96, causal=False) == {}
@@ -168,10 +169,11 @@ def test_on_plan_adds_the_tuning_to_the_plans_choice(monkeypatch):
     short = next(c for c in check.default_grid() if c.head_dim == 64 and c.causal
                  and c.alignment == "top_left" and c.window == (-1, -1) and c.seq_q == c.seq_kv
                  and c.seq_q <= 2048)
-    assert check.case_tuning(short, {"mask_bits": True}, on_plan=True) == {
-        "consumer_warpgroups": 2, "persistent": True, "mask_bits": True}
-    assert check.case_tuning(short, {"mask_bits": True}) == {"mask_bits": True}
-    configs = check.kernel_configs(with_kvcache=False, tuning={"mask_bits": True},
-                                   on_plan=True)
-    assert all(c["mask_bits"] for c in configs)
+    lever = {"skip_idle_warpgroups": True}
+    assert check.case_tuning(short, lever, on_plan=True) == {
+        "consumer_warpgroups": 2, "persistent": True, "tensor_row_sums": True,
+        "mask_bits": True, "late_pv_retire": True, **lever}
+    assert check.case_tuning(short, lever) == lever
+    configs = check.kernel_configs(with_kvcache=False, tuning=lever, on_plan=True)
+    assert all(c["skip_idle_warpgroups"] for c in configs)
     assert any(c.get("persistent") for c in configs)
