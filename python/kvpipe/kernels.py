@@ -521,22 +521,37 @@ def _store_entry(kernel: CompiledKernel) -> None:
 _unwritable_warned: set = set()
 
 
-def _write_entry(kernel: CompiledKernel, entry: Path) -> None:
+def _replace_entry(entry: Path, files: Dict[str, Any]) -> None:
+    """Writes ``files`` (name: text or bytes) into a temporary folder beside
+    ``entry`` and replaces ``entry`` with it, so that concurrent readers see
+    a whole entry or none. Raises OSError (the temporary folder removed)."""
     tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "kernel.ptx").write_text(kernel.ptx)
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            if isinstance(content, bytes):
+                (tmp / name).write_bytes(content)
+            else:
+                (tmp / name).write_text(content)
+        if entry.exists():
+            shutil.rmtree(entry, ignore_errors=True)
+        os.replace(tmp, entry)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_entry(kernel: CompiledKernel, entry: Path) -> None:
+    files: Dict[str, Any] = {"kernel.ptx": kernel.ptx}
     if kernel.cubin is not None:
-        (tmp / "kernel.cubin").write_bytes(kernel.cubin)
-    (tmp / "abi.json").write_text(json.dumps(kernel.abi, indent=1))
-    (tmp / "abis.json").write_text(json.dumps(kernel.abis, indent=1))
-    (tmp / "meta.json").write_text(json.dumps({
+        files["kernel.cubin"] = kernel.cubin
+    files["abi.json"] = json.dumps(kernel.abi, indent=1)
+    files["abis.json"] = json.dumps(kernel.abis, indent=1)
+    files["meta.json"] = json.dumps({
         "name": kernel.name, "declaration": kernel.config.declaration(),
         "compiler_version": kernel.compiler_version,
-        "compile_seconds": kernel.compile_seconds}, indent=1))
-    # Replace atomically so that concurrent readers see a whole entry.
-    if entry.exists():
-        shutil.rmtree(entry, ignore_errors=True)
-    os.replace(tmp, entry)
+        "compile_seconds": kernel.compile_seconds}, indent=1)
+    _replace_entry(entry, files)
 
 
 _REFUSAL = "refused.json"
@@ -549,20 +564,13 @@ def _store_refusal(config: AttentionConfig, version: str,
     with the cache and no compiler (the GPU machine) gets the same
     CompilerError rather than a missing kernel: ``check --tune`` skips the
     head dims a tuning does not fit by that error."""
-    entry = _entry_dir(config)
-    tmp = entry.with_name(entry.name + f".tmp{os.getpid()}")
     try:
-        tmp.mkdir(parents=True, exist_ok=True)
-        (tmp / _REFUSAL).write_text(json.dumps({
+        _replace_entry(_entry_dir(config), {_REFUSAL: json.dumps({
             "name": config.kernel_name, "declaration": config.declaration(),
             "compiler_version": version, "diagnostics": error.diagnostics,
-            "returncode": error.returncode, "command": error.command}, indent=1))
-        if entry.exists():
-            shutil.rmtree(entry, ignore_errors=True)
-        os.replace(tmp, entry)
+            "returncode": error.returncode, "command": error.command}, indent=1)})
     except OSError as exc:
         log("cannot store the refusal of %s in the cache: %s", config.kernel_name, exc)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _load_refusal(entry: Path, config: AttentionConfig
