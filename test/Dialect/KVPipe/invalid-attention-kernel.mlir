@@ -340,6 +340,37 @@ gpu.module @m {
 
 // -----
 
+// `lpt_tiles` renumbers the grid of (Q block, head, batch) tiles; the varlen
+// and decode tiles are numbered by their own rules, and the backward's grid
+// is of K/V blocks.
+gpu.module @m {
+  // expected-error @+1 {{'lpt_tiles' is not supported with 'varlen' (their tiles are numbered by their own rules)}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, varlen = true, lpt_tiles = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'lpt_tiles' is not supported with 'split_kv'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, split_kv = true, lpt_tiles = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'lpt_tiles' is not supported with 'pack_gqa'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, pack_gqa = 4 : i64, lpt_tiles = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'lpt_tiles' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, lpt_tiles = true}
+}
+
+// -----
+
 // `tensor_row_sums`: O += P [V | 1] is one wgmma of N = value_head_dim + 8.
 gpu.module @m {
   // expected-error @+1 {{'tensor_row_sums' needs 'value_head_dim' + 8 <= 256 (O += P [V | 1] is one wgmma, whose N is at most 256), got 'value_head_dim' = 256}}

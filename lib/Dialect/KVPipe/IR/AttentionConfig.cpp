@@ -127,6 +127,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"skip_idle_warpgroups", op.getSkipIdleWarpgroups().has_value()},
         {"mask_bits", op.getMaskBits().has_value()},
         {"late_pv_retire", op.getLatePvRetire().has_value()},
+        {"lpt_tiles", op.getLptTiles().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -295,6 +296,13 @@ AttentionConfig::get(AttentionKernelOp op,
                           "block's P V behind the rescale's vote: it needs "
                           "'overlap_softmax' and a 'rescale_threshold' of 0 "
                           "or more";
+  // Their tiles are a packed sequence's (varlen), a split's (split_kv) or a
+  // group of query heads' (pack_gqa), numbered by their own rules.
+  c.lptTiles = op.getLptTiles().value_or(false);
+  if (c.lptTiles && (c.varlen || c.splitKV || c.packGQA))
+    return emitError() << "'lpt_tiles' is not supported with '"
+                       << (c.varlen ? "varlen" : c.splitKV ? "split_kv" : "pack_gqa")
+                       << "' (their tiles are numbered by their own rules)";
   c.skipIdleWarpgroups = op.getSkipIdleWarpgroups().value_or(false);
   if (c.skipIdleWarpgroups && c.consumerWarpgroups < 2)
     return emitError() << "'skip_idle_warpgroups' needs 2 or 3 consumer "

@@ -200,11 +200,14 @@ void KernelBuilder::buildTile() {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&coordinates);
     Value x = coordinates.getArgument(0);
+    Value y = coordinates.getArgument(1), z = coordinates.getArgument(2);
     if (c.splitKV) {
       splitIndex = arith::RemUIOp::create(b, x, numSplits);
       x = arith::DivUIOp::create(b, x, numSplits);
     }
-    setTile(x, coordinates.getArgument(1), coordinates.getArgument(2));
+    if (c.lptTiles)
+      std::tie(x, y, z) = lptTile(x, y, z, tilesX, tilesY, batches);
+    setTile(x, y, z);
     if (c.splitKV)
       splitKVBlocks();
   }
@@ -237,6 +240,54 @@ void KernelBuilder::buildTile() {
   building.erase();
   for (auto [value, result] : llvm::zip_equal(values, tile.getResults()))
     *value = result;
+}
+
+std::tuple<Value, Value, Value>
+KernelBuilder::lptTile(Value x, Value y, Value z, Value tilesX, Value tilesY,
+                       Value batches) {
+  // FA3/FA4's LPT order: the (batch, head) pairs in groups whose K and V
+  // fit in L2 together, and within a group the tiles Q block by Q block
+  // (setTile turns block 0 into the longest when causal), the group's heads
+  // fastest. The hardware starts CTAs in about the order of their linear
+  // position, so every head's longest tiles start first and the short ones
+  // fill the tail; the default order (x fastest) starts the last heads'
+  // longest tiles last. A bijection of the grid: the ABI is unchanged.
+  Value linear = arith::AddIOp::create(
+      b, x,
+      arith::MulIOp::create(
+          b, tilesX,
+          arith::AddIOp::create(b, y, arith::MulIOp::create(b, tilesY, z))));
+  Value pairs = arith::MulIOp::create(b, tilesY, batches);
+  // K and V bytes of one pair; the query heads of one K/V head share them.
+  int64_t rowBytes = (c.headDim + c.valueHeadDim) *
+                     c.elementType.getIntOrFloatBitWidth() / 8;
+  Value pairBytes = arith::MaxUIOp::create(
+      b,
+      arith::DivUIOp::create(
+          b, arith::MulIOp::create(b, seqKV, index(rowBytes)),
+          toIndex(param(AttentionParam::HeadsPerKVHead))),
+      index(1));
+  Value group = arith::MinUIOp::create(
+      b,
+      arith::MaxUIOp::create(
+          b,
+          arith::DivUIOp::create(b, index(AttentionConfig::kL2TileGroupBytes),
+                                 pairBytes),
+          index(1)),
+      pairs);
+  Value perGroup = arith::MulIOp::create(b, tilesX, group);
+  Value groupIndex = arith::DivUIOp::create(b, linear, perGroup);
+  Value first = arith::MulIOp::create(b, groupIndex, group);
+  // The last group may hold fewer pairs.
+  Value size = arith::MinUIOp::create(
+      b, group, arith::SubIOp::create(b, pairs, first));
+  Value rest = arith::SubIOp::create(
+      b, linear, arith::MulIOp::create(b, groupIndex, perGroup));
+  Value pair = arith::AddIOp::create(b, first,
+                                     arith::RemUIOp::create(b, rest, size));
+  return {arith::DivUIOp::create(b, rest, size),
+          arith::RemUIOp::create(b, pair, tilesY),
+          arith::DivUIOp::create(b, pair, tilesY)};
 }
 
 void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {

@@ -101,6 +101,11 @@ private:
   /// With pack_gqa: the thread's rows' query positions (row0, row1), query
   /// heads and whether they are used (AttentionDecode.cpp).
   void setPackedRows();
+  /// With lpt_tiles: the grid coordinates (x, y, z) of the tile that the
+  /// grid's linear position x + X (y + Y z) takes in LPT order.
+  std::tuple<Value, Value, Value> lptTile(Value x, Value y, Value z,
+                                          Value tilesX, Value tilesY,
+                                          Value batches);
   /// The kvpipe.tile op whose region is setTile on the tile's coordinates;
   /// sets the tile's values to its results.
   void buildTile();

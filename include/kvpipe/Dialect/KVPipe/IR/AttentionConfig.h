@@ -65,6 +65,9 @@ struct AttentionConfig {
   /// The previous block's P V retired behind the rescale's vote
   /// (`late_pv_retire`).
   bool latePvRetire = false;
+  /// The grid's tiles in LPT order, (batch, head) pairs grouped to fit L2
+  /// (`lpt_tiles`).
+  bool lptTiles = false;
   /// The columns O's accumulator holds: V's, and the row sums' 8.
   int64_t accumulatorColumns() const {
     return valueHeadDim + (tensorRowSums ? 8 : 0);
@@ -141,6 +144,10 @@ struct AttentionConfig {
 
   /// Shared memory a CTA may use on sm_90 (227 KiB).
   static constexpr int64_t kMaxSharedMemoryBytes = 227 * 1024;
+  /// The K/V bytes of one group of (batch, head) pairs under `lpt_tiles`:
+  /// half of the H100's 50 MB L2 (FA3's LPT scheduler assumes 32 MB; half
+  /// leaves room for Q, O and the other groups' tails).
+  static constexpr int64_t kL2TileGroupBytes = 24 * 1024 * 1024;
   /// Slack for aligning the dynamic shared memory to a swizzle atom.
   static constexpr int64_t kAlignmentSlack = 1024;
 

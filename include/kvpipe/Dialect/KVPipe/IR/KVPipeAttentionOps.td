@@ -231,6 +231,17 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     the warpgroup: ptxas issues the wait it finds before the vote at the
     start of the softmax.
 
+    `lpt_tiles` (forward, experimental, default false; not with `varlen`,
+    `split_kv` or `pack_gqa`) orders the grid's tiles as FA3/FA4's LPT
+    scheduler: the (batch, head) pairs in groups whose K and V fit in half
+    of the L2 cache (`AttentionConfig::kL2TileGroupBytes`), each group's
+    tiles taken Q block by Q block across its heads, longest first when
+    causal, so that the longest tiles of every head start before the short
+    ones of any (the default order is one head's tiles after another's, each
+    head longest first: the last heads' long tiles start late and end
+    alone). The grid and the ABI are unchanged; a persistent kernel walks
+    the same order.
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -299,6 +310,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$skip_idle_warpgroups,
                        OptionalAttr<BoolAttr>:$mask_bits,
                        OptionalAttr<BoolAttr>:$late_pv_retire,
+                       OptionalAttr<BoolAttr>:$lpt_tiles,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,
