@@ -9,8 +9,9 @@
 // ProtocolBarriers.cpp (initialisation, arrival counts),
 // ProtocolReads.cpp (wgmma reads against waits and releases) and
 // ProtocolSlotAliases.cpp (slots reached around the view chain: aliases at
-// constant offsets, addresses taken out of memrefs). Private to the
-// Transforms library.
+// constant offsets, addresses taken out of memrefs) and
+// ProtocolReleaseReaders.cpp (readers covered by a release's arrivals).
+// Private to the Transforms library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -175,6 +176,7 @@ public:
     checkLoadSlots();
     checkStageTiles();
     checkReleaseArrivals();
+    checkReleaseReaders();
     return !hasErrors;
   }
 
@@ -316,6 +318,39 @@ private:
   void checkArrivalsPerPhase(ArrayRef<std::pair<Operation *, Value>> ops,
                              const ThreadScope &scope, int64_t expected,
                              bool consumer);
+
+  // 11. Readers covered by the arrivals of a release
+  // (ProtocolReleaseReaders.cpp)
+  /// A read of a ring slot: a wgmma (warpgroup-collective), a load or store,
+  /// or a call that passes the slot to a helper (which may read it:
+  /// `certain` false).
+  struct SlotReader {
+    Operation *op;
+    Value slot;
+    bool collective, certain;
+  };
+  SmallVector<SlotReader> slotReaders;
+  void collectSlotReaders();
+  /// The groups of threads that reach `barrier` and wait there for each
+  /// other: every thread for a CTA-wide barrier; for a named barrier
+  /// (`nvvm.barrier` with a constant id and count) the threads that reach
+  /// it, exactly its count of them, where every other barrier of its id is
+  /// run alike by the same threads and the ids of the others are known to
+  /// differ; for `nvvm.bar.warp.sync` with a constant mask, the mask's
+  /// lanes of each warp that reach it (every other warp barrier of the
+  /// function alike). Nothing where the checker cannot tell (a loop around
+  /// it whose trip count is not CTA-uniform, a barrier of an unknown id).
+  std::optional<SmallVector<llvm::BitVector>>
+  getBarrierGroups(Operation *barrier, const ThreadScope &scope);
+  /// Rule 11, readers covered: every thread that reads (or writes) a slot
+  /// between its consumer_wait and a consumer_release is covered by an
+  /// arrival on that release: it arrives itself, or (a wgmma, which is
+  /// warpgroup-collective) a thread of its warpgroup that ran the wgmma
+  /// arrives (rule 8 proves that thread retired it first), or a barrier that
+  /// it and an arriving thread reach lies between the read and the release.
+  /// An uncovered reader is an error; readers or arrivals the checker cannot
+  /// evaluate per thread are unproven.
+  void checkReleaseReaders();
 
   // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
   // (ProtocolBarriers.cpp)
@@ -635,6 +670,7 @@ private:
   /// a subview at a constant slot), and through an address taken out of a
   /// memref that may overlap a ring.
   void checkSlotAliases();
+
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;
   Operation *root;
