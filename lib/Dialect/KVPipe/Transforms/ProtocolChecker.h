@@ -9,9 +9,9 @@
 // ProtocolBarriers.cpp (initialisation, arrival counts),
 // ProtocolReads.cpp (wgmma reads against waits and releases) and
 // ProtocolSlotAliases.cpp (slots reached around the view chain: aliases at
-// constant offsets, addresses taken out of memrefs) and
-// ProtocolReleaseReaders.cpp (readers covered by a release's arrivals).
-// Private to the Transforms library.
+// constant offsets, addresses taken out of memrefs),
+// ProtocolReleaseReaders.cpp (readers covered by a release's arrivals),
+// and ProtocolRings.cpp (rings apart). Private to the Transforms library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,6 +112,14 @@ struct SlotPairing {
   Operation *lastClose = nullptr;
   int64_t lastCloseStage = -1;
 };
+
+/// The bytes of one element of `type`, where a whole number.
+inline std::optional<int64_t> getElementBytes(MemRefType type) {
+  Type element = type.getElementType();
+  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return std::nullopt;
+  return element.getIntOrFloatBitWidth() / 8;
+}
 
 /// Whether `op` reads or writes the memory of its memref operand `operand`.
 bool accessesMemRef(Operation *op, Value operand);
@@ -670,6 +678,22 @@ private:
   /// a subview at a constant slot), and through an address taken out of a
   /// memref that may overlap a ring.
   void checkSlotAliases();
+
+  // 12. Rings apart (ProtocolRings.cpp)
+  /// Where a ring lies in its buffer: its bytes [low, high), the byte stride
+  /// between its slots, and the bytes of one slot from its start.
+  struct RingBytes {
+    LinearExpr low, high;
+    int64_t slotStride = 0, slotBytes = 0;
+  };
+  std::optional<RingBytes> getRingBytes(const Ring &ring);
+  /// The rings that TMA loads, bulk copies and cp.async fill through a
+  /// pipeline's slots share no bytes with any other ring (of another
+  /// pipeline, or another ring of the same pipeline unless it is the same
+  /// slots seen through another view): one ring for two pipelines, or two
+  /// rings whose ranges overlap, is an error; ranges the checker cannot
+  /// show apart are unproven.
+  void checkRingsApart();
 
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;
