@@ -11,7 +11,8 @@
 // ProtocolSlotAliases.cpp (slots reached around the view chain: aliases at
 // constant offsets, addresses taken out of memrefs),
 // ProtocolReleaseReaders.cpp (readers covered by a release's arrivals),
-// and ProtocolRings.cpp (rings apart). Private to the Transforms library.
+// ProtocolRings.cpp (rings apart) and ProtocolWaitCycles.cpp (no wait-for
+// cycle across pipelines). Private to the Transforms library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -185,6 +186,7 @@ public:
     checkStageTiles();
     checkReleaseArrivals();
     checkReleaseReaders();
+    checkWaitCycles();
     return !hasErrors;
   }
 
@@ -694,6 +696,17 @@ private:
   /// rings whose ranges overlap, is an error; ranges the checker cannot
   /// show apart are unproven.
   void checkRingsApart();
+
+  // 13. No wait-for cycle (ProtocolWaitCycles.cpp)
+  /// A commit or release runs only after the waits and acquires its threads
+  /// run before it; a wait returns only after the commit of its slot, an
+  /// acquire of slot k >= kv_stages only after the release of k - kv_stages.
+  /// A cycle of these dependencies is a deadlock: an error where every
+  /// slot is known (ops outside loops, a constant advance from the
+  /// kvpipe.create), unproven where the cycle runs through ops in loops whose
+  /// slots may match. An acquire's dependency on a release is followed only
+  /// where both are outside loops (a known gap).
+  void checkWaitCycles();
 
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;
