@@ -183,7 +183,11 @@ ProtocolChecker::getBarrierGroups(Operation *barrier,
       if (op == barrier || !alone)
         return;
       if (isCtaWideBarrier(op)) {
-        alone = named->first != 0;
+        // Barrier 0, or the id an nvvm.barrier without a count names.
+        std::optional<int64_t> id = 0;
+        if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
+          id = getConstantIntValue(all.getBarrierId());
+        alone = id && *id != named->first;
         return;
       }
       if (isOtherBarrier(op)) {
