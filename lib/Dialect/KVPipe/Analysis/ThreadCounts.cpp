@@ -311,40 +311,53 @@ kvpipe::countThreads(ArrayRef<std::pair<Operation *, Value>> ops,
                      const ThreadScope &scope,
                      function_ref<bool(Value)> isUniform) {
   ThreadCount count;
-  if (!scope.unprovenReason.empty()) {
-    count.unprovenReason = "runs in a kernel whose threads the checker cannot "
-                           "enumerate: " +
-                           scope.unprovenReason;
+  std::optional<llvm::BitVector> threads =
+      getThreads(ops, scope, isUniform, count);
+  if (!threads)
     return count;
+  for (int64_t w = 0; w < scope.numThreads; w += 128) {
+    int64_t here = 0;
+    for (int64_t tid = w; tid < std::min(w + 128, scope.numThreads); ++tid)
+      here += (*threads)[tid];
+    count.perWarpgroup.push_back(here);
+    count.total += here;
+  }
+  return count;
+}
+
+std::optional<llvm::BitVector>
+kvpipe::getThreads(ArrayRef<std::pair<Operation *, Value>> ops,
+                   const ThreadScope &scope,
+                   function_ref<bool(Value)> isUniform, ThreadCount &why) {
+  if (!scope.unprovenReason.empty()) {
+    why.unprovenReason = "runs in a kernel whose threads the checker cannot "
+                         "enumerate: " +
+                         scope.unprovenReason;
+    return std::nullopt;
   }
   SmallVector<SmallVector<Guard>> guards(ops.size());
   for (auto [i, entry] : llvm::enumerate(ops))
     if (std::optional<std::string> reason =
             collectGuards(entry.first, scope.scope, guards[i])) {
-      count.unprovenReason = *reason;
-      return count;
+      why.unprovenReason = *reason;
+      return std::nullopt;
     }
-  for (int64_t w = 0; w < scope.numThreads; w += 128) {
-    int64_t here = 0;
-    for (int64_t tid = w; tid < std::min(w + 128, scope.numThreads); ++tid) {
-      ThreadEvaluator eval(tid);
-      bool runs = false;
-      for (auto [i, entry] : llvm::enumerate(ops)) {
-        std::optional<bool> reached = takes(guards[i], eval, tid, isUniform);
-        std::optional<APInt> holds;
-        if (reached && *reached)
-          holds = entry.second ? eval.evaluate(entry.second) : APInt(1, 1);
-        if (!reached || (*reached && !holds)) {
-          count.unprovenReason = "";
-          count.unknownValue = eval.unknown;
-          return count;
-        }
-        runs |= *reached && !holds->isZero();
+  llvm::BitVector threads(scope.numThreads);
+  for (int64_t tid = 0; tid < scope.numThreads; ++tid) {
+    ThreadEvaluator eval(tid);
+    for (auto [i, entry] : llvm::enumerate(ops)) {
+      std::optional<bool> reached = takes(guards[i], eval, tid, isUniform);
+      std::optional<APInt> holds;
+      if (reached && *reached)
+        holds = entry.second ? eval.evaluate(entry.second) : APInt(1, 1);
+      if (!reached || (*reached && !holds)) {
+        why.unprovenReason = "";
+        why.unknownValue = eval.unknown;
+        return std::nullopt;
       }
-      here += runs;
+      if (*reached && !holds->isZero())
+        threads.set(tid);
     }
-    count.perWarpgroup.push_back(here);
-    count.total += here;
   }
-  return count;
+  return threads;
 }

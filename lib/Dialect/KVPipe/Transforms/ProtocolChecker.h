@@ -9,8 +9,10 @@
 // ProtocolBarriers.cpp (initialisation, arrival counts),
 // ProtocolReads.cpp (wgmma reads against waits and releases) and
 // ProtocolSlotAliases.cpp (slots reached around the view chain: aliases at
-// constant offsets, addresses taken out of memrefs). Private to the
-// Transforms library.
+// constant offsets, addresses taken out of memrefs),
+// ProtocolReleaseReaders.cpp (readers covered by a release's arrivals),
+// ProtocolRings.cpp (rings apart) and ProtocolWaitCycles.cpp (no wait-for
+// cycle across pipelines). Private to the Transforms library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,6 +114,14 @@ struct SlotPairing {
   int64_t lastCloseStage = -1;
 };
 
+/// The bytes of one element of `type`, where a whole number.
+inline std::optional<int64_t> getElementBytes(MemRefType type) {
+  Type element = type.getElementType();
+  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return std::nullopt;
+  return element.getIntOrFloatBitWidth() / 8;
+}
+
 /// Whether `op` reads or writes the memory of its memref operand `operand`.
 bool accessesMemRef(Operation *op, Value operand);
 
@@ -175,6 +185,8 @@ public:
     checkLoadSlots();
     checkStageTiles();
     checkReleaseArrivals();
+    checkReleaseReaders();
+    checkWaitCycles();
     return !hasErrors;
   }
 
@@ -316,6 +328,39 @@ private:
   void checkArrivalsPerPhase(ArrayRef<std::pair<Operation *, Value>> ops,
                              const ThreadScope &scope, int64_t expected,
                              bool consumer);
+
+  // 11. Readers covered by the arrivals of a release
+  // (ProtocolReleaseReaders.cpp)
+  /// A read of a ring slot: a wgmma (warpgroup-collective), a load or store,
+  /// or a call that passes the slot to a helper (which may read it:
+  /// `certain` false).
+  struct SlotReader {
+    Operation *op;
+    Value slot;
+    bool collective, certain;
+  };
+  SmallVector<SlotReader> slotReaders;
+  void collectSlotReaders();
+  /// The groups of threads that reach `barrier` and wait there for each
+  /// other: every thread for a CTA-wide barrier; for a named barrier
+  /// (`nvvm.barrier` with a constant id and count) the threads that reach
+  /// it, exactly its count of them, where every other barrier of its id is
+  /// run alike by the same threads and the ids of the others are known to
+  /// differ; for `nvvm.bar.warp.sync` with a constant mask, the mask's
+  /// lanes of each warp that reach it (every other warp barrier of the
+  /// function alike). Nothing where the checker cannot tell (a loop around
+  /// it whose trip count is not CTA-uniform, a barrier of an unknown id).
+  std::optional<SmallVector<llvm::BitVector>>
+  getBarrierGroups(Operation *barrier, const ThreadScope &scope);
+  /// Rule 11, readers covered: every thread that reads (or writes) a slot
+  /// between its consumer_wait and a consumer_release is covered by an
+  /// arrival on that release: it arrives itself, or (a wgmma, which is
+  /// warpgroup-collective) a thread of its warpgroup that ran the wgmma
+  /// arrives (rule 8 proves that thread retired it first), or a barrier that
+  /// it and an arriving thread reach lies between the read and the release.
+  /// An uncovered reader is an error; readers or arrivals the checker cannot
+  /// evaluate per thread are unproven.
+  void checkReleaseReaders();
 
   // 6. Barriers: one kvpipe.init per kvpipe.create, by the whole CTA
   // (ProtocolBarriers.cpp)
@@ -635,6 +680,34 @@ private:
   /// a subview at a constant slot), and through an address taken out of a
   /// memref that may overlap a ring.
   void checkSlotAliases();
+
+  // 12. Rings apart (ProtocolRings.cpp)
+  /// Where a ring lies in its buffer: its bytes [low, high), the byte stride
+  /// between its slots, and the bytes of one slot from its start.
+  struct RingBytes {
+    LinearExpr low, high;
+    int64_t slotStride = 0, slotBytes = 0;
+  };
+  std::optional<RingBytes> getRingBytes(const Ring &ring);
+  /// The rings that TMA loads, bulk copies and cp.async fill through a
+  /// pipeline's slots share no bytes with any other ring (of another
+  /// pipeline, or another ring of the same pipeline unless it is the same
+  /// slots seen through another view): one ring for two pipelines, or two
+  /// rings whose ranges overlap, is an error; ranges the checker cannot
+  /// show apart are unproven.
+  void checkRingsApart();
+
+  // 13. No wait-for cycle (ProtocolWaitCycles.cpp)
+  /// A commit or release runs only after the waits and acquires its threads
+  /// run before it; a wait returns only after the commit of its slot, an
+  /// acquire of slot k >= kv_stages only after the release of k - kv_stages.
+  /// A cycle of these dependencies is a deadlock: an error where every
+  /// slot is known (ops outside loops, a constant advance from the
+  /// kvpipe.create), unproven where the cycle runs through ops in loops whose
+  /// slots may match. An acquire's dependency on a release is followed only
+  /// where both are outside loops (a known gap).
+  void checkWaitCycles();
+
   /// Ops reported as unfollowed by rule 7, and branch ops by rule 3.
   DenseSet<Operation *> unfollowed, reportedBranches;
   Operation *root;

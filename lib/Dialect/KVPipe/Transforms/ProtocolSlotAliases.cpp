@@ -35,14 +35,6 @@ bool kvpipe::detail::takesAddressOut(Operation *op) {
   });
 }
 
-/// The bytes of one element of `type`, where a whole number.
-static std::optional<int64_t> getElementBytes(MemRefType type) {
-  Type element = type.getElementType();
-  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
-    return std::nullopt;
-  return element.getIntOrFloatBitWidth() / 8;
-}
-
 /// The static strides of `type`'s layout, and its offset (possibly dynamic).
 static std::optional<std::pair<SmallVector<int64_t>, int64_t>>
 getLayout(MemRefType type) {
@@ -554,6 +546,7 @@ void ProtocolChecker::checkSlotAliases() {
   collectRings();
   if (rings.empty())
     return;
+  checkRingsApart();
   root->walk([&](Operation *op) {
     if (isa<ViewLikeOpInterface>(op))
       return;

@@ -24,7 +24,13 @@
 //   9. reads: a wgmma reads a slot only after a consumer_wait of it;
 //  10. aliases of slots: a buffer that overlaps a slot at an offset not
 //      computed from a kvpipe.index accesses that slot, and an address taken
-//      out of a memref that may overlap a ring is unproven.
+//      out of a memref that may overlap a ring is unproven;
+//  11. readers covered: every thread that reads a slot arrives on its
+//      release, or an arriving thread is ordered after its reads (rule 6);
+//  12. rings apart: the rings TMA and cp.async fill share no bytes with
+//      another ring;
+//  13. no wait-for cycle: no commit or release waits, through the waits its
+//      threads run before it, for itself (a deadlock across pipelines).
 //
 // What a rule cannot decide is reported as a warning that starts with
 // "cannot prove" (an error with `strict`): silence means proven. The

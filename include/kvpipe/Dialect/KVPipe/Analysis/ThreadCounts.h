@@ -20,6 +20,7 @@
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/APInt.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -116,6 +117,14 @@ ThreadCount countThreads(llvm::ArrayRef<std::pair<mlir::Operation *,
                                                   mlir::Value>> ops,
                          const ThreadScope &scope,
                          llvm::function_ref<bool(mlir::Value)> isUniform);
+
+/// The threads of `scope` that run any of `ops` (as countThreads counts
+/// them), one bit per thread (`threadIdx.x`); nothing when they are not
+/// known, with `why` saying why as countThreads would.
+std::optional<llvm::BitVector>
+getThreads(llvm::ArrayRef<std::pair<mlir::Operation *, mlir::Value>> ops,
+           const ThreadScope &scope,
+           llvm::function_ref<bool(mlir::Value)> isUniform, ThreadCount &why);
 
 } // namespace kvpipe
 

@@ -212,7 +212,15 @@ def VerifyProtocol : Pass<"kvpipe-verify-protocol"> {
       access of the slots it overlaps, and an address taken out of a memref
       that may overlap a ring (`memref.extract_aligned_pointer_as_index`,
       `builtin.unrealized_conversion_cast`) for anything but view offsets is
-      unproven.
+      unproven;
+    - a slot read (wgmma, loads) by threads that do not arrive on its
+      `consumer_release`, unless an arriving thread is ordered after their
+      reads (a thread of the warpgroup that retired the wgmma, a barrier
+      that the readers and it reach);
+    - rings that share bytes: two pipelines' slots in one buffer, or two
+      rings that TMA or cp.async fill whose byte ranges overlap;
+    - a wait-for cycle across pipelines (one role waits on B before it
+      commits A, another waits on A before it commits B).
     What it cannot prove (a state through an op it does not model, an
     indirect call, trip counts it cannot compare, a wgmma operand it cannot
     follow) it reports as a warning that starts with "cannot prove"; with

@@ -1,0 +1,373 @@
+//===- ProtocolWaitCycles.cpp - no wait-for cycle across pipelines --------===//
+//
+// Part of ProtocolChecker (ProtocolChecker.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProtocolChecker.h"
+
+#include <deque>
+
+using namespace mlir;
+using namespace kvpipe;
+using namespace kvpipe::detail;
+
+//===----------------------------------------------------------------------===//
+// 13. No wait-for cycle: a commit or release that waits, through the ops its
+// threads run before it, for itself
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A protocol op that waits (consumer_wait, producer_acquire) or signals
+/// (producer_commit, consumer_release), and the slot it works on: the
+/// number of slots its state is advanced from the pipeline's kvpipe.create,
+/// where that is a constant (ops outside loops).
+struct CycleNode {
+  mutable PipelineProtocolOpInterface op;
+  Value pipeline;
+  int64_t stage;
+  std::optional<int64_t> slot;
+  bool waits;
+};
+/// `to` cannot complete before `from` has: `definite` where the slots are
+/// known to match (the cycle is then a deadlock), not where they may.
+struct CycleEdge {
+  unsigned to;
+  bool definite;
+};
+} // namespace
+
+/// Whether `op` is nested in a loop (of its function), so that it works on
+/// a different slot in each iteration.
+static bool isInLoop(Operation *op) {
+  for (Operation *at = op; at && !isa<FunctionOpInterface>(at);
+       at = at->getParentOp()) {
+    // A block of unstructured control flow: a cycle of branches may repeat it.
+    if (!at->getParentRegion() || !at->getParentRegion()->hasOneBlock())
+      return true;
+    Operation *parent = at->getParentOp();
+    if (isa_and_nonnull<LoopLikeOpInterface, ForEachTileOp>(parent))
+      return true;
+  }
+  return false;
+}
+
+namespace {
+/// The dependency graph of one function's protocol ops.
+struct CycleGraph {
+  /// Program order: the signals each wait's threads run after it (in the
+  /// same iteration of the loops around both), as bits over the nodes; and
+  /// those of them whose slots and threads are known (`definite`).
+  SmallVector<llvm::BitVector> after, definiteAfter;
+  /// Commits to the waits of their slot, releases to the acquires of the
+  /// slot kv_stages later.
+  SmallVector<SmallVector<CycleEdge>> cross;
+
+  /// Calls `f(to, definite)` for each edge out of `n`.
+  template <typename F> void forEachEdge(unsigned n, F f) const {
+    for (int to = after[n].find_first(); to >= 0; to = after[n].find_next(to))
+      f(unsigned(to), bool(definiteAfter[n][to]));
+    for (const CycleEdge &edge : cross[n])
+      f(edge.to, edge.definite);
+  }
+};
+} // namespace
+
+/// A cycle of `graph` (node numbers, in order), among its definite edges
+/// only or among all; with `twoPipelines`, one through ops of two pipelines
+/// at least (the cycles of one pipeline's own ring are the ring working).
+static SmallVector<unsigned> findCycle(const CycleGraph &graph,
+                                       ArrayRef<CycleNode> nodes,
+                                       bool definiteOnly) {
+  unsigned size = nodes.size();
+  // Tarjan's strongly connected components, iteratively.
+  SmallVector<int> index(size, -1), low(size, 0), component(size, -1);
+  SmallVector<bool> onStack(size, false);
+  SmallVector<unsigned> stack;
+  int counter = 0, components = 0;
+  struct Frame {
+    unsigned node;
+    SmallVector<unsigned> next;
+    unsigned position = 0;
+  };
+  auto successors = [&](unsigned n) {
+    SmallVector<unsigned> out;
+    graph.forEachEdge(n, [&](unsigned to, bool definite) {
+      if (definite || !definiteOnly)
+        out.push_back(to);
+    });
+    return out;
+  };
+  for (unsigned root = 0; root < size; ++root) {
+    if (index[root] >= 0)
+      continue;
+    SmallVector<Frame> frames;
+    auto enter = [&](unsigned n) {
+      index[n] = low[n] = counter++;
+      stack.push_back(n);
+      onStack[n] = true;
+      frames.push_back({n, successors(n), 0});
+    };
+    enter(root);
+    while (!frames.empty()) {
+      Frame &frame = frames.back();
+      if (frame.position < frame.next.size()) {
+        unsigned to = frame.next[frame.position++];
+        if (index[to] < 0)
+          enter(to);
+        else if (onStack[to])
+          low[frame.node] = std::min(low[frame.node], index[to]);
+        continue;
+      }
+      unsigned n = frame.node;
+      frames.pop_back();
+      if (!frames.empty())
+        low[frames.back().node] = std::min(low[frames.back().node], low[n]);
+      if (low[n] != index[n])
+        continue;
+      for (;;) {
+        unsigned member = stack.pop_back_val();
+        onStack[member] = false;
+        component[member] = components;
+        if (member == n)
+          break;
+      }
+      ++components;
+    }
+  }
+  // The shortest path from `from` to `to` inside one component.
+  auto path = [&](unsigned from, unsigned to, SmallVectorImpl<unsigned> &out) {
+    SmallVector<int> parent(size, -1);
+    std::deque<unsigned> queue = {from};
+    parent[from] = from;
+    while (!queue.empty() && parent[to] < 0) {
+      unsigned n = queue.front();
+      queue.pop_front();
+      graph.forEachEdge(n, [&](unsigned next, bool definite) {
+        if ((definite || !definiteOnly) && parent[next] < 0 &&
+            component[next] == component[from]) {
+          parent[next] = n;
+          queue.push_back(next);
+        }
+      });
+    }
+    if (parent[to] < 0)
+      return false;
+    SmallVector<unsigned> reversed;
+    for (unsigned n = to; n != from; n = parent[n])
+      reversed.push_back(n);
+    out.append(reversed.rbegin(), reversed.rend());
+    return true;
+  };
+  // A component with a wait and an op of another pipeline (for a definite
+  // cycle, any component with an edge inside it).
+  for (unsigned u = 0; u < size; ++u) {
+    if (!nodes[u].waits)
+      continue;
+    for (unsigned v = 0; v < size; ++v) {
+      if (v == u || component[v] != component[u] ||
+          (!definiteOnly && nodes[v].pipeline == nodes[u].pipeline))
+        continue;
+      SmallVector<unsigned> cycle = {u};
+      if (path(u, v, cycle) && path(v, u, cycle)) {
+        cycle.pop_back(); // u again
+        return cycle;
+      }
+    }
+  }
+  return {};
+}
+
+void ProtocolChecker::checkWaitCycles() {
+  auto uniform = [&](Value v) { return isUniform(v); };
+  root->walk([&](FunctionOpInterface function) {
+    SmallVector<CycleNode> nodes;
+    DenseMap<Operation *, unsigned> numbers;
+    function->walk([&](PipelineProtocolOpInterface protocol) {
+      if (!protocol.opensSlot() && !protocol.closesSlot())
+        return;
+      if (protocol->getParentOfType<FunctionOpInterface>() != function)
+        return;
+      Value state = protocol.getPipeline();
+      CycleNode node{protocol, flow.getPipeline(state),
+                     protocol.getSubStage().value_or(0), std::nullopt,
+                     protocol.opensSlot()};
+      if (!isInLoop(protocol) && !flow.isMixed(state))
+        if (std::optional<StateAdvance> advance =
+                flow.traceAdvance(state, function))
+          if (advance->base.getDefiningOp<CreateOp>())
+            node.slot = advance->slots;
+      numbers[protocol] = nodes.size();
+      nodes.push_back(node);
+    });
+    unsigned size = nodes.size();
+    if (size < 2)
+      return;
+    std::optional<ThreadScope> scope;
+    if (std::optional<ThreadScope> found = getThreadScope(nodes.front().op);
+        found && found->unprovenReason.empty())
+      scope = found;
+    // The threads that run each op (and, for a release, arrive), nothing
+    // where not known; ops of one block with one predicate run on the same
+    // threads. Then, for each set of threads, the ops that share one.
+    DenseMap<std::pair<Block *, Value>, unsigned> threadSetOf;
+    SmallVector<std::optional<llvm::BitVector>> threadSets;
+    SmallVector<int> threadSet(size, -1);
+    for (auto [n, node] : llvm::enumerate(nodes)) {
+      if (!scope)
+        break;
+      Value predicate;
+      if (auto release = dyn_cast<ConsumerReleaseOp>(node.op.getOperation()))
+        predicate = release.getElected();
+      auto [it, inserted] = threadSetOf.try_emplace(
+          {node.op->getBlock(), predicate}, threadSets.size());
+      if (inserted) {
+        ThreadCount why;
+        std::pair<Operation *, Value> one = {node.op, predicate};
+        threadSets.push_back(getThreads(ArrayRef(one), *scope, uniform, why));
+      }
+      threadSet[n] = it->second;
+    }
+    SmallVector<llvm::BitVector> overlapping;
+    for (const std::optional<llvm::BitVector> &set : threadSets) {
+      llvm::BitVector mask(size);
+      for (unsigned n = 0; n < size; ++n) {
+        const std::optional<llvm::BitVector> &other = threadSets[threadSet[n]];
+        if (!set || !other || set->anyCommon(*other))
+          mask.set(n);
+      }
+      overlapping.push_back(mask);
+    }
+    // Ops whose slot and threads are known, for definite edges.
+    llvm::BitVector known(size);
+    for (unsigned n = 0; n < size; ++n)
+      if (!isInLoop(nodes[n].op) && threadSet[n] >= 0 &&
+          threadSets[threadSet[n]])
+        known.set(n);
+    // The signals nested in each op with regions, then, walking each block
+    // backwards with the signals that run after its end, the signals after
+    // each wait.
+    CycleGraph graph;
+    graph.after.assign(size, llvm::BitVector(size));
+    graph.definiteAfter.assign(size, llvm::BitVector(size));
+    graph.cross.resize(size);
+    DenseMap<Operation *, llvm::BitVector> nested;
+    std::function<llvm::BitVector(Operation *)> signalsIn =
+        [&](Operation *op) -> llvm::BitVector {
+      auto found = nested.find(op);
+      if (found != nested.end())
+        return found->second;
+      llvm::BitVector bits(size);
+      if (auto it = numbers.find(op); it != numbers.end() && !nodes[it->second].waits)
+        bits.set(it->second);
+      for (Region &region : op->getRegions())
+        for (Block &block : region)
+          for (Operation &inner : block)
+            if (inner.getNumRegions() || numbers.count(&inner))
+              bits |= signalsIn(&inner);
+      nested[op] = bits;
+      return bits;
+    };
+    std::function<void(Block &, const llvm::BitVector &)> visit =
+        [&](Block &block, const llvm::BitVector &afterBlock) {
+          llvm::BitVector acc = afterBlock;
+          // In a region of several blocks, any of its blocks may follow.
+          Region *region = block.getParent();
+          if (!region->hasOneBlock())
+            for (Block &other : *region)
+              for (Operation &op : other)
+                if (op.getNumRegions() || numbers.count(&op))
+                  acc |= signalsIn(&op);
+          for (Operation &op : llvm::reverse(block)) {
+            if (auto it = numbers.find(&op);
+                it != numbers.end() && nodes[it->second].waits) {
+              unsigned n = it->second;
+              graph.after[n] = acc;
+              if (threadSet[n] >= 0)
+                graph.after[n] &= overlapping[threadSet[n]];
+              if (known[n]) {
+                graph.definiteAfter[n] = graph.after[n];
+                graph.definiteAfter[n] &= known;
+              }
+            }
+            if (op.getNumRegions() == 0) {
+              if (auto it = numbers.find(&op);
+                  it != numbers.end() && !nodes[it->second].waits)
+                acc.set(it->second);
+              continue;
+            }
+            for (Region &inner : op.getRegions())
+              for (Block &innerBlock : inner)
+                visit(innerBlock, acc);
+            acc |= signalsIn(&op);
+          }
+        };
+    for (Block &block : function.getFunctionBody())
+      visit(block, llvm::BitVector(size));
+    // Cross edges, within each pipeline and sub-stage.
+    llvm::MapVector<std::pair<Value, int64_t>, SmallVector<unsigned>> groups;
+    for (auto [n, node] : llvm::enumerate(nodes))
+      groups[{node.pipeline, node.stage}].push_back(n);
+    for (auto &[key, members] : groups) {
+      for (unsigned i : members) {
+        const CycleNode &from = nodes[i];
+        bool commit = isa<ProducerCommitOp>(from.op.getOperation());
+        bool release = isa<ConsumerReleaseOp>(from.op.getOperation());
+        if (!commit && !release)
+          continue;
+        int64_t stages =
+            cast<PipelineType>(from.op.getPipeline().getType()).getKvStages();
+        for (unsigned j : members) {
+          const CycleNode &to = nodes[j];
+          if (commit && isa<ConsumerWaitOp>(to.op.getOperation())) {
+            // The consumers' wait of slot k returns after the commit of k.
+            if (from.slot && to.slot) {
+              if (*from.slot == *to.slot)
+                graph.cross[i].push_back({j, true});
+            } else {
+              graph.cross[i].push_back({j, false});
+            }
+          } else if (release && isa<ProducerAcquireOp>(to.op.getOperation())) {
+            // The producer's acquire of slot k (k >= kv_stages) returns
+            // after the release of k - kv_stages; the first kv_stages are
+            // free. Only where both slots are known, outside loops (docs:
+            // known gaps).
+            if (from.slot && to.slot && *to.slot >= stages &&
+                *from.slot == *to.slot - stages)
+              graph.cross[i].push_back({j, true});
+          }
+        }
+      }
+    }
+    SmallVector<unsigned> cycle = findCycle(graph, nodes, /*definiteOnly=*/true);
+    bool definite = !cycle.empty();
+    if (!definite)
+      cycle = findCycle(graph, nodes, /*definiteOnly=*/false);
+    if (cycle.empty())
+      return;
+    const CycleNode &start = nodes[cycle.front()];
+    InFlightDiagnostic diag = definite ? error(start.op) : unproven(start.op);
+    if (definite)
+      diag << "waits in a cycle across pipelines (a deadlock): the commit "
+              "or release it waits for runs, on the threads that run it, "
+              "only after another wait of the cycle returns, and so on back "
+              "to this one";
+    else
+      diag << "that the waits across pipelines form no cycle: through the "
+              "ops in loops, whose slots the checker does not match, this "
+              "wait may wait for itself";
+    diag << where(start.op.getPipeline(), start.op.getSubStage());
+    for (unsigned n : ArrayRef(cycle).drop_front()) {
+      const CycleNode &node = nodes[n];
+      if (node.waits)
+        diag.attachNote(node.op->getLoc())
+            << "which this '" << node.op->getName().stripDialect() << "' of "
+            << flow.describe(node.op.getPipeline()) << " waits for";
+      else
+        diag.attachNote(node.op->getLoc())
+            << "then this '" << node.op->getName().stripDialect() << "' of "
+            << flow.describe(node.op.getPipeline())
+            << " runs after it on the same threads";
+    }
+  });
+}

@@ -1,0 +1,284 @@
+// RUN: kvpipe-opt %s -split-input-file -verify-diagnostics --kvpipe-verify-protocol
+
+// Rule 13 of --kvpipe-verify-protocol, no wait-for cycle across pipelines: a
+// commit or release runs only after the waits and acquires its threads run
+// before it, a wait returns only after the commit of its slot, and an
+// acquire of slot k >= kv_stages only after the release of slot
+// k - kv_stages. Each pipeline may be balanced alone while the roles wait
+// for each other in a cycle: a deadlock (an error where every slot of the
+// cycle is known; unproven through ops in loops, whose slots may or may not
+// match). Each wrong program is next to its corrected form (the fifth
+// audit's first).
+
+// A wait-for cycle across pipelines: thread 0 waits on B, then commits A;
+// thread 128 waits on A, then commits B.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        // expected-error-re @below {{'kvpipe.consumer_wait' op waits in a cycle across pipelines (a deadlock): the commit or release it waits for runs, on the threads that run it, only after another wait of the cycle returns, and so on back to this one (sub-stage 0 of pipeline created at {{.*}})}}
+        kvpipe.consumer_wait %b : !p
+        %b1 = kvpipe.consumer_release %b, %true : !p
+        kvpipe.producer_acquire %a : !p
+        // expected-note-re @below {{then this 'producer_commit' of pipeline created at {{.*}} runs after it on the same threads}}
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        // expected-note-re @below {{which this 'consumer_wait' of pipeline created at {{.*}} waits for}}
+        kvpipe.consumer_wait %a : !p
+        %a1 = kvpipe.consumer_release %a, %true : !p
+        kvpipe.producer_acquire %b : !p
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Corrected: thread 128 commits B before it waits on A.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.consumer_wait %b : !p
+        %b1 = kvpipe.consumer_release %b, %true : !p
+        kvpipe.producer_acquire %a : !p
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        kvpipe.producer_acquire %b : !p
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+        kvpipe.consumer_wait %a : !p
+        %a1 = kvpipe.consumer_release %a, %true : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Through a full ring: the producer fills A's one slot twice before it
+// fills B, and the consumer takes B before A. The second acquire of A waits
+// for the release of A's first slot, which comes after the wait on B, which
+// comes after the second acquire of A.
+!p = !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %a : !p
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+        // expected-error @below {{'kvpipe.producer_acquire' op waits in a cycle across pipelines (a deadlock)}}
+        kvpipe.producer_acquire %a1 : !p
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        kvpipe.producer_acquire %b : !p
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        // expected-note @below {{which this 'consumer_wait'}}
+        kvpipe.consumer_wait %b : !p
+        %b1 = kvpipe.consumer_release %b, %true : !p
+        kvpipe.consumer_wait %a : !p
+        // expected-note @below {{then this 'consumer_release'}}
+        %a1 = kvpipe.consumer_release %a, %true : !p
+        kvpipe.consumer_wait %a1 : !p
+        %a2 = kvpipe.consumer_release %a1, %true : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Corrected: the consumer takes A's slots first, in the producer's order.
+!p = !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %a : !p
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+        kvpipe.producer_acquire %a1 : !p
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        kvpipe.producer_acquire %b : !p
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        kvpipe.consumer_wait %a : !p
+        %a1 = kvpipe.consumer_release %a, %true : !p
+        kvpipe.consumer_wait %a1 : !p
+        %a2 = kvpipe.consumer_release %a1, %true : !p
+        kvpipe.consumer_wait %b : !p
+        %b1 = kvpipe.consumer_release %b, %true : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The first program's cycle in loops: each iteration waits as before. Which
+// slots of a loop's iterations match is not followed: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+          // expected-warning @below {{'kvpipe.consumer_wait' op cannot prove that the waits across pipelines form no cycle: through the ops in loops, whose slots the checker does not match, this wait may wait for itself}}
+          kvpipe.consumer_wait %sb : !p
+          %b1 = kvpipe.consumer_release %sb, %true : !p
+          kvpipe.producer_acquire %sa : !p
+          // expected-note @below {{then this 'producer_commit'}}
+          kvpipe.producer_commit %sa : !p
+          %a1 = kvpipe.step %sa : !p
+          scf.yield %a1, %b1 : !p, !p
+        }
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+          // expected-note @below {{which this 'consumer_wait'}}
+          kvpipe.consumer_wait %sa : !p
+          %a1 = kvpipe.consumer_release %sa, %true : !p
+          kvpipe.producer_acquire %sb : !p
+          // expected-note @below {{then this 'producer_commit'}}
+          kvpipe.producer_commit %sb : !p
+          %b1 = kvpipe.step %sb : !p
+          scf.yield %a1, %b1 : !p, !p
+        }
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Corrected: in each iteration thread 128 commits B before it waits on A.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+          kvpipe.consumer_wait %sb : !p
+          %b1 = kvpipe.consumer_release %sb, %true : !p
+          kvpipe.producer_acquire %sa : !p
+          kvpipe.producer_commit %sa : !p
+          %a1 = kvpipe.step %sa : !p
+          scf.yield %a1, %b1 : !p, !p
+        }
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+          kvpipe.producer_acquire %sb : !p
+          kvpipe.producer_commit %sb : !p
+          %b1 = kvpipe.step %sb : !p
+          kvpipe.consumer_wait %sa : !p
+          %a1 = kvpipe.consumer_release %sa, %true : !p
+          scf.yield %a1, %b1 : !p, !p
+        }
+      }
+    }
+    gpu.return
+  }
+}
