@@ -12,6 +12,9 @@ over the rounds and the spread (min-max) of its ratio to the first variant, roun
     python scripts/gpu/ab.py --head-dim 128 --seq-len 8192 16384 --rounds 7 \
         --variant '' --variant rescale_threshold=-1 [--markdown OUT.md]
 
+`--window LEFT` gives every kvpipe and FA4 call a causal sliding window of LEFT keys
+(`window_size=(LEFT, 0)`; TFLOP/s of the visible pairs; cuDNN has none and is refused).
+
 `--backward` times the backward alone instead (the forward run once outside the timing, as
 `bench --backward`: kvpipe's `attention_backward`, the peers' `torch.autograd.grad` of a retained
 graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the backward's tuning.
@@ -71,11 +74,19 @@ def main() -> int:
     parser.add_argument("--variant", action="append", default=None,
                         help="NAME=VALUE[,NAME=VALUE] ('' = kvpipe.attention's choice)")
     parser.add_argument("--backward", action="store_true")
+    parser.add_argument("--window", type=int, default=None,
+                        help="a causal sliding window of this many keys (forward)")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     variants = args.variant or [""]
+    if args.window is not None and (args.window < 0 or args.backward or args.causal != "yes"
+                                    or "cudnn" in variants):
+        parser.error("--window LEFT (>= 0) goes with --causal yes, the forward and no cudnn "
+                     "variant")
+    # kvpipe.attention's and FA4's arguments for the window (none without one).
+    window = {} if args.window is None else {"window_size": (args.window, 0)}
     if args.backward and any(v.startswith("+") for v in variants):
         parser.error("--backward has no prefill plan: a variant is the backward's tuning")
 
@@ -85,6 +96,7 @@ def main() -> int:
     import kvpipe
     from kvpipe.__main__ import _tuning
     from kvpipe.bench import _sdpa, interleaved_times
+    from kvpipe.bench_modifiers import _visible_pairs
     from kvpipe.plans import prefill_plan
 
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
@@ -96,7 +108,9 @@ def main() -> int:
             for causal in causals:
                 q, k, v = (torch.randn(b, 16, n, d, dtype=torch.bfloat16, device="cuda")
                            for _ in range(3))
-                flops = 4 * b * 16 * n * n * d / (2 if causal else 1)
+                flops = 4 * b * 16 * d * (_visible_pairs(n, causal, args.window)
+                                          if args.window is not None
+                                          else n * n / (2 if causal else 1))
                 if args.backward:
                     fns = _backward_fns(variants, q, k, v, causal)
                     flops *= 2.5
@@ -109,18 +123,18 @@ def main() -> int:
                         from flash_attn.cute import flash_attn_func
 
                         qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
-                        fns.append(lambda qt=qt, kt=kt, vt=vt: flash_attn_func(qt, kt, vt,
-                                                                               causal=causal))
+                        fns.append(lambda qt=qt, kt=kt, vt=vt: flash_attn_func(
+                            qt, kt, vt, causal=causal, **window))
                     elif text.startswith("+"):  # the plan's choice and these
-                        tuning = {**prefill_plan(d, d, causal, "top_left", False, False, False,
-                                                 n, n, {}),
+                        tuning = {**prefill_plan(d, d, causal, "top_left", bool(window), False,
+                                                 False, n, n, {}),
                                   **_tuning(text[1:].split(","))}
-                        fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
-                                                                          **tuning))
+                        fns.append(lambda tuning=tuning: kvpipe.attention(
+                            q, k, v, causal=causal, **window, **tuning))
                     else:
                         tuning = _tuning(text.split(",") if text else [])
-                        fns.append(lambda tuning=tuning: kvpipe.attention(q, k, v, causal=causal,
-                                                                          **tuning))
+                        fns.append(lambda tuning=tuning: kvpipe.attention(
+                            q, k, v, causal=causal, **window, **tuning))
                 # bench.interleaved_times: every variant warmed first, then
                 # each round in its own seeded shuffled order (rotation kept
                 # each variant after the same neighbour, whose heat or
