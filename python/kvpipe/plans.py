@@ -141,14 +141,27 @@ PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]],
 }
 
 
+#: The tuning of sliding-window launches (no KV lengths, no modifiers, V's
+#: head dim Q's), by head dim, at any length and alignment: the softmax
+#: levers, whose R2P masks pay most where every tile has masked blocks at
+#: both edges of its window (H100, session 21 call 10, scripts/gpu/ab.py
+#: --window 1024, causal, 2k-16k, 7 rounds: D 64 +13-15 %, D 128 +7-11 %;
+#: the window cases of `check --tune ... --on-plan` passed, call 2).
+WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEVERS}
+
+
 def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignment: str,
                  sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
                  seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
-    """The tuning of a plain forward launch: ``tuning`` as given when it is
-    not empty (the caller chose), else PREFILL_PLAN's choice for the
-    sequences' length, else none (the head dim's defaults)."""
-    if (tuning or (causal and mask_alignment != "top_left") or sliding_window or kv_lengths
-            or modifiers or value_head_dim != head_dim):
+    """The tuning of a forward launch without modifiers: ``tuning`` as given
+    when it is not empty (the caller chose); else, with a sliding window,
+    WINDOW_PLAN's for the head dim, and for the plain kernels PREFILL_PLAN's
+    choice for the sequences' length; else none (the head dim's defaults)."""
+    if tuning or kv_lengths or modifiers or value_head_dim != head_dim:
+        return tuning
+    if sliding_window:
+        return dict(WINDOW_PLAN.get(head_dim, tuning))
+    if causal and mask_alignment != "top_left":
         return tuning
     for longest, planned in PREFILL_PLAN.get((head_dim, causal), ()):
         if longest is None or max(seq_q, seq_kv) <= longest:

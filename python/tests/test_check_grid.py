@@ -67,13 +67,20 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(128, causal=False, sq=1025) == long_tiles
     assert plan(128, causal=False, sq=100, skv=8192) == long_tiles
     assert plan(64, causal=False) == {} and plan(96, causal=False) == {}
-    # Only the plain causal kernels: what the caller chose, the other masks,
-    # KV lengths, modifiers and other head dims keep their defaults.
+    # Only the plain kernels and the windows: what the caller chose, the other
+    # masks, KV lengths, modifiers and other head dims keep their defaults.
     assert plan(64, tuning={"block_n": 64}) == {"block_n": 64}
-    for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"window": True},
-                   {"lengths": True}, {"mods": True}):
+    for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"lengths": True},
+                   {"mods": True}, {"window": True, "lengths": True},
+                   {"window": True, "mods": True}, {"window": True, "tuning": {"block_n": 64}}):
         # (D 64 non-causal has no plan either.)
-        assert plan(64, **kwargs) == {}, kwargs
+        assert plan(64, **kwargs) == kwargs.get("tuning", {}), kwargs
+    # Sliding windows: the softmax levers at head dims 64 and 128, at any
+    # length and alignment, causal or not.
+    for d in (64, 128):
+        for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"sq": 16384}):
+            assert plan(d, window=True, **kwargs) == levers, (d, kwargs)
+    assert plan(96, window=True) == {} and plan(192, window=True, dv=128) == {}
     assert plan(96) == {"consumer_warpgroups": 2, "persistent": True}
     assert plan(96, sq=2048) == {} and plan(256) == {} and plan(192, dv=128) == {}
     assert plan(192) == {"persistent": True, "block_n": 64}
