@@ -345,8 +345,11 @@ def _main(argv: Optional[List[str]]) -> int:
             if args.mods:  # and the modifiers' kernels of check --mods, bench --mods
                 from kvpipe import bench_modifiers, check_modifiers
 
-                # --tune: the kernels of bench --mods --variant with it too.
+                # --tune: the kernels of check --mods --tune and of bench
+                # --mods --variant with it too.
                 configs = (check_modifiers.mods_kernel_configs()
+                           + (check_modifiers.mods_kernel_configs(tuning=_tuning(args.tune))
+                              if args.tune else [])
                            + bench_modifiers.bench_kernel_configs(
                                variants=[_tuning(args.tune)] if args.tune else ()))
                 if args.backward:  # and those of check --mods --backward
@@ -427,12 +430,15 @@ def _main(argv: Optional[List[str]]) -> int:
             _write(args, "kvpipe check --mods --backward", rows, markdown)
             return 0 if all(r["ok"] for r in rows) else 1
         if family is not None:
-            if tuning or args.random or args.backward:
-                parser.error(f"check --{family} takes neither --tune, --random nor --backward")
+            # --mods --tune: a forward lever tried on the modifier kernels.
+            if (tuning and (family != "mods" or args.on_plan)) or args.random or args.backward:
+                parser.error(f"check --{family} takes neither --random nor --backward, and "
+                             "--tune (without --on-plan) only with --mods")
             import importlib
 
             module, function = families[family]
-            rows = getattr(importlib.import_module(f"kvpipe.{module}"), function)()
+            run = getattr(importlib.import_module(f"kvpipe.{module}"), function)
+            rows = run(tuning=tuning) if tuning else run()
             markdown = check.to_markdown(rows)
             print(markdown)
             _write(args, f"kvpipe check --{family}", rows, markdown)

@@ -258,7 +258,8 @@ def _case_inputs(case: ModCase, seed: int, torch: Any):
     return q, k, v, aux, case_modifiers(case, aux)
 
 
-def run_mod_case(case: ModCase, seed: int) -> Dict[str, Any]:
+def run_mod_case(case: ModCase, seed: int,
+                 tuning: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     import torch
 
     import kvpipe
@@ -269,7 +270,7 @@ def run_mod_case(case: ModCase, seed: int) -> Dict[str, Any]:
     try:
         o, lse = kvpipe.attention(q, k, v, causal=case.causal, window_size=case.window,
                                   return_lse=True, out=out, score_mod=score_mod,
-                                  mask_mod=mask_mod)
+                                  mask_mod=mask_mod, **(tuning or {}))
         torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -354,16 +355,24 @@ def _run_cases(cases: List[ModCase], run: Callable[[ModCase, int], Dict[str, Any
     return rows
 
 
-def run_mods(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
-    """The grid (default mods_grid()) and the flash_attn cases; one row each."""
-    return (_run_cases(cases if cases is not None else mods_grid(), run_mod_case, 4321)
-            + run_flash_attn_cases())
+def run_mods(cases: Optional[List[ModCase]] = None,
+             tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """The grid (default mods_grid()) and the flash_attn cases; one row each.
+    With ``tuning`` (``check --mods --tune``: a lever tried on the modifier
+    kernels) the grid alone, every launch with it: flash_attn_func takes no
+    tuning."""
+    grid = cases if cases is not None else mods_grid()
+    if tuning:
+        return _run_cases(grid, lambda case, seed: run_mod_case(case, seed, tuning), 4321)
+    return _run_cases(grid, run_mod_case, 4321) + run_flash_attn_cases()
 
 
-def mods_kernel_configs(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
+def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
+                        tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """The compile_attention arguments of the kernels ``run_mods`` launches
     (kvpipe.attention's choice of kernel, the regions traced with shape-only
-    tensors). The flash_attn cases' kernels are included."""
+    tensors). The flash_attn cases' kernels are included, except with
+    ``tuning`` (run_mods' grid alone, each kernel with it)."""
     from kvpipe.attention import normalise_window
 
     wanted = []
@@ -374,8 +383,8 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None) -> List[Dict[str,
         wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                            value_head_dim=None, mask_alignment="top_left",
                            sliding_window=window, kv_lengths=False, modifiers=traced.ir,
-                           aux_types=traced.aux_types))
-    for sq, skv, causal, softcap, alibi in FLASH_CASES:
+                           aux_types=traced.aux_types, **(tuning or {})))
+    for sq, skv, causal, softcap, alibi in FLASH_CASES if not tuning else ():
         traced = modifiers.trace(_flash_score_mod(softcap, alibi, sq == skv))
         wanted.append(dict(head_dim=128, dtype="bf16", causal=causal, value_head_dim=None,
                            mask_alignment="bottom_right" if causal else "top_left",

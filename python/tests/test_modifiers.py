@@ -533,3 +533,28 @@ def test_a_call_traces_its_callbacks_once(monkeypatch):
     except Exception:  # no GPU here: the launch fails after the trace
         pass
     assert len(calls) == 1
+
+
+def test_check_mods_tune_runs_the_grid_with_the_tuning(monkeypatch):
+    # check --mods --tune: every grid kernel with the lever, the flash_attn
+    # cases (which take no tuning) left out, in the configs compile
+    # --for-check --mods --tune fills the cache with and in the run.
+    from kvpipe import check_modifiers
+
+    lever = {"tensor_row_sums": True, "mask_bits": True}
+    plain = check_modifiers.mods_kernel_configs()
+    tuned = check_modifiers.mods_kernel_configs(tuning=lever)
+    assert tuned and all(lever.items() <= c.items() for c in tuned)
+    assert len(tuned) == len(plain) - len(check_modifiers.FLASH_CASES)
+    names = {kvpipe.kernels.AttentionConfig.make(**c).kernel_name for c in tuned}
+    assert all("mask_bits1_tensor_row_sums1" in n for n in names)
+
+    seen = []
+    monkeypatch.setattr(check_modifiers, "run_mod_case",
+                        lambda case, seed, tuning=None: seen.append(tuning) or {"ok": True,
+                                                                                  "case": "c"})
+    monkeypatch.setattr(check_modifiers, "run_flash_attn_cases",
+                        lambda: pytest.fail("flash_attn cases run with a tuning"))
+    cases = check_modifiers.mods_grid()[:2]
+    rows = check_modifiers.run_mods(cases, tuning=lever)
+    assert len(rows) == 2 and seen == [lever, lever]
