@@ -629,6 +629,9 @@ private:
   /// describes.
   SmallVector<Footprint> getFootprints(Value memref, const void *&buffer,
                                        bool address);
+  /// Whether the byte ranges [a.low, a.high) and [b.low, b.high) are shown
+  /// apart given `facts`: one ends before the other starts.
+  bool isApart(const Footprint &a, const Footprint &b, const PathFacts &facts);
   /// A buffer whose first dimension a kvpipe.index selects the slot of.
   struct Ring {
     Value ring;

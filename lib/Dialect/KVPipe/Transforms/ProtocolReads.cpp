@@ -128,13 +128,8 @@ void ProtocolChecker::checkStageTiles() {
             getFootprints(later.getDest(), bufferB, false);
         if (bufferA && bufferB && bufferA != bufferB)
           continue;
-        auto apart = [&](const Footprint &x, const Footprint &y) {
-          std::optional<LinearExpr> gap = x.low;
-          return gap->add(y.high, -1) &&
-                 arithmetic.isNonNegative(*gap, PathFacts(), true);
-        };
         if (bufferA && !a.empty() && !b.empty() &&
-            (apart(a.front(), b.front()) || apart(b.front(), a.front())))
+            isApart(a.front(), b.front(), PathFacts()))
           continue;
         InFlightDiagnostic diag =
             unproven(later)

@@ -140,16 +140,8 @@ void ProtocolChecker::checkRingsApart() {
         noteOther(diag);
         continue;
       }
-      // Apart: one ends before the other starts.
-      LinearExpr belowOther = b->low, aboveOther = a->low;
-      bool apart = false;
-      if (belowOther.add(a->high, -1) &&
-          arithmetic.isNonNegative(belowOther, facts, true))
-        apart = true;
-      if (!apart && aboveOther.add(b->high, -1) &&
-          arithmetic.isNonNegative(aboveOther, facts, true))
-        apart = true;
-      if (apart)
+      if (isApart(Footprint{a->low, a->high}, Footprint{b->low, b->high},
+                  facts))
         continue;
       LinearExpr distance = b->low;
       bool constant = distance.add(a->low, -1) && distance.isConstant();

@@ -242,6 +242,17 @@ void ProtocolChecker::collectRings() {
   });
 }
 
+bool ProtocolChecker::isApart(const Footprint &a, const Footprint &b,
+                              const PathFacts &facts) {
+  for (auto [first, second] : {std::pair(&a, &b), std::pair(&b, &a)}) {
+    // `second` starts at or after `first` ends.
+    std::optional<LinearExpr> gap = plus(second->low, first->high, -1);
+    if (gap && arithmetic.isNonNegative(*gap, facts, true))
+      return true;
+  }
+  return false;
+}
+
 std::optional<SmallVector<int64_t>>
 ProtocolChecker::getOverlappedSlots(ArrayRef<Footprint> footprints,
                                     const Ring &ring, const PathFacts &facts,
@@ -261,13 +272,9 @@ ProtocolChecker::getOverlappedSlots(ArrayRef<Footprint> footprints,
   if (!ringLow || !ringHigh)
     return std::nullopt;
   // Below the ring or above it.
-  for (const Footprint &footprint : footprints) {
-    std::optional<LinearExpr> below = plus(ringLow, footprint.high, -1);
-    std::optional<LinearExpr> above = plus(footprint.low, *ringHigh, -1);
-    if ((below && arithmetic.isNonNegative(*below, facts, true)) ||
-        (above && arithmetic.isNonNegative(*above, facts, true)))
+  for (const Footprint &footprint : footprints)
+    if (isApart(Footprint{*ringLow, *ringHigh}, footprint, facts))
       return SmallVector<int64_t>();
-  }
   // The slots the tightest range at a known distance from the ring overlaps
   // (exactly where that range is the memref's own).
   for (const Footprint &footprint : footprints) {
