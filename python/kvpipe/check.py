@@ -109,9 +109,11 @@ def default_grid() -> List[Case]:
     cases += [Case("bf16", 64, True, 1, 2, 1, 4500, 4500),
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
               Case("bf16", 64, True, 1, 2, 2, 300, 4200)]
-    # Non-causal ones past the plan's 1k at head dim 128 (its 192 x 80 tiles).
+    # Non-causal ones past the plan's 1k at head dim 128 (its 192 x 80 tiles)
+    # and at head dim 64 (the default tiles, no idle warpgroups skipped).
     cases += [Case("f16", 128, False, 1, 2, 2, 1500, 1500, "bshd"),
-              Case("bf16", 128, False, 2, 2, 1, 1100, 2000)]
+              Case("bf16", 128, False, 2, 2, 1, 1100, 2000),
+              Case("bf16", 64, False, 1, 2, 1, 1300, 1300)]
     # The plan's long-sequence kernels at head dim 128 (192-row Q tiles on
     # 80-key blocks): tails of both, a Q tile mostly past seq_q, GQA.
     cases += [Case("bf16", 128, True, 1, 2, 1, 8300, 8300),
@@ -137,8 +139,10 @@ def default_grid() -> List[Case]:
             ]
         cases.append(Case("bf16", head_dim, True, 1, 2, 2, 2048, 2048,
                           value_head_dim=value_head_dim))
-    # D 192's default causal kernel past the plan's persistent ones (2k).
-    cases.append(Case("bf16", 192, True, 1, 2, 1, 4400, 4400))
+    # D 192's default kernels past the plan's persistent ones (2k causal, 1k
+    # not).
+    cases += [Case("bf16", 192, True, 1, 2, 1, 4400, 4400),
+              Case("bf16", 192, False, 1, 2, 1, 1500, 1500)]
     # Head dims without a kernel of their own run zero-padded as the next
     # (80 as 96: Phi-2, StableLM; 32 as 64; V's 64 with Q/K's 128 as 128).
     for head_dim, value_head_dim in ((80, None), (32, None), (128, 64)):

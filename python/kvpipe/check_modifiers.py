@@ -371,25 +371,31 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
                         tuning: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """The compile_attention arguments of the kernels ``run_mods`` launches
     (kvpipe.attention's choice of kernel, the regions traced with shape-only
-    tensors). The flash_attn cases' kernels are included, except with
-    ``tuning`` (run_mods' grid alone, each kernel with it)."""
+    tensors; the prefill plan's tuning for modifiers, plans.MODIFIER_PLAN).
+    The flash_attn cases' kernels are included, except with ``tuning``
+    (run_mods' grid alone, each kernel with it instead of the plan's)."""
     from kvpipe.attention import normalise_window
+    from kvpipe.plans import prefill_plan
 
     wanted = []
     for case in cases if cases is not None else mods_grid():
         traced = modifiers.trace(*case_modifiers(case, _aux_tensors(case)))
         left, right = normalise_window(case.window, case.causal)
         window = left >= 0 or right >= 0
+        planned = prefill_plan(case.head_dim, case.head_dim, case.causal, "top_left", window,
+                               False, True, case.seq_q, case.seq_kv, dict(tuning or {}))
         wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                            value_head_dim=None, mask_alignment="top_left",
                            sliding_window=window, kv_lengths=False, modifiers=traced.ir,
-                           aux_types=traced.aux_types, **(tuning or {})))
+                           aux_types=traced.aux_types, **planned))
     for sq, skv, causal, softcap, alibi in FLASH_CASES if not tuning else ():
         traced = modifiers.trace(_flash_score_mod(softcap, alibi, sq == skv))
+        alignment = "bottom_right" if causal else "top_left"
         wanted.append(dict(head_dim=128, dtype="bf16", causal=causal, value_head_dim=None,
-                           mask_alignment="bottom_right" if causal else "top_left",
-                           sliding_window=False, kv_lengths=False, modifiers=traced.ir,
-                           aux_types=traced.aux_types))
+                           mask_alignment=alignment, sliding_window=False, kv_lengths=False,
+                           modifiers=traced.ir, aux_types=traced.aux_types,
+                           **prefill_plan(128, 128, causal, alignment, False, False, True, sq,
+                                          skv, {})))
     return unique_configs(wanted)
 
 

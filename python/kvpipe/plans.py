@@ -127,13 +127,27 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: head dim 64 non-causal the row sums cost 5 % (the loop nearest the tensor
 #: bound pays their 12.5 % more P V work), past 4k causal they are within
 #: 1 %, and at head dim 96 the row sums' wider P V accumulator spills (0.6x).
+#:
+#: Session 22 (H100, call 1, ab.py 7 rounds against the plan's kernel of the
+#: point, then confirmed in call 3): at head dim 64 non-causal 1k, the idle
+#: warpgroups of the last Q block skipped (1024 = 5 x 192 + 64) with R2P
+#: masks and the late retire, +7.7 % (their cost in every tile, -4-6 % from
+#: 2k in session 20, is gone with the late retire); at head dim 96 causal 1k
+#: R2P masks and the late retire +6 %; at head dim 192 non-causal 1k the
+#: persistent 80-key kernel with both, +7 %, and causal 2k both on the
+#: persistent 80-key kernel, +7 %.
 _SOFTMAX_LEVERS = {"tensor_row_sums": True, "mask_bits": True, "late_pv_retire": True}
+#: R2P masks and the late P V retire without the row sums (which do not pay
+#: at head dim 64 non-causal and spill at 96).
+_MASK_LEVERS = {"mask_bits": True, "late_pv_retire": True}
 PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
     (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True, **_SOFTMAX_LEVERS}),
                  (4096, {"persistent": True, **_SOFTMAX_LEVERS})),
-    (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True}),),
+    (64, False): ((1024, {"skip_idle_warpgroups": True, **_MASK_LEVERS}),),
+    (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True, **_MASK_LEVERS}),),
     (192, True): ((1024, {"persistent": True, "block_n": 64}),
-                  (2048, {"persistent": True, "block_n": 80})),
+                  (2048, {"persistent": True, "block_n": 80, **_MASK_LEVERS})),
+    (192, False): ((1024, {"persistent": True, "block_n": 80, **_MASK_LEVERS}),),
     (128, True): ((4096, {"persistent": True, **_SOFTMAX_LEVERS}),
                   (None, {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS})),
     (128, False): ((1024, {"persistent": True, **_SOFTMAX_LEVERS}),
@@ -149,16 +163,28 @@ PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]],
 #: the window cases of `check --tune ... --on-plan` passed, call 2).
 WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEVERS}
 
+#: The tuning of launches with a score_mod or mask_mod (no KV lengths, V's
+#: head dim Q's), by head dim, at any length, mask and window: the softmax
+#: levers at head dim 128 (H100, session 21 call 6, `bench --mods` with them
+#: as a variant, D 128 8k: soft-cap + window +4 %, ALiBi +2 %, ALiBi causal
+#: within 1 %; `check --mods` and `check --mods --backward` with them passed,
+#: session 22). The modifier kernels keep two consumer warpgroups (the
+#: op's default with regions: a third leaves too few registers for them).
+MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {128: _SOFTMAX_LEVERS}
+
 
 def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignment: str,
                  sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
                  seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
-    """The tuning of a forward launch without modifiers: ``tuning`` as given
-    when it is not empty (the caller chose); else, with a sliding window,
-    WINDOW_PLAN's for the head dim, and for the plain kernels PREFILL_PLAN's
-    choice for the sequences' length; else none (the head dim's defaults)."""
-    if tuning or kv_lengths or modifiers or value_head_dim != head_dim:
+    """The tuning of a forward launch: ``tuning`` as given when it is not
+    empty (the caller chose); else, with modifiers, MODIFIER_PLAN's for the
+    head dim; with a sliding window, WINDOW_PLAN's; for the plain kernels
+    PREFILL_PLAN's choice for the sequences' length; else none (the head
+    dim's defaults)."""
+    if tuning or kv_lengths or value_head_dim != head_dim:
         return tuning
+    if modifiers:
+        return dict(MODIFIER_PLAN.get(head_dim, tuning))
     if sliding_window:
         return dict(WINDOW_PLAN.get(head_dim, tuning))
     if causal and mask_alignment != "top_left":

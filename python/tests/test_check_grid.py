@@ -66,26 +66,39 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(128, causal=False) == {"persistent": True, **levers}
     assert plan(128, causal=False, sq=1025) == long_tiles
     assert plan(128, causal=False, sq=100, skv=8192) == long_tiles
-    assert plan(64, causal=False) == {} and plan(96, causal=False) == {}
-    # Only the plain kernels and the windows: what the caller chose, the other
-    # masks, KV lengths, modifiers and other head dims keep their defaults.
+    # Non-causal 1k at head dim 64: the last Q block's idle warpgroups skipped.
+    mask_levers = {"mask_bits": True, "late_pv_retire": True}
+    assert plan(64, causal=False) == {"skip_idle_warpgroups": True, **mask_levers}
+    assert plan(64, causal=False, sq=1025) == {} and plan(96, causal=False) == {}
+    # Only the plain kernels, the windows and the modifiers: what the caller
+    # chose, the other masks, KV lengths and other head dims keep their
+    # defaults.
     assert plan(64, tuning={"block_n": 64}) == {"block_n": 64}
     for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"lengths": True},
                    {"mods": True}, {"window": True, "lengths": True},
                    {"window": True, "mods": True}, {"window": True, "tuning": {"block_n": 64}}):
-        # (D 64 non-causal has no plan either.)
-        assert plan(64, **kwargs) == kwargs.get("tuning", {}), kwargs
+        # (D 64 non-causal has no plan past 1k either.)
+        assert plan(64, sq=1100, **kwargs) == kwargs.get("tuning", {}), kwargs
+    # Modifiers: the softmax levers at head dim 128, with any mask, window and
+    # length; not with KV lengths, nor over the caller's tuning.
+    for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"window": True},
+                   {"sq": 16384}, {"sq": 100, "skv": 9000}):
+        assert plan(128, mods=True, **kwargs) == levers, kwargs
+    assert plan(128, mods=True, lengths=True) == {}
+    assert plan(128, mods=True, tuning={"block_n": 64}) == {"block_n": 64}
+    assert plan(96, mods=True) == {} and plan(256, mods=True, causal=False) == {}
     # Sliding windows: the softmax levers at head dims 64 and 128, at any
     # length and alignment, causal or not.
     for d in (64, 128):
         for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"sq": 16384}):
             assert plan(d, window=True, **kwargs) == levers, (d, kwargs)
     assert plan(96, window=True) == {} and plan(192, window=True, dv=128) == {}
-    assert plan(96) == {"consumer_warpgroups": 2, "persistent": True}
+    assert plan(96) == {"consumer_warpgroups": 2, "persistent": True, **mask_levers}
     assert plan(96, sq=2048) == {} and plan(256) == {} and plan(192, dv=128) == {}
     assert plan(192) == {"persistent": True, "block_n": 64}
-    assert plan(192, sq=2048) == {"persistent": True, "block_n": 80}
-    assert plan(192, sq=2049) == {} and plan(192, causal=False) == {}
+    assert plan(192, sq=2048) == {"persistent": True, "block_n": 80, **mask_levers}
+    assert plan(192, causal=False) == {"persistent": True, "block_n": 80, **mask_levers}
+    assert plan(192, sq=2049) == {} and plan(192, causal=False, sq=1025) == {}
 
 
 def test_for_check_kernels_follow_the_prefill_plan(monkeypatch):
