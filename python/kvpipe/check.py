@@ -110,10 +110,12 @@ def default_grid() -> List[Case]:
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
               Case("bf16", 64, True, 1, 2, 2, 300, 4200)]
     # Non-causal ones past the plan's 1k at head dim 128 (its 192 x 80 tiles)
-    # and at head dim 64 (the default tiles, no idle warpgroups skipped).
+    # and at head dim 64 (one tile per CTA, the idle warpgroups skipped up to
+    # 4k; the default tiles past it).
     cases += [Case("f16", 128, False, 1, 2, 2, 1500, 1500, "bshd"),
               Case("bf16", 128, False, 2, 2, 1, 1100, 2000),
-              Case("bf16", 64, False, 1, 2, 1, 1300, 1300)]
+              Case("bf16", 64, False, 1, 2, 1, 1300, 1300),
+              Case("f16", 64, False, 1, 2, 2, 4200, 4200, "bshd")]
     # The plan's long-sequence kernels at head dim 128 (192-row Q tiles on
     # 80-key blocks): tails of both, a Q tile mostly past seq_q, GQA.
     cases += [Case("bf16", 128, True, 1, 2, 1, 8300, 8300),

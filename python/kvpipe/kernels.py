@@ -61,7 +61,7 @@ def padded_head_dims(head_dim: int, value_head_dim: int) -> Optional[Tuple[int, 
 BACKWARD_HEAD_DIMS = (64, 96, 128, 192, 256)
 BACKWARD_HEAD_DIM_PAIRS = tuple((d, d) for d in BACKWARD_HEAD_DIMS) + ((192, 128),)
 #: Tuning attributes of kvpipe.attention_kernel (all optional).
-TUNING_ATTRIBUTES = ("block_n", "kv_stages", "consumer_warpgroups",
+TUNING_ATTRIBUTES = ("block_n", "kv_stages", "q_stages", "consumer_warpgroups",
                      "producer_registers", "consumer_registers", "overlap_softmax",
                      "pingpong", "persistent", "dq_atomics", "shared_statistics",
                      "exp2_emulation", "rescale_threshold", "tensor_row_sums",

@@ -128,29 +128,42 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: bound pays their 12.5 % more P V work), past 4k causal they are within
 #: 1 %, and at head dim 96 the row sums' wider P V accumulator spills (0.6x).
 #:
-#: Session 22 (H100, call 1, ab.py 7 rounds against the plan's kernel of the
-#: point, then confirmed in call 3): at head dim 64 non-causal 1k, the idle
-#: warpgroups of the last Q block skipped (1024 = 5 x 192 + 64) with R2P
-#: masks and the late retire, +7.7 % (their cost in every tile, -4-6 % from
-#: 2k in session 20, is gone with the late retire); at head dim 96 causal 1k
-#: R2P masks and the late retire +6 %; at head dim 192 non-causal 1k the
-#: persistent 80-key kernel with both, +7 %, and causal 2k both on the
-#: persistent 80-key kernel, +7 %.
+#: Session 22 (H100, scripts/gpu/ab.py 7-9 rounds against the plan's kernel
+#: of the point in the same rounds; docs/performance.md v19): at head dim 64
+#: non-causal the idle warpgroups of the last Q block skipped (1024 = 5 x
+#: 192 + 64) with R2P masks and the late retire, +7.7 % at 1k, +2-3 % at
+#: 2k-4k (-1-2 % at 8k-16k); head dim 96 causal 1k R2P masks and the late
+#: retire +6 %; head dim 192 both on the persistent 80-key kernel, +7 % at
+#: non-causal 1k and causal 2k, and on the default tiles +1-7 % beyond.
+#: `q_stages = 2` (Q a ring of two slots: the next tile's Q loads while this
+#: one's is read) on every persistent kernel that fits it in shared memory:
+#: D 64 causal +8.8 / +3.9 / +2.9 % at 1k / 2k / 4k, D 96 causal 1k +6.7 %,
+#: D 64 non-causal 1k +3.6 % (persistent, over the one-tile kernel); at D 128
+#: the second Q tile leaves no room for the row sums' ones, and the
+#: persistent kernel with Q's ring and without the row sums beats the plan's
+#: with them by 7.4 / 4.6 / 2.4 % causal (1k / 2k / 4k), 5.5 % non-causal 1k.
 _SOFTMAX_LEVERS = {"tensor_row_sums": True, "mask_bits": True, "late_pv_retire": True}
 #: R2P masks and the late P V retire without the row sums (which do not pay
-#: at head dim 64 non-causal and spill at 96).
+#: at head dim 64 non-causal, spill at 96 and leave no room for Q's ring at
+#: 128).
 _MASK_LEVERS = {"mask_bits": True, "late_pv_retire": True}
 PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
-    (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True, **_SOFTMAX_LEVERS}),
-                 (4096, {"persistent": True, **_SOFTMAX_LEVERS})),
-    (64, False): ((1024, {"skip_idle_warpgroups": True, **_MASK_LEVERS}),),
-    (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True, **_MASK_LEVERS}),),
+    (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True, "q_stages": 2,
+                         **_SOFTMAX_LEVERS}),
+                 (4096, {"persistent": True, "q_stages": 2, **_SOFTMAX_LEVERS})),
+    (64, False): ((1024, {"persistent": True, "q_stages": 2, "skip_idle_warpgroups": True,
+                          **_MASK_LEVERS}),
+                  (4096, {"skip_idle_warpgroups": True, **_MASK_LEVERS})),
+    (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True, "q_stages": 2,
+                         **_MASK_LEVERS}),),
     (192, True): ((1024, {"persistent": True, "block_n": 64}),
-                  (2048, {"persistent": True, "block_n": 80, **_MASK_LEVERS})),
-    (192, False): ((1024, {"persistent": True, "block_n": 80, **_MASK_LEVERS}),),
-    (128, True): ((4096, {"persistent": True, **_SOFTMAX_LEVERS}),
+                  (2048, {"persistent": True, "block_n": 80, **_MASK_LEVERS}),
+                  (None, _MASK_LEVERS)),
+    (192, False): ((1024, {"persistent": True, "block_n": 80, **_MASK_LEVERS}),
+                   (None, _MASK_LEVERS)),
+    (128, True): ((4096, {"persistent": True, "q_stages": 2, **_MASK_LEVERS}),
                   (None, {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS})),
-    (128, False): ((1024, {"persistent": True, **_SOFTMAX_LEVERS}),
+    (128, False): ((1024, {"persistent": True, "q_stages": 2, **_MASK_LEVERS}),
                    (None, {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS})),
 }
 

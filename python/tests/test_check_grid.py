@@ -57,19 +57,25 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
                             skv or sq, dict(tuning or {}))
 
     levers = {"tensor_row_sums": True, "mask_bits": True, "late_pv_retire": True}
-    assert plan(64) == {"consumer_warpgroups": 2, "persistent": True, **levers}
-    assert plan(64, sq=4096) == {"persistent": True, **levers}
+    mask_levers = {"mask_bits": True, "late_pv_retire": True}
+    # The persistent kernels take Q's ring of two slots where it fits (at
+    # head dim 128 instead of the row sums' ones).
+    ring = {"persistent": True, "q_stages": 2}
+    assert plan(64) == {"consumer_warpgroups": 2, **ring, **levers}
+    assert plan(64, sq=4096) == {**ring, **levers}
     assert plan(64, sq=100, skv=4097) == {}
-    assert plan(128, sq=2048) == {"persistent": True, **levers}
+    assert plan(128, sq=2048) == {**ring, **mask_levers}
     long_tiles = {"consumer_warpgroups": 3, "block_n": 80, **levers}
     assert plan(128, sq=4097) == long_tiles and plan(128, sq=100, skv=16384) == long_tiles
-    assert plan(128, causal=False) == {"persistent": True, **levers}
+    assert plan(128, causal=False) == {**ring, **mask_levers}
     assert plan(128, causal=False, sq=1025) == long_tiles
     assert plan(128, causal=False, sq=100, skv=8192) == long_tiles
-    # Non-causal 1k at head dim 64: the last Q block's idle warpgroups skipped.
-    mask_levers = {"mask_bits": True, "late_pv_retire": True}
-    assert plan(64, causal=False) == {"skip_idle_warpgroups": True, **mask_levers}
-    assert plan(64, causal=False, sq=1025) == {} and plan(96, causal=False) == {}
+    # Non-causal up to 4k at head dim 64: the last Q block's idle warpgroups
+    # skipped (persistent at 1k).
+    skip = {"skip_idle_warpgroups": True, **mask_levers}
+    assert plan(64, causal=False) == {**ring, **skip}
+    assert plan(64, causal=False, sq=1025) == skip == plan(64, causal=False, sq=4096)
+    assert plan(64, causal=False, sq=4097) == {} and plan(96, causal=False) == {}
     # Only the plain kernels, the windows and the modifiers: what the caller
     # chose, the other masks, KV lengths and other head dims keep their
     # defaults.
@@ -77,8 +83,8 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"lengths": True},
                    {"mods": True}, {"window": True, "lengths": True},
                    {"window": True, "mods": True}, {"window": True, "tuning": {"block_n": 64}}):
-        # (D 64 non-causal has no plan past 1k either.)
-        assert plan(64, sq=1100, **kwargs) == kwargs.get("tuning", {}), kwargs
+        # (D 64 non-causal has no plan past 4k either.)
+        assert plan(64, sq=4100, **kwargs) == kwargs.get("tuning", {}), kwargs
     # Modifiers: the softmax levers at head dim 128, with any mask, window and
     # length; not with KV lengths, nor over the caller's tuning.
     for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"window": True},
@@ -93,12 +99,12 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
         for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"sq": 16384}):
             assert plan(d, window=True, **kwargs) == levers, (d, kwargs)
     assert plan(96, window=True) == {} and plan(192, window=True, dv=128) == {}
-    assert plan(96) == {"consumer_warpgroups": 2, "persistent": True, **mask_levers}
+    assert plan(96) == {"consumer_warpgroups": 2, **ring, **mask_levers}
     assert plan(96, sq=2048) == {} and plan(256) == {} and plan(192, dv=128) == {}
     assert plan(192) == {"persistent": True, "block_n": 64}
     assert plan(192, sq=2048) == {"persistent": True, "block_n": 80, **mask_levers}
     assert plan(192, causal=False) == {"persistent": True, "block_n": 80, **mask_levers}
-    assert plan(192, sq=2049) == {} and plan(192, causal=False, sq=1025) == {}
+    assert plan(192, sq=2049) == mask_levers == plan(192, causal=False, sq=1025)
 
 
 def test_for_check_kernels_follow_the_prefill_plan(monkeypatch):
@@ -191,7 +197,7 @@ def test_on_plan_adds_the_tuning_to_the_plans_choice(monkeypatch):
                  and c.seq_q <= 2048)
     lever = {"skip_idle_warpgroups": True}
     assert check.case_tuning(short, lever, on_plan=True) == {
-        "consumer_warpgroups": 2, "persistent": True, "tensor_row_sums": True,
+        "consumer_warpgroups": 2, "persistent": True, "q_stages": 2, "tensor_row_sums": True,
         "mask_bits": True, "late_pv_retire": True, **lever}
     assert check.case_tuning(short, lever) == lever
     configs = check.kernel_configs(with_kvcache=False, tuning=lever, on_plan=True)

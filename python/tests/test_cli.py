@@ -119,10 +119,10 @@ def test_compile_causal_also_compiles_the_prefill_plans_kernels(capsys, cache, c
     assert main(["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "yes"]) == 0
     out = capsys.readouterr().out
     assert "kvpipe_attention_d64_bf16_causal:" in out
-    levers = "late_pv_retire1_mask_bits1_persistent1_tensor_row_sums1"
+    levers = "late_pv_retire1_mask_bits1_persistent1_q_stages2_tensor_row_sums1"
     assert f"kvpipe_attention_d64_bf16_causal_consumer_warpgroups2_{levers}:" in out
     assert f"kvpipe_attention_d64_bf16_causal_{levers}:" in out
-    assert main(["compile", "--head-dim", "64", "--dtype", "bf16", "--causal", "no"]) == 0
+    assert main(["compile", "--head-dim", "96", "--dtype", "bf16", "--causal", "no"]) == 0
     assert "persistent" not in capsys.readouterr().out
 
 
@@ -134,7 +134,7 @@ def test_compile_on_plan_adds_the_tuning_to_the_plans_kernels(capsys, cache, com
     out = capsys.readouterr().out
     assert "kvpipe_attention_d64_bf16_causal_skip_idle_warpgroups1:" in out
     assert ("kvpipe_attention_d64_bf16_causal_consumer_warpgroups2_late_pv_retire1_mask_bits1_"
-            "persistent1_skip_idle_warpgroups1_tensor_row_sums1:") in out
+            "persistent1_q_stages2_skip_idle_warpgroups1_tensor_row_sums1:") in out
     with pytest.raises(SystemExit) as info:
         main(["compile", "--head-dim", "64", "--on-plan"])
     assert info.value.code == 2

@@ -340,6 +340,36 @@ gpu.module @m {
 
 // -----
 
+// `q_stages`: Q's ring of one or two slots; a second slot is only filled by
+// a persistent CTA's next tile, and takes one more Q tile of shared memory.
+gpu.module @m {
+  // expected-error @+1 {{'q_stages' must be 1 or 2, got 3}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, persistent = true, q_stages = 3 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'q_stages' = 2 needs 'persistent' = true (a CTA of one tile loads Q once)}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, q_stages = 2 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'q_stages' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, q_stages = 2 : i64}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{needs 263168 bytes of shared memory (Q 2 x 32768, K 2 x 32768, V 2 x 49152, O 32768), more than the 232448 of sm_90: lower 'kv_stages', 'q_stages' or 'block_n'}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, persistent = true, tensor_row_sums = true, q_stages = 2 : i64}
+}
+
+// -----
+
 // `lpt_tiles` renumbers the grid of (Q block, head, batch) tiles; the varlen
 // and decode tiles are numbered by their own rules, and the backward's grid
 // is of K/V blocks.

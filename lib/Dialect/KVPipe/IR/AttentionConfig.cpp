@@ -117,6 +117,7 @@ AttentionConfig::get(AttentionKernelOp op,
     std::pair<StringRef, bool> tuning[] = {
         {"block_n", op.getBlockN().has_value()},
         {"kv_stages", op.getKvStages().has_value()},
+        {"q_stages", op.getQStages().has_value()},
         {"consumer_warpgroups", op.getConsumerWarpgroups().has_value()},
         {"producer_registers", op.getProducerRegisters().has_value()},
         {"consumer_registers", op.getConsumerRegisters().has_value()},
@@ -317,6 +318,14 @@ AttentionConfig::get(AttentionKernelOp op,
                        << "'";
   if (c.kvStages < 2 || c.kvStages > 8)
     return emitError() << "'kv_stages' must be in [2, 8], got " << c.kvStages;
+  c.qStages = op.getQStages().value_or(1);
+  if (c.qStages < 1 || c.qStages > 2)
+    return emitError() << "'q_stages' must be 1 or 2, got " << c.qStages;
+  // One tile per CTA loads Q once: a second slot would never be filled.
+  if (c.qStages > 1 && !c.persistent)
+    return emitError() << "'q_stages' = " << c.qStages
+                       << " needs 'persistent' = true (a CTA of one tile "
+                          "loads Q once)";
 
   // Registers: all warpgroups together have 64K; the producer gives most of
   // its share to the consumers (setmaxnreg wants multiples of 8 in
@@ -361,13 +370,17 @@ AttentionConfig::get(AttentionKernelOp op,
   if (c.dynamicSharedMemoryBytes() > kMaxSharedMemoryBytes) {
     InFlightDiagnostic diag = emitError();
     diag << "needs " << c.dynamicSharedMemoryBytes()
-         << " bytes of shared memory (Q " << c.qTileBytes() << ", K "
+         << " bytes of shared memory (Q ";
+    if (c.qStages > 1)
+      diag << c.qStages << " x ";
+    diag << c.qTileBytes() << ", K "
          << c.kvStages << " x " << c.kTileBytes() << ", V " << c.kvStages
          << " x " << c.vSlotBytes();
     if (c.persistent)
       diag << ", O " << c.oTileBytes();
     diag << "), more than the " << kMaxSharedMemoryBytes
-         << " of sm_90: lower 'kv_stages' or 'block_n'";
+         << " of sm_90: lower 'kv_stages'"
+         << (c.qStages > 1 ? ", 'q_stages'" : "") << " or 'block_n'";
     return diag;
   }
   return c;

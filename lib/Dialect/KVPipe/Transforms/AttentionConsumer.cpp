@@ -39,23 +39,19 @@ void KernelBuilder::buildConsumer() {
   elected = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, index(0));
 
   // This warpgroup's 64 rows of Q, and of the output staging tile.
-  auto rowsOf = [&](Value tile, int64_t blocks) -> Value {
-    ArrayRef<int64_t> shape = cast<MemRefType>(tile.getType()).getShape();
-    return memref::SubViewOp::create(
-        b, tile,
-        ArrayRef<OpFoldResult>{b.getIndexAttr(0), qRows, b.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(blocks), b.getIndexAttr(64),
-                               b.getIndexAttr(shape[2])},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
-                               b.getIndexAttr(1)});
-  };
-  sQw = rowsOf(sQ, c.qkBlocks());
-  // The output is staged in the warpgroup's own Q rows, which every QK
-  // wgmma of the tile has read and no later tile loads (one tile per CTA;
-  // the persistent rewrite gives the output rows of their own): their first
-  // value_head_dim columns (V and O have at most head_dim columns, in
-  // blocks as wide as Q's, AttentionConfig::get).
-  sOw = c.vBlocks() == c.qkBlocks() ? sQw : rowsOf(sQ, c.vBlocks());
+  if (c.qStages > 1) {
+    // Q is a ring: the warpgroup's rows are taken from the tile's slot
+    // (buildConsumerTile); the output has its staging tile.
+    sOw = warpgroupRows(sO, c.vBlocks());
+  } else {
+    sQw = warpgroupRows(sQ, c.qkBlocks());
+    // The output is staged in the warpgroup's own Q rows, which every QK
+    // wgmma of the tile has read and no later tile loads (one tile per CTA;
+    // the persistent rewrite gives the output rows of their own): their
+    // first value_head_dim columns (V and O have at most head_dim columns,
+    // in blocks as wide as Q's, AttentionConfig::get).
+    sOw = c.vBlocks() == c.qkBlocks() ? sQw : warpgroupRows(sQ, c.vBlocks());
+  }
   forEachTile({pipeQ, pipeK, pipeV}, [&](ValueRange states) {
     return buildConsumerTile(states[0], states[1], states[2]);
   });
@@ -127,7 +123,12 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
     lastRowFirstKey = firstKeyOf(
         arith::AddIOp::create(b, firstRow, index(c.packedQueries() - 1)));
   }
-  ConsumerWaitOp::create(b, stateQ, nullptr);
+  if (c.qStages > 1) {
+    // This tile's Q rows are in the slot stateQ points at.
+    sQw = warpgroupRows(waitForSlot(sQ, stateQ), c.qkBlocks());
+  } else {
+    ConsumerWaitOp::create(b, stateQ, nullptr);
+  }
 
   Fragment oFrag(b, c.accumulatorColumns() / 2);
   Value negInf = f32(-INFINITY);
@@ -165,6 +166,17 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   else
     buildEpilogue(results[2], {results[3], results[4], results[5], results[6]});
   return {nextQ, results[0], results[1]};
+}
+
+Value KernelBuilder::warpgroupRows(Value tile, int64_t blocks) {
+  ArrayRef<int64_t> shape = cast<MemRefType>(tile.getType()).getShape();
+  return memref::SubViewOp::create(
+      b, tile,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(0), qRows, b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(blocks), b.getIndexAttr(64),
+                             b.getIndexAttr(shape[2])},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                             b.getIndexAttr(1)});
 }
 
 Value KernelBuilder::namedBarrier(int64_t first, Value consumer) {

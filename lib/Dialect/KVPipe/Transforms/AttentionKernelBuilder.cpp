@@ -134,7 +134,16 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     return shared.view(b, offset, type);
   };
   int64_t qkWidth = c.qkTileWidth(), vWidth = c.vTileWidth();
-  sQ = view(0, sharedType({c.qkBlocks(), c.blockM(), qkWidth}));
+  // With q_stages > 1, Q is a ring as K and V are (slot first), and the
+  // output has a staging tile of its own after the rings (the Q rows it is
+  // staged in otherwise would be the next tiles' Q by then).
+  if (c.qStages > 1) {
+    sQ = view(0, sharedType({c.qStages, c.qkBlocks(), c.blockM(), qkWidth}));
+    sO = view(c.oOffset(),
+              sharedType({c.vBlocks(), c.blockM(), c.vTileWidth()}));
+  } else {
+    sQ = view(0, sharedType({c.qkBlocks(), c.blockM(), qkWidth}));
+  }
   sK = view(c.kOffset(),
             sharedType({c.kvStages, c.qkBlocks(), c.blockN, qkWidth}));
   sV = view(c.vOffset(),
@@ -149,7 +158,7 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     fillOnesBlocks();
   }
 
-  pipeQ = CreateOp::create(b, pipelineType(1));
+  pipeQ = CreateOp::create(b, pipelineType(c.qStages));
   pipeK = CreateOp::create(b, pipelineType(c.kvStages));
   pipeV = CreateOp::create(b, pipelineType(c.kvStages));
   for (Value pipe : {pipeQ, pipeK, pipeV})
@@ -428,10 +437,13 @@ SmallVector<Value> KernelBuilder::buildProducerTile(Value stateQ, Value stateK,
                           Value());
       }
   }
+  Value qSlot = c.qStages > 1 ? Value(IndexOp::create(b, stateQ)) : Value();
   for (int64_t col = 0; col < c.qkBlocks() && !c.packGQA; ++col) {
-    Value tile =
-        slot(sQ, {b.getIndexAttr(col), b.getIndexAttr(0), b.getIndexAttr(0)},
-             {c.blockM(), qkWidth});
+    SmallVector<OpFoldResult> at = {b.getIndexAttr(col), b.getIndexAttr(0),
+                                    b.getIndexAttr(0)};
+    if (qSlot)
+      at.insert(at.begin(), qSlot);
+    Value tile = slot(sQ, at, {c.blockM(), qkWidth});
     TMALoadOp::create(b, param(AttentionParam::QMap),
                       ValueRange{mapBatch(), head, mapRow(seqStartQ, qBlockRow),
                                  index(col * qkWidth)},

@@ -143,6 +143,10 @@ private:
   /// The i32 id of consumer warpgroup `consumer`'s named barrier among those
   /// from `first` on (AttentionConfig::k*Barriers).
   Value namedBarrier(int64_t first, Value consumer);
+  /// This consumer warpgroup's 64 rows (from qRows) of the first `blocks`
+  /// column blocks of a [blocks][rows][W] tile (its Q rows, its output
+  /// staging rows).
+  Value warpgroupRows(Value tile, int64_t blocks);
   /// Waits until `state`'s slot of `ring` is full; returns the slot's
   /// [blocks][block_n][W] tiles.
   Value waitForSlot(Value ring, Value state);
@@ -239,6 +243,8 @@ private:
   /// With tensor_row_sums: the V ring's memory with each slot's ones block
   /// (sV is its view without them: the ring the producer fills).
   Value sVWithOnes;
+  /// The output staging tile of a kernel whose Q is a ring (q_stages > 1).
+  Value sO;
   // The current tile.
   Value batch, head, kvHead, qBlockRow, numKVBlocks;
   /// Null when every tile starts at K/V block 0 (no left bound) and the

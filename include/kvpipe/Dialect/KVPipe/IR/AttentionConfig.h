@@ -34,6 +34,9 @@ struct AttentionConfig {
   bool causal;
   int64_t blockN;
   int64_t kvStages;
+  /// Slots of the Q ring (q_stages): 2 lets a persistent CTA load the next
+  /// tile's Q while this tile's is read.
+  int64_t qStages = 1;
   int64_t consumerWarpgroups;
   int64_t producerRegisters;
   int64_t consumerRegisters;
@@ -191,7 +194,7 @@ struct AttentionConfig {
   int64_t kTileBytes() const { return blockN * headDim * elementBytes(); }
   int64_t vTileBytes() const { return blockN * valueHeadDim * elementBytes(); }
   /// Byte offsets in the (1024-aligned) dynamic shared memory.
-  int64_t kOffset() const { return qTileBytes(); }
+  int64_t kOffset() const { return qStages * qTileBytes(); }
   int64_t vOffset() const { return kOffset() + kvStages * kTileBytes(); }
   int64_t vSlotBytes() const {
     return blockN * vTileWidth() * vSlotBlocks() * elementBytes();

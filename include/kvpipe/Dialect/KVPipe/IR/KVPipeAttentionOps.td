@@ -242,6 +242,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     alone). The grid and the ABI are unchanged; a persistent kernel walks
     the same order.
 
+    `q_stages` (forward, experimental, default 1; 2 only with `persistent`)
+    gives Q a ring of two slots: the producer loads the next tile's Q rows
+    while the consumers still read this tile's, instead of after their last
+    Q K^T retired, so that a short tile starts on Q and its first K/V
+    block already in shared memory. The output is staged in a tile of its
+    own (as every persistent kernel's is). Costs one more Q tile of shared
+    memory.
+
     `shared_statistics` (with `backward` only; default true there) has the
     producer copy each Q block's log-sum-exp and delta rows (64 fp32 values
     each) into shared memory with `kvpipe.bulk_load`, completing on the
@@ -300,6 +308,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<I64Attr>:$value_head_dim,
                        OptionalAttr<I64Attr>:$block_n,
                        OptionalAttr<I64Attr>:$kv_stages,
+                       OptionalAttr<I64Attr>:$q_stages,
                        OptionalAttr<I64Attr>:$consumer_warpgroups,
                        OptionalAttr<I64Attr>:$producer_registers,
                        OptionalAttr<I64Attr>:$consumer_registers,
