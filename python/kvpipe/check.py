@@ -110,8 +110,8 @@ def default_grid() -> List[Case]:
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
               Case("bf16", 64, True, 1, 2, 2, 300, 4200)]
     # Non-causal ones past the plan's 1k at head dim 128 (its 192 x 80 tiles)
-    # and at head dim 64 (one tile per CTA, the idle warpgroups skipped up to
-    # 4k; the default tiles past it).
+    # and at head dim 64 (the persistent kernels that skip the idle
+    # warpgroups up to 4k, with the row sums past it).
     cases += [Case("f16", 128, False, 1, 2, 2, 1500, 1500, "bshd"),
               Case("bf16", 128, False, 2, 2, 1, 1100, 2000),
               Case("bf16", 64, False, 1, 2, 1, 1300, 1300),

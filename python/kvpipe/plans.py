@@ -138,7 +138,12 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: `q_stages = 2` (Q a ring of two slots: the next tile's Q loads while this
 #: one's is read) on every persistent kernel that fits it in shared memory:
 #: D 64 causal +8.8 / +3.9 / +2.9 % at 1k / 2k / 4k, D 96 causal 1k +6.7 %,
-#: D 64 non-causal 1k +3.6 % (persistent, over the one-tile kernel); at D 128
+#: D 96 non-causal 1k +10 % (the persistent kernel without it was 6-8 %
+#: slower than one tile per CTA in session 17), D 64 non-causal 1k +3.6 % and
+#: 2k +3.2 % (persistent, over the one-tile
+#: kernel that skips the idle warpgroups), 8k / 16k +5.0 / +2.2 % with the
+#: row sums (call 9; causal the persistent grid's static order loses 9-20 %
+#: past 4k, and the LPT order spills there: one tile per CTA); at D 128
 #: the second Q tile leaves no room for the row sums' ones, and the
 #: persistent kernel with Q's ring and without the row sums beats the plan's
 #: with them by 7.4 / 4.6 / 2.4 % causal (1k / 2k / 4k), 5.5 % non-causal 1k.
@@ -151,11 +156,12 @@ PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]],
     (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True, "q_stages": 2,
                          **_SOFTMAX_LEVERS}),
                  (4096, {"persistent": True, "q_stages": 2, **_SOFTMAX_LEVERS})),
-    (64, False): ((1024, {"persistent": True, "q_stages": 2, "skip_idle_warpgroups": True,
+    (64, False): ((4096, {"persistent": True, "q_stages": 2, "skip_idle_warpgroups": True,
                           **_MASK_LEVERS}),
-                  (4096, {"skip_idle_warpgroups": True, **_MASK_LEVERS})),
+                  (None, {"persistent": True, "q_stages": 2, **_SOFTMAX_LEVERS})),
     (96, True): ((1024, {"consumer_warpgroups": 2, "persistent": True, "q_stages": 2,
                          **_MASK_LEVERS}),),
+    (96, False): ((1024, {"persistent": True, "q_stages": 2, **_MASK_LEVERS}),),
     (192, True): ((1024, {"persistent": True, "block_n": 64}),
                   (2048, {"persistent": True, "block_n": 80, **_MASK_LEVERS}),
                   (None, _MASK_LEVERS)),
