@@ -282,3 +282,103 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// The cycle with one role's half in a helper (the fifth audit's): the
+// producer thread's helper waits for B, then commits A; the consumer thread
+// waits for A before it commits B. A call is two nodes of the graph, the
+// helper's waits and its commits, linked to the commits and waits of the
+// pipelines it is passed; their slots are not matched: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func @wait_b_then_commit_a(%a: !p, %b: !p) -> (!p, !p) {
+    %true = arith.constant true
+    kvpipe.consumer_wait %b : !p
+    %b1 = kvpipe.consumer_release %b, %true : !p
+    kvpipe.producer_acquire %a : !p
+    kvpipe.producer_commit %a : !p
+    %a1 = kvpipe.step %a : !p
+    return %a1, %b1 : !p, !p
+  }
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        // expected-note @below {{which this call waits for: its helper waits on a pipeline it is passed}}
+        %r:2 = func.call @wait_b_then_commit_a(%a, %b) : (!p, !p) -> (!p, !p)
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        // expected-warning-re @below {{'kvpipe.consumer_wait' op cannot prove that the waits across pipelines form no cycle: through the waits and commits of a helper, whose slots the checker does not match with the caller's, this wait may wait for itself (sub-stage 0 of pipeline created at {{.*}})}}
+        kvpipe.consumer_wait %a : !p
+        %a1 = kvpipe.consumer_release %a, %true : !p
+        kvpipe.producer_acquire %b : !p
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Helpers on one side of two pipelines form no cycle: the producer's helper
+// fills A and B (no wait of the other side), the consumer's waits for and
+// releases both (no commit). Nothing to report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func @fill(%a: !p, %b: !p) -> (!p, !p) {
+    kvpipe.producer_acquire %a : !p
+    kvpipe.producer_commit %a : !p
+    %a1 = kvpipe.step %a : !p
+    kvpipe.producer_acquire %b : !p
+    kvpipe.producer_commit %b : !p
+    %b1 = kvpipe.step %b : !p
+    return %a1, %b1 : !p, !p
+  }
+  func.func @drain(%a: !p, %b: !p) -> (!p, !p) {
+    %true = arith.constant true
+    kvpipe.consumer_wait %a : !p
+    %a1 = kvpipe.consumer_release %a, %true : !p
+    kvpipe.consumer_wait %b : !p
+    %b1 = kvpipe.consumer_release %b, %true : !p
+    return %a1, %b1 : !p, !p
+  }
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %r:2 = func.call @fill(%a, %b) : (!p, !p) -> (!p, !p)
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        %r:2 = func.call @drain(%a, %b) : (!p, !p) -> (!p, !p)
+      }
+    }
+    gpu.return
+  }
+}

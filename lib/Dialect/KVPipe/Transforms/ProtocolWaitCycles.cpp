@@ -21,13 +21,27 @@ namespace {
 /// A protocol op that waits (consumer_wait, producer_acquire) or signals
 /// (producer_commit, consumer_release), and the slot it works on: the
 /// number of slots its state is advanced from the pipeline's kvpipe.create,
-/// where that is a constant (ops outside loops).
+/// where that is a constant (ops outside loops). A call of a helper that
+/// waits or signals on pipelines it is passed is two nodes, its waits and
+/// its signals (`call`), of no single pipeline where it is passed several.
 struct CycleNode {
-  mutable PipelineProtocolOpInterface op;
+  Operation *op;
   Value pipeline;
   int64_t stage;
   std::optional<int64_t> slot;
   bool waits;
+  bool call = false;
+  /// The state the op works on (for the diagnostics); none for a call.
+  Value state() const {
+    if (auto protocol = dyn_cast<PipelineProtocolOpInterface>(op))
+      return protocol.getPipeline();
+    return Value();
+  }
+};
+/// What a helper does to the pipelines it is passed, its callees' included.
+struct CallSummary {
+  bool waits = false;   // a consumer_wait
+  bool commits = false; // a producer_commit
 };
 /// `to` cannot complete before `from` has: `definite` where the slots are
 /// known to match (the cycle is then a deadlock), not where they may.
@@ -50,6 +64,33 @@ static bool isInLoop(Operation *op) {
       return true;
   }
   return false;
+}
+
+/// Whether `callee` (or a helper it calls) runs a consumer_wait or a
+/// producer_commit: those are what a call of it may wait on or signal to
+/// the other side (its acquires and releases are the ring's own, which rule
+/// 13 follows only between known slots).
+static CallSummary summarizeCallee(PipelineFlow &flow,
+                                   FunctionOpInterface callee,
+                                   DenseMap<Operation *, CallSummary> &memo) {
+  auto [it, inserted] = memo.try_emplace(callee.getOperation());
+  if (!inserted)
+    return it->second; // done, or in progress (a recursive helper)
+  CallSummary summary;
+  callee->walk([&](Operation *op) {
+    if (isa<ConsumerWaitOp>(op))
+      summary.waits = true;
+    else if (isa<ProducerCommitOp>(op))
+      summary.commits = true;
+    else if (auto call = dyn_cast<CallOpInterface>(op))
+      if (FunctionOpInterface inner = flow.resolveCallee(call)) {
+        CallSummary nested = summarizeCallee(flow, inner, memo);
+        summary.waits |= nested.waits;
+        summary.commits |= nested.commits;
+      }
+  });
+  memo[callee.getOperation()] = summary;
+  return summary;
 }
 
 namespace {
@@ -180,6 +221,7 @@ static SmallVector<unsigned> findCycle(const CycleGraph &graph,
 
 void ProtocolChecker::checkWaitCycles() {
   auto uniform = [&](Value v) { return isUniform(v); };
+  DenseMap<Operation *, CallSummary> summaries;
   root->walk([&](FunctionOpInterface function) {
     SmallVector<CycleNode> nodes;
     DenseMap<Operation *, unsigned> numbers;
@@ -200,6 +242,42 @@ void ProtocolChecker::checkWaitCycles() {
       numbers[protocol] = nodes.size();
       nodes.push_back(node);
     });
+    // Calls of helpers that wait or commit on pipelines they are passed: a
+    // node for the waits and one for the commits, of the pipeline passed or,
+    // passed several, of none (a cycle through them crosses pipelines).
+    struct CallNodes {
+      unsigned waits, signals;
+      SmallVector<Value> pipelines;
+      CallSummary summary;
+    };
+    SmallVector<CallNodes> calls;
+    DenseMap<Operation *, unsigned> callSignal;
+    function->walk([&](CallOpInterface call) {
+      if (call->getParentOfType<FunctionOpInterface>() != function)
+        return;
+      FunctionOpInterface callee = flow.resolveCallee(call);
+      if (!callee)
+        return; // unproven by rule 3 where it takes a state
+      CallSummary summary = summarizeCallee(flow, callee, summaries);
+      if (!summary.waits && !summary.commits)
+        return;
+      SmallVector<Value> pipelines;
+      for (Value operand : call->getOperands())
+        if (isa<PipelineType>(operand.getType()))
+          if (Value pipeline = flow.getPipeline(operand);
+              !llvm::is_contained(pipelines, pipeline))
+            pipelines.push_back(pipeline);
+      if (pipelines.empty())
+        return;
+      Value single = pipelines.size() == 1 ? pipelines.front() : Value();
+      CallNodes entry{unsigned(nodes.size()), unsigned(nodes.size() + 1),
+                      pipelines, summary};
+      nodes.push_back({call, single, 0, std::nullopt, true, true});
+      nodes.push_back({call, single, 0, std::nullopt, false, true});
+      numbers[call] = entry.waits;
+      callSignal[call] = entry.signals;
+      calls.push_back(entry);
+    });
     unsigned size = nodes.size();
     if (size < 2)
       return;
@@ -217,7 +295,7 @@ void ProtocolChecker::checkWaitCycles() {
       if (!scope)
         break;
       Value predicate;
-      if (auto release = dyn_cast<ConsumerReleaseOp>(node.op.getOperation()))
+      if (auto release = dyn_cast<ConsumerReleaseOp>(node.op))
         predicate = release.getElected();
       auto [it, inserted] = threadSetOf.try_emplace(
           {node.op->getBlock(), predicate}, threadSets.size());
@@ -260,6 +338,8 @@ void ProtocolChecker::checkWaitCycles() {
       llvm::BitVector bits(size);
       if (auto it = numbers.find(op); it != numbers.end() && !nodes[it->second].waits)
         bits.set(it->second);
+      if (auto it = callSignal.find(op); it != callSignal.end())
+        bits.set(it->second);
       for (Region &region : op->getRegions())
         for (Block &block : region)
           for (Operation &inner : block)
@@ -290,6 +370,12 @@ void ProtocolChecker::checkWaitCycles() {
                 graph.definiteAfter[n] &= known;
               }
             }
+            if (auto it = callSignal.find(&op); it != callSignal.end()) {
+              // The helper's commits may follow its own waits.
+              graph.after[numbers[&op]].set(it->second);
+              acc.set(it->second);
+              continue;
+            }
             if (op.getNumRegions() == 0) {
               if (auto it = numbers.find(&op);
                   it != numbers.end() && !nodes[it->second].waits)
@@ -307,19 +393,20 @@ void ProtocolChecker::checkWaitCycles() {
     // Cross edges, within each pipeline and sub-stage.
     llvm::MapVector<std::pair<Value, int64_t>, SmallVector<unsigned>> groups;
     for (auto [n, node] : llvm::enumerate(nodes))
-      groups[{node.pipeline, node.stage}].push_back(n);
+      if (!node.call)
+        groups[{node.pipeline, node.stage}].push_back(n);
     for (auto &[key, members] : groups) {
       for (unsigned i : members) {
         const CycleNode &from = nodes[i];
-        bool commit = isa<ProducerCommitOp>(from.op.getOperation());
-        bool release = isa<ConsumerReleaseOp>(from.op.getOperation());
+        bool commit = isa<ProducerCommitOp>(from.op);
+        bool release = isa<ConsumerReleaseOp>(from.op);
         if (!commit && !release)
           continue;
         int64_t stages =
-            cast<PipelineType>(from.op.getPipeline().getType()).getKvStages();
+            cast<PipelineType>(from.state().getType()).getKvStages();
         for (unsigned j : members) {
           const CycleNode &to = nodes[j];
-          if (commit && isa<ConsumerWaitOp>(to.op.getOperation())) {
+          if (commit && isa<ConsumerWaitOp>(to.op)) {
             // The consumers' wait of slot k returns after the commit of k.
             if (from.slot && to.slot) {
               if (*from.slot == *to.slot)
@@ -327,7 +414,7 @@ void ProtocolChecker::checkWaitCycles() {
             } else {
               graph.cross[i].push_back({j, false});
             }
-          } else if (release && isa<ProducerAcquireOp>(to.op.getOperation())) {
+          } else if (release && isa<ProducerAcquireOp>(to.op)) {
             // The producer's acquire of slot k (k >= kv_stages) returns
             // after the release of k - kv_stages; the first kv_stages are
             // free. Only where both slots are known, outside loops (docs:
@@ -339,6 +426,32 @@ void ProtocolChecker::checkWaitCycles() {
         }
       }
     }
+    // A helper's waits may return only after a commit of a pipeline it is
+    // passed, and the consumer waits of those pipelines only after its
+    // commits (slots unknown: never definite). Its acquires and releases
+    // are not followed, as in loops (docs: known gaps).
+    auto touches = [](const CallNodes &call, Value pipeline) {
+      return llvm::is_contained(call.pipelines, pipeline);
+    };
+    for (const CallNodes &call : calls) {
+      for (auto [n, node] : llvm::enumerate(nodes)) {
+        if (node.call)
+          continue;
+        if (call.summary.waits && isa<ProducerCommitOp>(node.op) &&
+            touches(call, node.pipeline))
+          graph.cross[n].push_back({call.waits, false});
+        if (call.summary.commits && isa<ConsumerWaitOp>(node.op) &&
+            touches(call, node.pipeline))
+          graph.cross[call.signals].push_back({unsigned(n), false});
+      }
+      if (call.summary.commits)
+        for (const CallNodes &other : calls)
+          if (other.summary.waits &&
+              llvm::any_of(call.pipelines, [&](Value pipeline) {
+                return touches(other, pipeline);
+              }))
+            graph.cross[call.signals].push_back({other.waits, false});
+    }
     SmallVector<unsigned> cycle = findCycle(graph, nodes, /*definiteOnly=*/true);
     bool definite = !cycle.empty();
     if (!definite)
@@ -347,26 +460,44 @@ void ProtocolChecker::checkWaitCycles() {
       return;
     const CycleNode &start = nodes[cycle.front()];
     InFlightDiagnostic diag = definite ? error(start.op) : unproven(start.op);
+    bool throughCall = llvm::any_of(
+        cycle, [&](unsigned n) { return nodes[n].call; });
     if (definite)
       diag << "waits in a cycle across pipelines (a deadlock): the commit "
               "or release it waits for runs, on the threads that run it, "
               "only after another wait of the cycle returns, and so on back "
               "to this one";
+    else if (throughCall)
+      diag << "that the waits across pipelines form no cycle: through the "
+              "waits and commits of a helper, whose slots the checker does "
+              "not match with the caller's, this wait may wait for itself";
     else
       diag << "that the waits across pipelines form no cycle: through the "
               "ops in loops, whose slots the checker does not match, this "
               "wait may wait for itself";
-    diag << where(start.op.getPipeline(), start.op.getSubStage());
-    for (unsigned n : ArrayRef(cycle).drop_front()) {
-      const CycleNode &node = nodes[n];
-      if (node.waits)
+    if (Value state = start.state())
+      diag << where(state, cast<PipelineProtocolOpInterface>(start.op)
+                               .getSubStage());
+    for (unsigned k = 1; k < cycle.size(); ++k) {
+      const CycleNode &node = nodes[cycle[k]];
+      // A call's waits and then its commits: one note for both.
+      const CycleNode &before = nodes[cycle[k - 1]];
+      if (node.call && !node.waits && before.call && before.op == node.op)
+        continue;
+      if (node.call)
+        diag.attachNote(node.op->getLoc())
+            << (node.waits ? "which this call waits for: its helper waits on "
+                             "a pipeline it is passed"
+                           : "then this call, whose helper commits to a "
+                             "pipeline it is passed");
+      else if (node.waits)
         diag.attachNote(node.op->getLoc())
             << "which this '" << node.op->getName().stripDialect() << "' of "
-            << flow.describe(node.op.getPipeline()) << " waits for";
+            << flow.describe(node.state()) << " waits for";
       else
         diag.attachNote(node.op->getLoc())
             << "then this '" << node.op->getName().stripDialect() << "' of "
-            << flow.describe(node.op.getPipeline())
+            << flow.describe(node.state())
             << " runs after it on the same threads";
     }
   });
