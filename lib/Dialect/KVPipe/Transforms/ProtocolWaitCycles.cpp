@@ -73,9 +73,11 @@ static bool isInLoop(Operation *op) {
 static CallSummary summarizeCallee(PipelineFlow &flow,
                                    FunctionOpInterface callee,
                                    DenseMap<Operation *, CallSummary> &memo) {
-  auto [it, inserted] = memo.try_emplace(callee.getOperation());
+  // A helper in progress (a recursion) counts as doing both.
+  auto [it, inserted] =
+      memo.try_emplace(callee.getOperation(), CallSummary{true, true});
   if (!inserted)
-    return it->second; // done, or in progress (a recursive helper)
+    return it->second;
   CallSummary summary;
   callee->walk([&](Operation *op) {
     if (isa<ConsumerWaitOp>(op))
