@@ -117,6 +117,25 @@ def test_late_pv_retire_reaches_the_loop(compiler, cache):
     assert loop.index("wgmma.wait_group.sync.aligned \t0;") < loop.index("vote.sync.any")
 
 
+def test_q_stages_reaches_the_kernel(compiler, cache):
+    # Q's ring of two slots: one Q tile more of shared memory (16 KiB at
+    # head dim 64 with two consumer warpgroups), and the compiler names what
+    # it needs (a persistent kernel) and what does not fit (D 128 with the
+    # row sums' ones).
+    tuning = dict(consumer_warpgroups=2, persistent=True)
+    ring = kvpipe.compile_attention(64, "bf16", True, q_stages=2, **tuning)
+    one = kvpipe.compile_attention(64, "bf16", True, **tuning)
+    assert "q_stages = 2" in ring.config.declaration()
+    assert (ring.abi["dynamic_shared_memory"] - one.abi["dynamic_shared_memory"]
+            == 128 * 64 * 2)
+    with pytest.raises(kvpipe.CompilerError, match="'q_stages' = 2 needs 'persistent'"):
+        kvpipe.compile_attention(64, "bf16", True, q_stages=2)
+    with pytest.raises(kvpipe.CompilerError, match="lower 'kv_stages', 'q_stages' or "
+                                                   "'block_n'"):
+        kvpipe.compile_attention(128, "bf16", True, q_stages=2, persistent=True,
+                                 tensor_row_sums=True)
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []
