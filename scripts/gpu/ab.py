@@ -158,7 +158,7 @@ def main() -> int:
               + " | ".join(f"{label} (ratio to {labels[0]}: median, range)" for label in labels[1:])
               + " |")
     table = "\n".join([header, "| " + " | ".join(["---"] * (4 + len(labels))) + " |"] + rows)
-    stamp = (f"Date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC. Commit: "
+    stamp = (f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Commit: "
              f"{os.environ.get('KVPIPE_COMMIT', '?')}. GPU: {torch.cuda.get_device_name()}. "
              f"{args.rounds} rounds, each in a shuffled order.")
     text = f"## scripts/gpu/ab.py\n\n{stamp}\n\n{table}\n"
