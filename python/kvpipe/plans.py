@@ -1,6 +1,8 @@
-"""Which kernels a launch runs: the prefill plan (``PREFILL_PLAN``,
-``prefill_plan``: the tuning of plain forward launches by head dim and
-sequence length, as measured) and the decode plan (``decode_plan``: split-KV
+"""Which kernels a launch runs: the prefill plan (``prefill_plan``: the
+tuning of forward launches, as measured: ``PREFILL_PLAN`` for plain ones by
+head dim and sequence length, ``WINDOW_PLAN`` for sliding windows and
+``MODIFIER_PLAN`` for score/mask modifiers by head dim) and the decode plan
+(``decode_plan``: split-KV
 and pack-GQA, FA3's heuristics ``num_splits_heuristic`` and
 ``should_pack_gqa``).
 
