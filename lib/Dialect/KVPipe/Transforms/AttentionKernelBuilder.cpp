@@ -139,8 +139,7 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
   // staged in otherwise would be the next tiles' Q by then).
   if (c.qStages > 1) {
     sQ = view(0, sharedType({c.qStages, c.qkBlocks(), c.blockM(), qkWidth}));
-    sO = view(c.oOffset(),
-              sharedType({c.vBlocks(), c.blockM(), c.vTileWidth()}));
+    sO = view(c.oOffset(), sharedType({c.vBlocks(), c.blockM(), vWidth}));
   } else {
     sQ = view(0, sharedType({c.qkBlocks(), c.blockM(), qkWidth}));
   }
@@ -268,8 +267,7 @@ KernelBuilder::lptTile(Value x, Value y, Value z, Value tilesX, Value tilesY,
           arith::AddIOp::create(b, y, arith::MulIOp::create(b, tilesY, z))));
   Value pairs = arith::MulIOp::create(b, tilesY, batches);
   // K and V bytes of one pair; the query heads of one K/V head share them.
-  int64_t rowBytes = (c.headDim + c.valueHeadDim) *
-                     c.elementType.getIntOrFloatBitWidth() / 8;
+  int64_t rowBytes = (c.headDim + c.valueHeadDim) * c.elementBytes();
   Value pairBytes = arith::MaxUIOp::create(
       b,
       arith::DivUIOp::create(
