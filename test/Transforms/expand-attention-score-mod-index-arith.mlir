@@ -37,6 +37,29 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     kvpipe.yield %r : f32
   }
   // q * 4096 + kv can exceed 2^24: converted as an integer.
+  // ALiBi as the Python tracer writes it (kvpipe.modifiers.alibi): |d| as
+  // max(d, 0 - d), and a clamp of d into [-8, 8] (min(max(.))).
+  kvpipe.attention_kernel @alibi_traced {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %slope = kvpipe.aux_load 0[%h] : f32
+    %d = arith.subi %q, %kv : index
+    %zero = arith.constant 0 : index
+    %nd = arith.subi %zero, %d : index
+    %a = arith.maxsi %d, %nd : index
+    %lo = arith.constant -8 : index
+    %hi = arith.constant 8 : index
+    %c0 = arith.maxsi %d, %lo : index
+    %c = arith.minsi %c0, %hi : index
+    %ai = arith.index_cast %a : index to i32
+    %af = arith.sitofp %ai : i32 to f32
+    %ci = arith.index_cast %c : index to i32
+    %cf = arith.sitofp %ci : i32 to f32
+    %bias = arith.mulf %slope, %af : f32
+    %r0 = arith.subf %s, %bias : f32
+    %r = arith.addf %r0, %cf : f32
+    kvpipe.yield %r : f32
+  }
   kvpipe.attention_kernel @wide {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64}
   score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
@@ -78,6 +101,22 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     arith.minsi
 //       CHECK:     arith.muli %{{.*}}, %c4096_i32 : i32
 //       CHECK:     llvm.load %{{.*}} invariant
+
+// The traced form takes the same float path: |d| from max(d, 0 - d), the
+// clamp as maximumf / minimumf; no conversion per element.
+// CHECK-LABEL: gpu.func @alibi_traced(
+//       CHECK:   scf.for
+//       CHECK:     %[[ROW:.*]] = arith.sitofp %{{.*}} : i32 to f32
+//       CHECK:     %[[KEY:.*]] = arith.sitofp %{{.*}} : i32 to f32
+//       CHECK:     %[[D:.*]] = arith.subf %[[ROW]], %[[KEY]] : f32
+//       CHECK:     math.absf %[[D]] : f32
+//       CHECK:     %[[C0:.*]] = arith.maximumf %[[D]], %{{.*}} : f32
+//       CHECK:     arith.minimumf %[[C0]], %{{.*}} : f32
+//       CHECK:     arith.sitofp
+//   CHECK-NOT:     arith.sitofp
+//   CHECK-NOT:     arith.maxsi
+//       CHECK:     kvpipe.fragment_exp2
+//   CHECK-NOT:     arith.sitofp
 
 // CHECK-LABEL: gpu.func @wide(
 //   CHECK-NOT:   arith.minsi

@@ -156,6 +156,40 @@ exactFloat(ImplicitLocOpBuilder &b, Value v, const IRMapping &map,
         result = ExactFloat{base, x->offset * c, std::min(x->lo * c, x->hi * c),
                             std::max(x->lo * c, x->hi * c)};
       }
+    } else if (isa<arith::MaxSIOp, arith::MinSIOp>(op)) {
+      // The larger (smaller) of two exact integers is exact either way: a
+      // clamp min(max(d, lo), hi); the Python tracer's |d| is max(d, 0 - d),
+      // taken as |.| (a free operand modifier in SASS).
+      // Whether `minus` is 0 - `value`.
+      auto negated = [](Value value, Value minus) {
+        auto sub = minus.getDefiningOp<arith::SubIOp>();
+        return sub && sub.getRhs() == value &&
+               matchPattern(sub.getLhs(), m_Zero());
+      };
+      Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+      if (isa<arith::MaxSIOp>(op) && (negated(lhs, rhs) || negated(rhs, lhs))) {
+        Value d = negated(lhs, rhs) ? lhs : rhs;
+        if (std::optional<ExactFloat> x =
+                exactFloat(b, d, map, firstIndex, floats);
+            x && exact(*x)) {
+          int64_t lo = x->lo >= 0 ? x->lo : (x->hi <= 0 ? -x->hi : 0);
+          result = ExactFloat{math::AbsFOp::create(b, x->materialize(b)), 0,
+                              lo, std::max(std::abs(x->lo), std::abs(x->hi))};
+        }
+      }
+      std::optional<ExactFloat> x = result ? std::nullopt : operand(0);
+      std::optional<ExactFloat> y = result ? std::nullopt : operand(1);
+      if (x && y && exact(*x) && exact(*y)) {
+        bool max = isa<arith::MaxSIOp>(op);
+        Value base = max ? Value(arith::MaximumFOp::create(b, x->materialize(b),
+                                                           y->materialize(b)))
+                         : Value(arith::MinimumFOp::create(b, x->materialize(b),
+                                                           y->materialize(b)));
+        result = max ? ExactFloat{base, 0, std::max(x->lo, y->lo),
+                                  std::max(x->hi, y->hi)}
+                     : ExactFloat{base, 0, std::min(x->lo, y->lo),
+                                  std::min(x->hi, y->hi)};
+      }
     } else if (isa<math::AbsIOp>(op)) {
       if (std::optional<ExactFloat> x = operand(0); x && exact(*x)) {
         int64_t lo = x->lo >= 0 ? x->lo : (x->hi <= 0 ? -x->hi : 0);
