@@ -17,7 +17,7 @@ import math
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from kvpipe import _tensors, kernels
+from kvpipe import _tensors, kernels, schedule
 from kvpipe import compiler as _compiler
 from kvpipe import modifiers as _modifiers
 from kvpipe._log import log
@@ -512,6 +512,13 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         config_args += (False, pack)
     kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
                               *([(traced.ir, traced.aux_types)] if traced else []))
+    grid = launch_grid(abi, sq, hq, b,
+                       _multiprocessors(device_index) if abi.get("persistent") else 0)
+    table = 0
+    if abi.get("tile_table"):
+        table = schedule.device_tile_table(schedule.launch_tile_shape(
+            abi, sq, skv, hq, hq // hkv, b, window_left, window_right), grid[0],
+            device_index).data_ptr()
     args = kernel_arguments(abi, {
         "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
         "o_map": ("out", out, layout), "lse": lse.data_ptr() if lse is not None else 0,
@@ -519,9 +526,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
         "window_left": window_left, "window_right": window_right,
         "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
+        "tile_table": table,
         **{name: t.data_ptr() for name, t in aux_values.items()}})
-    grid = launch_grid(abi, sq, hq, b,
-                       _multiprocessors(device_index) if abi.get("persistent") else 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",
         abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, hkv, sq, skv)
     guard, stream = device_launch(device_index)

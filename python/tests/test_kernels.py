@@ -136,6 +136,20 @@ def test_q_stages_reaches_the_kernel(compiler, cache):
                                  tensor_row_sums=True)
 
 
+def test_tile_table_reaches_the_kernel(compiler, cache):
+    # The host's table of tiles: the persistent kernel's last parameter, a
+    # pointer, and an ABI entry the launchers read; refused one tile per CTA.
+    table = kvpipe.compile_attention(64, "bf16", True, persistent=True, q_stages=2,
+                                     tile_table=True)
+    plain = kvpipe.compile_attention(64, "bf16", True, persistent=True, q_stages=2)
+    assert "tile_table = true" in table.config.declaration()
+    assert table.abi["params"] == plain.abi["params"] + ["tile_table"]
+    assert table.abi["param_kinds"]["tile_table"] == "pointer"
+    assert table.abi["tile_table"] and not plain.abi["tile_table"]
+    with pytest.raises(kvpipe.CompilerError, match="'tile_table' needs 'persistent'"):
+        kvpipe.compile_attention(64, "bf16", True, tile_table=True)
+
+
 def test_cache_hit_does_not_recompile(compiler, cache, monkeypatch):
     first = kvpipe.compile_attention(128, "bf16", False)
     calls = []

@@ -62,3 +62,24 @@ func.func @roles(%n: index, %p: !p) {
   }
   return
 }
+
+// A schedule orders a persistent loop's tiles; one tile per CTA, the grid is
+// the tile space and the table is not read.
+func.func private @use(index)
+// CHECK-LABEL: func.func @one_scheduled_tile(
+//  CHECK-NEXT:   gpu.block_id z
+//  CHECK-NEXT:   gpu.block_id y
+//  CHECK-NEXT:   %[[X:.*]] = gpu.block_id x
+//  CHECK-NEXT:   call @use(%[[X]])
+//  CHECK-NEXT:   return
+func.func @one_scheduled_tile(%n: index, %table: !llvm.ptr<1>) {
+  %x = kvpipe.tile in(%n, %n, %n) schedule(%table) {
+  ^bb0(%tx: index, %ty: index, %tz: index):
+    kvpipe.yield %tx : index
+  } -> index
+  kvpipe.for_each_tile {
+    func.call @use(%x) : (index) -> ()
+    kvpipe.yield
+  }
+  return
+}

@@ -10,7 +10,8 @@
 // the loop; staging rows that a TMA load also fills get a buffer of their
 // own after the other shared-memory views. (A tile's value used outside its
 // work, or computed with side effects, is rejected by kvpipe.tile's
-// verifier: test/Dialect/KVPipe/invalid-kernel-ops.mlir.)
+// verifier: test/Dialect/KVPipe/invalid-kernel-ops.mlir.) With a
+// schedule, the rounds' tiles come from the host's table (@scheduled).
 
 !pq = !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 1>
 !qmap = !kvpipe.tensor_map<box = [1, 1, 128, 64], element_type = bf16, swizzle = 128>
@@ -209,6 +210,61 @@ func.func @own_rows(%omap: !omap, %n: index, %o: vector<64xbf16>, %elected: i1,
     kvpipe.yield
   }
   return
+}
+
+// -----
+
+// With a schedule, round r's tile is the table's entry r * gridDim.x +
+// blockIdx.x, loaded a round ahead (the first before the loop), and the loop
+// runs while the entry is a tile (-1, the end of the CTA's column, is not).
+// No snake: the host's table is the order.
+!ps = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @scheduled_work(index)
+// CHECK-LABEL: func.func @scheduled(
+//  CHECK-SAME:   %[[N:[^:]*]]: index, %[[TABLE:[^:]*]]: !llvm.ptr<1>, %[[P:[^:]*]]: !kvpipe.pipeline
+//       CHECK:   %[[XY:.*]] = arith.muli %[[N]], %[[N]] : index
+//  CHECK-NEXT:   %[[NTILES:.*]] = arith.muli %[[XY]], %[[N]] : index
+//       CHECK:   %[[CTAS:.*]] = gpu.grid_dim x
+//  CHECK-NEXT:   %[[CTA:.*]] = gpu.block_id x
+//  CHECK-NEXT:   %[[ZERO:.*]] = arith.constant 0 : index
+//  CHECK-NEXT:   %[[B0:.*]] = arith.muli %[[ZERO]], %[[CTAS]] : index
+//  CHECK-NEXT:   %[[E0:.*]] = arith.addi %[[B0]], %[[CTA]] : index
+//  CHECK-NEXT:   %[[E0_64:.*]] = arith.index_cast %[[E0]] : index to i64
+//  CHECK-NEXT:   %[[A0:.*]] = llvm.getelementptr %[[TABLE]][%[[E0_64]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
+//  CHECK-NEXT:   %[[L0:.*]] = llvm.load %[[A0]] : !llvm.ptr<1> -> i32
+//  CHECK-NEXT:   %[[FIRST:.*]] = arith.index_cast %[[L0]] : i32 to index
+//  CHECK-NEXT:   %{{.*}}:3 = scf.while (%[[R0:.*]] = %[[ZERO]], %[[T0:.*]] = %[[FIRST]], %[[S0:.*]] = %[[P]]) : (index, index, !kvpipe.pipeline<{{.*}}>) -> (index, index, !kvpipe.pipeline<{{.*}}>) {
+//  CHECK-NEXT:     %[[EXISTS:.*]] = arith.cmpi ult, %[[T0]], %[[NTILES]] : index
+//  CHECK-NEXT:     scf.condition(%[[EXISTS]]) %[[R0]], %[[T0]], %[[S0]]
+//  CHECK-NEXT:   } do {
+//  CHECK-NEXT:   ^bb0(%[[R:[^:]*]]: index, %[[T:[^:]*]]: index, %[[S:[^:]*]]: !kvpipe.pipeline<{{.*}}>):
+//  CHECK-NEXT:     %[[ONE:.*]] = arith.constant 1 : index
+//  CHECK-NEXT:     %[[R1:.*]] = arith.addi %[[R]], %[[ONE]] : index
+//  CHECK-NEXT:     %[[B1:.*]] = arith.muli %[[R1]], %[[CTAS]] : index
+//  CHECK-NEXT:     %[[E1:.*]] = arith.addi %[[B1]], %[[CTA]] : index
+//  CHECK-NEXT:     %[[E1_64:.*]] = arith.index_cast %[[E1]] : index to i64
+//  CHECK-NEXT:     %[[A1:.*]] = llvm.getelementptr %[[TABLE]][%[[E1_64]]]
+//  CHECK-NEXT:     %[[L1:.*]] = llvm.load %[[A1]] : !llvm.ptr<1> -> i32
+//  CHECK-NEXT:     %[[NEXT:.*]] = arith.index_cast %[[L1]] : i32 to index
+//  CHECK-NEXT:     %[[YZ:.*]] = arith.divui %[[T]], %[[N]] : index
+//  CHECK-NEXT:     arith.divui %[[YZ]], %[[N]] : index
+//  CHECK-NEXT:     arith.remui %[[YZ]], %[[N]] : index
+//  CHECK-NEXT:     %[[X:.*]] = arith.remui %[[T]], %[[N]] : index
+//  CHECK-NEXT:     func.call @scheduled_work(%[[X]])
+//  CHECK-NEXT:     %[[STEP:.*]] = kvpipe.step %[[S]]
+//  CHECK-NEXT:     scf.yield %[[R1]], %[[NEXT]], %[[STEP]]
+func.func @scheduled(%n: index, %table: !llvm.ptr<1>, %p: !ps) -> !ps {
+  %x = kvpipe.tile in(%n, %n, %n) schedule(%table) {
+  ^bb0(%tx: index, %ty: index, %tz: index):
+    kvpipe.yield %tx : index
+  } -> index
+  %done = kvpipe.for_each_tile iter_args(%p : !ps) {
+  ^bb0(%s: !ps):
+    func.call @scheduled_work(%x) : (index) -> ()
+    %next = kvpipe.step %s : !ps
+    kvpipe.yield %next : !ps
+  } -> !ps
+  return %done : !ps
 }
 
 // -----

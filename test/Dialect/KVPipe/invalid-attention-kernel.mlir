@@ -446,3 +446,26 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   // expected-error @+1 {{'deterministic' applies to the backward pass only (the forward is deterministic): it needs 'backward' = true}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, deterministic = true}
 }
+
+// -----
+
+// `tile_table`: the persistent CTAs' order, from the host; one tile per CTA
+// has none to give, and lpt_tiles would renumber the table's tiles.
+gpu.module @m {
+  // expected-error @+1 {{'tile_table' needs 'persistent' = true (one tile per CTA takes its tile from the grid)}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, tile_table = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'tile_table' and 'lpt_tiles' both order the tiles: the table's order is the host's}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, persistent = true, lpt_tiles = true, tile_table = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'tile_table' is not supported with 'backward'}}
+  kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, tile_table = true}
+}

@@ -70,6 +70,22 @@ func.func @tiles(%n: index, %h: index, %b: index, %p: !p) -> !p {
   return %r : !p
 }
 
+// A tile with a schedule: the table a persistent loop takes its tiles from.
+// CHECK-LABEL: func.func @scheduled_tiles(
+//  CHECK-SAME:   %[[N:[^:]*]]: index, %[[TABLE:[^:]*]]: !llvm.ptr<1>
+//       CHECK: kvpipe.tile in(%[[N]], %[[N]], %[[N]]) schedule(%[[TABLE]]) {
+func.func @scheduled_tiles(%n: index, %table: !llvm.ptr<1>) {
+  %row = kvpipe.tile in(%n, %n, %n) schedule(%table) {
+  ^bb0(%x: index, %y: index, %z: index):
+    kvpipe.yield %x : index
+  } -> index
+  kvpipe.for_each_tile {
+    %sum = arith.addi %row, %row : index
+    kvpipe.yield
+  }
+  return
+}
+
 // CHECK-LABEL: func.func @softmax_step(
 //  CHECK-SAME:   %[[S:.*]]: vector<64xf32>, %[[C:.*]]: f32, %[[M0:.*]]: f32, %[[M1:.*]]: f32
 func.func @softmax_step(%s: vector<64xf32>, %c: f32, %m0: f32, %m1: f32)

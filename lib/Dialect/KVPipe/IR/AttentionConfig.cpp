@@ -129,6 +129,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"mask_bits", op.getMaskBits().has_value()},
         {"late_pv_retire", op.getLatePvRetire().has_value()},
         {"lpt_tiles", op.getLptTiles().has_value()},
+        {"tile_table", op.getTileTable().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -304,6 +305,16 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'lpt_tiles' is not supported with '"
                        << (c.varlen ? "varlen" : c.splitKV ? "split_kv" : "pack_gqa")
                        << "' (their tiles are numbered by their own rules)";
+  c.tileTable = op.getTileTable().value_or(false);
+  // One tile per CTA, the grid is the tile space: there is no order to
+  // give. The table holds tile indices in the grid's numbering, which
+  // lpt_tiles would renumber.
+  if (c.tileTable && !c.persistent)
+    return emitError() << "'tile_table' needs 'persistent' = true (one tile "
+                          "per CTA takes its tile from the grid)";
+  if (c.tileTable && c.lptTiles)
+    return emitError() << "'tile_table' and 'lpt_tiles' both order the "
+                          "tiles: the table's order is the host's";
   c.skipIdleWarpgroups = op.getSkipIdleWarpgroups().value_or(false);
   if (c.skipIdleWarpgroups && c.consumerWarpgroups < 2)
     return emitError() << "'skip_idle_warpgroups' needs 2 or 3 consumer "

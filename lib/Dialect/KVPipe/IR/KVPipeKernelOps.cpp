@@ -71,8 +71,10 @@ LogicalResult WarpRolesOp::verify() {
 
 void TileOp::build(OpBuilder &builder, OperationState &state,
                    TypeRange valueTypes, Value sizeX, Value sizeY,
-                   Value sizeZ) {
+                   Value sizeZ, Value schedule) {
   state.addOperands({sizeX, sizeY, sizeZ});
+  if (schedule)
+    state.addOperands(schedule);
   state.addTypes(valueTypes);
   Region *body = state.addRegion();
   body->push_back(new Block);

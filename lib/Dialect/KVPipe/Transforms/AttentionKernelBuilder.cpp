@@ -65,19 +65,10 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
       if (c.packGQA)
         return packedMapType(c.vSwizzleBytes());
       return tensorMapType(64, c.vSwizzleBytes());
-    case AttentionParam::Lse:
-    case AttentionParam::KVLengths:
-    case AttentionParam::OPartial:
-    case AttentionParam::LsePartial:
-    case AttentionParam::BlockTable:
-    case AttentionParam::CuSeqlensQ:
-    case AttentionParam::CuSeqlensK:
-    case AttentionParam::Out:
-      return globalPointer;
     case AttentionParam::ScaleLog2:
       return b.getF32Type();
     default:
-      return i32Type;
+      return isAttentionPointerParam(p) ? globalPointer : i32Type;
     }
   };
   SmallVector<AttentionParam> kernelParams = getAttentionParams(c);
@@ -201,7 +192,10 @@ void KernelBuilder::buildTile() {
   }
   if (c.packGQA)
     tilesY = arith::DivUIOp::create(b, headsQ, index(c.packGQA));
-  auto building = TileOp::create(b, TypeRange{}, tilesX, tilesY, batches);
+  Value schedule =
+      c.tileTable ? param(AttentionParam::TileTable) : Value();
+  auto building =
+      TileOp::create(b, TypeRange{}, tilesX, tilesY, batches, schedule);
   Block &coordinates = building.getBodyBlock();
   Value seqQBefore = seqQ, seqKVBefore = seqKV, diagonalBefore = diagonal;
   {
@@ -243,7 +237,7 @@ void KernelBuilder::buildTile() {
     YieldOp::create(b, yielded);
   }
   auto tile = TileOp::create(b, ValueRange(yielded).getTypes(), tilesX,
-                             tilesY, batches);
+                             tilesY, batches, schedule);
   tile.getBody().takeBody(building.getBody());
   building.erase();
   for (auto [value, result] : llvm::zip_equal(values, tile.getResults()))
@@ -544,6 +538,8 @@ kvpipe::getAttentionParams(const AttentionConfig &config) {
   if (config.varlen)
     params.append({AttentionParam::CuSeqlensQ, AttentionParam::CuSeqlensK,
                    AttentionParam::Out, AttentionParam::TotalQ});
+  if (config.tileTable)
+    params.push_back(AttentionParam::TileTable);
   return params;
 }
 
@@ -554,16 +550,27 @@ StringRef kvpipe::getAttentionParamName(AttentionParam param) {
       "scale_log2",  "heads_q",     "batch",      "window_left",
       "window_right", "kv_lengths",  "num_splits", "o_partial",
       "lse_partial",  "block_table", "max_pages_per_seq", "cu_seqlens_q",
-      "cu_seqlens_k", "o",           "total_q"};
+      "cu_seqlens_k", "o",           "total_q",     "tile_table"};
   static_assert(std::size(names) ==
                 static_cast<size_t>(AttentionParam::Count));
   return names[static_cast<unsigned>(param)];
 }
 
-/// The pointer parameters `varlen` adds.
-static bool isVarlenPointer(AttentionParam p) {
-  return p == AttentionParam::CuSeqlensQ || p == AttentionParam::CuSeqlensK ||
-         p == AttentionParam::Out;
+bool kvpipe::isAttentionPointerParam(AttentionParam p) {
+  switch (p) {
+  case AttentionParam::Lse:
+  case AttentionParam::KVLengths:
+  case AttentionParam::OPartial:
+  case AttentionParam::LsePartial:
+  case AttentionParam::BlockTable:
+  case AttentionParam::CuSeqlensQ:
+  case AttentionParam::CuSeqlensK:
+  case AttentionParam::Out:
+  case AttentionParam::TileTable:
+    return true;
+  default:
+    return false;
+  }
 }
 
 DictionaryAttr kvpipe::withTensorMapABI(DictionaryAttr abi,
@@ -597,10 +604,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
   SmallVector<NamedAttribute> kinds;
   for (AttentionParam p : getAttentionParams(c)) {
     StringRef name = getAttentionParamName(p);
-    bool pointer = p == AttentionParam::Lse || p == AttentionParam::KVLengths ||
-                   p == AttentionParam::OPartial ||
-                   p == AttentionParam::LsePartial ||
-                   p == AttentionParam::BlockTable || isVarlenPointer(p);
+    bool pointer = isAttentionPointerParam(p);
     StringRef kind = name.ends_with("_map")           ? "tensor_map"
                      : pointer                        ? "pointer"
                      : p == AttentionParam::ScaleLog2 ? "f32"
@@ -636,6 +640,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("overlap_softmax", b.getBoolAttr(c.overlapSoftmax)),
       b.getNamedAttr("pingpong", b.getBoolAttr(c.pingpong)),
       b.getNamedAttr("persistent", b.getBoolAttr(c.persistent)),
+      b.getNamedAttr("tile_table", b.getBoolAttr(c.tileTable)),
       b.getNamedAttr("mask_alignment",
                      b.getStringAttr(stringifyMaskAlignment(c.maskAlignment))),
       b.getNamedAttr("sliding_window", b.getBoolAttr(c.slidingWindow)),

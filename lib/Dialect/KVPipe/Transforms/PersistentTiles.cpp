@@ -23,6 +23,14 @@
 // a few heads in L2. Every role of the CTA runs the same rounds, so the
 // pipelines stay balanced.
 //
+// With a `schedule` (a table the host computed for the grid it launches,
+// docs/kernel-abi.md), round r's tile is instead the table's entry
+// r * G + i, loaded in the round before (the first before the loop) so that
+// its latency hides under a tile's work, and the loop runs while the entry
+// is a tile (the host ends each CTA's column with -1). Every role loads the
+// same entries of a read-only kernel parameter at the same CTA-uniform
+// addresses, which the protocol checker recognises as equal (rule 5).
+//
 // The loop runs while the CTA's tile exists (only the last round can be
 // partial) rather than for a trip count that divides by a runtime value,
 // which ptxas computes in ordinary registers. Measured against the division
@@ -48,6 +56,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -298,7 +307,25 @@ void loopOverTiles(RewriterBase &rewriter, ForEachTileOp loop, TileOp tile,
   rewriter.setInsertionPoint(loop);
   Value ctas = gpu::GridDimOp::create(rewriter, loc, gpu::Dimension::x);
   Value cta = gpu::BlockIdOp::create(rewriter, loc, gpu::Dimension::x);
+  Value schedule = tile.getSchedule();
+  // The table's entry of round `r` for this CTA, as an index (-1, the end
+  // of the column, becomes the largest: no tile).
+  auto scheduled = [&](Value r) -> Value {
+    Value position = arith::IndexCastOp::create(
+        rewriter, loc, rewriter.getI64Type(),
+        arith::AddIOp::create(rewriter, loc,
+                              arith::MulIOp::create(rewriter, loc, r, ctas),
+                              cta));
+    Value address = LLVM::GEPOp::create(rewriter, loc, schedule.getType(),
+                                        rewriter.getI32Type(), schedule,
+                                        ValueRange{position});
+    return arith::IndexCastOp::create(
+        rewriter, loc, rewriter.getIndexType(),
+        LLVM::LoadOp::create(rewriter, loc, rewriter.getI32Type(), address));
+  };
   SmallVector<Value> inits = {index(0)};
+  if (schedule)
+    inits.push_back(scheduled(inits.front()));
   llvm::append_range(inits, loop.getInits());
   Type indexType = rewriter.getIndexType();
   SmallVector<Type> types = {indexType, indexType};
@@ -307,26 +334,33 @@ void loopOverTiles(RewriterBase &rewriter, ForEachTileOp loop, TileOp tile,
 
   // Before: the round's tile, and whether it exists.
   SmallVector<Location> locs(types.size(), loc);
+  unsigned carried = schedule ? 2 : 1;
   Block *before = rewriter.createBlock(
       &whileOp.getBefore(), whileOp.getBefore().end(),
-      TypeRange(types).drop_front(), ArrayRef(locs).drop_front());
+      TypeRange(types).drop_front(2 - carried),
+      ArrayRef(locs).drop_front(2 - carried));
   Value round = before->getArgument(0);
-  Value odd = arith::CmpIOp::create(
-      rewriter, loc, arith::CmpIPredicate::ne,
-      arith::AndIOp::create(rewriter, loc, round, index(1)), index(0));
-  Value position = arith::SelectOp::create(
-      rewriter, loc, odd,
-      arith::SubIOp::create(
-          rewriter, loc, arith::SubIOp::create(rewriter, loc, ctas, index(1)),
-          cta),
-      cta);
-  Value linear = arith::AddIOp::create(
-      rewriter, loc, arith::MulIOp::create(rewriter, loc, round, ctas),
-      position);
+  Value linear;
+  if (schedule) {
+    linear = before->getArgument(1);
+  } else {
+    Value odd = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ne,
+        arith::AndIOp::create(rewriter, loc, round, index(1)), index(0));
+    Value position = arith::SelectOp::create(
+        rewriter, loc, odd,
+        arith::SubIOp::create(
+            rewriter, loc,
+            arith::SubIOp::create(rewriter, loc, ctas, index(1)), cta),
+        cta);
+    linear = arith::AddIOp::create(
+        rewriter, loc, arith::MulIOp::create(rewriter, loc, round, ctas),
+        position);
+  }
   Value exists = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult,
                                        linear, numTiles);
   SmallVector<Value> forwarded = {round, linear};
-  llvm::append_range(forwarded, before->getArguments().drop_front());
+  llvm::append_range(forwarded, before->getArguments().drop_front(carried));
   scf::ConditionOp::create(rewriter, loc, exists, forwarded);
 
   // After: the tile's coordinates, x fastest (right to left: the order the
@@ -336,6 +370,13 @@ void loopOverTiles(RewriterBase &rewriter, ForEachTileOp loop, TileOp tile,
       &whileOp.getAfter(), whileOp.getAfter().end(), types, locs);
   Value sizeX = tile.getSizeX(), sizeY = tile.getSizeY();
   Value current = after->getArgument(1);
+  Value nextRound, next;
+  if (schedule) {
+    // The next round's entry, loaded before this tile's work.
+    nextRound =
+        arith::AddIOp::create(rewriter, loc, after->getArgument(0), index(1));
+    next = scheduled(nextRound);
+  }
   Value yz = arith::DivUIOp::create(rewriter, loc, current, sizeX);
   Value z = arith::DivUIOp::create(rewriter, loc, yz, sizeY);
   Value y = arith::RemUIOp::create(rewriter, loc, yz, sizeY);
@@ -347,18 +388,21 @@ void loopOverTiles(RewriterBase &rewriter, ForEachTileOp loop, TileOp tile,
   SmallVector<Value> values = llvm::map_to_vector(
       cast<YieldOp>(tile.getBodyBlock().getTerminator()).getValues(),
       [&](Value v) { return mapping.lookupOrDefault(v); });
-  Value nextRound =
-      arith::AddIOp::create(rewriter, loc, after->getArgument(0), index(1));
+  if (!schedule)
+    nextRound =
+        arith::AddIOp::create(rewriter, loc, after->getArgument(0), index(1));
 
   // The region's yield is read after the merge: it may yield the region's
   // arguments, which the merge replaces.
   Block &body = loop.getBodyBlock();
   auto yield = cast<YieldOp>(body.getTerminator());
   rewriter.mergeBlocks(&body, after, after->getArguments().drop_front(2));
-  SmallVector<Value> next = {nextRound};
-  llvm::append_range(next, yield.getValues());
+  SmallVector<Value> yielded = {nextRound};
+  if (next)
+    yielded.push_back(next);
+  llvm::append_range(yielded, yield.getValues());
   rewriter.setInsertionPoint(yield);
-  scf::YieldOp::create(rewriter, loc, next);
+  scf::YieldOp::create(rewriter, loc, yielded);
   rewriter.eraseOp(yield);
   for (auto [result, value] : llvm::zip_equal(tile.getResults(), values))
     rewriter.replaceUsesWithIf(result, value, [&](OpOperand &use) {

@@ -71,6 +71,9 @@ struct AttentionConfig {
   /// The grid's tiles in LPT order, (batch, head) pairs grouped to fit L2
   /// (`lpt_tiles`).
   bool lptTiles = false;
+  /// Persistent CTAs take their tiles from a table the host computes
+  /// (`tile_table`: a runtime parameter).
+  bool tileTable = false;
   /// The columns O's accumulator holds: V's, and the row sums' 8.
   int64_t accumulatorColumns() const {
     return valueHeadDim + (tensorRowSums ? 8 : 0);

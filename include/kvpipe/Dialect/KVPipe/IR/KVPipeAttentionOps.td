@@ -242,6 +242,16 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     alone). The grid and the ABI are unchanged; a persistent kernel walks
     the same order.
 
+    `tile_table` (forward, experimental, default false; needs `persistent`,
+    not with `lpt_tiles`) adds a runtime parameter `tile_table`, a pointer
+    to i32 tile indices: a persistent CTA `i` takes in round `r` the tile
+    at `tile_table[r * gridDim.x + i]` until it reads -1 (`kvpipe.tile`'s
+    `schedule`). The host computes the table for the grid it launches
+    (docs/kernel-abi.md, "Tile tables"): kvpipe's runtime assigns the tiles
+    longest first, each to the CTA with the least work so far, with the
+    heads in groups whose K and V fit in L2, which balances causal tiles
+    where the closed-form order of a persistent grid cannot.
+
     `q_stages` (forward, experimental, default 1; 2 only with `persistent`)
     gives Q a ring of two slots: the producer loads the next tile's Q rows
     while the consumers still read this tile's, instead of after their last
@@ -320,6 +330,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$mask_bits,
                        OptionalAttr<BoolAttr>:$late_pv_retire,
                        OptionalAttr<BoolAttr>:$lpt_tiles,
+                       OptionalAttr<BoolAttr>:$tile_table,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

@@ -37,6 +37,8 @@ def KVPipe_Dialect : Dialect {
     MMAs on shared-memory tiles) and the `kvpipe.attention_kernel`
     declaration build complete attention kernels from the pipeline.
   }];
+  // kvpipe.tile's schedule is an LLVM pointer, parsed without a type.
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{

@@ -15,6 +15,7 @@
 #define KVPIPE_DIALECT_KVPIPE_IR_KVPIPEKERNELOPS_TD
 
 include "kvpipe/Dialect/KVPipe/IR/KVPipeDialect.td"
+include "mlir/Dialect/LLVMIR/LLVMOpBase.td"
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -124,6 +125,16 @@ def KVPipe_TileOp : KVPipe_Op<"tile",
     The op belongs to the kernel, not to one role: it is not nested in a
     `kvpipe.warp_roles` or a `kvpipe.for_each_tile`.
 
+    A `schedule` (a pointer to global memory, typically a kernel parameter)
+    gives a persistent loop its order: CTA `i` takes, in round `r`, the
+    tile whose linear index (`x + size_x * (y + size_y * z)`) is the i32 at
+    `schedule[r * gridDim.x + i]`, until it reads one outside the tile
+    space (-1). The host computes the table for the grid it launches
+    (docs/kernel-abi.md, "Tile tables": a balanced, longest-first
+    assignment of causal tiles, which no closed-form order gives) and does
+    not write it while the kernel runs. One tile per CTA, the grid is the
+    tile space and the schedule is not read.
+
     ```mlir
     %row, %head, %batch = kvpipe.tile in(%qblocks, %heads, %batches) {
     ^bb0(%qblock: index, %h: index, %b: index):
@@ -132,18 +143,21 @@ def KVPipe_TileOp : KVPipe_Op<"tile",
     } -> index, index, index
     ```
   }];
-  let arguments = (ins Index:$size_x, Index:$size_y, Index:$size_z);
+  let arguments = (ins Index:$size_x, Index:$size_y, Index:$size_z,
+                       Optional<LLVM_PointerInAddressSpace<1>>:$schedule);
   let results = (outs Variadic<AnyType>:$values);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    `in` `(` $size_x `,` $size_y `,` $size_z `)` $body
+    `in` `(` $size_x `,` $size_y `,` $size_z `)`
+    (`schedule` `(` $schedule^ `)`)? $body
     (`->` type($values)^)? attr-dict
   }];
   let hasVerifier = 1;
   let skipDefaultBuilders = 1;
   let builders = [
     OpBuilder<(ins "::mlir::TypeRange":$valueTypes, "::mlir::Value":$sizeX,
-                   "::mlir::Value":$sizeY, "::mlir::Value":$sizeZ)>
+                   "::mlir::Value":$sizeY, "::mlir::Value":$sizeZ,
+                   CArg<"::mlir::Value", "{}">:$schedule)>
   ];
   let extraClassDeclaration = [{
     ::mlir::Block &getBodyBlock() { return getBody().front(); }

@@ -63,6 +63,8 @@ enum class AttentionParam : unsigned {
   CuSeqlensK,
   Out,
   TotalQ,
+  /// With `tile_table`: the persistent CTAs' tiles, i32 per CTA and round.
+  TileTable,
   Count
 };
 
@@ -90,6 +92,10 @@ getAttentionParams(const AttentionConfig &config);
 
 /// The ABI name of a parameter ("q_map", ..., "kv_lengths").
 llvm::StringRef getAttentionParamName(AttentionParam param);
+
+/// Whether a parameter is a pointer to global memory (the others are
+/// tensor maps, `scale_log2`'s f32 and i32 scalars).
+bool isAttentionPointerParam(AttentionParam param);
 /// The backward family's kernels (docs/backward.md).
 enum class AttentionBackwardRole { Preprocess, Main, Postprocess };
 
