@@ -104,11 +104,13 @@ def default_grid() -> List[Case]:
     cases.append(Case("bf16", 128, True, 1, 2, 2, 2048, 2048))  # long causal
     cases.append(Case("bf16", 64, True, 1, 2, 2, 3001, 3001))   # the plan's 2k-4k D 64 kernel
     # Causal sequences past the prefill plan's short lengths
-    # (plans.PREFILL_PLAN: shorter ones get persistent kernels): D 64's
-    # default causal kernel and D 128's long-sequence one, with tails.
+    # (plans.PREFILL_PLAN): D 64's persistent kernel on the host's tile
+    # table (several batches and heads, GQA: tiles of every pair in the
+    # table) and D 128's long-sequence kernel, with tails.
     cases += [Case("bf16", 64, True, 1, 2, 1, 4500, 4500),
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
-              Case("bf16", 64, True, 1, 2, 2, 300, 4200)]
+              Case("bf16", 64, True, 1, 2, 2, 300, 4200),
+              Case("bf16", 64, True, 3, 4, 2, 4700, 4700, "bshd")]
     # Non-causal ones past the plan's 1k at head dim 128 (its 192 x 80 tiles)
     # and at head dim 64 (the persistent kernels that skip the idle
     # warpgroups up to 4k, with the row sums past it).

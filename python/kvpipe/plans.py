@@ -149,6 +149,14 @@ def launch_decode_plan(batch: int, heads_q: int, heads_kv: int, seq_q: int, seq_
 #: the second Q tile leaves no room for the row sums' ones, and the
 #: persistent kernel with Q's ring and without the row sums beats the plan's
 #: with them by 7.4 / 4.6 / 2.4 % causal (1k / 2k / 4k), 5.5 % non-causal 1k.
+#:
+#: Session 23: `tile_table` (the host's balanced longest-first table of
+#: tiles, kvpipe.schedule) makes the persistent kernel pay at D 64 causal
+#: past 4k, where the closed-form order lost 9-20 %: with Q's ring and the
+#: mask levers +9.7 / +4.6 % over the one-tile kernel at 8k / 16k (call 4),
+#: +6.6 / +4.0 % in a second run (call 5), even with FA4 (1.04 / 1.01 and
+#: 1.00 / 0.99). No gain on the persistent entries up to 4k (0.98-1.02: the
+#: closed-form order is within 3 % of balanced there) nor at D 128 past 4k.
 _SOFTMAX_LEVERS = {"tensor_row_sums": True, "mask_bits": True, "late_pv_retire": True}
 #: R2P masks and the late P V retire without the row sums (which do not pay
 #: at head dim 64 non-causal, spill at 96 and leave no room for Q's ring at
@@ -157,7 +165,9 @@ _MASK_LEVERS = {"mask_bits": True, "late_pv_retire": True}
 PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
     (64, True): ((2048, {"consumer_warpgroups": 2, "persistent": True, "q_stages": 2,
                          **_SOFTMAX_LEVERS}),
-                 (4096, {"persistent": True, "q_stages": 2, **_SOFTMAX_LEVERS})),
+                 (4096, {"persistent": True, "q_stages": 2, **_SOFTMAX_LEVERS}),
+                 (None, {"persistent": True, "q_stages": 2, "tile_table": True,
+                         **_MASK_LEVERS})),
     (64, False): ((4096, {"persistent": True, "q_stages": 2, "skip_idle_warpgroups": True,
                           **_MASK_LEVERS}),
                   (None, {"persistent": True, "q_stages": 2, **_SOFTMAX_LEVERS})),

@@ -63,7 +63,9 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     ring = {"persistent": True, "q_stages": 2}
     assert plan(64) == {"consumer_warpgroups": 2, **ring, **levers}
     assert plan(64, sq=4096) == {**ring, **levers}
-    assert plan(64, sq=100, skv=4097) == {}
+    # Past 4k persistent again, the tiles in the host's balanced table.
+    table = {**ring, "tile_table": True, **mask_levers}
+    assert plan(64, sq=4097) == table == plan(64, sq=100, skv=16384)
     assert plan(128, sq=2048) == {**ring, **mask_levers}
     long_tiles = {"consumer_warpgroups": 3, "block_n": 80, **levers}
     assert plan(128, sq=4097) == long_tiles and plan(128, sq=100, skv=16384) == long_tiles
@@ -115,9 +117,9 @@ def test_for_check_kernels_follow_the_prefill_plan(monkeypatch):
              and not c["sliding_window"] and c["head_dim"] in (64, 128)]
     assert {"consumer_warpgroups": 2, "persistent": True}.items() <= next(
         c for c in plain if c["head_dim"] == 64 and "consumer_warpgroups" in c).items()
-    # D 64's default causal kernel and D 128's long-sequence one stay in the
-    # grid, through its long cases.
-    assert any(c for c in plain if c["head_dim"] == 64 and "persistent" not in c)
+    # D 64's persistent kernel on the host's tile table and D 128's
+    # long-sequence one are in the grid, through its long cases.
+    assert any(c.get("tile_table") for c in plain if c["head_dim"] == 64)
     for causal in (False, True):
         assert any(c.get("consumer_warpgroups") == 3 and c.get("block_n") == 80
                    for c in configs if c["causal"] == causal and c["head_dim"] == 128
