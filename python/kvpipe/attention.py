@@ -95,6 +95,23 @@ def normalise_window(window_size: Any, causal: bool) -> Tuple[int, int]:
     return left, right
 
 
+def launched_mask(causal: bool, mask_alignment: str, sliding_window: bool, seq_q: int,
+                  seq_kv: int, kv_lengths: bool) -> Tuple[bool, str]:
+    """``(causal, mask_alignment)`` of the kernel a forward launch takes for
+    its masks: one bottom-right query sees every key (the plain kernel), no
+    mask is the top-left kernel, and bottom-right on equal lengths is
+    top-left (the same diagonal; the prefill plan's kernels). Per-batch KV
+    lengths move the diagonal per batch: their alignment stays."""
+    if (causal and not sliding_window and seq_q == 1 and mask_alignment == "bottom_right"
+            and not kv_lengths):
+        causal = False
+    if not causal and not sliding_window:
+        mask_alignment = "top_left"
+    if mask_alignment == "bottom_right" and seq_q == seq_kv and not kv_lengths:
+        mask_alignment = "top_left"
+    return causal, mask_alignment
+
+
 def _check_masks(causal: Any, mask_alignment: Any,
                  window_size: Any) -> Tuple[int, int, bool]:
     """Checks ``causal``, ``mask_alignment`` and ``window_size``; returns the
@@ -476,9 +493,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                              f"{kv_lengths.device}")
         if tuple(kv_lengths.stride()) != (1,):
             kv_lengths = kv_lengths.contiguous()
-    if (causal and not sliding_window and sq == 1 and mask_alignment == "bottom_right"
-            and kv_lengths is None):
-        causal = False  # one query at the end sees every key: the plain kernel
+    causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window, sq, skv,
+                                           kv_lengths is not None)
     scale = check_scale_and_out(scale, d, out, out_shape, q)
 
     traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
@@ -488,8 +504,6 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                          "pack_gqa yet (the decode kernels have no modifiers)")
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
-    if not causal and not sliding_window:
-        mask_alignment = "top_left"  # no mask: one kernel for both alignments
     num_splits, pack, tuning = launch_decode_plan(b, hq, hkv, sq, skv, d, dv, num_splits,
                                                   pack_gqa, device_index, tuning)
     if num_splits == 1 and not pack:

@@ -579,17 +579,13 @@ def unique_configs(configs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 def _launched_mask(case: Case) -> Tuple[bool, str, bool]:
     """``(causal, mask_alignment, sliding_window)`` of the kernel attention_impl
-    launches for the case: no mask means the top-left kernel, and a causal
-    mask with one bottom-right query is the plain kernel."""
-    from kvpipe.attention import normalise_window
+    launches for the case (kvpipe.attention.launched_mask)."""
+    from kvpipe.attention import launched_mask, normalise_window
 
     left, right = normalise_window(case.window, case.causal)
     window = left >= 0 or right >= 0
-    causal, alignment = case.causal, case.alignment
-    if causal and not window and case.seq_q == 1 and alignment == "bottom_right":
-        causal = False
-    if not causal and not window:
-        alignment = "top_left"
+    causal, alignment = launched_mask(case.causal, case.alignment, window, case.seq_q,
+                                      case.seq_kv, False)
     return causal, alignment, window
 
 

@@ -692,7 +692,7 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
     launches: each case's forward kernel and backward family (as
     kvpipe.attention and attention_backward choose them, the regions traced
     with shape-only tensors), and flash_attn_func's."""
-    from kvpipe.attention import normalise_window
+    from kvpipe.attention import launched_mask, normalise_window
     from kvpipe.plans import prefill_plan
 
     wanted = []
@@ -704,13 +704,15 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
         if not causal and not window:
             alignment = "top_left"  # no mask: one kernel for both alignments
         regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
-        # Without modifiers kvpipe.attention may launch the prefill plan's
-        # kernel instead of the default one.
-        planned = prefill_plan(d, d, causal, alignment, window, False, bool(traced), sq, skv,
-                               {})
-        wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, value_head_dim=None,
-                           mask_alignment=alignment, sliding_window=window,
-                           kv_lengths=False, **regions, **planned))
+        # The forward's kernel for the masks (bottom-right on equal lengths
+        # is top-left) and, without modifiers, maybe the prefill plan's.
+        forward_causal, forward_alignment = launched_mask(causal, alignment, window, sq, skv,
+                                                          False)
+        planned = prefill_plan(d, d, forward_causal, forward_alignment, window, False,
+                               bool(traced), sq, skv, {})
+        wanted.append(dict(head_dim=d, dtype=dtype, causal=forward_causal,
+                           value_head_dim=None, mask_alignment=forward_alignment,
+                           sliding_window=window, kv_lengths=False, **regions, **planned))
         wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, backward=True,
                            mask_alignment=alignment, sliding_window=window, **regions))
         if learnable:

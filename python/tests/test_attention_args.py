@@ -379,3 +379,28 @@ def test_zero_padding_leaves_outputs_and_gradients_unchanged(d, dv, layout):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("sq,skv,expected", [(300, 300, "top_left"), (300, 400, "bottom_right")])
+def test_bottom_right_on_equal_lengths_takes_the_top_left_kernels(sq, skv, expected,
+                                                                  monkeypatch):
+    # With S_q = S_kv both alignments put the diagonal in the same place: the
+    # launch takes the top-left kernels and the prefill plan's choice for them.
+    import sys
+
+    attention_module = sys.modules["kvpipe.attention"]
+
+    class Planned(Exception):
+        pass
+
+    def plan(d, dv, causal, mask_alignment, *rest):
+        raise Planned(mask_alignment)
+
+    monkeypatch.setattr(attention_module, "forward_outputs",
+                        lambda q, out, shape, lse_shape, want: (q, None, 0))
+    monkeypatch.setattr(attention_module, "launch_decode_plan",
+                        lambda *args: (1, 0, {}))
+    monkeypatch.setattr(attention_module, "prefill_plan", plan)
+    q, k, v = qkv(sq=sq, skv=skv)
+    with pytest.raises(Planned, match=expected):
+        kvpipe.attention(q, k, v, causal=True, mask_alignment="bottom_right")
