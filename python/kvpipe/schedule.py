@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, NamedTuple, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 #: The K/V bytes of one group of (batch, head) pairs: half of an H100's L2,
 #: AttentionConfig::kL2TileGroupBytes (the kernels' lpt_tiles order).
@@ -70,10 +70,12 @@ def kv_blocks(shape: TileShape, q_block: int) -> int:
     return -(-end // shape.block_n) - start // shape.block_n
 
 
-def build_tile_table(shape: TileShape, ctas: int) -> List[int]:
+def build_tile_table(shape: TileShape, ctas: int,
+                     group_bytes: Optional[int] = None) -> List[int]:
     """The table for a grid of ``ctas`` CTAs: ``rows * ctas`` i32 entries,
     row ``r`` holding each CTA's ``r``-th tile, every CTA's column ending with
-    -1 (the last row is all -1)."""
+    -1 (the last row is all -1). ``group_bytes``: the K/V bytes of a group of
+    (batch, head) pairs (default ``L2_GROUP_BYTES``)."""
     if ctas < 1:
         raise ValueError(f"ctas must be positive, got {ctas}")
     q_blocks = -(-shape.seq_q // shape.block_m)
@@ -84,7 +86,8 @@ def build_tile_table(shape: TileShape, ctas: int) -> List[int]:
             for x in range(q_blocks)]
     pair_bytes = max(shape.seq_kv * (shape.head_dim + shape.value_head_dim) *
                      shape.element_bytes // max(shape.heads_per_kv_head, 1), 1)
-    group = min(max(L2_GROUP_BYTES // pair_bytes, 1), max(pairs, 1))
+    group_bytes = L2_GROUP_BYTES if group_bytes is None else group_bytes
+    group = min(max(group_bytes // pair_bytes, 1), max(pairs, 1))
     # Groups of equal size (within one pair): a small last group's longest
     # tiles would start late, with too little of its work left to balance
     # them.
@@ -122,13 +125,13 @@ def device_tile_table(shape: TileShape, ctas: int, device_index: int) -> Any:
     copies it to the device)."""
     import torch
 
-    key = (shape, ctas, device_index)
+    key = (shape, ctas, device_index, L2_GROUP_BYTES)
     with _tables_lock:
         table = _tables.get(key)
         if table is not None:
             _tables.move_to_end(key)
             return table
-    table = torch.tensor(build_tile_table(shape, ctas), dtype=torch.int32,
+    table = torch.tensor(build_tile_table(shape, ctas, L2_GROUP_BYTES), dtype=torch.int32,
                          device=torch.device("cuda", device_index))
     with _tables_lock:
         _tables[key] = table

@@ -19,6 +19,9 @@ over the rounds and the spread (min-max) of its ratio to the first variant, roun
 `bench --backward`: kvpipe's `attention_backward`, the peers' `torch.autograd.grad` of a retained
 graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the backward's tuning.
 
+`l2group=MIB` is the plan's choice with persistent kernels' tile tables
+(kvpipe.schedule) built for groups of MIB MiB of K/V instead of the default 24.
+
 `''` is kvpipe.attention's own choice (the prefill plan's where it has one); a variant's
 tuning replaces the plan, as in `bench`, and one that starts with `+` is added to the plan's
 choice for the point (`--variant '' --variant +mask_bits=true`: a lever on the kernels
@@ -125,6 +128,17 @@ def main() -> int:
                         qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
                         fns.append(lambda qt=qt, kt=kt, vt=vt: flash_attn_func(
                             qt, kt, vt, causal=causal, **window))
+                    elif text.startswith("l2group="):
+                        from kvpipe import schedule
+
+                        def grouped(mib=int(text.split("=")[1])):
+                            default, schedule.L2_GROUP_BYTES = schedule.L2_GROUP_BYTES, mib << 20
+                            try:
+                                return kvpipe.attention(q, k, v, causal=causal, **window)
+                            finally:
+                                schedule.L2_GROUP_BYTES = default
+
+                        fns.append(grouped)
                     elif text.startswith("+"):  # the plan's choice and these
                         tuning = {**prefill_plan(d, d, causal, "top_left", bool(window), False,
                                                  False, n, n, {}),
