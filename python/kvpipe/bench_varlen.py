@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence, Tuple
 
 from kvpipe.bench import _median_ms
+from kvpipe.plans import varlen_plan
 
 #: (label, lengths) of the batches.
 BATCHES: List[Tuple[str, Tuple[int, ...]]] = [
@@ -40,7 +41,8 @@ def kernel_configs() -> List[Dict[str, Any]]:
     for causal in (False, True):
         alignment = "bottom_right" if causal else "top_left"
         configs.append(dict(head_dim=HEAD_DIM, dtype="bf16", causal=causal, value_head_dim=None,
-                            mask_alignment=alignment, sliding_window=False, varlen=True))
+                            mask_alignment=alignment, sliding_window=False, varlen=True,
+                            **varlen_plan(HEAD_DIM, HEAD_DIM, causal, False, False, {})))
         configs.append(dict(head_dim=HEAD_DIM, dtype="bf16", causal=causal, value_head_dim=None,
                             mask_alignment="top_left", sliding_window=False))
         # The backward: packed, and dense (per sequence: each has as many

@@ -384,13 +384,15 @@ def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, A
     the grid) and ``bench_varlen.run`` launch (``python -m kvpipe compile
     --for-check --varlen``)."""
     from kvpipe import bench_varlen
+    from kvpipe.plans import varlen_plan
 
     wanted: List[Dict[str, Any]] = []
     for case in cases if cases is not None else varlen_grid():
         causal, alignment, window = _kernel_choice(case)
+        planned = varlen_plan(case.head_dim, case.v_head_dim, causal, window, False, {})
         wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
                            value_head_dim=case.value_head_dim, mask_alignment=alignment,
-                           sliding_window=window, varlen=True))
+                           sliding_window=window, varlen=True, **planned))
     wanted += bench_varlen.kernel_configs()
     if cases is None:
         wanted += backward_kernel_configs() + modifier_kernel_configs()

@@ -204,6 +204,23 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {128: _SOFTMAX_LEVERS}
 
 
+#: The tuning of packed variable-length launches (kvpipe.varlen; no
+#: window, no modifiers, V's head dim Q's), by (head dim, causal), at any
+#: lengths: the levers that need no persistent grid (the varlen kernels have
+#: none).
+VARLEN_PLAN: Dict[Tuple[int, bool], Dict[str, Any]] = {}
+
+
+def varlen_plan(head_dim: int, value_head_dim: int, causal: bool, sliding_window: bool,
+                modifiers: bool, tuning: Dict[str, Any]) -> Dict[str, Any]:
+    """The tuning of a varlen forward launch: ``tuning`` as given when it is
+    not empty (the caller chose); else VARLEN_PLAN's for plain launches;
+    else none (the head dim's defaults)."""
+    if tuning or sliding_window or modifiers or value_head_dim != head_dim:
+        return tuning
+    return dict(VARLEN_PLAN.get((head_dim, causal), tuning))
+
+
 def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignment: str,
                  sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
                  seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:

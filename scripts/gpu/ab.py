@@ -19,6 +19,10 @@ over the rounds and the spread (min-max) of its ratio to the first variant, roun
 `bench --backward`: kvpipe's `attention_backward`, the peers' `torch.autograd.grad` of a retained
 graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the backward's tuning.
 
+`--varlen` times packed batches instead (bench --varlen's: 8 x 2k, 4 x 8k and an uneven one, H 16;
+`kvpipe.varlen.attention_varlen`, causal bottom-right as flash-attn's; `fa4` is FA4's
+`flash_attn_varlen_func`); `--seq-len` is then ignored.
+
 `l2group=MIB` is the plan's choice with persistent kernels' tile tables
 (kvpipe.schedule) built for groups of MIB MiB of K/V instead of the default 24.
 
@@ -77,6 +81,8 @@ def main() -> int:
     parser.add_argument("--variant", action="append", default=None,
                         help="NAME=VALUE[,NAME=VALUE] ('' = kvpipe.attention's choice)")
     parser.add_argument("--backward", action="store_true")
+    parser.add_argument("--varlen", action="store_true",
+                        help="packed batches of sequences (the varlen kernels; forward)")
     parser.add_argument("--window", type=int, default=None,
                         help="a causal sliding window of this many keys (forward)")
     parser.add_argument("--markdown")
@@ -105,6 +111,71 @@ def main() -> int:
     causals = {"yes": [True], "no": [False], "both": [False, True]}[args.causal]
     labels = [v or "default" for v in variants]
     rows: List[str] = []
+
+    def time_row(cells: List[str], fns: List[Any], flops: float) -> None:
+        # bench.interleaved_times: every variant warmed first, then each
+        # round in its own seeded shuffled order (rotation kept each variant
+        # after the same neighbour, whose heat or coolness shifts the next
+        # one's clock: results, session 18 call 15).
+        per_round = interleaved_times(
+            list(enumerate(fns)), args.rounds,
+            time=lambda fn: float(do_bench(fn, warmup=5, rep=40, return_mode="median")))
+        times = [per_round[i] for i in range(len(fns))]
+        tflops = [flops / statistics.median(t) / 1e9 for t in times]
+        cells = cells + [f"{tflops[0]:.1f}"]
+        for i in range(1, len(fns)):
+            ratios = sorted(times[0][r] / times[i][r] for r in range(args.rounds))
+            cells.append(f"{tflops[i]:.1f} ({statistics.median(ratios):.3f}, "
+                         f"{ratios[0]:.3f}-{ratios[-1]:.3f})")
+        row = "| " + " | ".join(cells) + " |"
+        print(row, flush=True)
+        rows.append(row)
+
+    if args.varlen:
+        from kvpipe.bench_varlen import BATCHES, HEADS
+        from kvpipe.plans import varlen_plan
+        from kvpipe.varlen import attention_varlen
+
+        for d in args.head_dim:
+            for label, lengths in BATCHES:
+                for causal in causals:
+                    total, longest = sum(lengths), max(lengths)
+                    q, k, v = (torch.randn(total, HEADS, d, dtype=torch.bfloat16,
+                                           device="cuda") for _ in range(3))
+                    offsets = [0]
+                    for n in lengths:
+                        offsets.append(offsets[-1] + n)
+                    cu = torch.tensor(offsets, dtype=torch.int32, device="cuda")
+                    flops = sum(4 * HEADS * n * n * d / (2 if causal else 1) for n in lengths)
+                    alignment = "bottom_right" if causal else "top_left"
+                    fns = []
+                    for text in variants:
+                        if text == "fa4":
+                            from flash_attn.cute import flash_attn_varlen_func
+
+                            fns.append(lambda: flash_attn_varlen_func(
+                                q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                max_seqlen_q=longest, max_seqlen_k=longest, causal=causal))
+                            continue
+                        if text == "cudnn" or text.startswith("l2group="):
+                            parser.error(f"--varlen has no variant {text!r}")
+                        tuning = (_tuning(text.split(",")) if text and not text.startswith("+")
+                                  else {})
+                        if text.startswith("+"):
+                            tuning = {**varlen_plan(d, d, causal, False, False, {}),
+                                      **_tuning(text[1:].split(","))}
+                        fns.append(lambda tuning=tuning: attention_varlen(
+                            q, k, v, cu, cu, longest, longest, causal=causal,
+                            mask_alignment=alignment, **tuning))
+                    time_row([str(d), label, "yes" if causal else "no"], fns, flops)
+                    del q, k, v
+        header = ("| D | batch | causal | " + labels[0] + " TFLOP/s | "
+                  + " | ".join(f"{label} (ratio to {labels[0]}: median, range)"
+                               for label in labels[1:]) + " |")
+        table = "\n".join([header, "| " + " | ".join(["---"] * (3 + len(labels))) + " |"]
+                          + rows)
+        return _report(args, table, torch)
+
     for d in args.head_dim:
         for n in args.seq_len:
             b = max(1, 16384 // n) * 2
@@ -149,29 +220,18 @@ def main() -> int:
                         tuning = _tuning(text.split(",") if text else [])
                         fns.append(lambda tuning=tuning: kvpipe.attention(
                             q, k, v, causal=causal, **window, **tuning))
-                # bench.interleaved_times: every variant warmed first, then
-                # each round in its own seeded shuffled order (rotation kept
-                # each variant after the same neighbour, whose heat or
-                # coolness shifts the next one's clock: results, session 18
-                # call 15).
-                per_round = interleaved_times(
-                    list(enumerate(fns)), args.rounds,
-                    time=lambda fn: float(do_bench(fn, warmup=5, rep=40, return_mode="median")))
-                times = [per_round[i] for i in range(len(fns))]
-                tflops = [flops / statistics.median(t) / 1e9 for t in times]
-                cells = [f"{tflops[0]:.1f}"]
-                for i in range(1, len(fns)):
-                    ratios = sorted(times[0][r] / times[i][r] for r in range(args.rounds))
-                    cells.append(f"{tflops[i]:.1f} ({statistics.median(ratios):.3f}, "
-                                 f"{ratios[0]:.3f}-{ratios[-1]:.3f})")
-                row = f"| {d} | {n} | {b} | {'yes' if causal else 'no'} | " + " | ".join(cells) + " |"
-                print(row, flush=True)
-                rows.append(row)
+                time_row([str(d), str(n), str(b), "yes" if causal else "no"], fns, flops)
                 del q, k, v
     header = ("| D | N | B | causal | " + labels[0] + " TFLOP/s | "
               + " | ".join(f"{label} (ratio to {labels[0]}: median, range)" for label in labels[1:])
               + " |")
     table = "\n".join([header, "| " + " | ".join(["---"] * (4 + len(labels))) + " |"] + rows)
+    return _report(args, table, torch)
+
+
+def _report(args: Any, table: str, torch: Any) -> int:
+    """Prints the table with its date, commit and GPU, and appends it to
+    --markdown."""
     stamp = (f"Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Commit: "
              f"{os.environ.get('KVPIPE_COMMIT', '?')}. GPU: {torch.cuda.get_device_name()}. "
              f"{args.rounds} rounds, each in a shuffled order.")
