@@ -207,8 +207,16 @@ MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {128: _SOFTMAX_LEVERS}
 #: The tuning of packed variable-length launches (kvpipe.varlen; no
 #: window, no modifiers, V's head dim Q's), by (head dim, causal), at any
 #: lengths: the levers that need no persistent grid (the varlen kernels have
-#: none).
-VARLEN_PLAN: Dict[Tuple[int, bool], Dict[str, Any]] = {}
+#: none). H100, session 23 call 14 (scripts/gpu/ab.py --varlen, 7 rounds, 8 x
+#: 2k, 4 x 8k and an uneven batch of 1-8k, H 16): at head dim 128 the
+#: 192 x 80 tiles with the softmax levers +8-18 % non-causal and +1-15 %
+#: causal over the defaults; at head dim 64 causal the R2P masks and the
+#: late retire +6-8 % (non-causal: within 2 % either way, kept default).
+VARLEN_PLAN: Dict[Tuple[int, bool], Dict[str, Any]] = {
+    (64, True): _MASK_LEVERS,
+    (128, True): {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS},
+    (128, False): {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS},
+}
 
 
 def varlen_plan(head_dim: int, value_head_dim: int, causal: bool, sliding_window: bool,

@@ -111,6 +111,28 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(192, sq=2049) == mask_levers == plan(192, causal=False, sq=1025)
 
 
+def test_varlen_plan_takes_the_measured_levers_for_plain_launches():
+    from kvpipe import check_varlen
+    from kvpipe.plans import varlen_plan
+
+    long_tiles = {"consumer_warpgroups": 3, "block_n": 80, "tensor_row_sums": True,
+                  "mask_bits": True, "late_pv_retire": True}
+    assert varlen_plan(128, 128, True, False, False, {}) == long_tiles
+    assert varlen_plan(128, 128, False, False, False, {}) == long_tiles
+    assert varlen_plan(64, 64, True, False, False, {}) == {"mask_bits": True,
+                                                            "late_pv_retire": True}
+    assert varlen_plan(64, 64, False, False, False, {}) == {}
+    # The caller's tuning, windows, modifiers and other head dims keep theirs.
+    assert varlen_plan(128, 128, True, False, False, {"block_n": 64}) == {"block_n": 64}
+    assert varlen_plan(128, 128, True, True, False, {}) == {}
+    assert varlen_plan(128, 128, True, False, True, {}) == {}
+    assert varlen_plan(192, 128, True, False, False, {}) == {}
+    # compile --for-check --varlen compiles the planned kernels.
+    configs = check_varlen.kernel_configs()
+    assert any(c.get("varlen") and c.get("block_n") == 80 and c["head_dim"] == 128
+               for c in configs)
+
+
 def test_for_check_kernels_follow_the_prefill_plan(monkeypatch):
     configs = check.kernel_configs(with_kvcache=False)
     plain = [c for c in configs if c["causal"] and c["mask_alignment"] == "top_left"

@@ -341,12 +341,16 @@ def test_the_check_grid_covers_what_the_issue_asks():
 
 
 def test_compile_for_check_varlen_covers_the_check_and_the_bench():
+    from kvpipe.plans import varlen_plan
+
     configs = check_varlen.kernel_configs()
     for case in check_varlen.varlen_grid():
         causal, alignment, window = check_varlen._kernel_choice(case)
+        # The kernel attention_varlen launches: the varlen plan's tuning.
+        planned = varlen_plan(case.head_dim, case.v_head_dim, causal, window, False, {})
         assert dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
                     value_head_dim=case.value_head_dim, mask_alignment=alignment,
-                    sliding_window=window, varlen=True) in configs
+                    sliding_window=window, varlen=True, **planned) in configs
     for config in bench_varlen.kernel_configs():
         assert config in configs
     # Every configuration is one the kernels module accepts.
