@@ -10,6 +10,10 @@ which is what varlen saves. TFLOP/s count the real work of each sequence
 (4 * H * n_q * n_k * D, halved when causal) over the median time, for both
 columns.
 
+FlashAttention-4's ``flash_attn_varlen_func`` (``flash_attn.cute``, where
+``../shared/peers/fa4.sh`` staged it) runs the same packed batch: the
+serving peer's column.
+
 The backward (2.5x the forward's FLOPs): ``attention_varlen_backward``'s
 two ways -- the packed varlen backward family (three launches for the
 batch) and the dense backward family per sequence (a cu_seqlens read-back
@@ -59,6 +63,15 @@ def _flops(lengths: Sequence[int], causal: bool) -> float:
     return sum(4 * HEADS * n * n * HEAD_DIM / (2 if causal else 1) for n in lengths)
 
 
+def _fa4_varlen() -> Any:
+    """FlashAttention-4's ``flash_attn_varlen_func``, or None."""
+    try:
+        from flash_attn.cute import flash_attn_varlen_func
+    except Exception:  # noqa: BLE001 -- absent, or its CUDA libraries are
+        return None
+    return flash_attn_varlen_func
+
+
 def run(causals: Sequence[bool] = (False, True)) -> List[Dict[str, Any]]:
     import torch
 
@@ -68,6 +81,7 @@ def run(causals: Sequence[bool] = (False, True)) -> List[Dict[str, Any]]:
     from kvpipe.flash_attn import flash_attn_varlen_func
     from kvpipe.varlen import attention_varlen, attention_varlen_backward
 
+    fa4 = _fa4_varlen()
     rows = []
     for label, lengths in BATCHES:
         for causal in causals:
@@ -86,6 +100,13 @@ def run(causals: Sequence[bool] = (False, True)) -> List[Dict[str, Any]]:
                 return flash_attn_varlen_func(q, k, v, cu, cu, longest, longest, causal=causal)
 
             row["varlen"] = round(flops / _median_ms(varlen) / 1e9, 1)
+            if fa4 is not None:
+                def peer() -> Any:
+                    return fa4(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                               max_seqlen_q=longest, max_seqlen_k=longest, causal=causal)
+
+                row["fa4"] = round(flops / _median_ms(peer) / 1e9, 1)
+                row["varlen_vs_fa4"] = round(row["varlen"] / row["fa4"], 3)
             # Dense: the same sequences padded to the longest (no padding
             # when the lengths are equal), (B, S, H, D).
             padded = [torch.zeros(batch, longest, HEADS, HEAD_DIM, dtype=torch.bfloat16,
@@ -136,13 +157,14 @@ def to_markdown(rows: List[Dict[str, Any]]) -> str:
              "(the dense kernel pads uneven batches to the longest sequence).", "",
              "Backward (2.5x the FLOPs): the packed varlen family, the dense family per "
              "sequence, the dense family on the padded batch.", "",
-             "| batch | causal | varlen TFLOP/s | dense TFLOP/s | varlen/dense | bwd packed | "
-             "bwd per sequence | bwd dense | packed/per sequence |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| batch | causal | varlen TFLOP/s | dense TFLOP/s | varlen/dense | FA4 varlen | "
+             "varlen/FA4 | bwd packed | bwd per sequence | bwd dense | packed/per sequence |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         batch = r["batch"] + (" (dense padded)" if r["padded"] else "")
         lines.append(f"| {batch} | {'yes' if r['causal'] else 'no'} | {r['varlen']} | "
-                     f"{r['dense']} | {r['varlen_vs_dense']} | {r.get('bwd_packed', '')} | "
+                     f"{r['dense']} | {r['varlen_vs_dense']} | {r.get('fa4', 'None')} | "
+                     f"{r.get('varlen_vs_fa4', 'None')} | {r.get('bwd_packed', '')} | "
                      f"{r.get('bwd_sequences', '')} | {r.get('bwd_dense', '')} | "
                      f"{r.get('bwd_packed_vs_sequences', '')} |")
     return "\n".join(lines) + "\n"

@@ -491,11 +491,15 @@ def test_the_varlen_bench_table_has_the_backward_columns():
     row = {"batch": "uneven", "padded": True, "causal": True, "varlen": 300.0, "dense": 200.0,
            "varlen_vs_dense": 1.5, "bwd_packed": 250.0, "bwd_sequences": 125.0,
            "bwd_dense": 100.0, "bwd_packed_vs_sequences": 2.0}
-    lines = bench_varlen.to_markdown([row]).splitlines()
+    peer = dict(row, batch="4 x 8k", padded=False, fa4=280.0, varlen_vs_fa4=1.071)
+    lines = bench_varlen.to_markdown([row, peer]).splitlines()
     header = next(line for line in lines if line.startswith("| batch"))
-    assert header.count("|") == lines[-1].count("|")
-    assert lines[-1] == ("| uneven (dense padded) | yes | 300.0 | 200.0 | 1.5 | 250.0 | 125.0 | "
-                         "100.0 | 2.0 |")
+    assert header.count("|") == lines[-1].count("|") == lines[-2].count("|")
+    # FA4's varlen where it was staged, None where not.
+    assert lines[-2] == ("| uneven (dense padded) | yes | 300.0 | 200.0 | 1.5 | None | None | "
+                         "250.0 | 125.0 | 100.0 | 2.0 |")
+    assert lines[-1] == ("| 4 x 8k | yes | 300.0 | 200.0 | 1.5 | 280.0 | 1.071 | 250.0 | "
+                         "125.0 | 100.0 | 2.0 |")
     # The packed and dense backward families are compiled for the GPU.
     configs = bench_varlen.kernel_configs()
     assert any(c.get("varlen") and c.get("backward") for c in configs)
