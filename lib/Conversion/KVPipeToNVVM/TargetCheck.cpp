@@ -12,7 +12,8 @@
 // crashes on an instruction outside any function and on an LLVM dialect type
 // that holds a type LLVM IR does not have, NVPTX on a global in an address
 // space PTX has no variables in, and the translation fails without a location
-// on a negative launch bound. The checks here turn each of those into a
+// on a negative launch bound, and the AsmPrinter on an inline-asm constraint
+// it cannot print. The checks here turn each of those into a
 // diagnostic at the gpu.module or the op, before anything reaches NVPTX.
 //
 //===----------------------------------------------------------------------===//
@@ -283,6 +284,67 @@ LogicalResult checkGlobalAddressSpaces(gpu::GPUModuleOp module) {
   return failure(result.wasInterrupted());
 }
 
+/// Why one operand constraint of an `llvm.inline_asm` is not one NVPTX can
+/// emit, or "" (LLVM's constraint syntax: `=` for an output, `&` early
+/// clobber, then codes; `~{name}` a clobber). NVPTX's register classes are
+/// b c h r l f d q N; i n m X are generic; digits tie to an output, `{...}`
+/// names a register. Anything else reaches the AsmPrinter as an operand it
+/// cannot print ("invalid operand in inline asm", without a location).
+std::string badAsmConstraint(StringRef code) {
+  if (code.starts_with("~")) {
+    StringRef name = code.drop_front();
+    if (name.size() < 3 || !name.starts_with("{") || !name.ends_with("}"))
+      return "a clobber must be '~{name}'";
+    return "";
+  }
+  code.consume_front("=");
+  code.consume_front("&");
+  if (code.empty())
+    return "it names no operand kind";
+  if (code.starts_with("{"))
+    return code.size() > 2 && code.ends_with("}") ? ""
+                                                  : "a register must be '{name}'";
+  if (llvm::all_of(code, llvm::isDigit))
+    return "";
+  for (char c : code)
+    if (!StringRef("bchlrfdqNinmX").contains(c))
+      return (Twine("'") + Twine(c) +
+              "' is no NVPTX constraint (b c h r l f d q N, i n m X, a digit "
+              "or '{reg}')")
+          .str();
+  return "";
+}
+
+/// Checks the constraint strings of the `llvm.inline_asm` ops in `module`:
+/// each comma-separated constraint well formed (badAsmConstraint), and one
+/// input constraint per operand.
+LogicalResult checkInlineAsm(gpu::GPUModuleOp module) {
+  WalkResult result = module.walk([&](LLVM::InlineAsmOp op) {
+    SmallVector<StringRef> codes;
+    StringRef constraints = op.getConstraints();
+    if (!constraints.empty())
+      constraints.split(codes, ',');
+    unsigned inputs = 0;
+    for (StringRef code : codes) {
+      std::string why = badAsmConstraint(code);
+      if (!why.empty()) {
+        op.emitOpError() << "has the constraint '" << code
+                         << "', which NVPTX cannot emit: " << why;
+        return WalkResult::interrupt();
+      }
+      inputs += !code.starts_with("=") && !code.starts_with("~");
+    }
+    if (inputs != op.getNumOperands()) {
+      op.emitOpError() << "has " << inputs
+                       << " input constraint(s) for its "
+                       << op.getNumOperands() << " operand(s)";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
 /// Checks the launch-bound attributes of the functions in `module` that the
 /// translation to LLVM IR reads as unsigned thread and cluster counts: a
 /// negative one is an error there without a location ("can't parse integer
@@ -353,6 +415,7 @@ LogicalResult lowering::checkTargets(Operation *root) {
                    failed(checkModuleTopLevel(module)) ||
                    failed(checkLaunchBounds(module)) ||
                    failed(checkGlobalAddressSpaces(module)) ||
+                   failed(checkInlineAsm(module)) ||
                    failed(checkModuleTypes(module))
                ? WalkResult::interrupt()
                : WalkResult::advance();
