@@ -23,6 +23,10 @@ graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the ba
 `kvpipe.varlen.attention_varlen`, causal bottom-right as flash-attn's; `fa4` is FA4's
 `flash_attn_varlen_func`); `--seq-len` is then ignored.
 
+`--seq-q SQ` gives each sequence SQ queries against N keys, the causal mask bottom-right
+(flash-attn's: chunked prefill against a longer K/V); TFLOP/s of the visible pairs; cuDNN (SDPA's
+causal mask is top-left) is refused.
+
 `l2group=MIB` is the plan's choice with persistent kernels' tile tables
 (kvpipe.schedule) built for groups of MIB MiB of K/V instead of the default 24.
 
@@ -76,6 +80,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, nargs="+", default=[128])
     parser.add_argument("--seq-len", type=int, nargs="+", default=[8192])
+    parser.add_argument("--seq-q", type=int, default=None,
+                        help="queries per sequence (default: --seq-len), bottom-right causal")
     parser.add_argument("--causal", choices=["yes", "no", "both"], default="both")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--variant", action="append", default=None,
@@ -94,6 +100,9 @@ def main() -> int:
                                     or "cudnn" in variants):
         parser.error("--window LEFT (>= 0) goes with --causal yes, the forward and no cudnn "
                      "variant")
+    if args.seq_q is not None and (args.seq_q < 1 or "cudnn" in variants or args.backward
+                                   or args.window is not None or args.varlen):
+        parser.error("--seq-q (>= 1) goes with the forward of a plain mask and no cudnn variant")
     # kvpipe.attention's and FA4's arguments for the window (none without one).
     window = {} if args.window is None else {"window_size": (args.window, 0)}
     if args.backward and any(v.startswith("+") for v in variants):
@@ -179,11 +188,17 @@ def main() -> int:
     for d in args.head_dim:
         for n in args.seq_len:
             b = max(1, 16384 // n) * 2
+            sq = min(args.seq_q or n, n)
+            # Fewer queries than keys: the diagonal at the end (flash-attn's).
+            alignment = {"mask_alignment": "bottom_right"} if sq != n else {}
             for causal in causals:
-                q, k, v = (torch.randn(b, 16, n, d, dtype=torch.bfloat16, device="cuda")
-                           for _ in range(3))
+                q = torch.randn(b, 16, sq, d, dtype=torch.bfloat16, device="cuda")
+                k, v = (torch.randn(b, 16, n, d, dtype=torch.bfloat16, device="cuda")
+                        for _ in range(2))
+                pairs = (sq * (n - sq) + sq * (sq + 1) / 2 if causal else sq * n)
                 flops = 4 * b * 16 * d * (_visible_pairs(n, causal, args.window)
                                           if args.window is not None
+                                          else pairs if sq != n
                                           else n * n / (2 if causal else 1))
                 if args.backward:
                     fns = _backward_fns(variants, q, k, v, causal)
@@ -211,16 +226,18 @@ def main() -> int:
 
                         fns.append(grouped)
                     elif text.startswith("+"):  # the plan's choice and these
-                        tuning = {**prefill_plan(d, d, causal, "top_left", bool(window), False,
-                                                 False, n, n, {}),
+                        tuning = {**prefill_plan(d, d, causal, alignment.get(
+                                      "mask_alignment", "top_left"), bool(window), False,
+                                      False, sq, n, {}),
                                   **_tuning(text[1:].split(","))}
                         fns.append(lambda tuning=tuning: kvpipe.attention(
-                            q, k, v, causal=causal, **window, **tuning))
+                            q, k, v, causal=causal, **window, **alignment, **tuning))
                     else:
                         tuning = _tuning(text.split(",") if text else [])
                         fns.append(lambda tuning=tuning: kvpipe.attention(
-                            q, k, v, causal=causal, **window, **tuning))
-                time_row([str(d), str(n), str(b), "yes" if causal else "no"], fns, flops)
+                            q, k, v, causal=causal, **window, **alignment, **tuning))
+                label = str(n) if sq == n else f"{sq} x {n}"
+                time_row([str(d), label, str(b), "yes" if causal else "no"], fns, flops)
                 del q, k, v
     header = ("| D | N | B | causal | " + labels[0] + " TFLOP/s | "
               + " | ".join(f"{label} (ratio to {labels[0]}: median, range)" for label in labels[1:])
