@@ -111,6 +111,12 @@ def default_grid() -> List[Case]:
               Case("f16", 128, True, 1, 2, 2, 4133, 4133, "bshd"),
               Case("bf16", 64, True, 1, 2, 2, 300, 4200),
               Case("bf16", 64, True, 3, 4, 2, 4700, 4700, "bshd")]
+    # Chunked prefill (fewer queries than keys, bottom-right causal): the
+    # plan's kernels past 4k keys at head dim 64 (persistent on the tile
+    # table) and at head dim 128 (R2P masks and the late retire).
+    cases += [Case("bf16", 64, True, 2, 4, 2, 700, 5000, alignment="bottom_right"),
+              Case("f16", 128, True, 1, 4, 2, 1000, 4500, "bshd", alignment="bottom_right"),
+              Case("bf16", 128, True, 2, 2, 1, 129, 333, alignment="bottom_right")]
     # Non-causal ones past the plan's 1k at head dim 128 (its 192 x 80 tiles)
     # and at head dim 64 (the persistent kernels that skip the idle
     # warpgroups up to 4k, with the row sums past it).

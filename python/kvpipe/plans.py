@@ -204,6 +204,21 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {128: _SOFTMAX_LEVERS}
 
 
+#: The tuning of causal launches with fewer queries than keys and the
+#: diagonal at the end (mask_alignment "bottom_right": chunked prefill
+#: against a longer K/V; equal lengths are top-left, launched_mask), by head
+#: dim: (longest S_kv or None, tuning) as PREFILL_PLAN's. H100, session 23
+#: call 19 (scripts/gpu/ab.py --seq-q 2048, 8k and 16k keys, 7 rounds, FA4
+#: in the same rounds): D 64 persistent with Q's ring, the tile table and the
+#: mask levers +15 / +10 % over the defaults (1.01 / 0.97x FA4, the defaults
+#: 0.89x); D 128 the mask levers +9-10 % (1.00-1.01x FA4, the defaults 0.92x).
+BOTTOM_RIGHT_PLAN: Dict[int, Tuple[Tuple[Optional[int], Dict[str, Any]], ...]] = {
+    64: ((4096, {}),
+         (None, {"persistent": True, "q_stages": 2, "tile_table": True, **_MASK_LEVERS})),
+    128: ((None, _MASK_LEVERS),),
+}
+
+
 #: The tuning of packed variable-length launches (kvpipe.varlen; no
 #: window, no modifiers, V's head dim Q's), by (head dim, causal), at any
 #: lengths: the levers that need no persistent grid (the varlen kernels have
@@ -235,17 +250,19 @@ def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignmen
     """The tuning of a forward launch: ``tuning`` as given when it is not
     empty (the caller chose); else, with modifiers, MODIFIER_PLAN's for the
     head dim; with a sliding window, WINDOW_PLAN's; for the plain kernels
-    PREFILL_PLAN's choice for the sequences' length; else none (the head
-    dim's defaults)."""
+    PREFILL_PLAN's choice for the sequences' length (BOTTOM_RIGHT_PLAN's for
+    a causal mask at the end of the keys); else none (the head dim's
+    defaults)."""
     if tuning or kv_lengths or value_head_dim != head_dim:
         return tuning
     if modifiers:
         return dict(MODIFIER_PLAN.get(head_dim, tuning))
     if sliding_window:
         return dict(WINDOW_PLAN.get(head_dim, tuning))
+    entries = PREFILL_PLAN.get((head_dim, causal), ())
     if causal and mask_alignment != "top_left":
-        return tuning
-    for longest, planned in PREFILL_PLAN.get((head_dim, causal), ()):
+        entries = BOTTOM_RIGHT_PLAN.get(head_dim, ())
+    for longest, planned in entries:
         if longest is None or max(seq_q, seq_kv) <= longest:
             return dict(planned)
     return tuning

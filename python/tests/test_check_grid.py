@@ -84,11 +84,19 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     # chose, the other masks, KV lengths and other head dims keep their
     # defaults.
     assert plan(64, tuning={"block_n": 64}) == {"block_n": 64}
-    for kwargs in ({"causal": False}, {"alignment": "bottom_right"}, {"lengths": True},
+    for kwargs in ({"causal": False}, {"lengths": True},
                    {"mods": True}, {"window": True, "lengths": True},
                    {"window": True, "mods": True}, {"window": True, "tuning": {"block_n": 64}}):
         if kwargs != {"causal": False}:
             assert plan(64, sq=4100, **kwargs) == kwargs.get("tuning", {}), kwargs
+    # Bottom-right causal (fewer queries than keys): the chunked-prefill
+    # plan, by the keys' length.
+    bottom = {"alignment": "bottom_right"}
+    assert plan(64, sq=2048, skv=8192, **bottom) == table
+    assert plan(64, sq=1000, skv=4096, **bottom) == {}
+    assert plan(128, sq=2048, skv=16384, **bottom) == mask_levers == plan(128, sq=5, skv=99,
+                                                                         **bottom)
+    assert plan(96, sq=2048, skv=8192, **bottom) == {}
     # Modifiers: the softmax levers at head dim 128, with any mask, window and
     # length; not with KV lengths, nor over the caller's tuning.
     for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"window": True},
