@@ -1,7 +1,9 @@
 """Which kernels a launch runs: the prefill plan (``prefill_plan``: the
 tuning of forward launches, as measured: ``PREFILL_PLAN`` for plain ones by
-head dim and sequence length, ``WINDOW_PLAN`` for sliding windows and
-``MODIFIER_PLAN`` for score/mask modifiers by head dim) and the decode plan
+head dim and sequence length, ``BOTTOM_RIGHT_PLAN`` for a causal diagonal at
+the end of longer keys (chunked prefill), ``WINDOW_PLAN`` for sliding windows
+and ``MODIFIER_PLAN`` for score/mask modifiers by head dim), the varlen plan
+(``varlen_plan``: ``VARLEN_PLAN`` for packed sequences) and the decode plan
 (``decode_plan``: split-KV
 and pack-GQA, FA3's heuristics ``num_splits_heuristic`` and
 ``should_pack_gqa``).
