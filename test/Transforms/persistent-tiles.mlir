@@ -72,14 +72,14 @@ func.func @tiles(%qmap: !qmap, %omap: !omap, %pq: !pq, %pad: index,
       // CHECK-NEXT:   scf.condition(%[[EXISTS]]) %[[ROUND]], %[[TILE]]
       //      CHECK: } do {
       // CHECK-NEXT: ^bb0(%[[R:.*]]: index, %[[T:.*]]: index, %[[S:.*]]: !kvpipe.pipeline<{{.*}}>):
+      // CHECK-NEXT:   %[[ONE:.*]] = arith.constant 1 : index
+      // CHECK-NEXT:   %[[NEXTROUND:.*]] = arith.addi %[[R]], %[[ONE]] : index
       // CHECK-NEXT:   %[[YZ:.*]] = arith.divui %[[T]], %[[NQ]] : index
       // CHECK-NEXT:   %[[Z:.*]] = arith.divui %[[YZ]], %[[HEADS]] : index
       // CHECK-NEXT:   %[[Y:.*]] = arith.remui %[[YZ]], %[[HEADS]] : index
       // CHECK-NEXT:   %[[X:.*]] = arith.remui %[[T]], %[[NQ]] : index
       // CHECK-NEXT:   %[[C128:.*]] = arith.constant 128 : index
       // CHECK-NEXT:   %[[ROW:.*]] = arith.muli %[[X]], %[[C128]] : index
-      // CHECK-NEXT:   %[[ONE:.*]] = arith.constant 1 : index
-      // CHECK-NEXT:   %[[NEXTROUND:.*]] = arith.addi %[[R]], %[[ONE]] : index
       // CHECK-NEXT:   kvpipe.producer_acquire %[[S]]
       //      CHECK:   kvpipe.tma_load %{{.*}}[%[[Z]], %[[Y]], %[[ROW]], %{{.*}}]
       //      CHECK:   %[[NEXT:.*]] = kvpipe.step %[[S]]

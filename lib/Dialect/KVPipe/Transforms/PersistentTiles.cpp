@@ -370,13 +370,10 @@ void loopOverTiles(RewriterBase &rewriter, ForEachTileOp loop, TileOp tile,
       &whileOp.getAfter(), whileOp.getAfter().end(), types, locs);
   Value sizeX = tile.getSizeX(), sizeY = tile.getSizeY();
   Value current = after->getArgument(1);
-  Value nextRound, next;
-  if (schedule) {
-    // The next round's entry, loaded before this tile's work.
-    nextRound =
-        arith::AddIOp::create(rewriter, loc, after->getArgument(0), index(1));
-    next = scheduled(nextRound);
-  }
+  Value nextRound =
+      arith::AddIOp::create(rewriter, loc, after->getArgument(0), index(1));
+  // The next round's entry, loaded before this tile's work.
+  Value next = schedule ? scheduled(nextRound) : Value();
   Value yz = arith::DivUIOp::create(rewriter, loc, current, sizeX);
   Value z = arith::DivUIOp::create(rewriter, loc, yz, sizeY);
   Value y = arith::RemUIOp::create(rewriter, loc, yz, sizeY);
@@ -388,9 +385,6 @@ void loopOverTiles(RewriterBase &rewriter, ForEachTileOp loop, TileOp tile,
   SmallVector<Value> values = llvm::map_to_vector(
       cast<YieldOp>(tile.getBodyBlock().getTerminator()).getValues(),
       [&](Value v) { return mapping.lookupOrDefault(v); });
-  if (!schedule)
-    nextRound =
-        arith::AddIOp::create(rewriter, loc, after->getArgument(0), index(1));
 
   // The region's yield is read after the merge: it may yield the region's
   // arguments, which the merge replaces.
