@@ -27,6 +27,10 @@ graph; B·N = 32k, TFLOP/s of 2.5x the forward's FLOPs); its variants are the ba
 (flash-attn's: chunked prefill against a longer K/V); TFLOP/s of the visible pairs; cuDNN (SDPA's
 causal mask is top-left) is refused.
 
+`--paged PAGE` runs kvpipe.paged.paged_attention instead, K/V in a cache of PAGE-row pages with a
+shuffled block table (every sequence N keys), bottom-right causal; with `--seq-q` the chunked
+prefill of a paged cache. Variants are its tuning; no peers.
+
 `l2group=MIB` is the plan's choice with persistent kernels' tile tables
 (kvpipe.schedule) built for groups of MIB MiB of K/V instead of the default 24.
 
@@ -76,10 +80,39 @@ def _backward_fns(variants: List[str], q: Any, k: Any, v: Any, causal: bool) -> 
     return fns
 
 
+def _paged_fns(variants: List[str], q: Any, k: Any, v: Any, causal: bool,
+               page: int) -> List[Any]:
+    """paged_attention of each variant's tuning, K and V copied into a cache
+    of ``page``-row pages with a shuffled block table (bottom-right causal)."""
+    import torch
+
+    from kvpipe.__main__ import _tuning
+    from kvpipe.paged import paged_attention
+
+    b, h, n, d = k.shape
+    per_sequence = -(-n // page)
+    order = torch.randperm(b * per_sequence, device=k.device)
+    table = order.view(b, per_sequence).to(torch.int32)
+    caches = []
+    for t in (k, v):
+        cache = torch.zeros(b * per_sequence, page, h, d, dtype=t.dtype, device=t.device)
+        padded = torch.zeros(b, per_sequence * page, h, d, dtype=t.dtype, device=t.device)
+        padded[:, :n] = t.transpose(1, 2)
+        cache[order] = padded.view(b * per_sequence, page, h, d)
+        caches.append(cache)
+    lengths = torch.full((b,), n, dtype=torch.int32, device=k.device)
+    qt = q.transpose(1, 2).contiguous()
+    return [lambda tuning=_tuning(text.split(",") if text else []): paged_attention(
+                qt, caches[0], caches[1], table, lengths, causal=causal, **tuning)
+            for text in variants]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, nargs="+", default=[128])
     parser.add_argument("--seq-len", type=int, nargs="+", default=[8192])
+    parser.add_argument("--paged", type=int, default=None,
+                        help="K/V in a paged cache of this many rows per page (forward)")
     parser.add_argument("--seq-q", type=int, default=None,
                         help="queries per sequence (default: --seq-len), bottom-right causal")
     parser.add_argument("--causal", choices=["yes", "no", "both"], default="both")
@@ -103,6 +136,10 @@ def main() -> int:
     if args.seq_q is not None and (args.seq_q < 1 or "cudnn" in variants or args.backward
                                    or args.window is not None or args.varlen):
         parser.error("--seq-q (>= 1) goes with the forward of a plain mask and no cudnn variant")
+    if args.paged is not None and (args.backward or args.window is not None or args.varlen
+                                   or any(v in ("cudnn", "fa4") or v.startswith(("+", "l2"))
+                                          for v in variants)):
+        parser.error("--paged goes with the forward of a plain mask and tuning variants only")
     # kvpipe.attention's and FA4's arguments for the window (none without one).
     window = {} if args.window is None else {"window_size": (args.window, 0)}
     if args.backward and any(v.startswith("+") for v in variants):
@@ -203,9 +240,11 @@ def main() -> int:
                 if args.backward:
                     fns = _backward_fns(variants, q, k, v, causal)
                     flops *= 2.5
+                elif args.paged is not None:
+                    fns = _paged_fns(variants, q, k, v, causal, args.paged)
                 else:
                     fns = []
-                for text in variants if not args.backward else ():
+                for text in variants if not args.backward and args.paged is None else ():
                     if text == "cudnn":
                         fns.append(lambda attend=_sdpa("cudnn", causal): attend(q, k, v))
                     elif text == "fa4":
