@@ -441,6 +441,58 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 
 // -----
 
+// The same with a static trip count that fills the one-slot ring twice and
+// known threads: a deadlock.
+!p = !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %ra = scf.for %i = %c0 to %c2 step %c1 iter_args(%s = %a) -> (!p) {
+          // expected-error-re @below {{'kvpipe.producer_acquire' op fills more than 'kv_stages' = 1 slots in its loop before the signals after it (a deadlock): the acquire of a refilled slot waits for the release of the slot 1 before it, which runs only after an op that runs after the whole loop (sub-stage 0 of pipeline created at {{.*}})}}
+          kvpipe.producer_acquire %s : !p
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+        kvpipe.producer_acquire %b : !p
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        // expected-note @below {{which this 'consumer_wait'}}
+        kvpipe.consumer_wait %b : !p
+        %b1 = kvpipe.consumer_release %b, %true : !p
+        %ra = scf.for %i = %c0 to %c2 step %c1 iter_args(%s = %a) -> (!p) {
+          kvpipe.consumer_wait %s : !p
+          // expected-note @below {{then this 'consumer_release'}}
+          %t = kvpipe.consumer_release %s, %true : !p
+          scf.yield %t : !p
+        }
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
 // Corrected: the consumer takes A before B (the release of each slot of A
 // waits only for that slot's commit), or the loop fills at most kv_stages
 // slots (one iteration of a one-slot ring: its acquire never refills).

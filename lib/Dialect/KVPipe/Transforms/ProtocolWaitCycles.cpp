@@ -225,14 +225,12 @@ void ProtocolChecker::checkWaitCycles() {
   // The loop whose iterations advance `pipeline` around `op` (the innermost
   // scf.for or scf.while carrying one of its states), if any.
   auto ringLoopOf = [&](Operation *op, Value pipeline) -> Operation * {
-  for (Operation *at = op->getParentOp();
-       at && !isa<FunctionOpInterface>(at); at = at->getParentOp())
-    if (isa<scf::ForOp, scf::WhileOp>(at) && carries(at, pipeline))
-      return at;
+    for (Operation *at = op->getParentOp(); at && !isa<FunctionOpInterface>(at);
+         at = at->getParentOp())
+      if (isa<scf::ForOp, scf::WhileOp>(at) && carries(at, pipeline))
+        return at;
     return nullptr;
   };
-  auto reportLoopOverfill = [&](const CycleGraph &graph,
-                                ArrayRef<CycleNode> nodes) -> bool {
   // In a loop, the acquire of iteration i >= kv_stages waits for the
   // release of iteration i - kv_stages, whose slot the checker does not
   // match; a cycle through such an edge with every other edge in the same
@@ -242,98 +240,135 @@ void ProtocolChecker::checkWaitCycles() {
   // iteration's acquire, so if a release of the ring waits (through other
   // pipelines) for such an op, the acquire of a refilled slot waits for
   // itself once the loop fills more than kv_stages slots (the producer fills
-  // A n times, then B; the consumer takes B, then A).
-  unsigned size = nodes.size();
-  for (unsigned a = 0; a < size; ++a) {
-    const CycleNode &acquire = nodes[a];
-    if (acquire.call || !isa<ProducerAcquireOp>(acquire.op))
-      continue;
-    Operation *loop = ringLoopOf(acquire.op, acquire.pipeline);
-    if (!loop)
-      continue;
-    int64_t stages =
-        cast<PipelineType>(acquire.state().getType()).getKvStages();
-    // A loop from the ring's first slot that cannot pass kv_stages slots
-    // never refills one.
-    if (std::optional<int64_t> trips = getTripCount(loop)) {
-      std::optional<int64_t> perIteration;
-      for (auto [position, carried] :
-           llvm::enumerate(PipelineFlow::getCarriedStates(loop)))
-        if (carried && flow.getPipeline(carried) == acquire.pipeline)
-          perIteration = flow.getAdvancePerIteration(loop, position);
-      auto forOp = cast<scf::ForOp>(loop);
-      bool fromFirst = false;
-      for (auto [init, carried] :
-           llvm::zip(forOp.getInitArgs(), PipelineFlow::getCarriedStates(loop)))
-        if (carried && flow.getPipeline(carried) == acquire.pipeline)
-          if (std::optional<StateAdvance> advance =
-                  flow.traceAdvance(init, forOp->getParentOfType<FunctionOpInterface>()))
-            fromFirst = advance->base.getDefiningOp<CreateOp>() &&
-                        advance->slots == 0;
-      if (fromFirst && perIteration && *trips * *perIteration <= stages)
+  // A n times, then B; the consumer takes B, then A). A deadlock (an error)
+  // where the loop is an scf.for from the ring's first slot whose static
+  // trip count fills more than kv_stages slots and the path's edges are
+  // definite (known threads, known slots outside loops); unproven where the
+  // trip count is not known.
+  auto reportLoopOverfill = [&](const CycleGraph &graph,
+                                ArrayRef<CycleNode> nodes,
+                                const llvm::BitVector &threadsKnown) -> bool {
+    unsigned size = nodes.size();
+    // The path from acquire `a` to a release of its ring reached after
+    // leaving `loop` (without `a`, last node first), or none; with
+    // `definiteOnly`, through definite edges only.
+    auto searchPath = [&](unsigned a, Operation *loop,
+                          bool definiteOnly) -> SmallVector<unsigned> {
+      const CycleNode &acquire = nodes[a];
+      SmallVector<llvm::BitVector> seen(2, llvm::BitVector(size));
+      SmallVector<std::pair<unsigned, bool>> queue = {{a, false}};
+      SmallVector<std::pair<unsigned, bool>> parent(2 * size, {~0u, false});
+      seen[0].set(a);
+      std::optional<unsigned> found;
+      for (unsigned head = 0; head < queue.size() && !found; ++head) {
+        auto [n, left] = queue[head];
+        auto push = [&](unsigned to, bool leaves) {
+          if (seen[leaves][to])
+            return;
+          seen[leaves].set(to);
+          parent[to * 2 + leaves] = {n, left};
+          queue.push_back({to, leaves});
+          const CycleNode &node = nodes[to];
+          if (leaves && !node.call && isa<ConsumerReleaseOp>(node.op) &&
+              node.pipeline == acquire.pipeline && node.stage == acquire.stage)
+            found = to;
+        };
+        for (int to = graph.after[n].find_first(); to >= 0 && !found;
+             to = graph.after[n].find_next(to))
+          if (!definiteOnly || (threadsKnown[n] && threadsKnown[to]))
+            push(unsigned(to), left || (loop->isProperAncestor(nodes[n].op) &&
+                                        !loop->isProperAncestor(nodes[to].op)));
+        for (const CycleEdge &edge : graph.cross[n])
+          if (!found && (!definiteOnly || edge.definite))
+            push(edge.to, left);
+      }
+      SmallVector<unsigned> path;
+      if (!found)
+        return path;
+      for (std::pair<unsigned, bool> at = {*found, true};
+           at.first != a || at.second; at = parent[at.first * 2 + at.second])
+        path.push_back(at.first);
+      return path;
+    };
+    for (unsigned a = 0; a < size; ++a) {
+      const CycleNode &acquire = nodes[a];
+      if (acquire.call || !isa<ProducerAcquireOp>(acquire.op))
         continue;
-    }
-    // Search (node, left the loop) from the acquire for a release of its
-    // ring reached after leaving the loop.
-    SmallVector<llvm::BitVector> seen(2, llvm::BitVector(size));
-    SmallVector<std::pair<unsigned, bool>> queue = {{a, false}};
-    SmallVector<std::pair<unsigned, bool>> parent(2 * size, {~0u, false});
-    seen[0].set(a);
-    std::optional<unsigned> found;
-    for (unsigned head = 0; head < queue.size() && !found; ++head) {
-      auto [n, left] = queue[head];
-      auto push = [&](unsigned to, bool leaves) {
-        if (seen[leaves][to])
-          return;
-        seen[leaves].set(to);
-        parent[to * 2 + leaves] = {n, left};
-        queue.push_back({to, leaves});
-        const CycleNode &node = nodes[to];
-        if (leaves && !node.call && isa<ConsumerReleaseOp>(node.op) &&
-            node.pipeline == acquire.pipeline && node.stage == acquire.stage)
-          found = to;
-      };
-      for (int to = graph.after[n].find_first(); to >= 0 && !found;
-           to = graph.after[n].find_next(to))
-        push(unsigned(to), left || (loop->isProperAncestor(nodes[n].op) &&
-                                    !loop->isProperAncestor(nodes[to].op)));
-      for (const CycleEdge &edge : graph.cross[n])
-        if (!found)
-          push(edge.to, left);
-    }
-    if (!found)
-      continue;
-    SmallVector<unsigned> path;
-    for (std::pair<unsigned, bool> at = {*found, true}; at.first != a || at.second;
-         at = parent[at.first * 2 + at.second])
-      path.push_back(at.first);
-    InFlightDiagnostic diag = unproven(acquire.op);
-    diag << "that the loop fills at most 'kv_stages' = " << stages
-         << " slots before the signals after it: the acquire of a refilled "
-            "slot waits for the release of the slot "
-         << stages << " before it, which runs only after an op that runs "
-         << "after the whole loop" << where(acquire.state(), acquire.stage);
-    for (unsigned n : llvm::reverse(path)) {
-      const CycleNode &node = nodes[n];
-      if (node.call)
-        diag.attachNote(node.op->getLoc())
-            << (node.waits ? "which this call waits for: its helper waits "
-                             "on a pipeline it is passed"
-                           : "then this call, whose helper commits to a "
-                             "pipeline it is passed");
-      else if (node.waits)
-        diag.attachNote(node.op->getLoc())
-            << "which this '" << node.op->getName().stripDialect() << "' of "
-            << flow.describe(node.state()) << " waits for";
+      Operation *loop = ringLoopOf(acquire.op, acquire.pipeline);
+      if (!loop)
+        continue;
+      int64_t stages =
+          cast<PipelineType>(acquire.state().getType()).getKvStages();
+      // Whether a loop from the ring's first slot passes kv_stages slots:
+      // one that cannot never refills a slot.
+      std::optional<bool> overfills;
+      if (std::optional<int64_t> trips = getTripCount(loop)) {
+        std::optional<int64_t> perIteration;
+        for (auto [position, carried] :
+             llvm::enumerate(PipelineFlow::getCarriedStates(loop)))
+          if (carried && flow.getPipeline(carried) == acquire.pipeline)
+            perIteration = flow.getAdvancePerIteration(loop, position);
+        auto forOp = cast<scf::ForOp>(loop);
+        bool fromFirst = false;
+        for (auto [init, carried] : llvm::zip(
+                 forOp.getInitArgs(), PipelineFlow::getCarriedStates(loop)))
+          if (carried && flow.getPipeline(carried) == acquire.pipeline)
+            if (std::optional<StateAdvance> advance = flow.traceAdvance(
+                    init, forOp->getParentOfType<FunctionOpInterface>()))
+              fromFirst = advance->base.getDefiningOp<CreateOp>() &&
+                          advance->slots == 0;
+        if (fromFirst && perIteration)
+          overfills = *trips * *perIteration > stages;
+      }
+      if (overfills == false)
+        continue;
+      SmallVector<unsigned> path;
+      bool definite = overfills && threadsKnown[a];
+      if (definite)
+        path = searchPath(a, loop, /*definiteOnly=*/true);
+      if (path.empty()) {
+        definite = false;
+        path = searchPath(a, loop, /*definiteOnly=*/false);
+      }
+      if (path.empty())
+        continue;
+      InFlightDiagnostic diag =
+          definite ? error(acquire.op) : unproven(acquire.op);
+      if (definite)
+        diag << "fills more than 'kv_stages' = " << stages
+             << " slots in its loop before the signals after it (a "
+                "deadlock): the acquire of a refilled slot waits for the "
+                "release of the slot "
+             << stages << " before it, which runs only after an op that "
+             << "runs after the whole loop";
       else
-        diag.attachNote(node.op->getLoc())
-            << "then this '" << node.op->getName().stripDialect() << "' of "
-            << flow.describe(node.state())
-            << " runs after it on the same threads";
+        diag << "that the loop fills at most 'kv_stages' = " << stages
+             << " slots before the signals after it: the acquire of a "
+                "refilled slot waits for the release of the slot "
+             << stages << " before it, which runs only after an op that "
+             << "runs after the whole loop";
+      diag << where(acquire.state(), acquire.stage);
+      for (unsigned n : llvm::reverse(path)) {
+        const CycleNode &node = nodes[n];
+        if (node.call)
+          diag.attachNote(node.op->getLoc())
+              << (node.waits ? "which this call waits for: its helper waits "
+                               "on a pipeline it is passed"
+                             : "then this call, whose helper commits to a "
+                               "pipeline it is passed");
+        else if (node.waits)
+          diag.attachNote(node.op->getLoc())
+              << "which this '" << node.op->getName().stripDialect() << "' of "
+              << flow.describe(node.state()) << " waits for";
+        else
+          diag.attachNote(node.op->getLoc())
+              << "then this '" << node.op->getName().stripDialect() << "' of "
+              << flow.describe(node.state())
+              << " runs after it on the same threads";
+      }
+      return true;
     }
-    return true;
-  }
-  return false;
+    return false;
   };
   auto uniform = [&](Value v) { return isUniform(v); };
   DenseMap<Operation *, CallSummary> summaries;
@@ -567,7 +602,11 @@ void ProtocolChecker::checkWaitCycles() {
               }))
             graph.cross[call.signals].push_back({other.waits, false});
     }
-    if (reportLoopOverfill(graph, nodes))
+    llvm::BitVector threadsKnown(size);
+    for (unsigned n = 0; n < size; ++n)
+      if (threadSet[n] >= 0 && threadSets[threadSet[n]])
+        threadsKnown.set(n);
+    if (reportLoopOverfill(graph, nodes, threadsKnown))
       return;
     SmallVector<unsigned> cycle = findCycle(graph, nodes, /*definiteOnly=*/true);
     bool definite = !cycle.empty();
