@@ -222,6 +222,25 @@ static SmallVector<unsigned> findCycle(const CycleGraph &graph,
 }
 
 void ProtocolChecker::checkWaitCycles() {
+  // A note at one op of a wait-for path: what the previous op waits for, or
+  // what runs after it.
+  auto attachPathNote = [&](InFlightDiagnostic &diag, const CycleNode &node) {
+    if (node.call)
+      diag.attachNote(node.op->getLoc())
+          << (node.waits ? "which this call waits for: its helper waits on "
+                           "a pipeline it is passed"
+                         : "then this call, whose helper commits to a "
+                           "pipeline it is passed");
+    else if (node.waits)
+      diag.attachNote(node.op->getLoc())
+          << "which this '" << node.op->getName().stripDialect() << "' of "
+          << flow.describe(node.state()) << " waits for";
+    else
+      diag.attachNote(node.op->getLoc())
+          << "then this '" << node.op->getName().stripDialect() << "' of "
+          << flow.describe(node.state())
+          << " runs after it on the same threads";
+  };
   // The loop whose iterations advance `pipeline` around `op` (the innermost
   // scf.for or scf.while carrying one of its states), if any.
   auto ringLoopOf = [&](Operation *op, Value pipeline) -> Operation * {
@@ -348,24 +367,8 @@ void ProtocolChecker::checkWaitCycles() {
              << stages << " before it, which runs only after an op that "
              << "runs after the whole loop";
       diag << where(acquire.state(), acquire.stage);
-      for (unsigned n : llvm::reverse(path)) {
-        const CycleNode &node = nodes[n];
-        if (node.call)
-          diag.attachNote(node.op->getLoc())
-              << (node.waits ? "which this call waits for: its helper waits "
-                               "on a pipeline it is passed"
-                             : "then this call, whose helper commits to a "
-                               "pipeline it is passed");
-        else if (node.waits)
-          diag.attachNote(node.op->getLoc())
-              << "which this '" << node.op->getName().stripDialect() << "' of "
-              << flow.describe(node.state()) << " waits for";
-        else
-          diag.attachNote(node.op->getLoc())
-              << "then this '" << node.op->getName().stripDialect() << "' of "
-              << flow.describe(node.state())
-              << " runs after it on the same threads";
-      }
+      for (unsigned n : llvm::reverse(path))
+        attachPathNote(diag, nodes[n]);
       return true;
     }
     return false;
@@ -640,21 +643,7 @@ void ProtocolChecker::checkWaitCycles() {
       const CycleNode &before = nodes[cycle[k - 1]];
       if (node.call && !node.waits && before.call && before.op == node.op)
         continue;
-      if (node.call)
-        diag.attachNote(node.op->getLoc())
-            << (node.waits ? "which this call waits for: its helper waits on "
-                             "a pipeline it is passed"
-                           : "then this call, whose helper commits to a "
-                             "pipeline it is passed");
-      else if (node.waits)
-        diag.attachNote(node.op->getLoc())
-            << "which this '" << node.op->getName().stripDialect() << "' of "
-            << flow.describe(node.state()) << " waits for";
-      else
-        diag.attachNote(node.op->getLoc())
-            << "then this '" << node.op->getName().stripDialect() << "' of "
-            << flow.describe(node.state())
-            << " runs after it on the same threads";
+      attachPathNote(diag, node);
     }
   });
 }
