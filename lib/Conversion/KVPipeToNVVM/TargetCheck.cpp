@@ -315,16 +315,40 @@ std::string badAsmConstraint(StringRef code) {
   return "";
 }
 
-/// Checks the constraint strings of the `llvm.inline_asm` ops in `module`:
-/// each comma-separated constraint well formed (badAsmConstraint), and one
-/// input constraint per operand.
+/// The operand numbers an inline-asm string refers to (`$N`, `${N}`,
+/// `${N:modifier}`; `$$` is a dollar sign).
+SmallVector<unsigned> asmOperandReferences(StringRef text) {
+  SmallVector<unsigned> refs;
+  for (size_t i = 0; i + 1 < text.size(); ++i) {
+    if (text[i] != '$')
+      continue;
+    if (text[i + 1] == '$') {
+      ++i;
+      continue;
+    }
+    size_t at = i + 1 + (text[i + 1] == '{');
+    size_t end = at;
+    while (end < text.size() && llvm::isDigit(text[end]))
+      ++end;
+    unsigned number;
+    if (end > at && !text.slice(at, end).getAsInteger(10, number))
+      refs.push_back(number);
+    i = end - 1;
+  }
+  return refs;
+}
+
+/// Checks the `llvm.inline_asm` ops in `module`: each comma-separated
+/// constraint well formed (badAsmConstraint), one input constraint per
+/// operand, ties to outputs that exist, and `$N` in the string naming an
+/// operand (NVPTX crashes on the others).
 LogicalResult checkInlineAsm(gpu::GPUModuleOp module) {
   WalkResult result = module.walk([&](LLVM::InlineAsmOp op) {
     SmallVector<StringRef> codes;
     StringRef constraints = op.getConstraints();
     if (!constraints.empty())
       constraints.split(codes, ',');
-    unsigned inputs = 0;
+    unsigned inputs = 0, outputs = 0;
     for (StringRef code : codes) {
       std::string why = badAsmConstraint(code);
       if (!why.empty()) {
@@ -332,6 +356,7 @@ LogicalResult checkInlineAsm(gpu::GPUModuleOp module) {
                          << "', which NVPTX cannot emit: " << why;
         return WalkResult::interrupt();
       }
+      outputs += code.starts_with("=");
       inputs += !code.starts_with("=") && !code.starts_with("~");
     }
     if (inputs != op.getNumOperands()) {
@@ -340,6 +365,22 @@ LogicalResult checkInlineAsm(gpu::GPUModuleOp module) {
                        << op.getNumOperands() << " operand(s)";
       return WalkResult::interrupt();
     }
+    for (StringRef code : codes) {
+      unsigned tied;
+      if (!code.starts_with("=") && !code.getAsInteger(10, tied) &&
+          tied >= outputs) {
+        op.emitOpError() << "has the constraint '" << code
+                         << "', which ties to an output it does not have ("
+                         << outputs << " output(s))";
+        return WalkResult::interrupt();
+      }
+    }
+    for (unsigned ref : asmOperandReferences(op.getAsmString()))
+      if (ref >= outputs + inputs) {
+        op.emitOpError() << "refers to operand $" << ref << ", but has "
+                         << outputs + inputs << " (outputs, then inputs)";
+        return WalkResult::interrupt();
+      }
     return WalkResult::advance();
   });
   return failure(result.wasInterrupted());
