@@ -96,18 +96,19 @@ def normalise_window(window_size: Any, causal: bool) -> Tuple[int, int]:
 
 
 def launched_mask(causal: bool, mask_alignment: str, sliding_window: bool, seq_q: int,
-                  seq_kv: int, kv_lengths: bool) -> Tuple[bool, str]:
+                  seq_kv: int, per_sequence_lengths: bool) -> Tuple[bool, str]:
     """``(causal, mask_alignment)`` of the kernel a forward launch takes for
-    its masks: one bottom-right query sees every key (the plain kernel), no
-    mask is the top-left kernel, and bottom-right on equal lengths is
-    top-left (the same diagonal; the prefill plan's kernels). Per-batch KV
-    lengths move the diagonal per batch: their alignment stays."""
+    its masks: no mask is the top-left kernel, one bottom-right query sees
+    every key (the plain kernel), and bottom-right on equal lengths is
+    top-left (the same diagonal; the prefill plan's kernels). Lengths of
+    each sequence's own (``kv_lengths``, paged caches, packed varlen
+    sequences) move the diagonal per sequence: only the first rule holds."""
     if (causal and not sliding_window and seq_q == 1 and mask_alignment == "bottom_right"
-            and not kv_lengths):
+            and not per_sequence_lengths):
         causal = False
     if not causal and not sliding_window:
         mask_alignment = "top_left"
-    if mask_alignment == "bottom_right" and seq_q == seq_kv and not kv_lengths:
+    if mask_alignment == "bottom_right" and seq_q == seq_kv and not per_sequence_lengths:
         mask_alignment = "top_left"
     return causal, mask_alignment
 

@@ -370,13 +370,14 @@ def run_backward_case(case: VarlenCase, seed: int, way: str = "sequences",
 
 def _kernel_choice(case: VarlenCase) -> Tuple[bool, str, bool]:
     """(causal, mask_alignment, sliding_window) of the kernel attention_varlen
-    picks for the case (no mask: the top-left kernel)."""
-    from kvpipe.attention import normalise_window
+    picks for the case (kvpipe.attention.launched_mask)."""
+    from kvpipe.attention import launched_mask, normalise_window
 
     left, right = normalise_window(case.window, case.causal)
     window = left >= 0 or right >= 0
-    alignment = case.alignment if case.causal or window else "top_left"
-    return case.causal, alignment, window
+    causal, alignment = launched_mask(case.causal, case.alignment, window,
+                                      max(case.lengths_q), max(case.lengths_k), True)
+    return causal, alignment, window
 
 
 def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:

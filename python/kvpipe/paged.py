@@ -156,7 +156,7 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
         ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
     """
     from kvpipe.attention import (attention_split, check_scale_and_out, forward_outputs,
-                                  normalise_window)
+                                  launched_mask, normalise_window)
     from kvpipe.launch import (_kernel_for, _multiprocessors, device_launch, kernel_arguments,
                                launch_grid)
     from kvpipe.plans import _check_decode_args, launch_decode_plan
@@ -189,8 +189,8 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     if tuple(kv_lengths.stride()) != (1,):
         kv_lengths = kv_lengths.contiguous()
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
-    if not causal and not sliding_window:
-        mask_alignment = "top_left"  # no mask: one kernel for both alignments
+    causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window, sq,
+                                           pages_per_sequence * page_size, True)
     num_splits, pack, tuning = launch_decode_plan(
         b, hq, tuple(k_cache.shape)[2], sq, pages_per_sequence * page_size, d, vd, num_splits,
         pack_gqa, device_index, tuning)

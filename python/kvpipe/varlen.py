@@ -17,7 +17,7 @@ from kvpipe import modifiers as _modifiers
 from kvpipe._log import log
 from kvpipe.attention import (_PADDED_HEAD_DIMS, _attention_padded, _aux_arguments,
                               _check_masks, _check_modifier_lengths, _head_dim_padding,
-                              _needs_grad, check_aux_grad, checked_scale)
+                              _needs_grad, check_aux_grad, checked_scale, launched_mask)
 from kvpipe.backward import _check_backward_dims, _kernel_ready, attention_backward
 from kvpipe.plans import varlen_plan
 from kvpipe.launch import (_LOG2E, _backward_kernels, _kernel_for, backward_config_args,
@@ -285,8 +285,8 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         return (out, lse) if return_lse else out
     cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    if not causal and not sliding_window:
-        mask_alignment = "top_left"  # no mask: one kernel for both alignments
+    causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window,
+                                           max_seqlen_q, max_seqlen_k, True)
     tuning = varlen_plan(d, dv, causal, sliding_window, traced is not None, tuning)
     kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
                                dv if dv != d else None, mask_alignment, sliding_window, False),
