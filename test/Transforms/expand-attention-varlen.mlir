@@ -12,7 +12,7 @@
 // reads the four offsets, clamps the query rows to [0, total_q] (no store
 // can leave the output) and the key count to >= 0, and anchors the
 // bottom-right diagonal at its own lengths; a Q block past the sequence's
-// end visits no K/V block.
+// end visits no K/V block, and its CTA leaves at once.
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @packed {head_dim = 128 : i64, element_type = bf16, causal = true, mask_alignment = #kvpipe.mask_alignment<bottom_right>, varlen = true}
@@ -54,6 +54,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   %[[BLOCKS:.*]] = arith.ceildivui %{{.*}}, %c128 : index
 //       CHECK:   %[[INSIDE:.*]] = arith.cmpi slt, %[[QROW:.*]], %[[LENQ]] : index
 //       CHECK:   arith.select %[[INSIDE]], %[[BLOCKS]], %c0 : index
+// A Q block past its sequence's end has no work: the CTA leaves before its
+// barriers are made (the kernel's whole work is under the tile's flag).
+//       CHECK:   scf.if %[[INSIDE]] {
+//  CHECK-NEXT:     gpu.dynamic_shared_memory
+//       CHECK:     kvpipe.create
 // Q at the sequence's first row + the block's, batch 0 of the packed map;
 // K and V likewise.
 //       CHECK:   %[[QMAPROW:.*]] = arith.addi %[[QSTART]], %[[QROW]] : index

@@ -6,7 +6,8 @@
 // kvpipe.for_each_tile region runs once, on its iter_args; the results of
 // both are what their regions yield.
 // Values computed only for the tile sizes (which bound the persistent
-// loop, not this) are dropped.
+// loop, not this) are dropped. A tile without work skips the rest
+// (@idle_tile).
 
 !p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
 
@@ -82,4 +83,58 @@ func.func @one_scheduled_tile(%n: index, %table: !llvm.ptr<1>) {
     kvpipe.yield
   }
   return
+}
+
+// A tile that can say it has no work (`has_work`: its first value) puts
+// the kernel's work after it, barriers and all, under that flag: a CTA
+// without work leaves at once. The tile's values are computed first.
+func.func private @make() -> !p
+// CHECK-LABEL: func.func @idle_tile(
+//  CHECK-SAME:   %[[N:[^:]*]]: index, %[[LEN:[^:]*]]: index)
+//  CHECK-NEXT:   gpu.block_id z
+//  CHECK-NEXT:   gpu.block_id y
+//  CHECK-NEXT:   %[[X:.*]] = gpu.block_id x
+//  CHECK-NEXT:   %[[WORK:.*]] = arith.cmpi slt, %[[X]], %[[LEN]] : index
+//  CHECK-NEXT:   scf.if %[[WORK]] {
+//  CHECK-NEXT:     %[[P:.*]] = func.call @make()
+//  CHECK-NEXT:     func.call @work(%[[X]], %[[X]], %[[X]], %[[P]])
+//  CHECK-NEXT:     kvpipe.step %[[P]]
+//  CHECK-NEXT:     func.call @after
+//  CHECK-NEXT:   }
+//  CHECK-NEXT:   return
+func.func @idle_tile(%n: index, %len: index) {
+  %work, %x = kvpipe.tile in(%n, %n, %n) has_work {
+  ^bb0(%tx: index, %ty: index, %tz: index):
+    %inside = arith.cmpi slt, %tx, %len : index
+    kvpipe.yield %inside, %tx : i1, index
+  } -> i1, index
+  %p = func.call @make() : () -> !p
+  %done = kvpipe.for_each_tile iter_args(%p : !p) {
+  ^bb0(%s: !p):
+    func.call @work(%x, %x, %x, %s) : (index, index, index, !p) -> ()
+    %next = kvpipe.step %s : !p
+    kvpipe.yield %next : !p
+  } -> !p
+  func.call @after(%done) : (!p) -> ()
+  return
+}
+
+// Work whose values the function returns cannot go under the flag: the
+// tile is lowered as without it.
+// CHECK-LABEL: func.func @idle_tile_returning(
+//   CHECK-NOT:   scf.if
+//       CHECK:   return %{{.*}} : !kvpipe.pipeline
+func.func @idle_tile_returning(%n: index, %p: !p) -> !p {
+  %work, %x = kvpipe.tile in(%n, %n, %n) has_work {
+  ^bb0(%tx: index, %ty: index, %tz: index):
+    %inside = arith.cmpi slt, %tx, %n : index
+    kvpipe.yield %inside, %tx : i1, index
+  } -> i1, index
+  %done = kvpipe.for_each_tile iter_args(%p : !p) {
+  ^bb0(%s: !p):
+    func.call @work(%x, %x, %x, %s) : (index, index, index, !p) -> ()
+    %next = kvpipe.step %s : !p
+    kvpipe.yield %next : !p
+  } -> !p
+  return %done : !p
 }

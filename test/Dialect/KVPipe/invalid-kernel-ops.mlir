@@ -196,6 +196,18 @@ func.func @tile_values(%n: index) {
 
 // -----
 
+func.func @tile_work_flag(%n: index) {
+  // expected-error @+1 {{with 'has_work' must have an i1 first value (whether the tile has work)}}
+  %x, %w = kvpipe.tile in(%n, %n, %n) has_work {
+  ^bb0(%x: index, %y: index, %z: index):
+    %inside = arith.cmpi slt, %x, %n : index
+    kvpipe.yield %x, %inside : index, i1
+  } -> index, i1
+  return
+}
+
+// -----
+
 func.func @tile_side_effects(%n: index, %buffer: memref<4xindex>) {
   kvpipe.tile in(%n, %n, %n) {
   ^bb0(%x: index, %y: index, %z: index):

@@ -86,6 +86,24 @@ func.func @scheduled_tiles(%n: index, %table: !llvm.ptr<1>) {
   return
 }
 
+// A tile that says whether it has work (its first value).
+// CHECK-LABEL: func.func @tiles_with_work_flag(
+//       CHECK: %{{.*}}:2 = kvpipe.tile in(%{{.*}}, %{{.*}}, %{{.*}}) has_work {
+//       CHECK:   kvpipe.yield %{{.*}}, %{{.*}} : i1, index
+//       CHECK: } -> i1, index
+func.func @tiles_with_work_flag(%n: index) {
+  %work, %row = kvpipe.tile in(%n, %n, %n) has_work {
+  ^bb0(%x: index, %y: index, %z: index):
+    %inside = arith.cmpi slt, %x, %n : index
+    kvpipe.yield %inside, %x : i1, index
+  } -> i1, index
+  kvpipe.for_each_tile {
+    %sum = arith.addi %row, %row : index
+    kvpipe.yield
+  }
+  return
+}
+
 // CHECK-LABEL: func.func @softmax_step(
 //  CHECK-SAME:   %[[S:.*]]: vector<64xf32>, %[[C:.*]]: f32, %[[M0:.*]]: f32, %[[M1:.*]]: f32
 func.func @softmax_step(%s: vector<64xf32>, %c: f32, %m0: f32, %m1: f32)

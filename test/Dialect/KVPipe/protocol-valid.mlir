@@ -63,6 +63,56 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 
+  // The same ring in a CTA whose work is under a flag every thread computes
+  // alike (a tile without work leaves at once: `kvpipe.tile has_work`): the
+  // whole CTA creates and initialises the barriers, or none of it.
+  // CHECK-LABEL: gpu.func @ring_under_tile_flag
+  gpu.func @ring_under_tile_flag(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %x = gpu.block_id x
+    %has_work = arith.cmpi slt, %x, %n : index
+    scf.if %has_work {
+      %p = kvpipe.create : !p1
+      kvpipe.init %p : !p1
+      %wg = kvpipe.warpgroup_id : index
+      %producer = arith.cmpi eq, %wg, %c0 : index
+      scf.if %producer {
+        %tid = gpu.thread_id x
+        %elected = arith.cmpi eq, %tid, %c0 : index
+        scf.if %elected {
+          %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p1) {
+            kvpipe.producer_acquire %s : !p1
+            %slot = kvpipe.index %s : !p1
+            %b = kvpipe.producer_mbar %s : !p1
+            %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+            %row = arith.muli %i, %c128 : index
+            kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+            kvpipe.producer_commit %s {kvpipe.transaction_bytes = 16384 : i64} : !p1
+            %t = kvpipe.step %s : !p1
+            scf.yield %t : !p1
+          }
+        }
+      } else {
+        // One arrival per slot (consumers = 1): the warpgroup's first thread.
+        %tid = gpu.thread_id x
+        %first = arith.cmpi eq, %tid, %c128 : index
+        %o0 = arith.constant dense<0.0> : vector<64xf32>
+        %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p1, vector<64xf32>) {
+          kvpipe.consumer_wait %s : !p1
+          %slot = kvpipe.index %s : !p1
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+          %acc = kvpipe.warpgroup_mma %q, %tile, %o : !q, !kt -> vector<64xf32>
+          %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+          %t = kvpipe.consumer_release %s, %first : !p1
+          scf.yield %t, %done : !p1, vector<64xf32>
+        }
+      }
+    }
+    gpu.return
+  }
+
   // qk_stages = 2: each K tile in two halves, one barrier per half, so the
   // consumer starts on the first half while the second is in flight; the
   // loop walks the ring two slots per iteration through a helper-free chain.

@@ -71,10 +71,13 @@ LogicalResult WarpRolesOp::verify() {
 
 void TileOp::build(OpBuilder &builder, OperationState &state,
                    TypeRange valueTypes, Value sizeX, Value sizeY,
-                   Value sizeZ, Value schedule) {
+                   Value sizeZ, Value schedule, bool hasWork) {
   state.addOperands({sizeX, sizeY, sizeZ});
   if (schedule)
     state.addOperands(schedule);
+  if (hasWork)
+    state.addAttribute(getHasWorkAttrName(state.name),
+                       builder.getUnitAttr());
   state.addTypes(valueTypes);
   Region *body = state.addRegion();
   body->push_back(new Block);
@@ -101,6 +104,10 @@ LogicalResult TileOp::verify() {
   if (!yield || yield.getValues().getTypes() != getResultTypes())
     return emitOpError() << "region must end with 'kvpipe.yield' of the "
                             "result types (the tile's values)";
+  if (getHasWork() &&
+      (getNumResults() == 0 || !getResult(0).getType().isInteger(1)))
+    return emitOpError() << "with 'has_work' must have an i1 first value "
+                            "(whether the tile has work)";
   // Computed again for every tile and role by the persistent rewrite:
   // reads (a per-batch length) may be repeated, writes may not.
   WalkResult writes = body.walk([&](Operation *op) {

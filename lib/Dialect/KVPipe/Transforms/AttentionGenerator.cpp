@@ -72,6 +72,8 @@ void kvpipe::lowerKernelStructure(Operation *root) {
   // then fragment ops: they nest in the roles' regions. Each pattern is
   // applied once per op, without folding, so that the lowered kernel is
   // exactly what the patterns emit.
+  IRRewriter rewriter(root->getContext());
+  applyIdleTileSkips(rewriter, root);
   RewritePatternSet tilePatterns(root->getContext());
   populateLowerTilesPatterns(tilePatterns);
   walkAndApplyPatterns(root, std::move(tilePatterns));

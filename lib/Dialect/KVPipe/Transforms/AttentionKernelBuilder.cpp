@@ -229,6 +229,8 @@ void KernelBuilder::buildTile() {
     values.push_back(&seqQ);
   if (seqStartQ)
     values.append({&seqStartQ, &seqStartKV});
+  if (tileHasWork)
+    values.insert(values.begin(), &tileHasWork);
   SmallVector<Value> yielded =
       llvm::map_to_vector(values, [](Value *v) { return *v; });
   {
@@ -237,7 +239,8 @@ void KernelBuilder::buildTile() {
     YieldOp::create(b, yielded);
   }
   auto tile = TileOp::create(b, ValueRange(yielded).getTypes(), tilesX,
-                             tilesY, batches, schedule);
+                             tilesY, batches, schedule,
+                             /*hasWork=*/bool(tileHasWork));
   tile.getBody().takeBody(building.getBody());
   building.erase();
   for (auto [value, result] : llvm::zip_equal(values, tile.getResults()))

@@ -47,10 +47,13 @@ void KernelBuilder::skipBlockPastSequence() {
   if (!c.varlen)
     return;
   // A Q block past its sequence's end (the grid is sized by the longest)
-  // visits no K/V block: its Q load and epilogue remain, and write nothing.
-  Value inside =
+  // visits no K/V block and writes nothing: the tile has no work, and one
+  // tile per CTA the CTA leaves at once (most of an uneven batch's grid).
+  // The K/V count stays guarded for a lowering that runs the tile anyway.
+  tileHasWork =
       arith::CmpIOp::create(b, arith::CmpIPredicate::slt, qBlockRow, seqQ);
-  numKVBlocks = arith::SelectOp::create(b, inside, numKVBlocks, index(0));
+  numKVBlocks =
+      arith::SelectOp::create(b, tileHasWork, numKVBlocks, index(0));
 }
 
 void KernelBuilder::buildVarlenEpilogue(Value acc, const RowStats &state) {

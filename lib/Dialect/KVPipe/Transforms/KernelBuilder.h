@@ -205,7 +205,8 @@ private:
   /// query and key rows in the packed tensors, and its lengths as seqQ and
   /// seqKV).
   void setSequence();
-  /// With `varlen`: no K/V blocks for a Q block past its sequence's end.
+  /// With `varlen`: no K/V blocks for a Q block past its sequence's end,
+  /// and tileHasWork says whether the block is inside it.
   void skipBlockPastSequence();
   /// With `varlen`: the epilogue's predicated stores of O, and the
   /// log-sum-exp at (head, packed row).
@@ -258,6 +259,9 @@ private:
   /// With `varlen`: the tile's sequence's first query and key rows in the
   /// packed tensors (null otherwise).
   Value seqStartQ, seqStartKV;
+  /// Whether the tile has any work (i1; null: every tile has): the
+  /// kvpipe.tile's `has_work` flag.
+  Value tileHasWork;
   // Consumer values: per thread, and (firstRow, row0, row1) per tile.
   Value consumerIndex, sQw, sOw, elected, qRows, lane, warp;
   Value firstRow, row0, row1;

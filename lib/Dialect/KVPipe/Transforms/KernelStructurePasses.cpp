@@ -56,6 +56,8 @@ struct LowerTiles : kvpipe::impl::LowerTilesBase<LowerTiles> {
   using Base::Base;
 
   void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    applyIdleTileSkips(rewriter, getOperation());
     RewritePatternSet patterns(&getContext());
     populateLowerTilesPatterns(patterns);
     walkAndApplyPatterns(getOperation(), std::move(patterns));

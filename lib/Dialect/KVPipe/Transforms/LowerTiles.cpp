@@ -7,6 +7,10 @@
 //                                                 gpu.block_id x, y, z
 //   kvpipe.for_each_tile iter_args(%a) {...}  -> the region, once, on %a
 //
+// and, before them (applyIdleTileSkips), a tile that can say it has no work
+// (`has_work`) puts the rest of the kernel under its flag: an empty CTA
+// costs its launch and the reads its flag is computed from.
+//
 // so that the tile's values are computed where the generator put them, once
 // for all roles. The persistent loop over tiles is a rewrite
 // applied before this one (PersistentTiles.cpp).
@@ -17,6 +21,7 @@
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelTransforms.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 #include "llvm/ADT/SetVector.h"
@@ -79,6 +84,32 @@ struct ForEachTileOpLowering : OpRewritePattern<ForEachTileOp> {
 };
 
 } // namespace
+
+void kvpipe::applyIdleTileSkips(RewriterBase &rewriter, Operation *root) {
+  SmallVector<TileOp> tiles;
+  root->walk([&](TileOp tile) {
+    if (tile.getHasWork())
+      tiles.push_back(tile);
+  });
+  for (TileOp tile : tiles) {
+    // The kernel's work after the tile, to the block's terminator: left as
+    // it is when the terminator returns values the work computes.
+    Block *block = tile->getBlock();
+    Operation *terminator = block->getTerminator();
+    Operation *first = tile->getNextNode();
+    if (first == terminator || terminator->getNumOperands())
+      continue;
+    SmallVector<Operation *> work;
+    for (Operation *op = first; op != terminator; op = op->getNextNode())
+      work.push_back(op);
+    rewriter.setInsertionPoint(first);
+    auto ifOp = scf::IfOp::create(rewriter, tile.getLoc(), tile.getResult(0),
+                                  /*withElse=*/false);
+    Operation *thenYield = ifOp.thenBlock()->getTerminator();
+    for (Operation *op : work)
+      rewriter.moveOpBefore(op, thenYield);
+  }
+}
 
 void kvpipe::populateLowerTilesPatterns(RewritePatternSet &patterns) {
   patterns.add<TileOpLowering, ForEachTileOpLowering>(

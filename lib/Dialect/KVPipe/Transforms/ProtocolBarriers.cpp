@@ -17,9 +17,17 @@ using namespace kvpipe::detail;
 Operation *ProtocolChecker::findRepeatOrCondition(Operation *op) {
   for (Operation *parent = op->getParentOp();
        parent && !isa<FunctionOpInterface>(parent);
-       parent = parent->getParentOp())
-    if (!isa<scf::ExecuteRegionOp>(parent))
-      return parent;
+       parent = parent->getParentOp()) {
+    if (isa<scf::ExecuteRegionOp>(parent))
+      continue;
+    // A condition every thread of the CTA evaluates alike (a tile without
+    // work, all of whose threads leave at once) runs the create in every
+    // thread or in none.
+    if (auto ifOp = dyn_cast<scf::IfOp>(parent);
+        ifOp && isUniform(ifOp.getCondition()))
+      continue;
+    return parent;
+  }
   return nullptr;
 }
 

@@ -367,7 +367,7 @@ private:
   /// The op between `op` and its function that may run it more than once,
   /// or on some threads only: a loop, a tile loop, a condition, a role
   /// region. An `scf.execute_region` runs its region once.
-  static Operation *findRepeatOrCondition(Operation *op);
+  Operation *findRepeatOrCondition(Operation *op);
   /// Rule 2 for the create itself: it runs once, on every thread of the
   /// CTA. Not in a loop or under a condition in its function, and, where
   /// its function is called in the module, from one call site that runs

@@ -135,6 +135,14 @@ def KVPipe_TileOp : KVPipe_Op<"tile",
     not write it while the kernel runs. One tile per CTA, the grid is the
     tile space and the schedule is not read.
 
+    With `has_work`, the region's first value is an `i1`: false when the
+    tile has no work, so that doing it would have no effect (a packed
+    batch's Q block past its sequence's end: the grid is sized by the
+    longest sequence). A lowering may then skip the tile: one tile per CTA,
+    the CTA's whole work after the op (its barriers included) runs under
+    `scf.if` on the flag, which every thread of the CTA computes alike; the
+    persistent loop does the tile's work regardless.
+
     ```mlir
     %row, %head, %batch = kvpipe.tile in(%qblocks, %heads, %batches) {
     ^bb0(%qblock: index, %h: index, %b: index):
@@ -144,12 +152,13 @@ def KVPipe_TileOp : KVPipe_Op<"tile",
     ```
   }];
   let arguments = (ins Index:$size_x, Index:$size_y, Index:$size_z,
-                       Optional<LLVM_PointerInAddressSpace<1>>:$schedule);
+                       Optional<LLVM_PointerInAddressSpace<1>>:$schedule,
+                       UnitAttr:$has_work);
   let results = (outs Variadic<AnyType>:$values);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `in` `(` $size_x `,` $size_y `,` $size_z `)`
-    (`schedule` `(` $schedule^ `)`)? $body
+    (`schedule` `(` $schedule^ `)`)? (`has_work` $has_work^)? $body
     (`->` type($values)^)? attr-dict
   }];
   let hasVerifier = 1;
@@ -157,7 +166,8 @@ def KVPipe_TileOp : KVPipe_Op<"tile",
   let builders = [
     OpBuilder<(ins "::mlir::TypeRange":$valueTypes, "::mlir::Value":$sizeX,
                    "::mlir::Value":$sizeY, "::mlir::Value":$sizeZ,
-                   CArg<"::mlir::Value", "{}">:$schedule)>
+                   CArg<"::mlir::Value", "{}">:$schedule,
+                   CArg<"bool", "false">:$hasWork)>
   ];
   let extraClassDeclaration = [{
     ::mlir::Block &getBodyBlock() { return getBody().front(); }

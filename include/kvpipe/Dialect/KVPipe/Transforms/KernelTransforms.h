@@ -7,7 +7,7 @@
 //
 //   kvpipe.warp_roles          -> populateLowerWarpRolesPatterns
 //   kvpipe.tile / for_each_tile, one tile per CTA
-//                              -> populateLowerTilesPatterns
+//                              -> applyIdleTileSkips, populateLowerTilesPatterns
 //   kvpipe.fragment_* / quad_* -> populateLowerFragmentOpsPatterns
 //   a persistent loop over tiles -> applyPersistentTiles
 //   softmax under the GEMMs (FA3 intra-warpgroup) -> applyOverlapSoftmax
@@ -37,6 +37,14 @@ void populateLowerWarpRolesPatterns(mlir::RewritePatternSet &patterns);
 /// `gpu.block_id x, y, z` (the grid is the tile space),
 /// `kvpipe.for_each_tile` -> its region, once.
 void populateLowerTilesPatterns(mlir::RewritePatternSet &patterns);
+
+/// For every `kvpipe.tile` with `has_work` under `root`, to be lowered one
+/// tile per CTA: the ops after it in its block (the kernel's work: its
+/// barriers, roles and tile loops) go under `scf.if` on the tile's flag,
+/// so that a CTA whose tile has no work leaves at once. The flag is the
+/// tile's first value, computed alike by every thread. Skips a tile whose
+/// block's terminator has operands.
+void applyIdleTileSkips(mlir::RewriterBase &rewriter, mlir::Operation *root);
 
 /// Makes every `kvpipe.for_each_tile` of the kernel of `tile` (its parent
 /// op) a loop over the tiles its CTA takes, for a grid of at most one CTA per

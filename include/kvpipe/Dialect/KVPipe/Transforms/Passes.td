@@ -85,10 +85,13 @@ def LowerTiles : Pass<"kvpipe-lower-tiles"> {
     Inlines the region of every `kvpipe.tile` once, on `gpu.block_id x, y,
     z` (the grid is the tile space), and every `kvpipe.for_each_tile` region
     once, on its `iter_args`. The default for a kernel that `--kvpipe-persistent-tiles`
-    did not make persistent.
+    did not make persistent. A tile with `has_work` first puts the kernel's
+    work after it under `scf.if` on its flag: a CTA whose tile has no work
+    leaves at once.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
+    "::mlir::scf::SCFDialect",
   ];
 }
 
