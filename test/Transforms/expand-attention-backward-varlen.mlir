@@ -44,7 +44,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK: %[[KVROW0:.*]] = arith.muli %block_id_x, %c128 : index
 // CHECK: %[[KEYS:.*]] = arith.cmpi ult, %[[KVROW0]], %[[SEQKV]] : index
 // CHECK: arith.select %[[KEYS]]
+// A K/V block past its sequence's keys has no work: its CTA leaves before
+// it makes its barriers.
+// CHECK: scf.if %[[KEYS]] {
 // CHECK: gpu.grid_dim  z
+// CHECK: kvpipe.create
 // CHECK: %[[KVROW:.*]] = arith.addi %[[STARTK]], %[[KVROW0]] : index
 // CHECK: kvpipe.tma_load %arg1[%c0, %{{.*}}, %[[KVROW]], %c0]
 // CHECK: kvpipe.tma_load %arg0[%c0, %block_id_y,

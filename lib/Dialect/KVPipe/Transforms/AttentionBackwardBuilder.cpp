@@ -42,6 +42,7 @@
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/AttentionGenerator.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
+#include "kvpipe/Dialect/KVPipe/Transforms/KernelTransforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -180,11 +181,19 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
   qEnd = numQBlocks;
   narrowQueryBlocks();
   // A packed sequence's K/V blocks end at its own keys (the grid is sized
-  // by the longest): a block past them visits no Q block and stores nothing.
-  if (c.varlen)
-    qEnd = arith::SelectOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, kvRow0, seqKV),
-        qEnd, qBegin);
+  // by the longest): a block past them visits no Q block and stores
+  // nothing, so its CTA leaves before it makes its barriers (the rest of
+  // the kernel goes under the flag once built: most of an uneven batch's
+  // grid).
+  Value hasWork;
+  if (c.varlen) {
+    hasWork =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, kvRow0, seqKV);
+    qEnd = arith::SelectOp::create(b, hasWork, qEnd, qBegin);
+  }
+  Operation *lastBeforeWork = b.getInsertionBlock()->empty()
+                                  ? nullptr
+                                  : &b.getInsertionBlock()->back();
   rowBase = paddedRowBase(headsQ, totalQ);
 
   // Shared memory from a 1024-byte aligned start (the swizzle atom), as the
@@ -252,6 +261,10 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
       buildMainConsumer(roles.getConsumerIndex());
   }
   gpu::ReturnOp::create(b);
+  if (hasWork && lastBeforeWork) {
+    IRRewriter rewriter(ctx);
+    runRestOfBlockUnder(rewriter, hasWork, lastBeforeWork->getNextNode());
+  }
   return func;
 }
 

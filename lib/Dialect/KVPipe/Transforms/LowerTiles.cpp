@@ -85,30 +85,34 @@ struct ForEachTileOpLowering : OpRewritePattern<ForEachTileOp> {
 
 } // namespace
 
+bool kvpipe::runRestOfBlockUnder(RewriterBase &rewriter, Value flag,
+                                 Operation *first) {
+  Block *block = first->getBlock();
+  Operation *terminator = block->getTerminator();
+  if (first == terminator || terminator->getNumOperands())
+    return false;
+  SmallVector<Operation *> work;
+  for (Operation *op = first; op != terminator; op = op->getNextNode())
+    work.push_back(op);
+  rewriter.setInsertionPoint(first);
+  auto ifOp = scf::IfOp::create(rewriter, first->getLoc(), flag,
+                                /*withElse=*/false);
+  Operation *thenYield = ifOp.thenBlock()->getTerminator();
+  for (Operation *op : work)
+    rewriter.moveOpBefore(op, thenYield);
+  return true;
+}
+
 void kvpipe::applyIdleTileSkips(RewriterBase &rewriter, Operation *root) {
   SmallVector<TileOp> tiles;
   root->walk([&](TileOp tile) {
     if (tile.getHasWork())
       tiles.push_back(tile);
   });
-  for (TileOp tile : tiles) {
-    // The kernel's work after the tile, to the block's terminator: left as
-    // it is when the terminator returns values the work computes.
-    Block *block = tile->getBlock();
-    Operation *terminator = block->getTerminator();
-    Operation *first = tile->getNextNode();
-    if (first == terminator || terminator->getNumOperands())
-      continue;
-    SmallVector<Operation *> work;
-    for (Operation *op = first; op != terminator; op = op->getNextNode())
-      work.push_back(op);
-    rewriter.setInsertionPoint(first);
-    auto ifOp = scf::IfOp::create(rewriter, tile.getLoc(), tile.getResult(0),
-                                  /*withElse=*/false);
-    Operation *thenYield = ifOp.thenBlock()->getTerminator();
-    for (Operation *op : work)
-      rewriter.moveOpBefore(op, thenYield);
-  }
+  // The kernel's work after the tile, to the block's terminator.
+  for (TileOp tile : tiles)
+    if (Operation *first = tile->getNextNode())
+      runRestOfBlockUnder(rewriter, tile.getResult(0), first);
 }
 
 void kvpipe::populateLowerTilesPatterns(RewritePatternSet &patterns) {

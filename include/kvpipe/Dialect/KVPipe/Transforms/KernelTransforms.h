@@ -46,6 +46,14 @@ void populateLowerTilesPatterns(mlir::RewritePatternSet &patterns);
 /// block's terminator has operands.
 void applyIdleTileSkips(mlir::RewriterBase &rewriter, mlir::Operation *root);
 
+/// Moves the ops from `first` to its block's terminator under `scf.if
+/// flag` (a kernel's work that a CTA without any skips: `flag` must be the
+/// same in every thread, or the CTA's barriers are made by some threads
+/// only). Returns false, changing nothing, where the terminator has
+/// operands or `first` is the terminator.
+bool runRestOfBlockUnder(mlir::RewriterBase &rewriter, mlir::Value flag,
+                         mlir::Operation *first);
+
 /// Makes every `kvpipe.for_each_tile` of the kernel of `tile` (its parent
 /// op) a loop over the tiles its CTA takes, for a grid of at most one CTA per
 /// SM: round r gives CTA i tile r * gridDim.x + i, mirrored in odd rounds
