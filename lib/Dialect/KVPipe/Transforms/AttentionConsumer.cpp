@@ -13,6 +13,7 @@
 #include "Fragment.h"
 #include "KernelBuilder.h"
 
+#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
 
@@ -160,6 +161,15 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   // Every QK wgmma of this warpgroup has retired: its Q rows are free (for
   // the next tile's Q, or for staging this tile's output).
   Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
+  if (std::optional<SeparableBias> separable = separableBias()) {
+    // The statistics are of the scores shifted by the separable bias's row
+    // terms R: the maxima of the unshifted ones are m - R.
+    Value inverseScale = arith::DivFOp::create(
+        b, f32(M_LOG2E), param(AttentionParam::ScaleLog2));
+    SeparableRowTerms terms = separableRowTerms(*separable, inverseScale);
+    results[3] = arith::SubFOp::create(b, results[3], terms.rowTerm0);
+    results[4] = arith::SubFOp::create(b, results[4], terms.rowTerm1);
+  }
   if (c.splitKV)
     buildPartialEpilogue(results[2],
                          {results[3], results[4], results[5], results[6]});
@@ -302,14 +312,16 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
 KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
                                               const RowStats &stats) {
   Value scaleLog2 = param(AttentionParam::ScaleLog2);
+  Value rowShift0, rowShift1;
   if (c.scoreMod || c.maskMod)
-    s = modifiedScores(s, kvBlock, scaleLog2);
+    s = modifiedScores(s, kvBlock, scaleLog2, rowShift0, rowShift1);
   else
     s = mask(s, kvBlock);
 
   OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
       b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType,
-      c.exp2Emulation, c.rescaleThreshold, /*rowSums=*/!c.tensorRowSums);
+      c.exp2Emulation, c.rescaleThreshold, /*rowSums=*/!c.tensorRowSums,
+      rowShift0, rowShift1);
   return {{step.stats.m0, step.stats.m1, step.stats.l0, step.stats.l1},
           step.alpha0,
           step.alpha1,
@@ -326,7 +338,118 @@ Value KernelBuilder::softmaxScaleLog2() {
   return f32(M_LOG2E * getScoreModScaling(*c.scoreMod).outputFactor);
 }
 
-Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
+std::optional<SeparableBias> KernelBuilder::separableBias() {
+  if (!c.scoreMod || c.packGQA)
+    return std::nullopt;
+  return getSeparableBias(*c.scoreMod);
+}
+
+KernelBuilder::SeparableRowTerms
+KernelBuilder::separableRowTerms(const SeparableBias &bias,
+                                 Value inverseScale) {
+  // The row term's origin is the warpgroup's first row, so that the
+  // shifted scores near the diagonal stay small: d(row, firstRow) is a few
+  // rows' distance (up to 2^23 keys, F kv would round the largest scores).
+  ModifierIndices at{c.blockN / 2, batch, head, row0, row1, Value(),
+                     seqQ,          seqKV, auxParams, c.auxTypes};
+  SeparableRowTerms terms;
+  Value distance[2];
+  for (auto [i, row] : llvm::enumerate(std::array<Value, 2>{row0, row1}))
+    std::tie(terms.factor, distance[i]) = buildSeparableBiasAt(
+        b, *c.scoreMod, bias, inverseScale, at, row, firstRow);
+  terms.distance0 = distance[0];
+  terms.distance1 = distance[1];
+  auto rowTerm = [&](Value d) {
+    Value f = arith::SIToFPOp::create(b, b.getF32Type(), d);
+    return arith::NegFOp::create(b, arith::MulFOp::create(b, terms.factor, f));
+  };
+  terms.rowTerm0 = rowTerm(distance[0]);
+  terms.rowTerm1 = rowTerm(distance[1]);
+  return terms;
+}
+
+std::tuple<Value, Value, Value>
+KernelBuilder::separableScores(const SeparableBias &bias, Value s,
+                               Value kvRow, Value inverseScale,
+                               const ModifierIndices &at) {
+  // The scores are kept shifted by R(row) = -F d(row, firstRow) throughout
+  // the tile (a softmax is the same on rows shifted by a constant; the
+  // log-sum-exp subtracts it): with d = alpha q + beta kv + u, the shifted
+  // score raw + F |d| + R is, in a block where d keeps one sign sigma,
+  //   raw + G (kv - firstRow) + (sigma < 0 ? 2 R : 0),  G = sigma F beta:
+  // a key term (one FMA per element: kv is the thread's first column plus
+  // a constant) and a row term; elsewhere the region's bias per element
+  // plus R.
+  SeparableRowTerms terms = separableRowTerms(bias, inverseScale);
+  int64_t alpha = bias.queryCoefficient, beta = bias.keyCoefficient;
+  // d over the warpgroup's rows and the block's keys: linear, so its
+  // extremes are at the corners.
+  auto [factor, corner] = buildSeparableBiasAt(
+      b, *c.scoreMod, bias, inverseScale, at, firstRow, kvRow);
+  (void)factor;
+  auto i32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
+  int64_t rowSpan = alpha * 63, keySpan = beta * (c.blockN - 1);
+  Value low = arith::AddIOp::create(
+      b, corner, i32(std::min<int64_t>(0, rowSpan) +
+                     std::min<int64_t>(0, keySpan)));
+  Value high = arith::AddIOp::create(
+      b, corner, i32(std::max<int64_t>(0, rowSpan) +
+                     std::max<int64_t>(0, keySpan)));
+  Value below = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, low,
+                                      i32(0));
+  Value above = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, high,
+                                      i32(0));
+  Value oneSign = arith::OrIOp::create(b, below, above);
+  Type f32Type = b.getF32Type();
+  auto ifSign = scf::IfOp::create(
+      b, TypeRange{s.getType(), f32Type, f32Type}, oneSign,
+      /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifSign.thenBlock());
+  {
+    Value g = arith::MulFOp::create(b, terms.factor, f32(double(beta)));
+    g = arith::SelectOp::create(b, below, g, arith::NegFOp::create(b, g));
+    SmallVector<Value> keyed;
+    for (int64_t i = 0; i < at.numElements; ++i) {
+      int64_t column = AccumulatorLayout::columnOffset(i);
+      Value element = vector::ExtractOp::create(b, s, i);
+      if (column == 0) {
+        keyed.push_back(element);
+        continue;
+      }
+      Value term = arith::MulFOp::create(b, g, f32(double(column)));
+      Value sum = arith::AddFOp::create(b, element, term);
+      for (Value v : {term, sum})
+        v.getDefiningOp()->setAttr(
+            "fastmath", arith::FastMathFlagsAttr::get(
+                            b.getContext(), arith::FastMathFlags::contract));
+      keyed.push_back(sum);
+    }
+    Value scores = vector::FromElementsOp::create(b, s.getType(), keyed);
+    Value keyOffset = arith::SIToFPOp::create(
+        b, f32Type,
+        arith::IndexCastOp::create(
+            b, b.getI32Type(),
+            arith::SubIOp::create(b, at.firstColumn, firstRow)));
+    Value keyShift = arith::MulFOp::create(b, g, keyOffset);
+    SmallVector<Value, 3> yielded = {scores};
+    for (Value rowTerm : {terms.rowTerm0, terms.rowTerm1}) {
+      Value twice = arith::AddFOp::create(b, rowTerm, rowTerm);
+      yielded.push_back(arith::AddFOp::create(
+          b, keyShift, arith::SelectOp::create(b, below, f32(0.0), twice)));
+    }
+    scf::YieldOp::create(b, yielded);
+  }
+  b.setInsertionPointToStart(ifSign.elseBlock());
+  scf::YieldOp::create(
+      b, ValueRange{buildAdditiveScoreMod(b, *c.scoreMod, bias.additive, s,
+                                          inverseScale, at),
+                    terms.rowTerm0, terms.rowTerm1});
+  return {ifSign.getResult(0), ifSign.getResult(1), ifSign.getResult(2)};
+}
+
+Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
+                                    Value &rowShift0, Value &rowShift1) {
   Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
   ModifierIndices at{
       c.blockN / 2, batch, head, row0, row1,
@@ -335,8 +458,15 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2) {
           arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
                                 index(2))),
       seqQ, seqKV, auxParams, c.auxTypes};
-  if (std::optional<AdditiveScoreMod> additive =
-          c.scoreMod ? getAdditiveScoreMod(*c.scoreMod) : std::nullopt) {
+  if (std::optional<SeparableBias> separable = separableBias()) {
+    // Off the diagonal, the bias's key term per element and its row term
+    // in the softmax's shifts (separableScores).
+    Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);
+    std::tie(s, rowShift0, rowShift1) =
+        separableScores(*separable, s, kvRow, inverseScale, at);
+  } else if (std::optional<AdditiveScoreMod> additive =
+                 c.scoreMod ? getAdditiveScoreMod(*c.scoreMod)
+                            : std::nullopt) {
     // score + bias, exponentiated as (s + bias / scale) * scale: the raw
     // domain of the plain kernel, scaleLog2 unchanged.
     Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);

@@ -180,7 +180,29 @@ private:
   /// the score_mod on the scaled scores (then the softmax's scale is
   /// softmaxScaleLog2(), returned in `scaleLog2`) and the built-in masks, then the
   /// mask_mod on the blocks the mask's shape does not prove fully kept.
-  Value modifiedScores(Value s, Value kvBlock, Value &scaleLog2);
+  /// With a separable bias (separableBias()), the scores are returned
+  /// with their key term only and `rowShift0`/`rowShift1` are the row
+  /// halves' terms (buildOnlineSoftmaxStep's shifts).
+  Value modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
+                       Value &rowShift0, Value &rowShift1);
+  /// The score_mod's bias where the forward splits it off the diagonal
+  /// (Modifiers.h: SeparableBias): an additive score_mod of one (batch,
+  /// head) per tile (not pack_gqa's).
+  std::optional<SeparableBias> separableBias();
+  /// The separable bias's terms on this warpgroup's tile: the factor F and,
+  /// per row half, the row term R = -F d(row, firstRow), which the
+  /// softmax's statistics include (the log-sum-exp subtracts it).
+  struct SeparableRowTerms {
+    Value factor, distance0, distance1, rowTerm0, rowTerm1;
+  };
+  SeparableRowTerms separableRowTerms(const SeparableBias &bias,
+                                      Value inverseScale);
+  /// The scores of block `kvBlock` with a separable bias: (scores, row
+  /// shift 0, row shift 1).
+  std::tuple<Value, Value, Value> separableScores(const SeparableBias &bias,
+                                                  Value s, Value kvRow,
+                                                  Value inverseScale,
+                                                  const ModifierIndices &at);
   /// The scale of exp2 in the softmax and the log-sum-exp: scale * log2(e),
   /// or log2(e) when a score_mod already scaled the scores, times the
   /// region's output factor when it is folded (ScoreModScaling).

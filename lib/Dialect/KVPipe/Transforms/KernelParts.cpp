@@ -121,16 +121,20 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
                                                  Type pElementType,
                                                  int64_t emulatedExp2,
                                                  int64_t rescaleThreshold,
-                                                 bool rowSums) {
+                                                 bool rowSums, Value rowShift0,
+                                                 Value rowShift1) {
   auto f32 = [&](double v) -> Value {
     return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                           APFloat(static_cast<float>(v)));
   };
   // Running max per row, across the row's 4 lanes.
   Value m[2] = {stats.m0, stats.m1}, l[2] = {stats.l0, stats.l1};
-  Value mNew[2], scaledMax[2], alpha[2];
+  Value mNew[2], scaledMax[2], alpha[2], expOffset[2];
+  Value shift[2] = {rowShift0, rowShift1};
   for (int half : {0, 1}) {
     Value rowMax = FragmentRowMaxOp::create(b, b.getF32Type(), s, half);
+    if (shift[half])
+      rowMax = arith::AddFOp::create(b, rowMax, shift[half]);
     mNew[half] = arith::MaxNumFOp::create(b, m[half], rowMax);
     if (rescaleThreshold > 0) {
       // FA4's conditional rescaling: keep the running maximum unless the
@@ -156,6 +160,12 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
         arith::SubFOp::create(b, arith::MulFOp::create(b, m[half], scaleLog2),
                               scaledMax[half]),
         arith::FastMathFlags::afn);
+    // P of the shifted scores: exp2((s + shift) c - m c) = exp2(s c - (m -
+    // shift) c), one FMA per element of s still.
+    expOffset[half] = scaledMax[half];
+    if (shift[half])
+      expOffset[half] = arith::SubFOp::create(
+          b, scaledMax[half], arith::MulFOp::create(b, shift[half], scaleLog2));
     // Where the maximum did not move this is exp2(m c - m c) = exp2(0) = 1
     // exactly (the two products are the same rounded value: the PTX keeps
     // mul.rn / sub.rn, no contraction), which the rescale's skip_unit tests.
@@ -164,7 +174,7 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   }
   // P = exp2(S * c - m * c): the scale folded into one FMA per element.
   Value p = FragmentExp2Op::create(b, s.getType(), s, scaleLog2,
-                                   scaledMax[0], scaledMax[1], emulatedExp2);
+                                   expOffset[0], expOffset[1], emulatedExp2);
   // Without rowSums the tensor cores sum P (tensor_row_sums) and l passes
   // through unchanged.
   Value lNew[2] = {l[0], l[1]};

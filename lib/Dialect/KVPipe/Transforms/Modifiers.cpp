@@ -809,6 +809,121 @@ Value kvpipe::buildAdditiveScoreMod(ImplicitLocOpBuilder &b, Region &region,
   return vector::FromElementsOp::create(b, s.getType(), scores);
 }
 
+/// `v`'s coefficients of the query and the key, if `v` is an index
+/// expression `alpha * q + beta * kv + u` with constant alpha and beta and a
+/// `u` that depends on neither (nor on the score).
+static std::optional<std::pair<int64_t, int64_t>>
+positionCoefficients(Region &region, Value v,
+                     const DenseSet<Value> &onPosition) {
+  if (!onPosition.count(v))
+    return std::pair<int64_t, int64_t>{0, 0};
+  unsigned first = firstIndexArgument(region);
+  if (v == region.getArgument(first + 2))
+    return std::pair<int64_t, int64_t>{1, 0};
+  if (v == region.getArgument(first + 3))
+    return std::pair<int64_t, int64_t>{0, 1};
+  Operation *op = v.getDefiningOp();
+  if (!op || op->getParentRegion() != &region)
+    return std::nullopt;
+  if (isa<arith::IndexCastOp>(op))
+    return positionCoefficients(region, op->getOperand(0), onPosition);
+  if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(op)) {
+    // Anything of uniform values is uniform (a read at `q - q`: the
+    // region's way to index a tensor by a constant).
+    if (op->getNumResults() == 1 &&
+        (isMemoryEffectFree(op) || isa<AuxLoadOp>(op)) &&
+        llvm::all_of(op->getOperands(), [&](Value operand) {
+          auto c = positionCoefficients(region, operand, onPosition);
+          return c && c->first == 0 && c->second == 0;
+        }))
+      return std::pair<int64_t, int64_t>{0, 0};
+    return std::nullopt;
+  }
+  auto lhs = positionCoefficients(region, op->getOperand(0), onPosition);
+  auto rhs = positionCoefficients(region, op->getOperand(1), onPosition);
+  if (!lhs || !rhs)
+    return std::nullopt;
+  if (isa<arith::AddIOp>(op))
+    return std::pair{lhs->first + rhs->first, lhs->second + rhs->second};
+  if (isa<arith::SubIOp>(op))
+    return std::pair{lhs->first - rhs->first, lhs->second - rhs->second};
+  // A product: by a constant only.
+  APInt k;
+  Value other = op->getOperand(1);
+  std::pair<int64_t, int64_t> scaled = *lhs;
+  if (!matchPattern(other, m_ConstantInt(&k))) {
+    other = op->getOperand(0);
+    scaled = *rhs;
+    if (!matchPattern(other, m_ConstantInt(&k)))
+      return std::nullopt;
+  }
+  int64_t factor = k.getSExtValue();
+  return std::pair{scaled.first * factor, scaled.second * factor};
+}
+
+std::optional<SeparableBias> kvpipe::getSeparableBias(Region &region) {
+  std::optional<AdditiveScoreMod> additive = getAdditiveScoreMod(region);
+  if (!additive || !additive->uniformFactor)
+    return std::nullopt;
+  // other = sitofp(|d|), |d| = math.absi(d) or max(d, 0 - d) (the
+  // tracer's abs of an index), through integer casts.
+  auto convert = additive->otherFactor.getDefiningOp<arith::SIToFPOp>();
+  if (!convert)
+    return std::nullopt;
+  Value magnitude = convert.getIn();
+  while (auto cast = magnitude.getDefiningOp<arith::IndexCastOp>())
+    magnitude = cast.getIn();
+  if (!magnitude.getType().isIndex())
+    return std::nullopt;
+  auto negationOf = [](Value negated, Value v) {
+    auto subtract = negated.getDefiningOp<arith::SubIOp>();
+    return subtract && subtract.getRhs() == v &&
+           matchPattern(subtract.getLhs(), m_Zero());
+  };
+  Value d;
+  if (auto abs = magnitude.getDefiningOp<math::AbsIOp>()) {
+    d = abs.getOperand();
+  } else if (auto max = magnitude.getDefiningOp<arith::MaxSIOp>()) {
+    if (negationOf(max.getRhs(), max.getLhs()))
+      d = max.getLhs();
+    else if (negationOf(max.getLhs(), max.getRhs()))
+      d = max.getRhs();
+  }
+  if (!d)
+    return std::nullopt;
+  unsigned first = firstIndexArgument(region);
+  DenseSet<Value> onPosition = dependents(region, {0, first + 2, first + 3});
+  std::optional<std::pair<int64_t, int64_t>> coefficients =
+      positionCoefficients(region, d, onPosition);
+  // (Without a key term the bias is per row: nothing to separate.)
+  if (!coefficients || coefficients->second == 0)
+    return std::nullopt;
+  return SeparableBias{*additive, d, coefficients->first,
+                       coefficients->second};
+}
+
+std::pair<Value, Value>
+kvpipe::buildSeparableBiasAt(ImplicitLocOpBuilder &b, Region &region,
+                             const SeparableBias &bias, Value inverseScale,
+                             const ModifierIndices &at, Value query,
+                             Value key) {
+  IRMapping inlined;
+  auto toI32 = [&](Value v) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), v);
+  };
+  Value zero = arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                              APFloat(0.0f));
+  // (The region's result is dead: DCE drops what only it needs.)
+  inlineRegion(b, region,
+               regionArguments(b, at, zero, toI32(query), toI32(key)), at,
+               /*derivative=*/nullptr, &inlined);
+  Value factor = arith::MulFOp::create(
+      b, inlined.lookup(bias.additive.uniformFactor), inverseScale);
+  if (bias.additive.subtracted)
+    factor = arith::NegFOp::create(b, factor);
+  return {factor, inlined.lookup(bias.distance)};
+}
+
 std::pair<Value, Value>
 kvpipe::buildScoreModWithDerivative(ImplicitLocOpBuilder &b, Region &region,
                                     Value s, Value scale,

@@ -93,6 +93,33 @@ mlir::Value buildAdditiveScoreMod(mlir::ImplicitLocOpBuilder &b,
                                   mlir::Value s, mlir::Value inverseScale,
                                   const ModifierIndices &at);
 
+/// An additive score_mod whose bias is `uniform * |d|`, `d` an index
+/// expression `alpha * q + beta * kv + u` (constant alpha, beta; u the same
+/// for every element of a tile: constants, the batch, the head, reads at
+/// them): ALiBi's `-slope * |q - kv + shift|`. In a block of scores where d
+/// keeps one sign the bias is linear in q and kv, so the forward splits it
+/// into a key term per element (one FMA by a constant column offset) and a
+/// row term per row, which the online softmax takes as a shift of the row
+/// (buildOnlineSoftmaxStep's rowShift): the per-element |.| and conversion
+/// are left to the blocks d crosses 0 in.
+struct SeparableBias {
+  AdditiveScoreMod additive;
+  /// d, in the region.
+  mlir::Value distance;
+  int64_t queryCoefficient = 0, keyCoefficient = 0;
+};
+std::optional<SeparableBias> getSeparableBias(mlir::Region &region);
+
+/// The separable bias's factor F (f32: the bias of the raw-score domain is
+/// F * |d|, as buildAdditiveScoreMod's `uniform * inverseScale`, negated
+/// when subtracted) and d at (`query`, `key`) (index values; i32), for the
+/// tile `at` names (batch and head).
+std::pair<mlir::Value, mlir::Value>
+buildSeparableBiasAt(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
+                     const SeparableBias &bias, mlir::Value inverseScale,
+                     const ModifierIndices &at, mlir::Value query,
+                     mlir::Value key);
+
 /// The score_mod `region` and its derivative with respect to the score,
 /// for every element of `s` (raw q.k scores) multiplied by `scale`: the
 /// fragment of modified scaled scores and the fragment of d region / d s at

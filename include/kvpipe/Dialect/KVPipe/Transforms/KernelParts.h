@@ -111,13 +111,21 @@ struct OnlineSoftmaxStep {
 /// whose maximum did not move is exp2(0) = 1 exactly (what fragment_rescale's
 /// skip_unit tests). Without `rowSums` the step leaves l as it was (the
 /// forward's tensor_row_sums sums P in O's accumulator).
+///
+/// With `rowShift0`/`rowShift1` (f32, one per row half, null: 0), the
+/// scores are `s` plus the row half's shift: the maxima and the statistics
+/// are the shifted scores', and P is still one FMA per element of `s` (the
+/// shift goes into the subtracted maximum). A separable bias (ALiBi off the
+/// diagonal) puts its key term into `s` and its block's row term here.
 OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          mlir::Value s, mlir::Value scaleLog2,
                                          const OnlineSoftmaxStats &stats,
                                          mlir::Type pElementType,
                                          int64_t emulatedExp2 = 0,
                                          int64_t rescaleThreshold = 0,
-                                         bool rowSums = true);
+                                         bool rowSums = true,
+                                         mlir::Value rowShift0 = {},
+                                         mlir::Value rowShift1 = {});
 
 /// The built-in masks' bounds (the causal diagonal and the sliding window,
 /// anchored top-left or bottom-right), one predicate for both directions:
