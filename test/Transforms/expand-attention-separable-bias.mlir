@@ -106,11 +106,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       arith.sitofp
 //       CHECK:       scf.yield %{{.*}}, %[[R0]], %[[R1]] : vector<64xf32>, f32, f32
 //       CHECK:     }
-// The causal mask on those scores, then the shifted row maxima.
-//       CHECK:     %[[MAX0:.*]] = kvpipe.fragment_row_max %{{.*}}[0] : vector<64xf32>
-//       CHECK:     arith.addf %[[MAX0]], %[[SEP]]#1 : f32
-//       CHECK:     %[[MAX1:.*]] = kvpipe.fragment_row_max %{{.*}}[1] : vector<64xf32>
-//       CHECK:     arith.addf %[[MAX1]], %[[SEP]]#2 : f32
+// The causal mask on those scores, then the row maxima of the shifted
+// scores (each lane's shift added before the quad's lanes combine: the key
+// term is relative to the lane's first column).
+//       CHECK:     kvpipe.fragment_row_max %{{.*}}[0] plus %[[SEP]]#1 : vector<64xf32>
+//       CHECK:     kvpipe.fragment_row_max %{{.*}}[1] plus %[[SEP]]#2 : vector<64xf32>
 //       CHECK:     kvpipe.fragment_exp2
 // After the loop: the maxima without the row terms, for the log-sum-exp.
 //       CHECK:   arith.subf %[[LOOP]]#3, %{{.*}} : f32

@@ -23,6 +23,23 @@ func.func @row_max(%s: vector<8xf32>) -> f32 {
   return %m : f32
 }
 
+// With an offset: the thread's part plus its offset, then the quad's lanes
+// (a separable bias's key term differs by lane).
+// CHECK-LABEL: func.func @row_max_plus(
+//  CHECK-SAME:   %[[S:.*]]: vector<8xf32>, %[[OFF:.*]]: f32
+//       CHECK:   %[[ROW:.*]] = vector.shuffle %[[S]], %[[S]] [2, 3, 6, 7] : vector<8xf32>, vector<8xf32>
+//       CHECK:   %[[OWN:.*]] = vector.reduction <maxnumf>, %[[ROW]] : vector<4xf32> into f32
+//       CHECK:   %[[SHIFTED:.*]] = arith.addf %[[OWN]], %[[OFF]] : f32
+//       CHECK:   %[[X1:.*]], %{{.*}} = gpu.shuffle  xor %[[SHIFTED]]
+//       CHECK:   %[[M1:.*]] = arith.maxnumf %[[SHIFTED]], %[[X1]] : f32
+//       CHECK:   %[[X2:.*]], %{{.*}} = gpu.shuffle  xor %[[M1]]
+//       CHECK:   %[[M2:.*]] = arith.maxnumf %[[M1]], %[[X2]] : f32
+//       CHECK:   return %[[M2]]
+func.func @row_max_plus(%s: vector<8xf32>, %offset: f32) -> f32 {
+  %m = kvpipe.fragment_row_max %s[1] plus %offset : vector<8xf32>
+  return %m : f32
+}
+
 // Row half 0: elements 0, 1, 4, 5; the thread's part only (no shuffles).
 // CHECK-LABEL: func.func @row_sum(
 //  CHECK-SAME:   %[[S:.*]]: vector<8xf32>

@@ -110,8 +110,10 @@ func.func @softmax_step(%s: vector<64xf32>, %c: f32, %m0: f32, %m1: f32)
     -> (f32, f32, vector<64xf32>, f32, f32, vector<64xf32>) {
   // CHECK: %[[MAX0:.*]] = kvpipe.fragment_row_max %[[S]][0] : vector<64xf32>
   // CHECK: %[[MAX1:.*]] = kvpipe.fragment_row_max %[[S]][1] : vector<64xf32>
+  // CHECK: kvpipe.fragment_row_max %[[S]][1] plus %[[C]] : vector<64xf32>
   %max0 = kvpipe.fragment_row_max %s[0] : vector<64xf32>
   %max1 = kvpipe.fragment_row_max %s[1] : vector<64xf32>
+  %shifted = kvpipe.fragment_row_max %s[1] plus %c : vector<64xf32>
   // CHECK: %[[P:.*]] = kvpipe.fragment_exp2 %[[S]], %[[C]], %[[M0]], %[[M1]] : vector<64xf32>
   %p = kvpipe.fragment_exp2 %s, %c, %m0, %m1 : vector<64xf32>
   // CHECK: kvpipe.fragment_row_sum %[[P]][0] : vector<64xf32>

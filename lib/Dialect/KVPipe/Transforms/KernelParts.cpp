@@ -132,9 +132,9 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   Value mNew[2], scaledMax[2], alpha[2], expOffset[2];
   Value shift[2] = {rowShift0, rowShift1};
   for (int half : {0, 1}) {
-    Value rowMax = FragmentRowMaxOp::create(b, b.getF32Type(), s, half);
-    if (shift[half])
-      rowMax = arith::AddFOp::create(b, rowMax, shift[half]);
+    // (A shift is per thread: added before the quad's lanes combine.)
+    Value rowMax =
+        FragmentRowMaxOp::create(b, b.getF32Type(), s, half, shift[half]);
     mNew[half] = arith::MaxNumFOp::create(b, m[half], rowMax);
     if (rescaleThreshold > 0) {
       // FA4's conditional rescaling: keep the running maximum unless the

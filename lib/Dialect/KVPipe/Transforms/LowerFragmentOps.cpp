@@ -5,7 +5,7 @@
 // through the Fragment helpers:
 //
 //   fragment_row_max  shuffle out the row half, vector.reduction <maxnumf>,
-//                     then gpu.shuffle xor 1 and 2 across the quad
+//                     (+ offset), then gpu.shuffle xor 1 and 2 across the quad
 //   fragment_row_sum  shuffle out the row half, vector.reduction <add>
 //   quad_sum          gpu.shuffle xor 1 and 2, adds
 //   fragment_rescale  x * select(second row half, factor1, factor0); with
@@ -41,9 +41,18 @@ struct FragmentRowMaxOpLowering : OpRewritePattern<FragmentRowMaxOp> {
     rewriter.setInsertionPoint(op);
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     Fragment frag(b, elementsOf(op.getFragment()));
-    rewriter.replaceOp(op, frag.reduceRow(op.getFragment(), op.getRow(),
-                                          vector::CombiningKind::MAXNUMF,
-                                          /*acrossLanes=*/true));
+    if (!op.getOffset()) {
+      rewriter.replaceOp(op, frag.reduceRow(op.getFragment(), op.getRow(),
+                                            vector::CombiningKind::MAXNUMF,
+                                            /*acrossLanes=*/true));
+      return success();
+    }
+    Value own = frag.reduceRow(op.getFragment(), op.getRow(),
+                               vector::CombiningKind::MAXNUMF,
+                               /*acrossLanes=*/false);
+    own = arith::AddFOp::create(b, own, op.getOffset());
+    rewriter.replaceOp(
+        op, frag.reduceAcrossLanes(own, vector::CombiningKind::MAXNUMF));
     return success();
   }
 };

@@ -253,14 +253,22 @@ def KVPipe_FragmentRowMaxOp : KVPipe_FragmentOp<"fragment_row_max"> {
     the row's quad (shuffle-xor 1 and 2), so every lane of the quad gets the
     whole row's maximum. The online softmax's running maximum.
 
+    With `plus %offset`, each thread's elements count with its own `offset`
+    added (before the quad's lanes are combined): the maximum of a row whose
+    thread-relative key terms differ by lane (a separable score bias, whose
+    per-element part is the key's offset from the thread's first column).
+
     ```mlir
     %m0 = kvpipe.fragment_row_max %s[0] : vector<64xf32>
+    %m1 = kvpipe.fragment_row_max %s[1] plus %shift : vector<64xf32>
     ```
   }];
   let arguments = (ins VectorOfRankAndType<[1], [F32]>:$fragment,
-                       I64Attr:$row);
+                       I64Attr:$row, Optional<F32>:$offset);
   let results = (outs F32:$result);
-  let assemblyFormat = "$fragment `[` $row `]` attr-dict `:` type($fragment)";
+  let assemblyFormat = [{
+    $fragment `[` $row `]` (`plus` $offset^)? attr-dict `:` type($fragment)
+  }];
 }
 
 def KVPipe_FragmentRowSumOp : KVPipe_FragmentOp<"fragment_row_sum"> {
