@@ -25,6 +25,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from kvpipe._tensors import element_size
+
 #: The K/V bytes of one group of (batch, head) pairs: half of an H100's L2,
 #: AttentionConfig::kL2TileGroupBytes (the kernels' lpt_tiles order).
 L2_GROUP_BYTES = 24 * 1024 * 1024
@@ -149,4 +151,5 @@ def launch_tile_shape(abi: Dict[str, Any], seq_q: int, seq_kv: int, heads_q: int
         bottom_right=abi.get("mask_alignment") == "bottom_right", seq_q=seq_q,
         seq_kv=seq_kv, heads_q=heads_q, heads_per_kv_head=heads_per_kv_head, batch=batch,
         head_dim=abi["head_dim"], value_head_dim=abi.get("value_head_dim", abi["head_dim"]),
-        element_bytes=2, window_left=window_left, window_right=window_right)
+        element_bytes=element_size(abi["element_type"]), window_left=window_left,
+        window_right=window_right)

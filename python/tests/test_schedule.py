@@ -114,6 +114,10 @@ def test_bad_grid_is_refused():
 
 def test_launch_tile_shape_reads_the_abi():
     abi = {"block_m": 192, "block_n": 128, "causal": True, "mask_alignment": "bottom_right",
-           "head_dim": 64, "value_head_dim": 64}
+           "head_dim": 64, "value_head_dim": 64, "element_type": "bf16"}
     s = schedule.launch_tile_shape(abi, 100, 200, 8, 2, 3, -1, -1)
     assert s == TileShape(192, 128, True, True, 100, 200, 8, 2, 3, 64, 64, 2, -1, -1)
+    # The K/V bytes (the L2 groups) from the ABI's element type.
+    wide = schedule.launch_tile_shape({**abi, "element_type": "f32"}, 100, 200, 8, 2, 3,
+                                      -1, -1)
+    assert wide.element_bytes == 4
