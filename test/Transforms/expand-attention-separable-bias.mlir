@@ -62,19 +62,27 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 }
 
 // CHECK-LABEL: gpu.func @alibi(
-//       CHECK:   kvpipe.consumer_wait
+// Once per tile, before the K/V loop: F = -(slope / scale), d at (first
+// row, first row) (the shift read once), and the row terms -F d(row, first
+// row) (alpha = 1: d(first row) + row - first row).
+//       CHECK:   kvpipe.consumer_wait %{{.*}} : !kvpipe.pipeline<kv_stages = 1
+//       CHECK:   %[[SLOPE:.*]] = llvm.load %{{.*}} invariant {{.*}} -> f32
+//       CHECK:   %[[SHIFT:.*]] = llvm.load %{{.*}} invariant {{.*}} -> i32
+//       CHECK:   %[[ORIGIN:.*]] = arith.addi %{{.*}}, %[[SHIFT]] : i32
+//       CHECK:   %[[FS:.*]] = arith.mulf %[[SLOPE]], %{{.*}} : f32
+//       CHECK:   %[[F:.*]] = arith.negf %[[FS]] : f32
+//       CHECK:   %[[DR0:.*]] = arith.addi %[[ORIGIN]], %{{.*}} : i32
+//       CHECK:   %[[D0:.*]] = arith.sitofp %[[DR0]] : i32 to f32
+//       CHECK:   %[[FD0:.*]] = arith.mulf %[[F]], %[[D0]] : f32
+//       CHECK:   %[[R0:.*]] = arith.negf %[[FD0]] : f32
+//       CHECK:   %[[R1:.*]] = arith.negf %{{.*}} : f32
 //       CHECK:   %[[LOOP:.*]]:7 = scf.for
-// F = -(slope / scale), and the row terms -F d(row, first row).
-//       CHECK:     %[[SLOPE:.*]] = llvm.load %{{.*}} invariant {{.*}} -> f32
-//       CHECK:     %[[FS:.*]] = arith.mulf %[[SLOPE]], %{{.*}} : f32
-//       CHECK:     %[[F:.*]] = arith.negf %[[FS]] : f32
-//       CHECK:     %[[D0:.*]] = arith.sitofp %{{.*}} : i32 to f32
-//       CHECK:     %[[FD0:.*]] = arith.mulf %[[F]], %[[D0]] : f32
-//       CHECK:     %[[R0:.*]] = arith.negf %[[FD0]] : f32
-//       CHECK:     %[[R1:.*]] = arith.negf %{{.*}} : f32
+//   CHECK-NOT:     llvm.load
 // d over the warpgroup's 64 rows and the block's 128 keys (alpha 1, beta
-// -1): the corner's value minus 127 at least, plus 63 at most.
-//       CHECK:     %[[LOW:.*]] = arith.addi %[[CORNER:.*]], %c-127_i32 : i32
+// -1): the corner's value (the origin's minus the block's first key's
+// offset from the first row) minus 127 at least, plus 63 at most.
+//       CHECK:     %[[CORNER:.*]] = arith.subi %[[ORIGIN]], %{{.*}} : i32
+//       CHECK:     %[[LOW:.*]] = arith.addi %[[CORNER]], %c-127_i32 : i32
 //       CHECK:     %[[HIGH:.*]] = arith.addi %[[CORNER]], %c63_i32 : i32
 //       CHECK:     %[[BELOW:.*]] = arith.cmpi sge, %[[LOW]], %c0_i32 : i32
 //       CHECK:     %[[ABOVE:.*]] = arith.cmpi sle, %[[HIGH]], %c0_i32 : i32

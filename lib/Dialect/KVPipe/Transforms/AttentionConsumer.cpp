@@ -131,6 +131,11 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
     ConsumerWaitOp::create(b, stateQ, nullptr);
   }
 
+  // A separable score bias's tile terms, once before the K/V loop.
+  separableTile.reset();
+  if (std::optional<SeparableBias> separable = separableBias())
+    separableTile = buildSeparableTile(*separable);
+
   Fragment oFrag(b, c.accumulatorColumns() / 2);
   Value negInf = f32(-INFINITY);
   Value zeroO = arith::ConstantOp::create(
@@ -161,14 +166,13 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   // Every QK wgmma of this warpgroup has retired: its Q rows are free (for
   // the next tile's Q, or for staging this tile's output).
   Value nextQ = ConsumerReleaseOp::create(b, stateQ, elected, nullptr);
-  if (std::optional<SeparableBias> separable = separableBias()) {
+  if (separableTile) {
     // The statistics are of the scores shifted by the separable bias's row
     // terms R: the maxima of the unshifted ones are m - R.
-    Value inverseScale = arith::DivFOp::create(
-        b, f32(M_LOG2E), param(AttentionParam::ScaleLog2));
-    SeparableRowTerms terms = separableRowTerms(*separable, inverseScale);
-    results[3] = arith::SubFOp::create(b, results[3], terms.rowTerm0);
-    results[4] = arith::SubFOp::create(b, results[4], terms.rowTerm1);
+    results[3] =
+        arith::SubFOp::create(b, results[3], separableTile->rowTerm0);
+    results[4] =
+        arith::SubFOp::create(b, results[4], separableTile->rowTerm1);
   }
   if (c.splitKV)
     buildPartialEpilogue(results[2],
@@ -344,34 +348,40 @@ std::optional<SeparableBias> KernelBuilder::separableBias() {
   return getSeparableBias(*c.scoreMod);
 }
 
-KernelBuilder::SeparableRowTerms
-KernelBuilder::separableRowTerms(const SeparableBias &bias,
-                                 Value inverseScale) {
+KernelBuilder::SeparableTile
+KernelBuilder::buildSeparableTile(const SeparableBias &bias) {
   // The row term's origin is the warpgroup's first row, so that the
   // shifted scores near the diagonal stay small: d(row, firstRow) is a few
   // rows' distance (up to 2^23 keys, F kv would round the largest scores).
+  // d is linear: one evaluation of the region gives it everywhere,
+  // d(q, kv) = d(firstRow, firstRow) + alpha (q - firstRow) + beta (kv -
+  // firstRow).
   ModifierIndices at{c.blockN / 2, batch, head, row0, row1, Value(),
                      seqQ,          seqKV, auxParams, c.auxTypes};
-  SeparableRowTerms terms;
-  Value distance[2];
-  for (auto [i, row] : llvm::enumerate(std::array<Value, 2>{row0, row1}))
-    std::tie(terms.factor, distance[i]) = buildSeparableBiasAt(
-        b, *c.scoreMod, bias, inverseScale, at, row, firstRow);
-  terms.distance0 = distance[0];
-  terms.distance1 = distance[1];
-  auto rowTerm = [&](Value d) {
+  Value inverseScale = arith::DivFOp::create(
+      b, f32(M_LOG2E), param(AttentionParam::ScaleLog2));
+  SeparableTile tile{bias, Value(), Value(), Value(), Value()};
+  std::tie(tile.factor, tile.origin) = buildSeparableBiasAt(
+      b, *c.scoreMod, bias, inverseScale, at, firstRow, firstRow);
+  auto rowTerm = [&](Value row) {
+    Value d = arith::AddIOp::create(
+        b, tile.origin,
+        arith::MulIOp::create(
+            b, toI32(arith::SubIOp::create(b, row, firstRow)),
+            arith::ConstantIntOp::create(b, bias.queryCoefficient, 32)));
     Value f = arith::SIToFPOp::create(b, b.getF32Type(), d);
-    return arith::NegFOp::create(b, arith::MulFOp::create(b, terms.factor, f));
+    return arith::NegFOp::create(b, arith::MulFOp::create(b, tile.factor, f));
   };
-  terms.rowTerm0 = rowTerm(distance[0]);
-  terms.rowTerm1 = rowTerm(distance[1]);
-  return terms;
+  tile.rowTerm0 = rowTerm(row0);
+  tile.rowTerm1 = rowTerm(row1);
+  return tile;
 }
 
 std::tuple<Value, Value, Value>
-KernelBuilder::separableScores(const SeparableBias &bias, Value s,
-                               Value kvRow, Value inverseScale,
+KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
                                const ModifierIndices &at) {
+  const SeparableTile &terms = *separableTile;
+  const SeparableBias &bias = terms.bias;
   // The scores are kept shifted by R(row) = -F d(row, firstRow) throughout
   // the tile (a softmax is the same on rows shifted by a constant; the
   // log-sum-exp subtracts it): with d = alpha q + beta kv + u, the shifted
@@ -380,14 +390,14 @@ KernelBuilder::separableScores(const SeparableBias &bias, Value s,
   // a key term (one FMA per element: kv is the thread's first column plus
   // a constant) and a row term; elsewhere the region's bias per element
   // plus R.
-  SeparableRowTerms terms = separableRowTerms(bias, inverseScale);
   int64_t alpha = bias.queryCoefficient, beta = bias.keyCoefficient;
-  // d over the warpgroup's rows and the block's keys: linear, so its
-  // extremes are at the corners.
-  auto [factor, corner] = buildSeparableBiasAt(
-      b, *c.scoreMod, bias, inverseScale, at, firstRow, kvRow);
-  (void)factor;
   auto i32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
+  // d over the warpgroup's rows and the block's keys: linear, so its
+  // extremes are at the corners; d(firstRow, kvRow) from the tile's origin.
+  Value corner = arith::AddIOp::create(
+      b, terms.origin,
+      arith::MulIOp::create(
+          b, toI32(arith::SubIOp::create(b, kvRow, firstRow)), i32(beta)));
   int64_t rowSpan = alpha * 63, keySpan = beta * (c.blockN - 1);
   Value low = arith::AddIOp::create(
       b, corner, i32(std::min<int64_t>(0, rowSpan) +
@@ -458,12 +468,12 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
           arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
                                 index(2))),
       seqQ, seqKV, auxParams, c.auxTypes};
-  if (std::optional<SeparableBias> separable = separableBias()) {
+  if (separableTile) {
     // Off the diagonal, the bias's key term per element and its row term
     // in the softmax's shifts (separableScores).
     Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);
     std::tie(s, rowShift0, rowShift1) =
-        separableScores(*separable, s, kvRow, inverseScale, at);
+        separableScores(s, kvRow, inverseScale, at);
   } else if (std::optional<AdditiveScoreMod> additive =
                  c.scoreMod ? getAdditiveScoreMod(*c.scoreMod)
                             : std::nullopt) {

@@ -189,18 +189,19 @@ private:
   /// (Modifiers.h: SeparableBias): an additive score_mod of one (batch,
   /// head) per tile (not pack_gqa's).
   std::optional<SeparableBias> separableBias();
-  /// The separable bias's terms on this warpgroup's tile: the factor F and,
-  /// per row half, the row term R = -F d(row, firstRow), which the
-  /// softmax's statistics include (the log-sum-exp subtracts it).
-  struct SeparableRowTerms {
-    Value factor, distance0, distance1, rowTerm0, rowTerm1;
+  /// The separable bias's terms on this warpgroup's tile, computed once
+  /// before its K/V loop (the region's reads, such as ALiBi's slope, out of
+  /// the loop): the factor F, d at (first row, first row) (i32), and per
+  /// row half the row term R = -F d(row, first row), which the softmax's
+  /// statistics include (the log-sum-exp subtracts it).
+  struct SeparableTile {
+    SeparableBias bias;
+    Value factor, origin, rowTerm0, rowTerm1;
   };
-  SeparableRowTerms separableRowTerms(const SeparableBias &bias,
-                                      Value inverseScale);
-  /// The scores of block `kvBlock` with a separable bias: (scores, row
-  /// shift 0, row shift 1).
-  std::tuple<Value, Value, Value> separableScores(const SeparableBias &bias,
-                                                  Value s, Value kvRow,
+  SeparableTile buildSeparableTile(const SeparableBias &bias);
+  /// The scores of block `kvBlock` with the tile's separable bias: (scores,
+  /// row shift 0, row shift 1).
+  std::tuple<Value, Value, Value> separableScores(Value s, Value kvRow,
                                                   Value inverseScale,
                                                   const ModifierIndices &at);
   /// The scale of exp2 in the softmax and the log-sum-exp: scale * log2(e),
@@ -278,6 +279,8 @@ private:
   /// With pack_gqa: the query head of the thread's two rows, and whether
   /// each is one of the warpgroup's usedRows() (i1).
   Value rowHead0, rowHead1, rowUsed0, rowUsed1;
+  /// With a separable score bias: its terms on this warpgroup's tile.
+  std::optional<SeparableTile> separableTile;
   /// With `varlen`: the tile's sequence's first query and key rows in the
   /// packed tensors (null otherwise).
   Value seqStartQ, seqStartKV;
