@@ -3,7 +3,9 @@
 // RUN: kvpipe-opt %s --kvpipe-to-ptx="ptx-file=%t.ptx" -o /dev/null
 // RUN: %if ptxas %{ %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS %}
 
-// A separable bias (Modifiers.h: SeparableBias): an additive score_mod
+// A separable bias (Modifiers.h: SeparableBias; the `separable_bias` tuning
+// attribute, which expand-attention-score-mod-index-arith.mlir's ALiBi
+// kernels go without): an additive score_mod
 // `score - slope * |d|`, d linear in the query and key with a uniform rest
 // (ALiBi, as the Python tracer writes it, with a shift read at run time).
 // The softmax keeps the tile's scores shifted by a row term R = -F d(row,
@@ -14,7 +16,7 @@
 // The maxima the epilogue's log-sum-exp takes are the unshifted ones.
 
 gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
-  kvpipe.attention_kernel @alibi {head_dim = 128 : i64, element_type = bf16, causal = true, aux_types = [f32, i32]}
+  kvpipe.attention_kernel @alibi {head_dim = 128 : i64, element_type = bf16, causal = true, aux_types = [f32, i32], separable_bias = true}
   score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
     %slope = kvpipe.aux_load 0[%h] : f32
@@ -32,9 +34,25 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %r = arith.subf %s, %bias : f32
     kvpipe.yield %r : f32
   }
+  // The same kernel without `separable_bias`: the region per element in
+  // every block.
+  kvpipe.attention_kernel @alibi_default {head_dim = 128 : i64, element_type = bf16, causal = true, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %slope = kvpipe.aux_load 0[%h] : f32
+    %d = arith.subi %q, %kv : index
+    %c0 = arith.constant 0 : index
+    %n = arith.subi %c0, %d : index
+    %a = arith.maxsi %d, %n : index
+    %ai = arith.index_cast %a : index to i32
+    %af = arith.sitofp %ai : i32 to f32
+    %bias = arith.mulf %slope, %af : f32
+    %r = arith.subf %s, %bias : f32
+    kvpipe.yield %r : f32
+  }
   // Not separable: the distance has no key term (a bias per row), or is
   // not linear (q * kv), or the bias is not uniform * |d| (a table).
-  kvpipe.attention_kernel @rows_only {head_dim = 64 : i64, element_type = bf16, causal = false, aux_types = [f32]}
+  kvpipe.attention_kernel @rows_only {head_dim = 64 : i64, element_type = bf16, causal = false, aux_types = [f32], separable_bias = true}
   score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
     %slope = kvpipe.aux_load 0[%h] : f32
@@ -47,7 +65,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %r = arith.subf %s, %bias : f32
     kvpipe.yield %r : f32
   }
-  kvpipe.attention_kernel @product {head_dim = 64 : i64, element_type = bf16, causal = false, aux_types = [f32]}
+  kvpipe.attention_kernel @product {head_dim = 64 : i64, element_type = bf16, causal = false, aux_types = [f32], separable_bias = true}
   score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
     %slope = kvpipe.aux_load 0[%h] : f32
@@ -124,6 +142,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   arith.subf %[[LOOP]]#3, %{{.*}} : f32
 //       CHECK:   arith.subf %[[LOOP]]#4, %{{.*}} : f32
 
+// CHECK-LABEL: gpu.func @alibi_default(
+//   CHECK-NOT:   -> (vector<64xf32>, f32, f32)
+//   CHECK-NOT:   plus
+//       CHECK:   math.absf
+//       CHECK:   kvpipe.fragment_exp2
 // CHECK-LABEL: gpu.func @rows_only(
 //   CHECK-NOT:   -> (vector<32xf32>, f32, f32)
 //       CHECK:   kvpipe.fragment_exp2

@@ -343,7 +343,7 @@ Value KernelBuilder::softmaxScaleLog2() {
 }
 
 std::optional<SeparableBias> KernelBuilder::separableBias() {
-  if (!c.scoreMod || c.packGQA)
+  if (!c.separableBias || !c.scoreMod || c.packGQA)
     return std::nullopt;
   return getSeparableBias(*c.scoreMod);
 }

@@ -186,8 +186,8 @@ private:
   Value modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
                        Value &rowShift0, Value &rowShift1);
   /// The score_mod's bias where the forward splits it off the diagonal
-  /// (Modifiers.h: SeparableBias): an additive score_mod of one (batch,
-  /// head) per tile (not pack_gqa's).
+  /// (`separable_bias`; Modifiers.h: SeparableBias): an additive score_mod
+  /// of one (batch, head) per tile (not pack_gqa's).
   std::optional<SeparableBias> separableBias();
   /// The separable bias's terms on this warpgroup's tile, computed once
   /// before its K/V loop (the region's reads, such as ALiBi's slope, out of

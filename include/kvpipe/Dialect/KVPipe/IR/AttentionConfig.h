@@ -71,6 +71,8 @@ struct AttentionConfig {
   /// The grid's tiles in LPT order, (batch, head) pairs grouped to fit L2
   /// (`lpt_tiles`).
   bool lptTiles = false;
+  /// A separable score bias split off the diagonal (`separable_bias`).
+  bool separableBias = false;
   /// Persistent CTAs take their tiles from a table the host computes
   /// (`tile_table`: a runtime parameter).
   bool tileTable = false;

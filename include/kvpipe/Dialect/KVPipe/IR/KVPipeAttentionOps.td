@@ -252,6 +252,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     heads in groups whose K and V fit in L2, which balances causal tiles
     where the closed-form order of a persistent grid cannot.
 
+    `separable_bias` (forward, experimental, default false; with a
+    `score_mod` only, where it changes nothing unless the region is a
+    separable bias) splits an additive `uniform * |d|` bias (`d` linear in
+    the query and key: ALiBi) off the diagonal: one FMA per element in the
+    K/V blocks where `d` keeps one sign, the rest a shift of each row in the
+    online softmax (docs/modifiers.md, "Separable biases off the
+    diagonal").
+
     `q_stages` (forward, experimental, default 1; 2 only with `persistent`)
     gives Q a ring of two slots: the producer loads the next tile's Q rows
     while the consumers still read this tile's, instead of after their last
@@ -331,6 +339,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$late_pv_retire,
                        OptionalAttr<BoolAttr>:$lpt_tiles,
                        OptionalAttr<BoolAttr>:$tile_table,
+                       OptionalAttr<BoolAttr>:$separable_bias,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,
