@@ -7,13 +7,13 @@
 //                                                 gpu.block_id x, y, z
 //   kvpipe.for_each_tile iter_args(%a) {...}  -> the region, once, on %a
 //
-// and, before them (applyIdleTileSkips), a tile that can say it has no work
-// (`has_work`) puts the rest of the kernel under its flag: an empty CTA
-// costs its launch and the reads its flag is computed from.
-//
 // so that the tile's values are computed where the generator put them, once
 // for all roles. The persistent loop over tiles is a rewrite
 // applied before this one (PersistentTiles.cpp).
+//
+// Before the patterns, a tile that can say it has no work (`has_work`) puts
+// the rest of the kernel under its flag (applyIdleTileSkips): an empty CTA
+// costs its launch and the reads its flag is computed from.
 //
 //===----------------------------------------------------------------------===//
 
