@@ -191,9 +191,7 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
         arith::CmpIOp::create(b, arith::CmpIPredicate::ult, kvRow0, seqKV);
     qEnd = arith::SelectOp::create(b, hasWork, qEnd, qBegin);
   }
-  Operation *lastBeforeWork = b.getInsertionBlock()->empty()
-                                  ? nullptr
-                                  : &b.getInsertionBlock()->back();
+  Operation *lastBeforeWork = hasWork ? qEnd.getDefiningOp() : nullptr;
   rowBase = paddedRowBase(headsQ, totalQ);
 
   // Shared memory from a 1024-byte aligned start (the swizzle atom), as the
@@ -261,7 +259,7 @@ gpu::GPUFuncOp BackwardBuilder::buildMain() {
       buildMainConsumer(roles.getConsumerIndex());
   }
   gpu::ReturnOp::create(b);
-  if (hasWork && lastBeforeWork) {
+  if (lastBeforeWork) {
     IRRewriter rewriter(ctx);
     runRestOfBlockUnder(rewriter, hasWork, lastBeforeWork->getNextNode());
   }

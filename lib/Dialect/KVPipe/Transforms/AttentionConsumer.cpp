@@ -13,7 +13,6 @@
 #include "Fragment.h"
 #include "KernelBuilder.h"
 
-#include "kvpipe/Dialect/KVPipe/IR/AccumulatorLayout.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelParts.h"
 
@@ -419,28 +418,9 @@ KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
   {
     Value g = arith::MulFOp::create(b, terms.factor, f32(double(beta)));
     g = arith::SelectOp::create(b, below, g, arith::NegFOp::create(b, g));
-    SmallVector<Value> keyed;
-    for (int64_t i = 0; i < at.numElements; ++i) {
-      int64_t column = AccumulatorLayout::columnOffset(i);
-      Value element = vector::ExtractOp::create(b, s, i);
-      if (column == 0) {
-        keyed.push_back(element);
-        continue;
-      }
-      Value term = arith::MulFOp::create(b, g, f32(double(column)));
-      Value sum = arith::AddFOp::create(b, element, term);
-      for (Value v : {term, sum})
-        v.getDefiningOp()->setAttr(
-            "fastmath", arith::FastMathFlagsAttr::get(
-                            b.getContext(), arith::FastMathFlags::contract));
-      keyed.push_back(sum);
-    }
-    Value scores = vector::FromElementsOp::create(b, s.getType(), keyed);
+    Value scores = buildColumnOffsetTerm(b, s, g);
     Value keyOffset = arith::SIToFPOp::create(
-        b, f32Type,
-        arith::IndexCastOp::create(
-            b, b.getI32Type(),
-            arith::SubIOp::create(b, at.firstColumn, firstRow)));
+        b, f32Type, toI32(arith::SubIOp::create(b, at.firstColumn, firstRow)));
     Value keyShift = arith::MulFOp::create(b, g, keyOffset);
     SmallVector<Value, 3> yielded = {scores};
     for (Value rowTerm : {terms.rowTerm0, terms.rowTerm1}) {

@@ -924,6 +924,29 @@ kvpipe::buildSeparableBiasAt(ImplicitLocOpBuilder &b, Region &region,
   return {factor, inlined.lookup(bias.distance)};
 }
 
+Value kvpipe::buildColumnOffsetTerm(ImplicitLocOpBuilder &b, Value s,
+                                    Value factor) {
+  auto type = cast<VectorType>(s.getType());
+  SmallVector<Value> sums;
+  for (int64_t i = 0; i < type.getNumElements(); ++i) {
+    Value element = vector::ExtractOp::create(b, s, i);
+    int64_t column = AccumulatorLayout::columnOffset(i);
+    if (column == 0) {
+      sums.push_back(element);
+      continue;
+    }
+    Value term = arith::MulFOp::create(
+        b, factor,
+        arith::ConstantFloatOp::create(b, b.getF32Type(),
+                                       APFloat(static_cast<float>(column))));
+    Value sum = arith::AddFOp::create(b, element, term);
+    allowContraction(term.getDefiningOp());
+    allowContraction(sum.getDefiningOp());
+    sums.push_back(sum);
+  }
+  return vector::FromElementsOp::create(b, type, sums);
+}
+
 std::pair<Value, Value>
 kvpipe::buildScoreModWithDerivative(ImplicitLocOpBuilder &b, Region &region,
                                     Value s, Value scale,

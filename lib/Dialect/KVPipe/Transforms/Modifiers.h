@@ -120,6 +120,12 @@ buildSeparableBiasAt(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                      const ModifierIndices &at, mlir::Value query,
                      mlir::Value key);
 
+/// `s` (a fragment) plus `factor` times each element's key offset from the
+/// thread's first column (AccumulatorLayout::columnOffset): one FMA per
+/// element, none at offset 0. The key term of a separable bias.
+mlir::Value buildColumnOffsetTerm(mlir::ImplicitLocOpBuilder &b, mlir::Value s,
+                                  mlir::Value factor);
+
 /// The score_mod `region` and its derivative with respect to the score,
 /// for every element of `s` (raw q.k scores) multiplied by `scale`: the
 /// fragment of modified scaled scores and the fragment of d region / d s at

@@ -322,20 +322,22 @@ void ProtocolChecker::checkWaitCycles() {
       // one that cannot never refills a slot.
       std::optional<bool> overfills;
       if (std::optional<int64_t> trips = getTripCount(loop)) {
+        // The ring's carried state: its advance per iteration, and whether
+        // its init is the ring's first slot.
         std::optional<int64_t> perIteration;
-        for (auto [position, carried] :
-             llvm::enumerate(PipelineFlow::getCarriedStates(loop)))
-          if (carried && flow.getPipeline(carried) == acquire.pipeline)
-            perIteration = flow.getAdvancePerIteration(loop, position);
-        auto forOp = cast<scf::ForOp>(loop);
         bool fromFirst = false;
-        for (auto [init, carried] : llvm::zip(
-                 forOp.getInitArgs(), PipelineFlow::getCarriedStates(loop)))
-          if (carried && flow.getPipeline(carried) == acquire.pipeline)
-            if (std::optional<StateAdvance> advance = flow.traceAdvance(
-                    init, forOp->getParentOfType<FunctionOpInterface>()))
-              fromFirst = advance->base.getDefiningOp<CreateOp>() &&
-                          advance->slots == 0;
+        auto forOp = cast<scf::ForOp>(loop);
+        auto function = forOp->getParentOfType<FunctionOpInterface>();
+        for (auto [position, carried] :
+             llvm::enumerate(PipelineFlow::getCarriedStates(loop))) {
+          if (!carried || flow.getPipeline(carried) != acquire.pipeline)
+            continue;
+          perIteration = flow.getAdvancePerIteration(loop, position);
+          if (std::optional<StateAdvance> advance =
+                  flow.traceAdvance(forOp.getInitArgs()[position], function))
+            fromFirst = advance->base.getDefiningOp<CreateOp>() &&
+                        advance->slots == 0;
+        }
         if (fromFirst && perIteration)
           overfills = *trips * *perIteration > stages;
       }
