@@ -108,11 +108,19 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:       kvpipe.warpgroup_mma %[[MASKED]]#0, %{{.*}}, %{{.*}} {transpose_b}
 
 // CHECK-LABEL: gpu.func @alibi(
-//  CHECK-SAME:   %[[AUX0:[^:]*]]: !llvm.ptr<1>) kernel
+//  CHECK-SAME:   %[[ASCALELOG2:[^:]*]]: f32, %[[ASCALE:[^:]*]]: f32, %{{[^:]*}}: i32, %{{[^:]*}}: i32, %[[AUX0:[^:]*]]: !llvm.ptr<1>) kernel
 //  CHECK-SAME:   "batch", "aux0"]
 //       CHECK:   consumers(2)
+//       CHECK:       %[[INVSCALE:.*]] = arith.divf %{{.*}}, %[[ASCALE]] : f32
 //       CHECK:       llvm.getelementptr %[[AUX0]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
-//       CHECK:       llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+//       CHECK:       %[[SLOPE:.*]] = llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+// In the raw domain as the forward: s - slope / scale * |q - kv| (one FMA
+// per element), exponentiated with the plain kernel's scale.
+//       CHECK:       %[[RAWSLOPE:.*]] = arith.mulf %[[SLOPE]], %[[INVSCALE]] : f32
+//  CHECK-NEXT:       %[[NEGSLOPE:.*]] = arith.negf %[[RAWSLOPE]] : f32
+//  CHECK-NEXT:       %[[TERM:.*]] = arith.mulf %{{.*}}, %[[NEGSLOPE]] fastmath<contract> : f32
+//  CHECK-NEXT:       arith.addf %{{.*}}, %[[TERM]] fastmath<contract> : f32
+//       CHECK:       vector.broadcast %[[ASCALELOG2]] : f32 to vector<32xf32>
 //       CHECK:       %[[P:.*]] = math.exp2 %{{.*}} : vector<32xf32>
 // P^T rounded two at a time (one cvt.rn.bf16x2 per pair, packedTrunc).
 //  CHECK-NEXT:       vector.extract %[[P]][0] : f32 from vector<32xf32>

@@ -534,7 +534,18 @@ BackwardBuilder::Probabilities BackwardBuilder::buildProbabilities(
   // their derivatives are never live as fp32 fragments next to the mask's
   // work (at head dim 128 that halved the soft-cap's spills, 2026-12-04).
   Value p, dMod;
-  if (c.scoreMod) {
+  std::optional<AdditiveScoreMod> additive =
+      c.scoreMod ? getAdditiveScoreMod(*c.scoreMod) : std::nullopt;
+  if (additive) {
+    // score + bias has the derivative 1: exponentiated as the forward's,
+    // (s + bias / scale) * scale in the raw domain, one multiplication per
+    // element fewer than the scaled score plus the bias.
+    Value inverseScale = arith::DivFOp::create(
+        b, f32(1.0), param(BackwardParam::Scale));
+    p = exp2(buildAdditiveScoreMod(b, *c.scoreMod, *additive, s, inverseScale,
+                                   at()),
+             param(BackwardParam::ScaleLog2));
+  } else if (c.scoreMod) {
     Value modified;
     std::tie(modified, dMod) = buildScoreModWithDerivative(
         b, *c.scoreMod, s, param(BackwardParam::Scale), at());
