@@ -24,7 +24,7 @@ from kvpipe._log import log
 from kvpipe.launch import (_LOG2E, _bhsd_view, _compile_backward, _kernel_for, _loaded_combine,
                            _multiprocessors, backward_config_args, combine_grid,
                            device_launch, kernel_arguments, launch_grid)
-from kvpipe.plans import _check_decode_args, launch_decode_plan, prefill_plan
+from kvpipe.plans import _check_decode_args, launch_decode_plan, prefill_plan, spill_fallback
 
 
 LAYOUTS = ("bhsd", "bshd")
@@ -507,9 +507,12 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     num_splits, pack, tuning = launch_decode_plan(b, hq, hkv, sq, skv, d, dv, num_splits,
                                                   pack_gqa, device_index, tuning)
+    fallback = None
     if num_splits == 1 and not pack:
+        chosen = bool(tuning)
         tuning = prefill_plan(d, dv, causal, mask_alignment, sliding_window,
                               kv_lengths is not None, traced is not None, sq, skv, tuning)
+        fallback = None if chosen else spill_fallback(tuning)
     if num_splits > 1:
         return attention_split(q, out, lse, layout, (
             d, kernels.dtype_name(q.dtype), causal, dv if dv != d else None, mask_alignment,
@@ -526,7 +529,9 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     if pack:
         config_args += (False, pack)
     kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
-                              *([(traced.ir, traced.aux_types)] if traced else []))
+                              (traced.ir, traced.aux_types) if traced else ("", ()),
+                              spill_fallback=(tuple(sorted(fallback.items()))
+                                              if fallback is not None else None))
     grid = launch_grid(abi, sq, hq, b,
                        _multiprocessors(device_index) if abi.get("persistent") else 0)
     table = 0

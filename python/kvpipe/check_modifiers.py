@@ -375,7 +375,7 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
     The flash_attn cases' kernels are included, except with ``tuning``
     (run_mods' grid alone, each kernel with it instead of the plan's)."""
     from kvpipe.attention import normalise_window
-    from kvpipe.plans import prefill_plan
+    from kvpipe.plans import prefill_plan, with_spill_fallback
 
     wanted = []
     for case in cases if cases is not None else mods_grid():
@@ -384,18 +384,19 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
         window = left >= 0 or right >= 0
         planned = prefill_plan(case.head_dim, case.head_dim, case.causal, "top_left", window,
                                False, True, case.seq_q, case.seq_kv, dict(tuning or {}))
-        wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
-                           value_head_dim=None, mask_alignment="top_left",
-                           sliding_window=window, kv_lengths=False, modifiers=traced.ir,
-                           aux_types=traced.aux_types, **planned))
+        wanted += [dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
+                        value_head_dim=None, mask_alignment="top_left",
+                        sliding_window=window, kv_lengths=False, modifiers=traced.ir,
+                        aux_types=traced.aux_types, **chosen)
+                   for chosen in (with_spill_fallback(planned) if not tuning else (planned,))]
     for sq, skv, causal, softcap, alibi in FLASH_CASES if not tuning else ():
         traced = modifiers.trace(_flash_score_mod(softcap, alibi, sq == skv))
         alignment = "bottom_right" if causal else "top_left"
-        wanted.append(dict(head_dim=128, dtype="bf16", causal=causal, value_head_dim=None,
-                           mask_alignment=alignment, sliding_window=False, kv_lengths=False,
-                           modifiers=traced.ir, aux_types=traced.aux_types,
-                           **prefill_plan(128, 128, causal, alignment, False, False, True, sq,
-                                          skv, {})))
+        wanted += [dict(head_dim=128, dtype="bf16", causal=causal, value_head_dim=None,
+                        mask_alignment=alignment, sliding_window=False, kv_lengths=False,
+                        modifiers=traced.ir, aux_types=traced.aux_types, **chosen)
+                   for chosen in with_spill_fallback(prefill_plan(
+                       128, 128, causal, alignment, False, False, True, sq, skv, {}))]
     return unique_configs(wanted)
 
 
@@ -693,7 +694,7 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
     kvpipe.attention and attention_backward choose them, the regions traced
     with shape-only tensors), and flash_attn_func's."""
     from kvpipe.attention import launched_mask, normalise_window
-    from kvpipe.plans import prefill_plan
+    from kvpipe.plans import prefill_plan, with_spill_fallback
 
     wanted = []
 
@@ -710,9 +711,10 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
                                                           False)
         planned = prefill_plan(d, d, forward_causal, forward_alignment, window, False,
                                bool(traced), sq, skv, {})
-        wanted.append(dict(head_dim=d, dtype=dtype, causal=forward_causal,
+        wanted.extend(dict(head_dim=d, dtype=dtype, causal=forward_causal,
                            value_head_dim=None, mask_alignment=forward_alignment,
-                           sliding_window=window, kv_lengths=False, **regions, **planned))
+                           sliding_window=window, kv_lengths=False, **regions, **chosen)
+                      for chosen in (with_spill_fallback(planned) if traced else (planned,)))
         wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, backward=True,
                            mask_alignment=alignment, sliding_window=window, **regions))
         if learnable:

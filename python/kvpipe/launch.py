@@ -44,14 +44,35 @@ def _kernel_for(config_args: Tuple[Any, ...],
                 device_index: int,
                 tuning: Tuple[Tuple[str, int], ...],
                 modifiers: Tuple[str, Tuple[str, ...]] = ("", ()),
-                varlen: bool = False) -> Tuple[cuda.Kernel, Dict[str, Any]]:
+                varlen: bool = False,
+                spill_fallback: Optional[Tuple[Tuple[str, int], ...]] = None,
+                ) -> Tuple[cuda.Kernel, Dict[str, Any]]:
     """The loaded kernel for a configuration on a device, compiled or cached
     once; ``modifiers``: the traced regions and aux types (kvpipe.modifiers);
-    ``varlen``: the kernel of packed variable-length batches."""
+    ``varlen``: the kernel of packed variable-length batches.
+    ``spill_fallback``: a plan's tuning to load instead where the kernel of
+    ``tuning`` keeps part of its registers in local memory
+    (plans.spill_fallback); the choice is remembered under ``tuning``'s key."""
     key = (config_args, device_index, tuning, modifiers, varlen)
     found = _loaded.get(key)
     if found is not None:
         return found
+    found = _load_kernel(key)
+    if spill_fallback is not None:
+        spilled = found[0].attribute("local_size_bytes")
+        if spilled:
+            log("%s keeps %d B a thread in local memory: loading the plan's fallback "
+                "tuning %s instead", found[1]["kernel"], spilled, dict(spill_fallback))
+            found = _kernel_for(config_args, device_index, spill_fallback, modifiers, varlen)
+            with _lock:
+                _loaded[key] = found
+    return found
+
+
+def _load_kernel(key: Tuple[Any, ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
+    """Compiles (or takes from the cache) and loads the kernel of a
+    ``_kernel_for`` key, once."""
+    config_args, device_index, tuning, modifiers, varlen = key
     with _lock:
         found = _loaded.get(key)
         if found is None:

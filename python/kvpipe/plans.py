@@ -246,6 +246,28 @@ def varlen_plan(head_dim: int, value_head_dim: int, causal: bool, sliding_window
     return dict(VARLEN_PLAN.get((head_dim, causal), tuning))
 
 
+def spill_fallback(tuning: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The tuning to launch instead of a planned ``tuning`` whose kernel
+    keeps registers in local memory (the launcher asks the loaded kernel:
+    launch._kernel_for): three consumer warpgroups leave each thread 128
+    registers, which a region with heavy per-element work can overflow (a
+    document mask's two gathers per score spill 40-170 B at head dim 128),
+    and the head dim's two-warpgroup tile, with the rest of the tuning, keeps
+    it in registers. None where nothing smaller is planned."""
+    if tuning.get("consumer_warpgroups") != 3:
+        return None
+    return {name: value for name, value in tuning.items()
+            if name not in ("consumer_warpgroups", "block_n")}
+
+
+def with_spill_fallback(planned: Dict[str, Any]) -> Tuple[Dict[str, Any], ...]:
+    """A planned tuning and its spill_fallback (where it has one): the
+    kernels a launch of the plan may load, for the lists of kernels to
+    compile for a machine without the compiler (compile --for-check)."""
+    fallback = spill_fallback(planned)
+    return (planned,) if fallback is None else (planned, fallback)
+
+
 def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignment: str,
                  sliding_window: bool, kv_lengths: bool, modifiers: bool, seq_q: int,
                  seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
