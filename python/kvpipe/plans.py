@@ -201,8 +201,10 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 #: levers at head dim 128 (H100, session 21 call 6, `bench --mods` with them
 #: as a variant, D 128 8k: soft-cap + window +4 %, ALiBi +2 %, ALiBi causal
 #: within 1 %; `check --mods` and `check --mods --backward` with them passed,
-#: session 22). The modifier kernels keep two consumer warpgroups (the
-#: op's default with regions: a third leaves too few registers for them).
+#: session 22). The modifier kernels keep two consumer warpgroups, the
+#: op's default (with a third, only regions that gather per score, document
+#: masks, spill: spill_fallback; the plan with three and the separable bias
+#: waits for its measurement on branch wip/modifier-plan-3wg).
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {128: _SOFTMAX_LEVERS}
 
 

@@ -322,16 +322,21 @@ void ProtocolChecker::checkWaitCycles() {
       // one that cannot never refills a slot.
       std::optional<bool> overfills;
       if (std::optional<int64_t> trips = getTripCount(loop)) {
-        // The ring's carried state: its advance per iteration, and whether
-        // its init is the ring's first slot.
+        // The acquire's own carried state (the iter_arg its state advances
+        // from: a loop may carry two states of one pipeline): its advance
+        // per iteration, and whether its init is the ring's first slot.
+        // Another carried state's counts say nothing about this acquire.
         std::optional<int64_t> perIteration;
         bool fromFirst = false;
         auto forOp = cast<scf::ForOp>(loop);
         auto function = forOp->getParentOfType<FunctionOpInterface>();
-        for (auto [position, carried] :
-             llvm::enumerate(PipelineFlow::getCarriedStates(loop))) {
-          if (!carried || flow.getPipeline(carried) != acquire.pipeline)
-            continue;
+        std::optional<StateAdvance> own =
+            flow.traceAdvance(acquire.state(), forOp);
+        auto carriedArg =
+            own ? dyn_cast<BlockArgument>(own->base) : BlockArgument();
+        if (carriedArg && carriedArg.getOwner() == forOp.getBody() &&
+            carriedArg.getArgNumber() > 0) {
+          unsigned position = carriedArg.getArgNumber() - 1;
           perIteration = flow.getAdvancePerIteration(loop, position);
           if (std::optional<StateAdvance> advance =
                   flow.traceAdvance(forOp.getInitArgs()[position], function))
