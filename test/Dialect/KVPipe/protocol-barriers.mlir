@@ -466,3 +466,46 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// WRONG: one role calls a helper that initialises the pipeline it is passed,
+// again, while the producer may already wait on or arrive at its barriers
+// (the sixth audit, session 25: accepted, the count of inits looked only at
+// the create's function).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @setup(%s: !p) {
+  // expected-error @+1 {{initialises a pipeline it did not create: kvpipe.init belongs in the block of the kvpipe.create, once}}
+  kvpipe.init %s : !p
+  return
+}
+func.func @k(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c0 : index
+    scf.if %e {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(240) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %first = arith.cmpi eq, %tid, %c128 : index
+    func.call @setup(%p) : (!p) -> ()
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %first : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}

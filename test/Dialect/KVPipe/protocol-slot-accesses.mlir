@@ -316,6 +316,8 @@ func.func @f(%p: !p, %e: i1, %k: !ring4, %h: vector<32xbf16>) -> (!p, vector<8xb
   %c0 = arith.constant 0 : index
   kvpipe.consumer_wait %p : !p
   %slot = kvpipe.index %p : !p
+  // The outer view reaches slot + 1 (checkSlotExtents).
+  // expected-error @+1 {{takes a view of size 2 along the slot dimension of a ring, from the slot of a kvpipe.index: it reaches slot + 1}}
   %a = memref.subview %k[%slot, 0, 0] [2, 64, 64] [1, 1, 1] : !ring4 to !two
   %b = memref.subview %a[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !two to !tile
   // expected-warning @+1 {{cannot prove which ring slot the op accesses: several offsets of its address are computed from a kvpipe.index, and they add up}}
@@ -411,6 +413,8 @@ func.func @f(%p: !p, %e: i1, %k: !ring) -> (!p, vector<8xbf16>) {
 func.func @f(%p: !p, %e: i1, %q: !q, %k: !ring4) -> !p {
   kvpipe.consumer_wait %p : !p
   %slot = kvpipe.index %p : !p
+  // The outer view reaches slot + 1 (checkSlotExtents).
+  // expected-error @+1 {{takes a view of size 2 along the slot dimension of a ring, from the slot of a kvpipe.index: it reaches slot + 1}}
   %a = memref.subview %k[%slot, 0, 0] [2, 64, 64] [1, 1, 1] : !ring4 to !two
   %b = memref.subview %a[%slot, 0, 0] [1, 64, 64] [1, 1, 1] : !two to !kt
   // expected-warning @+1 {{cannot prove which ring slot the wgmma reads: several offsets of its address are computed from a kvpipe.index, and they add up}}

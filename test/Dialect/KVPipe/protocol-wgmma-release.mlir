@@ -350,3 +350,69 @@ func.func @cf_paths(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring, %other: !kt, %o: 
   %t = kvpipe.consumer_release %p, %e : !p
   return %t : !p
 }
+
+// -----
+
+// WRONG: a wgmma issued in an scf.while's "before" region and retired only
+// in its "after" region: the loop leaves after "before", with the last
+// group in flight (the sixth audit, session 25: accepted, the loop was
+// simulated as if it left after "after").
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+func.func @consume(%s: !p, %k: !ring, %q: !q, %e: i1) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %o0 = arith.constant dense<0.0> : vector<64xf32>
+  kvpipe.consumer_wait %s : !p
+  %slot = kvpipe.index %s : !p
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  %w:2 = scf.while (%a = %o0, %j = %c0) : (vector<64xf32>, index) -> (vector<64xf32>, index) {
+    // expected-note @+1 {{the wgmma reading the slot, not retired before the release}}
+    %acc = kvpipe.warpgroup_mma %q, %tile, %a : !q, !kt -> vector<64xf32>
+    %go = arith.cmpi slt, %j, %c2 : index
+    scf.condition(%go) %acc, %j : vector<64xf32>, index
+  } do {
+  ^bb0(%a: vector<64xf32>, %j: index):
+    %d = kvpipe.warpgroup_wait %a {pending = 0} : vector<64xf32>
+    %j1 = arith.addi %j, %c1 : index
+    scf.yield %d, %j1 : vector<64xf32>, index
+  }
+  // expected-error @+1 {{releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}
+
+// -----
+
+// Corrected (the mirror, rejected before): the wgmma in "after", retired in
+// "before", which is where the loop leaves.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+func.func @consume(%s: !p, %k: !ring, %q: !q, %e: i1) -> !p {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %o0 = arith.constant dense<0.0> : vector<64xf32>
+  kvpipe.consumer_wait %s : !p
+  %slot = kvpipe.index %s : !p
+  %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+  %w:2 = scf.while (%a = %o0, %j = %c0) : (vector<64xf32>, index) -> (vector<64xf32>, index) {
+    %d = kvpipe.warpgroup_wait %a {pending = 0} : vector<64xf32>
+    %go = arith.cmpi slt, %j, %c2 : index
+    scf.condition(%go) %d, %j : vector<64xf32>, index
+  } do {
+  ^bb0(%a: vector<64xf32>, %j: index):
+    %acc = kvpipe.warpgroup_mma %q, %tile, %a : !q, !kt -> vector<64xf32>
+    %j1 = arith.addi %j, %c1 : index
+    scf.yield %acc, %j1 : vector<64xf32>, index
+  }
+  %t = kvpipe.consumer_release %s, %e : !p
+  return %t : !p
+}

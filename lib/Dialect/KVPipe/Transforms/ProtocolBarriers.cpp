@@ -114,6 +114,23 @@ bool ProtocolChecker::checkCreateRunsOnce(CreateOp create) {
 void ProtocolChecker::checkBarriers() {
   SmallVector<InitOp> inits;
   root->walk([&](InitOp init) { inits.push_back(init); });
+  // An init of a pipeline its function receives (a helper's argument) is
+  // not next to its create: where the caller initialised it, a second init
+  // resets barriers the other role may already be waiting on or arriving
+  // at (the sixth audit's helper called by one role).
+  auto isReceived = [](Value pipeline) {
+    auto argument = dyn_cast<BlockArgument>(pipeline);
+    return argument && argument.getOwner()->isEntryBlock() &&
+           isa<FunctionOpInterface>(argument.getOwner()->getParentOp());
+  };
+  for (InitOp init : inits)
+    if (isReceived(flow.getPipeline(init.getPipeline())))
+      error(init) << "initialises a pipeline it did not create: kvpipe.init "
+                     "belongs in the block of the kvpipe.create, once; a "
+                     "pipeline passed in was initialised where it was "
+                     "created, and a second init resets barriers that may "
+                     "already be in use"
+                  << where(init.getPipeline());
   root->walk([&](CreateOp create) {
     if (!checkCreateRunsOnce(create))
       return;

@@ -683,6 +683,11 @@ private:
   /// a subview at a constant slot), and through an address taken out of a
   /// memref that may overlap a ring.
   void checkSlotAliases();
+  /// Rule 10: a view or an access at a ring's slot (its first offset or
+  /// index a kvpipe.index) reaches no further along the slot dimension than
+  /// the slot: a subview of size 2 there, a vector whose dimension walks
+  /// it, is slot + 1 too, which the state does not hold.
+  void checkSlotExtents();
 
   // 12. Rings apart (ProtocolRings.cpp)
   /// Where a ring lies in its buffer: its bytes [low, high), the byte stride

@@ -724,6 +724,23 @@ void ProtocolChecker::simulate(Block &block, SmallVector<Queue> &states) {
 
 void ProtocolChecker::simulateRegions(Operation &op,
                                       SmallVector<Queue> &states) {
+  if (auto whileOp = dyn_cast<scf::WhileOp>(op)) {
+    // The loop leaves after its "before" region (once at least), never
+    // after its "after" region: one or two iterations, the groups in flight
+    // at each scf.condition.
+    SmallVector<Queue> exits, current(states);
+    for (unsigned iteration = 0; iteration < 2; ++iteration) {
+      for (Block &block : whileOp.getBefore())
+        simulate(block, current);
+      llvm::append_range(exits, current);
+      for (Block &block : whileOp.getAfter())
+        simulate(block, current);
+      dedupe(current);
+    }
+    states.swap(exits);
+    dedupe(states);
+    return;
+  }
   if (isa<LoopLikeOpInterface>(op)) {
     // Zero, one or two iterations: the groups one iteration leaves in
     // flight are the ones the next starts with.

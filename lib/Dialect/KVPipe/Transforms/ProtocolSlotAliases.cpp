@@ -549,8 +549,97 @@ void ProtocolChecker::checkAddressTaken(Operation *op, Value memref) {
       << "the ring, whose slot a kvpipe.index selects here";
 }
 
+/// Whether `offset` is a kvpipe.index (through integer casts): the offset
+/// of a ring's slot, whose extent along the slot dimension is 1.
+static bool isSlotIndex(Value offset) {
+  for (unsigned guard = 0; offset && guard < 16; ++guard) {
+    Operation *def = offset.getDefiningOp();
+    if (isa_and_nonnull<IndexOp>(def))
+      return true;
+    if (!isa_and_nonnull<arith::IndexCastOp, arith::IndexCastUIOp,
+                         arith::ExtUIOp, arith::ExtSIOp>(def))
+      return false;
+    offset = def->getOperand(0);
+  }
+  return false;
+}
+
+/// How far `op`'s access of its memref operand at `position` reaches along
+/// the memref's dimension `dim` from its index there: the vector's extent
+/// where a dimension of the vector walks it (the trailing dimensions of a
+/// vector.load or store, the permutation map's of a transfer), else 1.
+static int64_t getAccessExtent(Operation *op, unsigned position, unsigned dim) {
+  auto memref = cast<MemRefType>(op->getOperand(position).getType());
+  if (auto transfer = dyn_cast<VectorTransferOpInterface>(op)) {
+    for (auto [index, result] :
+         llvm::enumerate(transfer.getPermutationMap().getResults()))
+      if (auto d = dyn_cast<AffineDimExpr>(result); d && d.getPosition() == dim)
+        return transfer.getVectorType().getDimSize(index);
+    return 1;
+  }
+  VectorType vector;
+  for (Type type : llvm::concat<Type>(op->getResultTypes(), op->getOperandTypes()))
+    if ((vector = dyn_cast<VectorType>(type)))
+      break;
+  if (!vector || isa<vector::GatherOp, vector::ScatterOp>(op))
+    return 1;
+  int64_t first = memref.getRank() - vector.getRank();
+  if (int64_t(dim) < first || vector.isScalable())
+    return 1;
+  return vector.getDimSize(dim - first);
+}
+
+void ProtocolChecker::checkSlotExtents() {
+  auto report = [&](Operation *op, Value offset, int64_t extent,
+                    StringRef what) {
+    Operation *unknown = nullptr;
+    SmallVector<Value> slots = getSlotsOf(offset, 0, unknown);
+    if (slots.empty())
+      return;
+    error(op) << what << " " << extent
+              << " along the slot dimension of a ring, from the slot of a "
+                 "kvpipe.index: it reaches slot + 1, which the state does "
+                 "not hold"
+              << where(slots.front());
+  };
+  root->walk([&](Operation *op) {
+    if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
+      if (subview.getMixedOffsets().empty())
+        return;
+      auto offset = dyn_cast<Value>(subview.getMixedOffsets().front());
+      if (!offset || !isSlotIndex(offset))
+        return;
+      std::optional<int64_t> size =
+          getConstantIntValue(subview.getMixedSizes().front());
+      if (!size) {
+        Operation *unknown = nullptr;
+        SmallVector<Value> slots = getSlotsOf(offset, 0, unknown);
+        if (!slots.empty())
+          unproven(op) << "that the view stays in its slot: its size along "
+                          "the slot dimension of a ring is not a constant"
+                       << where(slots.front());
+        return;
+      }
+      if (*size > 1)
+        report(op, offset, *size, "takes a view of size");
+      return;
+    }
+    for (auto [position, operand] : llvm::enumerate(op->getOperands())) {
+      if (!isa<MemRefType>(operand.getType()) || !accessesMemRef(op, operand))
+        continue;
+      SmallVector<Value> indices = getIndexOperands(op, position);
+      if (indices.empty() || !isSlotIndex(indices.front()))
+        continue;
+      int64_t extent = getAccessExtent(op, position, 0);
+      if (extent > 1)
+        report(op, indices.front(), extent, "accesses");
+    }
+  });
+}
+
 void ProtocolChecker::checkSlotAliases() {
   collectRings();
+  checkSlotExtents();
   if (rings.empty())
     return;
   checkRingsApart();
