@@ -691,3 +691,74 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// One thread fills slot 0, steps and waits on slot 1, which nothing fills
+// (a hang): its chain advances on both sides, and a chain's fills are not
+// compared with its own waits (the sixth audit).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels {
+  gpu.func @one_thread_both_sides() kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %tid = gpu.thread_id x
+    %e = arith.cmpi eq, %tid, %c0 : index
+    scf.if %e {
+      kvpipe.producer_acquire %p : !p
+      kvpipe.producer_commit %p : !p
+      %u = kvpipe.step %p : !p
+      kvpipe.consumer_wait %u : !p
+      // expected-warning @+1 {{cannot prove that the slots this chain of states waits on are filled: it advances on both the producer and the consumer side}}
+      %t = kvpipe.consumer_release %u, %e : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// A helper's bound is as uniform as what its callers pass: here the kernel
+// passes n + warpgroup id, so the producer fills n slots and the consumer
+// waits for n + 1 (the sixth audit: a helper's arguments were all taken as
+// CTA-uniform). Reported as the same program written inline is.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+// expected-note @+1 {{the value}}
+func.func private @per_thread_bound_body(%p: !p, %cnt: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %wg = kvpipe.warpgroup_id : index
+  %tid = gpu.thread_id x
+  %producer = arith.cmpi eq, %wg, %c0 : index
+  scf.if %producer {
+    %e = arith.cmpi eq, %tid, %c0 : index
+    scf.if %e {
+      // expected-note @+1 {{where the producer side ends}}
+      %r = scf.for %i = %c0 to %cnt step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } else {
+    %first = arith.cmpi eq, %tid, %c128 : index
+    // expected-warning @+1 {{cannot prove that the producer and consumer loops advance the same number of slots: both sides advance trips(loop at}}
+    %r = scf.for %i = %c0 to %cnt step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %first : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+func.func @per_thread_bound(%n: index) attributes {gpu.kernel, nvvm.maxntid = array<i32: 256>} {
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %wg = kvpipe.warpgroup_id : index
+  %cnt = arith.addi %n, %wg : index
+  func.call @per_thread_bound_body(%p, %cnt) : (!p, index) -> ()
+  return
+}

@@ -558,6 +558,21 @@ FunctionOpInterface PipelineFlow::resolveCallee(CallOpInterface call) {
   return callee;
 }
 
+ArrayRef<CallOpInterface>
+PipelineFlow::getCallSites(FunctionOpInterface callee) {
+  if (!callSites) {
+    callSites.emplace();
+    root->walk([&](CallOpInterface call) {
+      if (FunctionOpInterface resolved = resolveCallee(call))
+        (*callSites)[resolved].push_back(call);
+    });
+  }
+  auto it = callSites->find(callee);
+  if (it == callSites->end())
+    return {};
+  return it->second;
+}
+
 std::optional<unsigned> PipelineFlow::getArgumentIndex(CallOpInterface call,
                                                        OpOperand &use) {
   MutableOperandRange arguments = call.getArgOperandsMutable();
@@ -760,11 +775,7 @@ static BlockArgument getKernelPointerArgument(Value pointer) {
           argument.getOwner()->getParentOp());
       if (!function || !argument.getOwner()->isEntryBlock())
         return {};
-      auto gpuFunc = dyn_cast<gpu::GPUFuncOp>(function.getOperation());
-      bool kernel = (gpuFunc && gpuFunc.isKernel()) ||
-                    function->hasAttr("gpu.kernel") ||
-                    function->hasAttr("nvvm.kernel");
-      return kernel ? argument : BlockArgument();
+      return isKernelFunction(function) ? argument : BlockArgument();
     }
     Operation *def = pointer.getDefiningOp();
     if (!def || def->getName().getStringRef() != "llvm.getelementptr" ||
@@ -966,11 +977,21 @@ std::string SlotArithmetic::keyOf(Value value, unsigned depth) {
                          : "wa" + std::to_string(argument.getArgNumber()) +
                                "(" + sig + ")";
     }
-    // Arguments of the function: the same for every thread of the CTA (an
-    // assumption: docs/protocol-checking.md).
-    if (isa<FunctionOpInterface>(owner) && argument.getOwner()->isEntryBlock())
+    // Arguments of a kernel: the same for every thread of the CTA. An
+    // argument of a helper is as uniform as what its calls under the root
+    // pass (a per-thread value at one call makes it per-thread); a helper
+    // without calls there is assumed to be called with uniform values
+    // (docs/protocol-checking.md).
+    if (auto function = dyn_cast<FunctionOpInterface>(owner);
+        function && argument.getOwner()->isEntryBlock()) {
+      if (!isKernelFunction(function))
+        for (CallOpInterface call : flow.getCallSites(function))
+          if (keyOf(call.getArgOperands()[argument.getArgNumber()], depth + 1)
+                  .empty())
+            return "";
       return "arg" + std::to_string(reinterpret_cast<uintptr_t>(
                          argument.getAsOpaquePointer()));
+    }
     return "";
   }
 

@@ -225,6 +225,9 @@ void ProtocolChecker::checkTotals() {
     Operation *scope = nullptr;
   };
   llvm::MapVector<Value, SmallVector<End>> producers, consumers;
+  // Chains that advance on both sides: one thread fills slots and consumes
+  // them.
+  SmallVector<End> bothSides;
   DenseMap<Value, Value> created;
   for (Value state : flow.getStates()) {
     if (llvm::any_of(state.getUses(),
@@ -280,6 +283,8 @@ void ProtocolChecker::checkTotals() {
       consumers[pipeline].push_back({state, total, why, unstructured, scope});
     else if (sides == PipelineSide::none && !total && why)
       producers[pipeline].push_back({state, total, why, unstructured, scope});
+    else if (sides == (PipelineSide::producer | PipelineSide::consumer))
+      bothSides.push_back({state, total, why, unstructured, scope});
   }
 
   auto describeEnd = [&](End end) {
@@ -450,6 +455,21 @@ void ProtocolChecker::checkTotals() {
     if (other && producerAlone)
       diag.attachNote(describeEnd(*other)->getLoc())
           << "where the consumer side's chain ends, in another branch";
+  }
+  // The totals compare a producer's chain with a consumer's; a chain on
+  // which one thread does both (fills a slot, steps, waits on the next) is
+  // not compared with itself: whether each of its waits follows a fill of
+  // the same slot is not proven.
+  for (const End &end : bothSides) {
+    Value pipeline = flow.getPipeline(end.state);
+    if (unbalanced.contains(pipeline))
+      continue;
+    unproven(describeEnd(end))
+        << "that the slots this chain of states waits on are filled: it "
+           "advances on both the producer and the consumer side (one thread "
+           "fills slots and consumes them), and a chain's fills are compared "
+           "with another chain's waits, not with its own"
+        << where(pipeline);
   }
   // A consumer side without a producer in a function that creates the
   // pipeline waits forever.

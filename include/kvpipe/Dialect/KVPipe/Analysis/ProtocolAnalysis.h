@@ -108,6 +108,10 @@ public:
   /// The callee of `call`, when it is a function with a body under the root.
   mlir::FunctionOpInterface resolveCallee(mlir::CallOpInterface call);
 
+  /// The calls under the root whose callee (resolveCallee) is `callee`.
+  llvm::ArrayRef<mlir::CallOpInterface>
+  getCallSites(mlir::FunctionOpInterface callee);
+
   struct CallAdvance {
     unsigned argument;
     int64_t slots;
@@ -163,6 +167,11 @@ private:
   llvm::DenseMap<mlir::Operation *,
                  llvm::SmallVector<std::optional<CallAdvance>>>
       returnAdvances;
+  /// Call sites by callee (getCallSites), collected on first use.
+  std::optional<
+      llvm::DenseMap<mlir::Operation *,
+                     llvm::SmallVector<mlir::CallOpInterface, 2>>>
+      callSites;
   llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, PipelineSide>
       calleeSides;
   llvm::DenseMap<std::pair<mlir::Operation *, unsigned>, bool> calleeAdvances;
