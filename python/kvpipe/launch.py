@@ -52,9 +52,11 @@ def _kernel_for(config_args: Tuple[Any, ...],
     ``varlen``: the kernel of packed variable-length batches.
     ``spill_fallback``: a plan's tuning to load instead where the kernel of
     ``tuning`` keeps part of its registers in local memory
-    (plans.spill_fallback); the choice is remembered under ``tuning``'s key."""
+    (plans.spill_fallback); the choice is remembered apart from the kernel of
+    ``tuning`` itself, which a caller that chose ``tuning`` gets as chosen."""
     key = (config_args, device_index, tuning, modifiers, varlen)
-    found = _loaded.get(key)
+    choice = key if spill_fallback is None else key + (spill_fallback,)
+    found = _loaded.get(choice)
     if found is not None:
         return found
     found = _load_kernel(key)
@@ -64,8 +66,8 @@ def _kernel_for(config_args: Tuple[Any, ...],
             log("%s keeps %d B a thread in local memory: loading the plan's fallback "
                 "tuning %s instead", found[1]["kernel"], spilled, dict(spill_fallback))
             found = _kernel_for(config_args, device_index, spill_fallback, modifiers, varlen)
-            with _lock:
-                _loaded[key] = found
+        with _lock:
+            _loaded[choice] = found
     return found
 
 

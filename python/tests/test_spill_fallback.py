@@ -92,3 +92,23 @@ def test_a_chosen_tuning_that_spills_is_launched_as_chosen(loader):
     spills[0] = 40
     kernel, abi = launch._kernel_for(CONFIG, 0, PLANNED, ("score_mod {}", ()))
     assert abi["kernel"] == "k1" and kernel.attribute("local_size_bytes") == 40
+
+
+@pytest.mark.parametrize("planned_first", [True, False])
+def test_a_planned_and_a_chosen_launch_of_one_tuning_each_get_their_kernel(loader,
+                                                                          planned_first):
+    # The plan's choice (the fallback) and a caller's choice of the same
+    # tuning (the spilling kernel, as chosen) are remembered apart, in
+    # either order.
+    compiled, spills = loader
+    spills[0] = 40
+    launches = [("planned", FALLBACK), ("chosen", None)]
+    if not planned_first:
+        launches.reverse()
+    got = {}
+    for name, fallback in launches * 2:
+        kernel, abi = launch._kernel_for(CONFIG, 0, PLANNED, ("score_mod {}", ()),
+                                         spill_fallback=fallback)
+        got.setdefault(name, set()).add(kernel.attribute("local_size_bytes"))
+    assert got == {"planned": {0}, "chosen": {40}}
+    assert len(compiled) == 2
