@@ -762,3 +762,140 @@ func.func @per_thread_bound(%n: index) attributes {gpu.kernel, nvvm.maxntid = ar
   func.call @per_thread_bound_body(%p, %cnt) : (!p, index) -> ()
   return
 }
+
+// -----
+
+// The seventh audit: the roles in helpers that do not return the state.
+// The consumer's helper loops to n + 1, the producer's to n (a hang). Each
+// helper's chain is one side of a pipeline the caller creates; totals are
+// compared only between chains that end in one function.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @produce_all(%p: !p, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-warning @+1 {{cannot prove that the consumer side advances this pipeline by as many slots as this producer chain: the chain ends in a function that receives the pipeline, where it has no consumer side}}
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.producer_acquire %s : !p
+    kvpipe.producer_commit %s : !p
+    %t = kvpipe.step %s : !p
+    scf.yield %t : !p
+  }
+  return
+}
+func.func private @consume_all(%p: !p, %n: index, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // expected-warning @+1 {{cannot prove that the producer side advances this pipeline by as many slots as this consumer chain}}
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+    kvpipe.consumer_wait %s : !p
+    %t = kvpipe.consumer_release %s, %e : !p
+    scf.yield %t : !p
+  }
+  return
+}
+func.func @role_helpers(%n: index, %producer: i1, %e: i1) {
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  scf.if %producer {
+    func.call @produce_all(%p, %n) : (!p, index) -> ()
+  } else {
+    %m = arith.addi %n, %c1 : index
+    func.call @consume_all(%p, %m, %e) : (!p, index, i1) -> ()
+  }
+  return
+}
+
+// -----
+
+// The seventh audit: one helper with both roles, called by the producer
+// warpgroup with n and by the consumer warpgroup with n + 1: its bound is
+// not one value on every thread (a helper's argument is uniform only where
+// every call passes the same uniform value).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+// expected-note @+1 {{the value}}
+func.func private @side(%p: !p, %cnt: index, %producer: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %tid = gpu.thread_id x
+  scf.if %producer {
+    %e = arith.cmpi eq, %tid, %c0 : index
+    scf.if %e {
+      // expected-note @+1 {{where the producer side ends}}
+      %r = scf.for %i = %c0 to %cnt step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } else {
+    %first = arith.cmpi eq, %tid, %c128 : index
+    // expected-warning @+1 {{cannot prove that the producer and consumer loops advance the same number of slots}}
+    %r = scf.for %i = %c0 to %cnt step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %first : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+func.func @one_helper_two_bounds(%n: index) attributes {gpu.kernel, nvvm.maxntid = array<i32: 256>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %wg = kvpipe.warpgroup_id : index
+  %producer = arith.cmpi eq, %wg, %c0 : index
+  scf.if %producer {
+    func.call @side(%p, %n, %producer) : (!p, index, i1) -> ()
+  } else {
+    %m = arith.addi %n, %c1 : index
+    func.call @side(%p, %m, %producer) : (!p, index, i1) -> ()
+  }
+  return
+}
+
+// -----
+
+// The same helper called with n by both roles: proven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func private @side(%p: !p, %cnt: index, %producer: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %tid = gpu.thread_id x
+  scf.if %producer {
+    %e = arith.cmpi eq, %tid, %c0 : index
+    scf.if %e {
+      %r = scf.for %i = %c0 to %cnt step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } else {
+    %first = arith.cmpi eq, %tid, %c128 : index
+    %r = scf.for %i = %c0 to %cnt step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      %t = kvpipe.consumer_release %s, %first : !p
+      scf.yield %t : !p
+    }
+  }
+  return
+}
+func.func @one_helper_one_bound(%n: index) attributes {gpu.kernel, nvvm.maxntid = array<i32: 256>} {
+  %c0 = arith.constant 0 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  %wg = kvpipe.warpgroup_id : index
+  %producer = arith.cmpi eq, %wg, %c0 : index
+  scf.if %producer {
+    func.call @side(%p, %n, %producer) : (!p, index, i1) -> ()
+  } else {
+    func.call @side(%p, %n, %producer) : (!p, index, i1) -> ()
+  }
+  return
+}

@@ -391,3 +391,150 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// The seventh audit: K's and V's pipelines, created by the kernel, fill one
+// ring in a helper that receives both; every call passes two different
+// creates, so the helper's two pipelines are two (slot i of one is slot i
+// of the other: V's copy overwrites the K tile a consumer still reads).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @body(%pa: !p, %pb: !p, %map: !map, %n: index, %q: !q, %k: !ring) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %ra, %rb = scf.for %i = %c0 to %n step %c1 iter_args(%s = %pa, %u = %pb) -> (!p, !p) {
+          %row = arith.muli %i, %c128 : index
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          // expected-error @+1 {{fills a ring that shares bytes with the ring of another pipeline}}
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          kvpipe.producer_acquire %u : !p
+          %slot2 = kvpipe.index %u : !p
+          %b2 = kvpipe.producer_mbar %u : !p
+          // expected-note @+1 {{the other ring, whose slot a kvpipe.index selects here}}
+          %tile2 = memref.subview %k[%slot2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c1, %row, %c0], %tile2, %b2 : !map, !half
+          kvpipe.producer_commit %u : !p
+          %v = kvpipe.step %u : !p
+          scf.yield %t, %v : !p, !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:3 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %pa, %u = %pb, %o = %o0) -> (!p, !p, vector<64xf32>) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        kvpipe.consumer_wait %u : !p
+        %slot2 = kvpipe.index %u : !p
+        %tile2 = memref.subview %k[%slot2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc2 = kvpipe.warpgroup_mma %q, %tile2, %done : !q, !kt -> vector<64xf32>
+        %done2 = kvpipe.warpgroup_wait %acc2 {pending = 0} : vector<64xf32>
+        %v = kvpipe.consumer_release %u, %first : !p
+        scf.yield %t, %v, %done2 : !p, !p, vector<64xf32>
+      }
+    }
+    return
+  }
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %pa = kvpipe.create : !p
+    kvpipe.init %pa : !p
+    %pb = kvpipe.create : !p
+    kvpipe.init %pb : !p
+    func.call @body(%pa, %pb, %map, %n, %q, %k) : (!p, !p, !map, index, !q, !ring) -> ()
+    gpu.return
+  }
+}
+
+// -----
+
+// Corrected: each pipeline's ring its own buffer.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @body(%pa: !p, %pb: !p, %map: !map, %n: index, %q: !q, %k: !ring, %v: !ring) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %ra, %rb = scf.for %i = %c0 to %n step %c1 iter_args(%s = %pa, %u = %pb) -> (!p, !p) {
+          %row = arith.muli %i, %c128 : index
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          kvpipe.producer_acquire %u : !p
+          %slot2 = kvpipe.index %u : !p
+          %b2 = kvpipe.producer_mbar %u : !p
+          %tile2 = memref.subview %v[%slot2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c1, %row, %c0], %tile2, %b2 : !map, !half
+          kvpipe.producer_commit %u : !p
+          %vs = kvpipe.step %u : !p
+          scf.yield %t, %vs : !p, !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:3 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %pa, %u = %pb, %o = %o0) -> (!p, !p, vector<64xf32>) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        kvpipe.consumer_wait %u : !p
+        %slot2 = kvpipe.index %u : !p
+        %tile2 = memref.subview %v[%slot2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc2 = kvpipe.warpgroup_mma %q, %tile2, %done : !q, !kt -> vector<64xf32>
+        %done2 = kvpipe.warpgroup_wait %acc2 {pending = 0} : vector<64xf32>
+        %vs = kvpipe.consumer_release %u, %first : !p
+        scf.yield %t, %vs, %done2 : !p, !p, vector<64xf32>
+      }
+    }
+    return
+  }
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring, %v: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %pa = kvpipe.create : !p
+    kvpipe.init %pa : !p
+    %pb = kvpipe.create : !p
+    kvpipe.init %pb : !p
+    func.call @body(%pa, %pb, %map, %n, %q, %k, %v) : (!p, !p, !map, index, !q, !ring, !ring) -> ()
+    gpu.return
+  }
+}

@@ -578,3 +578,61 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// The seventh audit: each role in a helper passed both pipelines; each waits
+// on the other's pipeline before committing its own (a deadlock). A call of
+// several pipelines is of another pipeline than any other call, so the cycle
+// through the two calls is found (it was skipped); the helpers' one-sided
+// chains are unproven by rule 5.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @role0(%a: !p, %b: !p) {
+    %true = arith.constant true
+    kvpipe.consumer_wait %b : !p
+    // expected-warning @+1 {{cannot prove that the producer side advances this pipeline by as many slots as this consumer chain}}
+    %b1 = kvpipe.consumer_release %b, %true : !p
+    kvpipe.producer_acquire %a : !p
+    kvpipe.producer_commit %a : !p
+    // expected-warning @+1 {{cannot prove that the consumer side advances this pipeline by as many slots as this producer chain}}
+    %a1 = kvpipe.step %a : !p
+    return
+  }
+  func.func private @role1(%a: !p, %b: !p) {
+    %true = arith.constant true
+    kvpipe.consumer_wait %a : !p
+    // expected-warning @+1 {{cannot prove that the producer side advances this pipeline by as many slots as this consumer chain}}
+    %a1 = kvpipe.consumer_release %a, %true : !p
+    kvpipe.producer_acquire %b : !p
+    kvpipe.producer_commit %b : !p
+    // expected-warning @+1 {{cannot prove that the consumer side advances this pipeline by as many slots as this producer chain}}
+    %b1 = kvpipe.step %b : !p
+    return
+  }
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        // expected-warning @+1 {{cannot prove that the waits across pipelines form no cycle: through the waits and commits of a helper}}
+        func.call @role0(%a, %b) : (!p, !p) -> ()
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      scf.if %e {
+        // expected-note @+1 {{which this call waits for: its helper waits on a pipeline it is passed}}
+        func.call @role1(%a, %b) : (!p, !p) -> ()
+      }
+    }
+    gpu.return
+  }
+}

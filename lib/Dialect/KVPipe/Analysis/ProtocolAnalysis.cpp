@@ -978,17 +978,23 @@ std::string SlotArithmetic::keyOf(Value value, unsigned depth) {
                                "(" + sig + ")";
     }
     // Arguments of a kernel: the same for every thread of the CTA. An
-    // argument of a helper is as uniform as what its calls under the root
-    // pass (a per-thread value at one call makes it per-thread); a helper
-    // without calls there is assumed to be called with uniform values
-    // (docs/protocol-checking.md).
+    // argument of a helper is the one value every call under the root
+    // passes, where they all pass the same CTA-uniform value (two calls
+    // passing n and n + 1, one per role, make it a different number on
+    // different threads: not uniform, as a per-thread value at one call);
+    // a helper without calls there is assumed to be called with uniform
+    // values (docs/protocol-checking.md).
     if (auto function = dyn_cast<FunctionOpInterface>(owner);
         function && argument.getOwner()->isEntryBlock()) {
+      std::string passed;
       if (!isKernelFunction(function))
-        for (CallOpInterface call : flow.getCallSites(function))
-          if (keyOf(call.getArgOperands()[argument.getArgNumber()], depth + 1)
-                  .empty())
+        for (CallOpInterface call : flow.getCallSites(function)) {
+          std::string key = keyOf(
+              call.getArgOperands()[argument.getArgNumber()], depth + 1);
+          if (key.empty() || (!passed.empty() && key != passed))
             return "";
+          passed = key;
+        }
       return "arg" + std::to_string(reinterpret_cast<uintptr_t>(
                          argument.getAsOpaquePointer()));
     }

@@ -229,6 +229,8 @@ void ProtocolChecker::checkTotals() {
   // them.
   SmallVector<End> bothSides;
   DenseMap<Value, Value> created;
+  // Pipelines whose chains start at a function's argument (a helper's).
+  DenseMap<Value, BlockArgument> received;
   for (Value state : flow.getStates()) {
     if (llvm::any_of(state.getUses(),
                      [](OpOperand &use) { return forwards(use); }))
@@ -277,6 +279,10 @@ void ProtocolChecker::checkTotals() {
     Value pipeline = flow.getPipeline(state);
     if (base && base.getDefiningOp<CreateOp>())
       created[pipeline] = base;
+    if (auto argument = dyn_cast_or_null<BlockArgument>(base);
+        argument && argument.getOwner()->isEntryBlock() &&
+        isa_and_nonnull<FunctionOpInterface>(argument.getParentBlock()->getParentOp()))
+      received[pipeline] = argument;
     if (sides == PipelineSide::producer)
       producers[pipeline].push_back({state, total, why, unstructured, scope});
     else if (sides == PipelineSide::consumer)
@@ -291,6 +297,25 @@ void ProtocolChecker::checkTotals() {
     if (Operation *def = end.state.getDefiningOp())
       return def;
     return end.state.getParentRegion()->getParentOp();
+  };
+  // (A function nothing in the module calls is a library's entry: its
+  // callers, elsewhere, hold the other side; docs/protocol-checking.md.)
+  auto reportHelperOnlySide = [&](const End &end, Value pipeline,
+                                  bool producer) {
+    auto function = dyn_cast_or_null<FunctionOpInterface>(end.scope);
+    if (!function || flow.getCallSites(function).empty())
+      return;
+    unproven(describeEnd(end))
+        << "that the " << (producer ? "consumer" : "producer")
+        << " side advances this pipeline by as many slots as this "
+        << (producer ? "producer" : "consumer")
+        << " chain: the chain ends in a function that receives the "
+           "pipeline, where it has no "
+        << (producer ? "consumer" : "producer")
+        << " side, and totals are compared only between chains that end in "
+           "one function (return the state to the caller, or run both "
+           "sides in the helper)"
+        << where(pipeline);
   };
   for (auto &[pipeline, ends] : producers) {
     if (unbalanced.contains(pipeline))
@@ -327,8 +352,15 @@ void ProtocolChecker::checkTotals() {
                    << where(pipeline);
       continue;
     }
-    if (consumerIt == consumers.end())
-      continue; // one side only: the other is a caller's or callee's
+    if (consumerIt == consumers.end()) {
+      // One side only: the other is a caller's or callee's. Totals are
+      // compared between chains that end in one function; a helper's chain
+      // that ends there (it does not return the state) is compared with
+      // nothing.
+      if (received.count(pipeline))
+        reportHelperOnlySide(ends.front(), pipeline, /*producer=*/true);
+      continue;
+    }
     const End &first = ends.front();
     bool allEqual = true;
     for (const End &end : all) {
@@ -473,6 +505,11 @@ void ProtocolChecker::checkTotals() {
   }
   // A consumer side without a producer in a function that creates the
   // pipeline waits forever.
+  for (auto &[pipeline, ends] : consumers)
+    if (!producers.count(pipeline) && received.count(pipeline) &&
+        !unbalanced.contains(pipeline) &&
+        llvm::all_of(ends, [](const End &end) { return end.total; }))
+      reportHelperOnlySide(ends.front(), pipeline, /*producer=*/false);
   for (auto &[pipeline, ends] : consumers) {
     if (producers.count(pipeline) || !created.count(pipeline) ||
         unbalanced.contains(pipeline))

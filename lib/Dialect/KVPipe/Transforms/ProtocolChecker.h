@@ -697,6 +697,10 @@ private:
     int64_t slotStride = 0, slotBytes = 0;
   };
   std::optional<RingBytes> getRingBytes(const Ring &ring);
+  /// Whether pipelines `a` and `b` (representatives) are one: two creates
+  /// are different; two a helper receives are what every call passes.
+  enum class Sameness { same, different, unknown };
+  Sameness comparePipelines(mlir::Value a, mlir::Value b, unsigned depth);
   /// The rings that TMA loads, bulk copies and cp.async fill through a
   /// pipeline's slots share no bytes with any other ring (of another
   /// pipeline, or another ring of the same pipeline unless it is the same

@@ -73,6 +73,45 @@ ProtocolChecker::getRingBytes(const Ring &ring) {
   return result;
 }
 
+/// The function-entry argument whose pipeline `pipeline` is, if any.
+static BlockArgument getReceivedPipeline(PipelineFlow &flow, Value pipeline) {
+  for (Value state : flow.getStates())
+    if (auto argument = dyn_cast<BlockArgument>(state))
+      if (argument.getOwner()->isEntryBlock() &&
+          isa_and_nonnull<FunctionOpInterface>(
+              argument.getOwner()->getParentOp()) &&
+          flow.getPipeline(argument) == pipeline)
+        return argument;
+  return {};
+}
+
+ProtocolChecker::Sameness ProtocolChecker::comparePipelines(Value a, Value b,
+                                                            unsigned depth) {
+  if (a == b)
+    return Sameness::same;
+  bool createdA = static_cast<bool>(a.getDefiningOp<CreateOp>());
+  bool createdB = static_cast<bool>(b.getDefiningOp<CreateOp>());
+  if (createdA && createdB)
+    return Sameness::different;
+  BlockArgument argA = createdA ? BlockArgument() : getReceivedPipeline(flow, a);
+  BlockArgument argB = createdB ? BlockArgument() : getReceivedPipeline(flow, b);
+  // Two pipelines one helper receives: what each call passes.
+  if (!argA || !argB || argA.getOwner() != argB.getOwner() || depth > 8)
+    return Sameness::unknown;
+  auto function = cast<FunctionOpInterface>(argA.getOwner()->getParentOp());
+  std::optional<Sameness> result;
+  for (CallOpInterface call : flow.getCallSites(function)) {
+    Sameness atCall = comparePipelines(
+        flow.getPipeline(call.getArgOperands()[argA.getArgNumber()]),
+        flow.getPipeline(call.getArgOperands()[argB.getArgNumber()]),
+        depth + 1);
+    if (atCall == Sameness::unknown || (result && *result != atCall))
+      return Sameness::unknown;
+    result = atCall;
+  }
+  return result.value_or(Sameness::unknown);
+}
+
 void ProtocolChecker::checkRingsApart() {
   // The rings async copies fill: a ring value on the view chain of a copy's
   // destination, and the first such copy (reported at).
@@ -95,9 +134,9 @@ void ProtocolChecker::checkRingsApart() {
     const Ring &mine = rings[i];
     for (auto [j, other] : llvm::enumerate(rings)) {
       // Rings of different pipelines are compared where both pipelines are
-      // kvpipe.create ops: two states a helper receives may be of one
-      // pipeline, and a state the flow rules cannot follow is reported
-      // there.
+      // kvpipe.create ops, or two pipelines a helper receives that every
+      // call passes different creates for (two a helper receives may be
+      // one pipeline: where the calls do not tell, unproven).
       if (j == i || other.buffer != mine.buffer ||
           !compared.insert({std::min<unsigned>(i, j), std::max<unsigned>(i, j)})
                .second)
@@ -116,12 +155,29 @@ void ProtocolChecker::checkRingsApart() {
             << "the other ring, whose slot a kvpipe.index selects here ("
             << flow.describe(other.slot) << ")";
       };
-      // One buffer, two pipelines: each pipeline's slot i is the same bytes.
+      // A state the flow rules cannot follow (a merge of pipelines) is
+      // reported there.
+      auto followed = [&](Value pipeline) {
+        return pipeline.getDefiningOp<CreateOp>() ||
+               getReceivedPipeline(flow, pipeline);
+      };
       if (mine.pipeline != other.pipeline &&
-          (!mine.pipeline.getDefiningOp<CreateOp>() ||
-           !other.pipeline.getDefiningOp<CreateOp>()))
+          (!followed(mine.pipeline) || !followed(other.pipeline)))
         continue;
-      if (mine.ring == other.ring) {
+      Sameness sameness =
+          comparePipelines(mine.pipeline, other.pipeline, /*depth=*/0);
+      bool onePipeline = sameness == Sameness::same;
+      if (sameness == Sameness::unknown) {
+        InFlightDiagnostic diag = report(false);
+        diag << "the other ring, in the same buffer, is of a pipeline that "
+                "may or may not be this one (pipelines a helper receives, "
+                "which its calls do not tell apart)"
+             << where(mine.slot);
+        noteOther(diag);
+        continue;
+      }
+      // One buffer, two pipelines: each pipeline's slot i is the same bytes.
+      if (!onePipeline && mine.ring == other.ring) {
         InFlightDiagnostic diag = report(true);
         diag << "the ring of another pipeline: both pipelines' kvpipe.index "
                 "select slots of the same buffer, so one pipeline's copies "
@@ -149,8 +205,8 @@ void ProtocolChecker::checkRingsApart() {
       // of parts of each slot, K's and V's tiles of one slot): the same slot
       // stride, and slot i of both lies within one stride's window, so that
       // slot i of one overlaps no other slot of the other.
-      if (constant && mine.pipeline == other.pipeline &&
-          a->slotStride == b->slotStride && a->slotStride > 0) {
+      if (constant && onePipeline && a->slotStride == b->slotStride &&
+          a->slotStride > 0) {
         int64_t d = distance.constant;
         int64_t from = std::min<int64_t>(0, d);
         int64_t to = std::max<int64_t>(a->slotBytes, d + b->slotBytes);
@@ -159,8 +215,7 @@ void ProtocolChecker::checkRingsApart() {
       }
       InFlightDiagnostic diag = report(constant);
       if (constant) {
-        diag << (mine.pipeline == other.pipeline
-                     ? "another ring of its pipeline"
+        diag << (onePipeline ? "another ring of its pipeline"
                      : "the ring of another pipeline")
              << ": its bytes [0, " << a->high.constant - a->low.constant
              << ") and the other ring's [" << distance.constant << ", "

@@ -203,13 +203,18 @@ static SmallVector<unsigned> findCycle(const CycleGraph &graph,
     return true;
   };
   // A component with a wait and an op of another pipeline (for a definite
-  // cycle, any component with an edge inside it).
+  // cycle, any component with an edge inside it). A call passed several
+  // pipelines (no single one) may be of another pipeline than any op; its
+  // own two nodes (its waits, then its commits) make no cycle alone: the
+  // order inside the helper is checked in the helper.
   for (unsigned u = 0; u < size; ++u) {
     if (!nodes[u].waits)
       continue;
     for (unsigned v = 0; v < size; ++v) {
       if (v == u || component[v] != component[u] ||
-          (!definiteOnly && nodes[v].pipeline == nodes[u].pipeline))
+          nodes[v].op == nodes[u].op ||
+          (!definiteOnly && nodes[v].pipeline &&
+           nodes[v].pipeline == nodes[u].pipeline))
         continue;
       SmallVector<unsigned> cycle = {u};
       if (path(u, v, cycle) && path(v, u, cycle)) {
