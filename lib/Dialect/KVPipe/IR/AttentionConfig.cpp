@@ -131,6 +131,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"lpt_tiles", op.getLptTiles().has_value()},
         {"tile_table", op.getTileTable().has_value()},
         {"separable_bias", op.getSeparableBias().has_value()},
+        {"static_row_max", op.getStaticRowMax().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -307,6 +308,7 @@ AttentionConfig::get(AttentionKernelOp op,
                        << (c.varlen ? "varlen" : c.splitKV ? "split_kv" : "pack_gqa")
                        << "' (their tiles are numbered by their own rules)";
   c.separableBias = op.getSeparableBias().value_or(false);
+  c.staticRowMax = op.getStaticRowMax().value_or(false);
   c.tileTable = op.getTileTable().value_or(false);
   // One tile per CTA, the grid is the tile space: there is no order to
   // give. The table holds tile indices in the grid's numbering, which

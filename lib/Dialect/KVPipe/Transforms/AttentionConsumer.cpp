@@ -139,7 +139,11 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   Value negInf = f32(-INFINITY);
   Value zeroO = arith::ConstantOp::create(
       b, oFrag.type(), DenseElementsAttr::get(oFrag.type(), 0.0f));
-  RowStats init{negInf, negInf, f32(0.0), f32(0.0)};
+  // With a constant row maximum the statistics start at it.
+  Value initialMax = negInf;
+  if (std::optional<double> max = staticRowMax())
+    initialMax = f32(*max);
+  RowStats init{initialMax, initialMax, f32(0.0), f32(0.0)};
   // The loop in the skeleton's order; --kvpipe-overlap-softmax
   // (OverlapSoftmax.cpp) software-pipelines it when `overlap_softmax`.
   SmallVector<Value> results =
@@ -324,7 +328,7 @@ KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
   OnlineSoftmaxStep step = buildOnlineSoftmaxStep(
       b, s, scaleLog2, {stats.m0, stats.m1, stats.l0, stats.l1}, c.elementType,
       c.exp2Emulation, c.rescaleThreshold, /*rowSums=*/!c.tensorRowSums,
-      rowShift0, rowShift1);
+      rowShift0, rowShift1, /*staticMax=*/staticRowMax().has_value());
   return {{step.stats.m0, step.stats.m1, step.stats.l0, step.stats.l1},
           step.alpha0,
           step.alpha1,
@@ -339,6 +343,27 @@ Value KernelBuilder::softmaxScaleLog2() {
   if (!c.scoreMod || getAdditiveScoreMod(*c.scoreMod))
     return param(AttentionParam::ScaleLog2);
   return f32(M_LOG2E * getScoreModScaling(*c.scoreMod).outputFactor);
+}
+
+std::optional<double> KernelBuilder::staticRowMax() {
+  // Only the scaled domain's scores (not an additive score_mod's raw ones,
+  // which the runtime scale exponentiates) are what the region yields.
+  if (!c.staticRowMax || !c.scoreMod || getAdditiveScoreMod(*c.scoreMod))
+    return std::nullopt;
+  ScoreModScaling scaling = getScoreModScaling(*c.scoreMod);
+  std::optional<ScoreBounds> bounds = getScoreModBounds(*c.scoreMod, scaling);
+  if (!bounds)
+    return std::nullopt;
+  // In the exponent (base 2): the scores span `range`. The largest P is
+  // 2^top, the smallest 2^(top - range): at most 2^60 (the f32 sums of
+  // 2^24 keys and P V stay finite) and at least 2^-100 (normal, not
+  // flushed by ex2.approx.ftz), so at most 160.
+  double exponentScale = M_LOG2E * scaling.outputFactor;
+  double range = (bounds->high - bounds->low) * exponentScale;
+  if (range > 160.0)
+    return std::nullopt;
+  double top = std::max(0.0, range - 100.0);
+  return bounds->high - top / exponentScale;
 }
 
 std::optional<SeparableBias> KernelBuilder::separableBias() {

@@ -208,6 +208,11 @@ private:
   /// or log2(e) when a score_mod already scaled the scores, times the
   /// region's output factor when it is folded (ScoreModScaling).
   Value softmaxScaleLog2();
+  /// The constant row maximum of `static_row_max`, where the score_mod's
+  /// result is bounded (getScoreModBounds) within a range the softmax's f32
+  /// holds: the bound minus what keeps P at most 2^60 and the smallest
+  /// score's P at least 2^-100 of it.
+  std::optional<double> staticRowMax();
   /// Narrows [firstKey, kvEnd) (firstKey null: 0) to the keys the
   /// mask_mod's shape leaves to some row of the tile.
   void narrowToMaskMod(Value &firstKey, Value &kvEnd);

@@ -122,7 +122,8 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
                                                  int64_t emulatedExp2,
                                                  int64_t rescaleThreshold,
                                                  bool rowSums, Value rowShift0,
-                                                 Value rowShift1) {
+                                                 Value rowShift1,
+                                                 bool staticMax) {
   auto f32 = [&](double v) -> Value {
     return arith::ConstantFloatOp::create(b, b.getF32Type(),
                                           APFloat(static_cast<float>(v)));
@@ -132,6 +133,15 @@ OnlineSoftmaxStep kvpipe::buildOnlineSoftmaxStep(ImplicitLocOpBuilder &b,
   Value mNew[2], scaledMax[2], alpha[2], expOffset[2];
   Value shift[2] = {rowShift0, rowShift1};
   for (int half : {0, 1}) {
+    if (staticMax) {
+      // m bounds every score from above and never moves: P = exp2(s c - m
+      // c) directly, nothing to rescale.
+      mNew[half] = m[half];
+      scaledMax[half] = expOffset[half] =
+          arith::MulFOp::create(b, m[half], scaleLog2);
+      alpha[half] = f32(1.0);
+      continue;
+    }
     // (A shift is per thread: added before the quad's lanes combine.)
     Value rowMax =
         FragmentRowMaxOp::create(b, b.getF32Type(), s, half, shift[half]);

@@ -17,6 +17,7 @@
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace kvpipe;
@@ -699,6 +700,80 @@ ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
         break;
       }
   return scaling;
+}
+
+std::optional<ScoreBounds>
+kvpipe::getScoreModBounds(Region &region, const ScoreModScaling &scaling) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const ScoreBounds unbounded{-inf, inf};
+  DenseMap<Value, ScoreBounds> bounds;
+  auto of = [&](Value v) -> ScoreBounds {
+    if (auto constant = v.getDefiningOp<arith::ConstantFloatOp>()) {
+      double c = constant.value().convertToDouble();
+      return std::isfinite(c) ? ScoreBounds{c, c} : unbounded;
+    }
+    auto it = bounds.find(v);
+    return it == bounds.end() ? unbounded : it->second;
+  };
+  // An endpoint's NaN (inf - inf, 0 * inf) is no bound.
+  auto hull = [&](std::initializer_list<double> values) -> ScoreBounds {
+    ScoreBounds r{inf, -inf};
+    for (double v : values) {
+      if (std::isnan(v))
+        return unbounded;
+      r.low = std::min(r.low, v);
+      r.high = std::max(r.high, v);
+    }
+    return r;
+  };
+  for (Operation &op : region.front()) {
+    if (op.getNumResults() != 1 || !isa<FloatType>(op.getResult(0).getType()))
+      continue;
+    ScoreBounds r = unbounded;
+    auto operand = [&](unsigned i) { return of(op.getOperand(i)); };
+    if (isa<arith::AddFOp>(op)) {
+      ScoreBounds x = operand(0), y = operand(1);
+      r = hull({x.low + y.low, x.high + y.high});
+    } else if (isa<arith::SubFOp>(op)) {
+      ScoreBounds x = operand(0), y = operand(1);
+      r = hull({x.low - y.high, x.high - y.low});
+    } else if (isa<arith::MulFOp>(op)) {
+      ScoreBounds x = operand(0), y = operand(1);
+      r = hull({x.low * y.low, x.low * y.high, x.high * y.low,
+                x.high * y.high});
+    } else if (isa<arith::DivFOp>(op)) {
+      ScoreBounds x = operand(0), y = operand(1);
+      if (y.low == y.high && y.low != 0.0)
+        r = hull({x.low / y.low, x.high / y.low});
+    } else if (isa<arith::NegFOp>(op)) {
+      ScoreBounds x = operand(0);
+      r = {-x.high, -x.low};
+    } else if (isa<math::TanhOp>(op)) {
+      ScoreBounds x = operand(0);
+      r = {std::tanh(x.low), std::tanh(x.high)};
+    } else if (isa<arith::MinimumFOp, arith::MinNumFOp>(op)) {
+      ScoreBounds x = operand(0), y = operand(1);
+      r = {std::min(x.low, y.low), std::min(x.high, y.high)};
+    } else if (isa<arith::MaximumFOp, arith::MaxNumFOp>(op)) {
+      ScoreBounds x = operand(0), y = operand(1);
+      r = {std::max(x.low, y.low), std::max(x.high, y.high)};
+    } else if (isa<arith::SelectOp>(op)) {
+      ScoreBounds x = operand(1), y = operand(2);
+      r = {std::min(x.low, y.low), std::max(x.high, y.high)};
+    } else {
+      continue;
+    }
+    bounds[op.getResult(0)] = r;
+  }
+  Value held = scaling.output
+                   ? scaling.outputOperand
+                   : cast<YieldOp>(region.front().getTerminator())
+                         .getValues()
+                         .front();
+  ScoreBounds r = of(held);
+  if (!std::isfinite(r.low) || !std::isfinite(r.high))
+    return std::nullopt;
+  return r;
 }
 
 Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,

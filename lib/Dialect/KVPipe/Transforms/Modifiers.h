@@ -60,6 +60,19 @@ struct ScoreModScaling {
 };
 ScoreModScaling getScoreModScaling(mlir::Region &region);
 
+/// Bounds of what the score_mod `region` makes of any score, as the forward
+/// holds it: the yielded value, or with `scaling.output` its operand (the
+/// modified score over `outputFactor`). Interval arithmetic over constants,
+/// `addf`, `subf`, `mulf`, `divf` by a constant, `negf`, `tanh`, `select`
+/// and the min/max ops (a clamp); nothing where either bound is infinite
+/// (the score itself, a value the arithmetic does not follow). A soft-cap's
+/// fragment is within [-1, 1].
+struct ScoreBounds {
+  double low, high;
+};
+std::optional<ScoreBounds> getScoreModBounds(mlir::Region &region,
+                                             const ScoreModScaling &scaling);
+
 /// The score_mod `region` applied to every element of `s` (raw q.k scores)
 /// multiplied by `scale`: the fragment of modified scaled scores. With
 /// `scaling` (getScoreModScaling), its input product takes the raw score

@@ -73,6 +73,9 @@ struct AttentionConfig {
   bool lptTiles = false;
   /// A separable score bias split off the diagonal (`separable_bias`).
   bool separableBias = false;
+  /// A constant row maximum where the score_mod's result is bounded
+  /// (`static_row_max`).
+  bool staticRowMax = false;
   /// Persistent CTAs take their tiles from a table the host computes
   /// (`tile_table`: a runtime parameter).
   bool tileTable = false;

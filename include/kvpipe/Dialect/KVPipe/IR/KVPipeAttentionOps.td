@@ -260,6 +260,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     online softmax (docs/modifiers.md, "Separable biases off the
     diagonal").
 
+    `static_row_max` (forward, experimental, default false; with a
+    `score_mod` only, where it changes nothing unless the compiler bounds
+    the region's result: soft-capping's `cap * tanh(score / cap)`, a clamp)
+    replaces the online softmax's running row maximum by a constant bound of
+    the scores: no row maxima, no rescale of O, P at most 2^60 and at least
+    2^-100 of its largest possible value (docs/modifiers.md, "Bounded
+    scores").
+
     `q_stages` (forward, experimental, default 1; 2 only with `persistent`)
     gives Q a ring of two slots: the producer loads the next tile's Q rows
     while the consumers still read this tile's, instead of after their last
@@ -340,6 +348,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$lpt_tiles,
                        OptionalAttr<BoolAttr>:$tile_table,
                        OptionalAttr<BoolAttr>:$separable_bias,
+                       OptionalAttr<BoolAttr>:$static_row_max,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,

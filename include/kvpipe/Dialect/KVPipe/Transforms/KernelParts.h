@@ -117,6 +117,10 @@ struct OnlineSoftmaxStep {
 /// are the shifted scores', and P is still one FMA per element of `s` (the
 /// shift goes into the subtracted maximum). A separable bias (ALiBi off the
 /// diagonal) puts its key term into `s` and its block's row term here.
+///
+/// With `staticMax` the stats' maxima are a constant bound of the scores
+/// (the score_mod's, getScoreModBounds), not running maxima: they stay,
+/// alpha is 1 and no row maximum is taken (no shifts then).
 OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          mlir::Value s, mlir::Value scaleLog2,
                                          const OnlineSoftmaxStats &stats,
@@ -125,7 +129,8 @@ OnlineSoftmaxStep buildOnlineSoftmaxStep(mlir::ImplicitLocOpBuilder &b,
                                          int64_t rescaleThreshold = 0,
                                          bool rowSums = true,
                                          mlir::Value rowShift0 = {},
-                                         mlir::Value rowShift1 = {});
+                                         mlir::Value rowShift1 = {},
+                                         bool staticMax = false);
 
 /// The built-in masks' bounds (the causal diagonal and the sliding window,
 /// anchored top-left or bottom-right), one predicate for both directions:
