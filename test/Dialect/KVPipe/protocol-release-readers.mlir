@@ -396,3 +396,118 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// The seventh audit: two consumer warpgroups multiply the slot, thread 128
+// arrives after a named barrier of both, but warpgroup 2 retires its wgmma
+// only after the barrier (a wgmma reads asynchronously): the phase may
+// complete while its tensor cores still read the slot.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %id = arith.constant 1 : i32
+    %count = arith.constant 256 : i32
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          %row = arith.muli %i, %c128 : index
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(2) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p, vector<64xf32>) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        // expected-note @+1 {{the read}}
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o : !q, !kt -> vector<64xf32>
+        nvvm.barrier id = %id number_of_threads = %count
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        // expected-error @+1 {{128 threads of the CTA's 3 warpgroups (0, 0, 128 per warpgroup; the first is thread 256) read the slot without arriving on this release}}
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t, %done : !p, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Corrected: each warpgroup retires its wgmma before the barrier.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %id = arith.constant 1 : i32
+    %count = arith.constant 256 : i32
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          %row = arith.muli %i, %c128 : index
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(2) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p, vector<64xf32>) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        nvvm.barrier id = %id number_of_threads = %count
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t, %done : !p, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}

@@ -328,7 +328,20 @@ void ProtocolChecker::checkReleaseReaders() {
       }
       // A barrier between the read and the release, on the path to the
       // release, that the uncovered threads and an arriving thread all
-      // reach: their reads are done before the arrival.
+      // reach: their reads are done before the arrival. A wgmma reads
+      // asynchronously: its warpgroup is done reading at the barrier only
+      // where a warpgroup_wait {pending = 0} runs between the two.
+      auto retiredBefore = [&](Operation *barrier) {
+        if (!reader.collective)
+          return true;
+        bool retired = false;
+        function->walk([&](WarpgroupWaitOp wait) {
+          if (!retired && wait.getPending() == 0 && runsAfter(op, wait) &&
+              runsAfter(wait, barrier))
+            retired = true;
+        });
+        return retired;
+      };
       if (uncovered.any()) {
         for (Operation *at = release; at && at != function.getOperation();
              at = at->getParentOp()) {
@@ -337,7 +350,7 @@ void ProtocolChecker::checkReleaseReaders() {
             if (!isCtaWideBarrier(barrier) && !getNamedBarrier(barrier) &&
                 !isa<NVVM::SyncWarpOp>(barrier))
               continue;
-            if (!runsAfter(op, barrier))
+            if (!runsAfter(op, barrier) || !retiredBefore(barrier))
               continue;
             std::optional<SmallVector<llvm::BitVector>> groups =
                 getBarrierGroups(barrier, *scope);
