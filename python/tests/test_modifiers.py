@@ -7,6 +7,7 @@ import pytest
 import kvpipe
 from kvpipe import modifiers as m
 from fakes import FakeTensor
+from plan_configs import without_spill_fallbacks
 
 
 class Tensor(FakeTensor):
@@ -346,7 +347,8 @@ def test_check_and_bench_kernels_trace_without_torch():
     bench = bench_modifiers.bench_kernel_configs()
     # The three rows' forward kernels and backward families (bench --mods
     # times both).
-    assert sum(1 for c in bench if c.get("modifiers") and not c.get("backward")) == 3
+    assert sum(1 for c in without_spill_fallbacks(bench)
+               if c.get("modifiers") and not c.get("backward")) == 3
     assert sum(1 for c in bench if c.get("modifiers") and c.get("backward")) == 3
 
 
@@ -412,7 +414,7 @@ def test_backward_check_kernels_trace_without_torch():
 
     configs = check_modifiers.mods_backward_kernel_configs()
     backward = [c for c in configs if c.get("backward") and not c.get("aux_grads")]
-    forward = [c for c in configs if not c.get("backward")]
+    forward = [c for c in without_spill_fallbacks(configs) if not c.get("backward")]
     # Each backward family pairs with the forward kernel whose O and lse it
     # takes: the same masks and regions (and the learnable-aux cases' too).
     assert len(backward) == len(forward)
@@ -542,7 +544,7 @@ def test_check_mods_tune_runs_the_grid_with_the_tuning(monkeypatch):
     from kvpipe import check_modifiers
 
     lever = {"tensor_row_sums": True, "mask_bits": True}
-    plain = check_modifiers.mods_kernel_configs()
+    plain = without_spill_fallbacks(check_modifiers.mods_kernel_configs())
     tuned = check_modifiers.mods_kernel_configs(tuning=lever)
     assert tuned and all(lever.items() <= c.items() for c in tuned)
     assert len(tuned) == len(plain) - len(check_modifiers.FLASH_CASES)
