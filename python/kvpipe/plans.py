@@ -197,15 +197,24 @@ PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]],
 WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEVERS}
 
 #: The tuning of launches with a score_mod or mask_mod (no KV lengths, V's
-#: head dim Q's), by head dim, at any length, mask and window: the softmax
-#: levers at head dim 128 (H100, session 21 call 6, `bench --mods` with them
-#: as a variant, D 128 8k: soft-cap + window +4 %, ALiBi +2 %, ALiBi causal
-#: within 1 %; `check --mods` and `check --mods --backward` with them passed,
-#: session 22). The modifier kernels keep two consumer warpgroups, the
-#: op's default (with a third, only regions that gather per score, document
-#: masks, spill: spill_fallback; the plan with three and the separable bias
-#: waits for its measurement on branch wip/modifier-plan-3wg).
-MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {128: _SOFTMAX_LEVERS}
+#: head dim Q's), by head dim, at any length, mask and window. With regions
+#: the op's default is two consumer warpgroups; at 128 the plan takes the
+#: plain kernels' 192 x 80 tiles (three warpgroups: only regions that gather
+#: per score, document masks, spill there, and plans.spill_fallback launches
+#: those on two) with the softmax levers, the separable bias (ALiBi) and the
+#: static row maximum (a soft-cap's bounded scores). H100, session 26 call 1
+#: (`bench --mods`, D 128 8k, one run, against the previous plan, two
+#: warpgroups + levers): soft-cap + window 375.6 -> 397.9 TFLOP/s (+6 %),
+#: ALiBi 579.4 -> 639.8 (+10 %), ALiBi causal 533.6 -> 556.0 (+4 %);
+#: `check --mods` 136/136 with it (call 3), `check --mods --backward`
+#: 290/290 (call 2). At 64 the separable bias alone
+#: (`check --mods --tune separable_bias=true` 132/132, session 25; its speed
+#: at 64 not measured apart).
+MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
+    64: {"separable_bias": True},
+    128: {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS, "separable_bias": True,
+          "static_row_max": True},
+}
 
 
 #: The tuning of causal launches with fewer queries than keys and the

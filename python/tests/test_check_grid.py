@@ -84,9 +84,8 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     # chose, the other masks, KV lengths and other head dims keep their
     # defaults.
     assert plan(64, tuning={"block_n": 64}) == {"block_n": 64}
-    for kwargs in ({"causal": False}, {"lengths": True},
-                   {"mods": True}, {"window": True, "lengths": True},
-                   {"window": True, "mods": True}, {"window": True, "tuning": {"block_n": 64}}):
+    for kwargs in ({"causal": False}, {"lengths": True}, {"window": True, "lengths": True},
+                   {"window": True, "tuning": {"block_n": 64}}):
         if kwargs != {"causal": False}:
             assert plan(64, sq=4100, **kwargs) == kwargs.get("tuning", {}), kwargs
     # Bottom-right causal (fewer queries than keys): the chunked-prefill
@@ -97,11 +96,16 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(128, sq=2048, skv=16384, **bottom) == mask_levers == plan(128, sq=5, skv=99,
                                                                          **bottom)
     assert plan(96, sq=2048, skv=8192, **bottom) == {}
-    # Modifiers: the softmax levers at head dim 128, with any mask, window and
-    # length; not with KV lengths, nor over the caller's tuning.
+    # Modifiers: the separable bias at head dims 64 and 128, and at 128 the
+    # plain kernels' 192 x 80 tiles with the softmax levers and the static
+    # row maximum, with any mask, window and length; not with KV lengths,
+    # nor over the caller's tuning.
+    separable = {"separable_bias": True}
     for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"window": True},
                    {"sq": 16384}, {"sq": 100, "skv": 9000}):
-        assert plan(128, mods=True, **kwargs) == levers, kwargs
+        assert plan(128, mods=True, **kwargs) == {**long_tiles, **separable,
+                                                   "static_row_max": True}, kwargs
+        assert plan(64, mods=True, **kwargs) == separable, kwargs
     assert plan(128, mods=True, lengths=True) == {}
     assert plan(128, mods=True, tuning={"block_n": 64}) == {"block_n": 64}
     assert plan(96, mods=True) == {} and plan(256, mods=True, causal=False) == {}
