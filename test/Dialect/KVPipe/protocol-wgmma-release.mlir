@@ -416,3 +416,135 @@ func.func @consume(%s: !p, %k: !ring, %q: !q, %e: i1) -> !p {
   %t = kvpipe.consumer_release %s, %e : !p
   return %t : !p
 }
+
+// -----
+
+// The seventh audit: the slot's wgmma issued two helpers deep after another
+// wgmma, then warpgroup_wait {pending = 1}: the slot's group is the most
+// recent and still in flight at the release.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @mma_inner(%a: !q, %b: !kt, %c: vector<64xf32>) -> vector<64xf32> {
+    // expected-note @+1 {{the wgmma reading the slot, not retired before the release}}
+    %r = kvpipe.warpgroup_mma %a, %b, %c : !q, !kt -> vector<64xf32>
+    return %r : vector<64xf32>
+  }
+  func.func private @mma_outer(%a: !q, %b: !kt, %c: vector<64xf32>) -> vector<64xf32> {
+    %r = func.call @mma_inner(%a, %b, %c) : (!q, !kt, vector<64xf32>) -> vector<64xf32>
+    return %r : vector<64xf32>
+  }
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          %row = arith.muli %i, %c128 : index
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s {kvpipe.transaction_bytes = 16384 : i64} : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p, vector<64xf32>) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %z = arith.constant dense<0.0> : vector<32xf32>
+        %x = kvpipe.warpgroup_mma %q, %q, %z : !q, !q -> vector<32xf32>
+        %acc = func.call @mma_outer(%q, %tile, %o) : (!q, !kt, vector<64xf32>) -> vector<64xf32>
+        %done:2 = kvpipe.warpgroup_wait %x, %acc {pending = 1} : vector<32xf32>, vector<64xf32>
+        // expected-error @+1 {{releases a slot that a kvpipe.warpgroup_mma still in flight reads}}
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t, %done#1 : !p, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Corrected (pending = 0): proven. A helper that calls a helper was taken
+// as one that may access shared memory or leave a TMA store in flight
+// (rules 10 and 11 reported it unproven); nested calls are now followed.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @mma_inner(%a: !q, %b: !kt, %c: vector<64xf32>) -> vector<64xf32> {
+    %r = kvpipe.warpgroup_mma %a, %b, %c : !q, !kt -> vector<64xf32>
+    return %r : vector<64xf32>
+  }
+  func.func private @mma_outer(%a: !q, %b: !kt, %c: vector<64xf32>) -> vector<64xf32> {
+    %r = func.call @mma_inner(%a, %b, %c) : (!q, !kt, vector<64xf32>) -> vector<64xf32>
+    return %r : vector<64xf32>
+  }
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          %row = arith.muli %i, %c128 : index
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s {kvpipe.transaction_bytes = 16384 : i64} : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p, vector<64xf32>) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %z = arith.constant dense<0.0> : vector<32xf32>
+        %x = kvpipe.warpgroup_mma %q, %q, %z : !q, !q -> vector<32xf32>
+        %acc = func.call @mma_outer(%q, %tile, %o) : (!q, !kt, vector<64xf32>) -> vector<64xf32>
+        %done:2 = kvpipe.warpgroup_wait %x, %acc {pending = 0} : vector<32xf32>, vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t, %done#1 : !p, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}

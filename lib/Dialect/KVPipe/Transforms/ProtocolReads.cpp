@@ -1150,13 +1150,27 @@ static bool isAccessCheckedElsewhere(Operation *op) {
          isa<ViewLikeOpInterface>(op);
 }
 
-bool kvpipe::detail::mayAccessSharedMemory(FunctionOpInterface callee) {
+/// The function a call in a helper calls, where it resolves to one.
+static FunctionOpInterface getNestedCallee(CallOpInterface call) {
+  return dyn_cast_or_null<FunctionOpInterface>(call.resolveCallable());
+}
+
+/// mayAccessSharedMemory through nested calls; a callee already being
+/// walked is decided by that walk (recursion adds no access).
+static bool mayAccessSharedMemoryIn(FunctionOpInterface callee,
+                                    SmallPtrSetImpl<Operation *> &walking) {
   if (!callee || callee.isExternal())
     return true;
-  WalkResult result = callee->walk([](Operation *op) {
+  if (!walking.insert(callee).second)
+    return false;
+  WalkResult result = callee->walk([&](Operation *op) {
     if (isAccessCheckedElsewhere(op))
       return WalkResult::advance();
-    if (isa<CallOpInterface>(op) || takesAddressOut(op))
+    if (auto call = dyn_cast<CallOpInterface>(op))
+      return mayAccessSharedMemoryIn(getNestedCallee(call), walking)
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
+    if (takesAddressOut(op))
       return WalkResult::interrupt();
     for (Value operand : op->getOperands())
       if (isa<MemRefType>(operand.getType()) && accessesMemRef(op, operand))
@@ -1166,20 +1180,36 @@ bool kvpipe::detail::mayAccessSharedMemory(FunctionOpInterface callee) {
   return result.wasInterrupted();
 }
 
+bool kvpipe::detail::mayAccessSharedMemory(FunctionOpInterface callee) {
+  SmallPtrSet<Operation *, 4> walking;
+  return mayAccessSharedMemoryIn(callee, walking);
+}
+
 /// Whether the helper `callee` may leave a TMA store or a cp.async copy in
-/// flight when it returns: it issues one (or calls another helper, or is
+/// flight when it returns: it issues one (or calls a helper that may, or is
 /// unknown) without committing its group and waiting for it to the last
 /// group after it.
-static bool mayReturnWithStoreInFlight(FunctionOpInterface callee) {
+static bool mayReturnWithStoreInFlight(FunctionOpInterface callee,
+                                       SmallPtrSetImpl<Operation *> &walking) {
   if (!callee || callee.isExternal())
     return true;
-  WalkResult result = callee->walk([](Operation *op) {
-    if (isa<CallOpInterface>(op) ||
-        (isAsyncSlotAccess(op) && !isAsyncAccessRetiredBefore(op, nullptr)))
+  if (!walking.insert(callee).second)
+    return false;
+  WalkResult result = callee->walk([&](Operation *op) {
+    if (auto call = dyn_cast<CallOpInterface>(op))
+      return mayReturnWithStoreInFlight(getNestedCallee(call), walking)
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
+    if (isAsyncSlotAccess(op) && !isAsyncAccessRetiredBefore(op, nullptr))
       return WalkResult::interrupt();
     return WalkResult::advance();
   });
   return result.wasInterrupted();
+}
+
+static bool mayReturnWithStoreInFlight(FunctionOpInterface callee) {
+  SmallPtrSet<Operation *, 4> walking;
+  return mayReturnWithStoreInFlight(callee, walking);
 }
 
 /// Where the view chain of `memref` ends in a value the slot walk does not
