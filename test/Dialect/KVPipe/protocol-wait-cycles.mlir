@@ -636,3 +636,120 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// The seventh audit: each iteration fills A three times (kv_stages = 2)
+// before B; the consumer takes B first. The third acquire of A waits for
+// the release of A's first slot of the same iteration, which comes after
+// B's wait (a deadlock in iteration 0). An acquire kv_stages slots or more
+// past its iteration's first state refills a slot of the same iteration:
+// an edge from the pipeline's releases (not matched: unproven).
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+          kvpipe.producer_acquire %sa : !p
+          kvpipe.producer_commit %sa : !p
+          %a1 = kvpipe.step %sa : !p
+          kvpipe.producer_acquire %a1 : !p
+          kvpipe.producer_commit %a1 : !p
+          %a2 = kvpipe.step %a1 : !p
+          // expected-warning @+1 {{cannot prove that the waits across pipelines form no cycle: through the ops in loops}}
+          kvpipe.producer_acquire %a2 : !p
+          kvpipe.producer_commit %a2 : !p
+          %a3 = kvpipe.step %a2 : !p
+          kvpipe.producer_acquire %sb : !p
+          // expected-note @+1 {{then this 'producer_commit' of pipeline}}
+          kvpipe.producer_commit %sb : !p
+          %b1 = kvpipe.step %sb : !p
+          scf.yield %a3, %b1 : !p, !p
+        }
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+        // expected-note @+1 {{which this 'consumer_wait' of pipeline}}
+        kvpipe.consumer_wait %sb : !p
+        %b1 = kvpipe.consumer_release %sb, %e : !p
+        kvpipe.consumer_wait %sa : !p
+        // expected-note @+1 {{then this 'consumer_release' of pipeline}}
+        %a1 = kvpipe.consumer_release %sa, %e : !p
+        kvpipe.consumer_wait %a1 : !p
+        %a2 = kvpipe.consumer_release %a1, %e : !p
+        kvpipe.consumer_wait %a2 : !p
+        %a3 = kvpipe.consumer_release %a2, %e : !p
+        scf.yield %a3, %b1 : !p, !p
+      }
+    }
+    gpu.return
+  }
+}
+
+
+// -----
+
+// Corrected: the consumer takes A's three slots before B.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%n: index) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %w0 = arith.cmpi eq, %wg, %c0 : index
+    scf.if %w0 {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+          kvpipe.producer_acquire %sa : !p
+          kvpipe.producer_commit %sa : !p
+          %a1 = kvpipe.step %sa : !p
+          kvpipe.producer_acquire %a1 : !p
+          kvpipe.producer_commit %a1 : !p
+          %a2 = kvpipe.step %a1 : !p
+          kvpipe.producer_acquire %a2 : !p
+          kvpipe.producer_commit %a2 : !p
+          %a3 = kvpipe.step %a2 : !p
+          kvpipe.producer_acquire %sb : !p
+          kvpipe.producer_commit %sb : !p
+          %b1 = kvpipe.step %sb : !p
+          scf.yield %a3, %b1 : !p, !p
+        }
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%sa = %a, %sb = %b) -> (!p, !p) {
+        kvpipe.consumer_wait %sa : !p
+        %a1 = kvpipe.consumer_release %sa, %e : !p
+        kvpipe.consumer_wait %a1 : !p
+        %a2 = kvpipe.consumer_release %a1, %e : !p
+        kvpipe.consumer_wait %a2 : !p
+        %a3 = kvpipe.consumer_release %a2, %e : !p
+        kvpipe.consumer_wait %sb : !p
+        %b1 = kvpipe.consumer_release %sb, %e : !p
+        scf.yield %a3, %b1 : !p, !p
+      }
+    }
+    gpu.return
+  }
+}
+

@@ -281,7 +281,8 @@ void ProtocolChecker::checkTotals() {
       created[pipeline] = base;
     if (auto argument = dyn_cast_or_null<BlockArgument>(base);
         argument && argument.getOwner()->isEntryBlock() &&
-        isa_and_nonnull<FunctionOpInterface>(argument.getParentBlock()->getParentOp()))
+        isa_and_nonnull<FunctionOpInterface>(
+            argument.getOwner()->getParentOp()))
       received[pipeline] = argument;
     if (sides == PipelineSide::producer)
       producers[pipeline].push_back({state, total, why, unstructured, scope});
@@ -503,13 +504,15 @@ void ProtocolChecker::checkTotals() {
            "with another chain's waits, not with its own"
         << where(pipeline);
   }
-  // A consumer side without a producer in a function that creates the
-  // pipeline waits forever.
+  // The mirror of the producers' check above: a helper's consumer chains
+  // with no producer side there.
   for (auto &[pipeline, ends] : consumers)
     if (!producers.count(pipeline) && received.count(pipeline) &&
         !unbalanced.contains(pipeline) &&
         llvm::all_of(ends, [](const End &end) { return end.total; }))
       reportHelperOnlySide(ends.front(), pipeline, /*producer=*/false);
+  // A consumer side without a producer in a function that creates the
+  // pipeline waits forever.
   for (auto &[pipeline, ends] : consumers) {
     if (producers.count(pipeline) || !created.count(pipeline) ||
         unbalanced.contains(pipeline))

@@ -710,6 +710,9 @@ private:
   void checkRingsApart();
 
   // 13. No wait-for cycle (ProtocolWaitCycles.cpp)
+  /// The slots `state` lies past the state its iteration of the innermost
+  /// loop carrying its pipeline starts from, where constant.
+  std::optional<int64_t> getIterationOffset(mlir::Value state);
   /// A commit or release runs only after the waits and acquires its threads
   /// run before it; a wait returns only after the commit of its slot, an
   /// acquire of slot k >= kv_stages only after the release of k - kv_stages.

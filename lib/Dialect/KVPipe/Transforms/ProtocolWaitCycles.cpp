@@ -226,6 +226,35 @@ static SmallVector<unsigned> findCycle(const CycleGraph &graph,
   return {};
 }
 
+std::optional<int64_t> ProtocolChecker::getIterationOffset(Value state) {
+  // The innermost loop around the state's op that carries its pipeline.
+  Value pipeline = flow.getPipeline(state);
+  Operation *at = state.getDefiningOp();
+  Operation *loop = nullptr;
+  for (Operation *parent = at ? at->getParentOp()
+                              : state.getParentRegion()->getParentOp();
+       parent; parent = parent->getParentOp()) {
+    if (isa<FunctionOpInterface>(parent))
+      break;
+    if (isa<scf::ForOp, scf::WhileOp>(parent) && carries(parent, pipeline)) {
+      loop = parent;
+      break;
+    }
+  }
+  if (!loop)
+    return std::nullopt;
+  Value base;
+  PipelineSide sides = PipelineSide::none;
+  Operation *why = nullptr;
+  std::optional<LinearExpr> advance =
+      arithmetic.traceAdvance(state, loop, {}, base, sides, why);
+  auto argument = dyn_cast_or_null<BlockArgument>(base);
+  if (!advance || !advance->isConstant() || !argument ||
+      argument.getOwner()->getParentOp() != loop)
+    return std::nullopt;
+  return advance->constant;
+}
+
 void ProtocolChecker::checkWaitCycles() {
   // A note at one op of a wait-for path: what the previous op waits for, or
   // what runs after it.
@@ -587,6 +616,18 @@ void ProtocolChecker::checkWaitCycles() {
             if (from.slot && to.slot && *to.slot >= stages &&
                 *from.slot == *to.slot - stages)
               graph.cross[i].push_back({j, true});
+            // In a loop: an acquire `kv_stages` slots or more past the
+            // state its iteration starts from refills a slot filled in the
+            // same iteration, so it waits for a release of the pipeline in
+            // the consumers' iteration (which one is not matched: not
+            // definite). Iterations that advance a ring by at most its
+            // slots get no such edge: the generated kernels' cycles through
+            // the ring stay benign.
+            else if (!to.slot && isa<ProducerAcquireOp>(to.op)) {
+              std::optional<int64_t> offset = getIterationOffset(to.state());
+              if (offset && *offset >= stages)
+                graph.cross[i].push_back({j, false});
+            }
           }
         }
       }
