@@ -331,16 +331,17 @@ void ProtocolChecker::checkReleaseReaders() {
       // reach: their reads are done before the arrival. A wgmma reads
       // asynchronously: its warpgroup is done reading at the barrier only
       // where a warpgroup_wait {pending = 0} runs between the two.
-      auto retiredBefore = [&](Operation *barrier) {
-        if (!reader.collective)
-          return true;
-        bool retired = false;
+      SmallVector<WarpgroupWaitOp> retiresAfterRead;
+      if (reader.collective && uncovered.any())
         function->walk([&](WarpgroupWaitOp wait) {
-          if (!retired && wait.getPending() == 0 && runsAfter(op, wait) &&
-              runsAfter(wait, barrier))
-            retired = true;
+          if (wait.getPending() == 0 && runsAfter(op, wait))
+            retiresAfterRead.push_back(wait);
         });
-        return retired;
+      auto retiredBefore = [&](Operation *barrier) {
+        return !reader.collective ||
+               llvm::any_of(retiresAfterRead, [&](WarpgroupWaitOp wait) {
+                 return runsAfter(wait, barrier);
+               });
       };
       if (uncovered.any()) {
         for (Operation *at = release; at && at != function.getOperation();

@@ -243,16 +243,13 @@ std::optional<int64_t> ProtocolChecker::getIterationOffset(Value state) {
   }
   if (!loop)
     return std::nullopt;
-  Value base;
-  PipelineSide sides = PipelineSide::none;
-  Operation *why = nullptr;
-  std::optional<LinearExpr> advance =
-      arithmetic.traceAdvance(state, loop, {}, base, sides, why);
-  auto argument = dyn_cast_or_null<BlockArgument>(base);
-  if (!advance || !advance->isConstant() || !argument ||
-      argument.getOwner()->getParentOp() != loop)
+  // As the overfill test reads an acquire's own carried state.
+  std::optional<StateAdvance> advance = flow.traceAdvance(state, loop);
+  auto argument =
+      advance ? dyn_cast<BlockArgument>(advance->base) : BlockArgument();
+  if (!argument || argument.getOwner()->getParentOp() != loop)
     return std::nullopt;
-  return advance->constant;
+  return advance->slots;
 }
 
 void ProtocolChecker::checkWaitCycles() {
