@@ -10,10 +10,15 @@ from kvpipe import kernels, plans
 
 
 def _split(config: Dict[str, Any]):
+    """(the config without its tuning, as a key; the tuning)."""
     tuning = {k: v for k, v in config.items() if k in kernels.TUNING_ATTRIBUTES}
     rest = tuple(sorted((k, repr(v)) for k, v in config.items()
                         if k not in kernels.TUNING_ATTRIBUTES))
     return rest, tuning
+
+
+def _key(rest, tuning: Dict[str, Any]):
+    return rest, tuple(sorted(tuning.items()))
 
 
 def without_spill_fallbacks(configs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -24,7 +29,5 @@ def without_spill_fallbacks(configs: Sequence[Dict[str, Any]]) -> List[Dict[str,
         rest, tuning = _split(config)
         fallback = plans.spill_fallback(tuning)
         if fallback is not None:
-            fallbacks.add((rest, tuple(sorted(fallback.items()))))
-    return [c for c in configs
-            if (lambda rest, tuning: (rest, tuple(sorted(tuning.items()))))(*_split(c))
-            not in fallbacks]
+            fallbacks.add(_key(rest, fallback))
+    return [c for c in configs if _key(*_split(c)) not in fallbacks]
