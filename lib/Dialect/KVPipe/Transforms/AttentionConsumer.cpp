@@ -134,6 +134,12 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   separableTile.reset();
   if (std::optional<SeparableBias> separable = separableBias())
     separableTile = buildSeparableTile(*separable);
+  // Or the score_mod's multiplication by the scale, once on Q's rows.
+  queryPrescaled = false;
+  if (Value scale = queryScale()) {
+    scaleQueryRows(scale);
+    queryPrescaled = true;
+  }
 
   Fragment oFrag(b, c.accumulatorColumns() / 2);
   Value negInf = f32(-INFINITY);
@@ -366,6 +372,56 @@ std::optional<double> KernelBuilder::staticRowMax() {
   return bounds->high - top / exponentScale;
 }
 
+Value KernelBuilder::queryScale() {
+  if (!c.prescaledQ || !c.scoreMod || separableBias() ||
+      getAdditiveScoreMod(*c.scoreMod))
+    return Value();
+  // As modifiedScores multiplies each score: the scale (scale * log2(e)
+  // over log2(e)) times the region's leading constant factor.
+  Value scale = arith::MulFOp::create(b, param(AttentionParam::ScaleLog2),
+                                      f32(1.0 / M_LOG2E));
+  ScoreModScaling scaling = getScoreModScaling(*c.scoreMod);
+  if (scaling.input)
+    scale = arith::MulFOp::create(b, scale, f32(scaling.inputFactor));
+  return scale;
+}
+
+void KernelBuilder::scaleQueryRows(Value scale) {
+  // 16 B (8 elements) a thread at a time over the rows' blocks; the
+  // elementwise product does not depend on the swizzle.
+  ArrayRef<int64_t> shape = cast<MemRefType>(sQw.getType()).getShape();
+  int64_t chunksPerRow = shape[2] / 8, chunksPerBlock = shape[1] * chunksPerRow;
+  int64_t chunks = shape[0] * chunksPerBlock;
+  auto chunkType = VectorType::get({8}, c.elementType);
+  auto wideType = VectorType::get({8}, b.getF32Type());
+  Value factor = vector::BroadcastOp::create(b, wideType, scale);
+  Value thread = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, warp, index(32)), lane);
+  for (int64_t first = 0; first < chunks; first += 128) {
+    Value chunk = arith::AddIOp::create(b, thread, index(first));
+    SmallVector<Value, 3> at = {
+        arith::DivUIOp::create(b, chunk, index(chunksPerBlock)),
+        arith::RemUIOp::create(
+            b, arith::DivUIOp::create(b, chunk, index(chunksPerRow)),
+            index(shape[1])),
+        arith::MulIOp::create(
+            b, arith::RemUIOp::create(b, chunk, index(chunksPerRow)),
+            index(8))};
+    Value q = vector::LoadOp::create(b, chunkType, sQw, at);
+    Value scaled = arith::MulFOp::create(
+        b, arith::ExtFOp::create(b, wideType, q), factor);
+    vector::StoreOp::create(
+        b, arith::TruncFOp::create(b, chunkType, scaled), sQw, at);
+  }
+  MLIRContext *ctx = b.getContext();
+  NVVM::FenceProxyOp::create(
+      b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  NVVM::BarrierOp::create(
+      b, Type(), namedBarrier(AttentionConfig::kEpilogueBarriers, consumerIndex),
+      i32(128), nullptr, Value());
+}
+
 std::optional<SeparableBias> KernelBuilder::separableBias() {
   if (!c.separableBias || !c.scoreMod || c.packGQA)
     return std::nullopt;
@@ -491,7 +547,11 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
     // exponentiates in base 2 what is already scaled. Constant factors at
     // the region's ends fold into the scale's multiplication and the
     // exponent's (softmaxScaleLog2): soft-capping's two multiplications.
-    Value scale = arith::MulFOp::create(b, scaleLog2, f32(1.0 / M_LOG2E));
+    // With Q's rows pre-scaled (queryScale) the scores are the region's
+    // input as they are.
+    Value scale = queryPrescaled ? Value()
+                                 : arith::MulFOp::create(b, scaleLog2,
+                                                         f32(1.0 / M_LOG2E));
     ScoreModScaling scaling = getScoreModScaling(*c.scoreMod);
     s = buildScoreMod(b, *c.scoreMod, s, scale, at, &scaling);
     scaleLog2 = softmaxScaleLog2();

@@ -189,6 +189,15 @@ private:
   /// (`separable_bias`; Modifiers.h: SeparableBias): an additive score_mod
   /// of one (batch, head) per tile (not pack_gqa's).
   std::optional<SeparableBias> separableBias();
+  /// With `prescaled_q`, where the score_mod takes each score times the
+  /// scale (not an additive region, no separable bias): the factor Q's rows
+  /// are multiplied by once per tile instead (the scale times the region's
+  /// folded input factor, ScoreModScaling); null otherwise.
+  Value queryScale();
+  /// This warpgroup's Q rows (sQw) times `scale`, in place, rounded to Q's
+  /// element type, then a fence for the async proxy (the wgmmas read them
+  /// through it) and the warpgroup's barrier: before its first QK wgmma.
+  void scaleQueryRows(Value scale);
   /// The separable bias's terms on this warpgroup's tile, computed once
   /// before its K/V loop (the region's reads, such as ALiBi's slope, out of
   /// the loop): the factor F, d at (first row, first row) (i32), and per
@@ -284,6 +293,9 @@ private:
   /// With pack_gqa: the query head of the thread's two rows, and whether
   /// each is one of the warpgroup's usedRows() (i1).
   Value rowHead0, rowHead1, rowUsed0, rowUsed1;
+  /// This tile's Q rows hold Q times queryScale() (scaleQueryRows): the
+  /// scores reach the score_mod without a multiplication.
+  bool queryPrescaled = false;
   /// With a separable score bias: its terms on this warpgroup's tile.
   std::optional<SeparableTile> separableTile;
   /// With `varlen`: the tile's sequence's first query and key rows in the

@@ -780,7 +780,7 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
                             Value scale, const ModifierIndices &at,
                             const ScoreModScaling *scaling) {
   bool foldInput = scaling && scaling->input;
-  if (foldInput)
+  if (foldInput && scale)
     scale = arith::MulFOp::create(
         b, scale,
         arith::ConstantFloatOp::create(
@@ -788,9 +788,11 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
             APFloat(static_cast<float>(scaling->inputFactor))));
   SmallVector<Value> scores = forEachElement(
       b, region, at, [&](int64_t i, Value row, Value key) {
-        Value scaled = arith::MulFOp::create(
-            b, vector::ExtractOp::create(b, s, i), scale);
-        allowContraction(scaled.getDefiningOp());
+        Value scaled = vector::ExtractOp::create(b, s, i);
+        if (scale) {
+          scaled = arith::MulFOp::create(b, scaled, scale);
+          allowContraction(scaled.getDefiningOp());
+        }
         SmallVector<Value, 5> args = regionArguments(b, at, scaled, row, key);
         if (!scaling || (!scaling->input && !scaling->output))
           return inlineRegion(b, region, args, at);

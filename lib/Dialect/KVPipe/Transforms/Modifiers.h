@@ -79,6 +79,8 @@ std::optional<ScoreBounds> getScoreModBounds(mlir::Region &region,
 /// times `scale * inputFactor` (one multiplication per element instead of
 /// two) and the fragment holds the output product's operand, the modified
 /// score divided by `outputFactor` (which the caller's exponent applies).
+/// A null `scale`: `s` already holds the scaled scores (times the input
+/// factor with `scaling`: Q's rows pre-scaled, `prescaled_q`).
 mlir::Value buildScoreMod(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                           mlir::Value s, mlir::Value scale,
                           const ModifierIndices &at,

@@ -76,6 +76,9 @@ struct AttentionConfig {
   /// A constant row maximum where the score_mod's result is bounded
   /// (`static_row_max`).
   bool staticRowMax = false;
+  /// Q's rows multiplied by the score_mod's scale once per tile
+  /// (`prescaled_q`).
+  bool prescaledQ = false;
   /// Persistent CTAs take their tiles from a table the host computes
   /// (`tile_table`: a runtime parameter).
   bool tileTable = false;

@@ -268,6 +268,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     2^-100 of its largest possible value (docs/modifiers.md, "Bounded
     scores").
 
+    `prescaled_q` (forward, experimental, default false; with a `score_mod`
+    only, where it changes nothing for an additive region or a separable
+    bias) multiplies each consumer warpgroup's Q rows in shared memory by
+    the softmax scale (times the region's leading constant factor, a
+    soft-cap's 1 / cap) once per tile, rounded to Q's element type, instead
+    of each score before the region: one multiplication per element fewer
+    on the path from S to P (docs/modifiers.md, "Pre-scaled Q").
+
     `q_stages` (forward, experimental, default 1; 2 only with `persistent`)
     gives Q a ring of two slots: the producer loads the next tile's Q rows
     while the consumers still read this tile's, instead of after their last
@@ -349,6 +357,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$tile_table,
                        OptionalAttr<BoolAttr>:$separable_bias,
                        OptionalAttr<BoolAttr>:$static_row_max,
+                       OptionalAttr<BoolAttr>:$prescaled_q,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,
