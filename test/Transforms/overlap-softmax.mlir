@@ -171,3 +171,124 @@ func.func @no_loop(%pk: !p, %e: i1) {
   }
   return
 }
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// S from an initial accumulator that the QK step computes from the block
+// index (`bias_accumulator`'s bias): it moves with S, from the peeled
+// block's index (the lower bound) and the steady state's.
+// CHECK-LABEL: func.func @kv_loop_bias(
+//       CHECK:   %[[C0:.*]] = arith.constant 0 : index
+//       CHECK:   kvpipe.consumer_wait
+//  CHECK-NEXT:   kvpipe.index
+//  CHECK-NEXT:   memref.subview
+//  CHECK-NEXT:   %[[B0I:.*]] = arith.index_cast %[[C0]] : index to i32
+//  CHECK-NEXT:   %[[B0F:.*]] = arith.sitofp %[[B0I]]
+//  CHECK-NEXT:   %[[B0:.*]] = vector.broadcast %[[B0F]]
+//  CHECK-NEXT:   kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %[[B0]] :
+//       CHECK:   scf.for %[[J:[^ ]*]] =
+//       CHECK:     kvpipe.consumer_wait
+//  CHECK-NEXT:     kvpipe.index
+//  CHECK-NEXT:     memref.subview
+//  CHECK-NEXT:     %[[BJI:.*]] = arith.index_cast %[[J]] : index to i32
+//  CHECK-NEXT:     %[[BJF:.*]] = arith.sitofp %[[BJI]]
+//  CHECK-NEXT:     %[[BJ:.*]] = vector.broadcast %[[BJF]]
+//  CHECK-NEXT:     %[[SJ:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %[[BJ]] :
+//       CHECK:     kvpipe.warpgroup_wait %[[SJ]] {pending = 1 : i64}
+func.func @kv_loop_bias(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
+                        %n: index, %c: f32, %m: f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant dense<0.0> : vector<64xf32>
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(240) {
+  ^bb0(%consumer: index):
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %t = arith.remui %tid, %c128 : index
+    %el = arith.cmpi eq, %t, %c0 : index
+    %r:4 = scf.for %j = %c0 to %n step %c1
+        iter_args(%sk = %pk, %sv = %pv, %o = %zero, %mi = %m)
+        -> (!p, !p, vector<64xf32>, f32) {
+      kvpipe.consumer_wait %sk : !p
+      %ks = kvpipe.index %sk : !p
+      %kt = memref.subview %k[%ks, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %ji = arith.index_cast %j : index to i32
+      %jf = arith.sitofp %ji : i32 to f32
+      %bias = vector.broadcast %jf : f32 to vector<64xf32>
+      %s = kvpipe.warpgroup_mma %q, %kt, %bias : !q, !tile -> vector<64xf32>
+      %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
+      %nk = kvpipe.consumer_release %sk, %el : !p
+      %mx = kvpipe.fragment_row_max %s1[0] : vector<64xf32>
+      %mn = arith.maxnumf %mi, %mx : f32
+      %pf = kvpipe.fragment_exp2 %s1, %c, %mn, %mn : vector<64xf32>
+      %p16 = arith.truncf %pf : vector<64xf32> to vector<64xbf16>
+      %alpha = arith.subf %mi, %mn : f32
+      %o1 = kvpipe.fragment_rescale %o, %alpha, %alpha : vector<64xf32>
+      kvpipe.consumer_wait %sv : !p
+      %vs = kvpipe.index %sv : !p
+      %vt = memref.subview %v[%vs, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %o2 = kvpipe.warpgroup_mma %p16, %vt, %o1 {transpose_b} : vector<64xbf16>, !tile -> vector<64xf32>
+      %o3 = kvpipe.warpgroup_wait %o2 {pending = 0} : vector<64xf32>
+      %nv = kvpipe.consumer_release %sv, %el : !p
+      scf.yield %nk, %nv, %o3, %mn : !p, !p, vector<64xf32>, f32
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+
+// An initial accumulator from outside the QK step (here the function's)
+// would not move with it: no K/V loop the rewrite takes.
+func.func @kv_loop_outer_acc(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
+                             %n: index, %c: f32, %m: f32, %init: vector<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant dense<0.0> : vector<64xf32>
+  // expected-error @+1 {{has no consumer K/V loop whose softmax can be overlapped}}
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(240) {
+  ^bb0(%consumer: index):
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %t = arith.remui %tid, %c128 : index
+    %el = arith.cmpi eq, %t, %c0 : index
+    %r:4 = scf.for %j = %c0 to %n step %c1
+        iter_args(%sk = %pk, %sv = %pv, %o = %zero, %mi = %m)
+        -> (!p, !p, vector<64xf32>, f32) {
+      kvpipe.consumer_wait %sk : !p
+      %ks = kvpipe.index %sk : !p
+      %kt = memref.subview %k[%ks, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %s = kvpipe.warpgroup_mma %q, %kt, %init : !q, !tile -> vector<64xf32>
+      %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
+      %nk = kvpipe.consumer_release %sk, %el : !p
+      %mx = kvpipe.fragment_row_max %s1[0] : vector<64xf32>
+      %mn = arith.maxnumf %mi, %mx : f32
+      %pf = kvpipe.fragment_exp2 %s1, %c, %mn, %mn : vector<64xf32>
+      %p16 = arith.truncf %pf : vector<64xf32> to vector<64xbf16>
+      %alpha = arith.subf %mi, %mn : f32
+      %o1 = kvpipe.fragment_rescale %o, %alpha, %alpha : vector<64xf32>
+      kvpipe.consumer_wait %sv : !p
+      %vs = kvpipe.index %sv : !p
+      %vt = memref.subview %v[%vs, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %o2 = kvpipe.warpgroup_mma %p16, %vt, %o1 {transpose_b} : vector<64xbf16>, !tile -> vector<64xf32>
+      %o3 = kvpipe.warpgroup_wait %o2 {pending = 0} : vector<64xf32>
+      %nv = kvpipe.consumer_release %sv, %el : !p
+      scf.yield %nk, %nv, %o3, %mn : !p, !p, vector<64xf32>, f32
+    }
+  }
+  return
+}

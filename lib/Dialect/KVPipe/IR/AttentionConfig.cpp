@@ -133,6 +133,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"separable_bias", op.getSeparableBias().has_value()},
         {"static_row_max", op.getStaticRowMax().has_value()},
         {"prescaled_q", op.getPrescaledQ().has_value()},
+        {"bias_accumulator", op.getBiasAccumulator().has_value()},
         {"pingpong", op.getPingpong().has_value()},
         {"persistent", op.getPersistent().has_value()},
         {"kv_lengths", op.getKvLengths().has_value()},
@@ -311,6 +312,7 @@ AttentionConfig::get(AttentionKernelOp op,
   c.separableBias = op.getSeparableBias().value_or(false);
   c.staticRowMax = op.getStaticRowMax().value_or(false);
   c.prescaledQ = op.getPrescaledQ().value_or(false);
+  c.biasAccumulator = op.getBiasAccumulator().value_or(false);
   c.tileTable = op.getTileTable().value_or(false);
   // One tile per CTA, the grid is the tile space: there is no order to
   // give. The table holds tile indices in the grid's numbering, which

@@ -212,10 +212,9 @@ Value KernelBuilder::waitForSlot(Value ring, Value state) {
       b, ring, state, cast<MemRefType>(ring.getType()).getShape().drop_front());
 }
 
-Value KernelBuilder::issueQK(Value stateK) {
-  Value kTile = waitForSlot(sK, stateK);
+Value KernelBuilder::issueQK(Value kTile, Value init) {
   return WarpgroupMmaOp::create(
-      b, VectorType::get({c.blockN / 2}, b.getF32Type()), sQw, kTile, Value(),
+      b, VectorType::get({c.blockN / 2}, b.getF32Type()), sQw, kTile, init,
       c.qkSwizzleBytes(), /*transpose_b=*/false);
 }
 
@@ -263,9 +262,15 @@ SmallVector<Value> KernelBuilder::buildKVLoop(Value k, Value v, Value o,
   Value stateK = loop.getRegionIterArg(0), stateV = loop.getRegionIterArg(1);
   RowStats current{loop.getRegionIterArg(3), loop.getRegionIterArg(4),
                    loop.getRegionIterArg(5), loop.getRegionIterArg(6)};
-  Value s = issueQK(stateK);
+  // The bias, where it is S's initial accumulator, after K's wait (with
+  // which the QK step --kvpipe-overlap-softmax moves begins) and before the
+  // wgmma.
+  Value kTile = waitForSlot(sK, stateK);
+  Value kvBlock = kvBlockAt(loop.getInductionVar());
+  ScoreBias bias = scoreBias(kvBlock);
+  Value s = issueQK(kTile, bias.init);
   Value nextK = retireAndRelease(s, 0, stateK);
-  Softmax sm = softmax(s, kvBlockAt(loop.getInductionVar()), current);
+  Softmax sm = softmax(s, kvBlock, current, bias);
   Value acc = rescale(loop.getRegionIterArg(2), sm.alpha0, sm.alpha1);
   acc = issuePV(sm.p16, stateV, acc);
   Value nextV = retireAndRelease(acc, 0, stateV);
@@ -322,12 +327,37 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
                          firstKey0, firstKey1, c.maskBits});
 }
 
+KernelBuilder::ScoreBias KernelBuilder::scoreBias(Value kvBlock) {
+  std::optional<AdditiveScoreMod> additive =
+      c.biasAccumulator && c.scoreMod ? getAdditiveScoreMod(*c.scoreMod)
+                                      : std::nullopt;
+  if (!additive)
+    return {};
+  // What modifiedScores adds to the scores, added to -0 (x + -0 = x, which
+  // folds): the wgmma then accumulates Q K^T onto it.
+  Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
+  ModifierIndices at = modifierIndices(kvRow);
+  auto fragType = VectorType::get({c.blockN / 2}, b.getF32Type());
+  Value zero = vector::BroadcastOp::create(b, fragType, f32(-0.0));
+  Value inverseScale = arith::DivFOp::create(
+      b, f32(M_LOG2E), param(AttentionParam::ScaleLog2));
+  if (separableTile) {
+    auto [init, shift0, shift1] =
+        separableScores(zero, kvRow, inverseScale, at);
+    return {init, shift0, shift1};
+  }
+  return {buildAdditiveScoreMod(b, *c.scoreMod, *additive, zero, inverseScale,
+                                at),
+          Value(), Value()};
+}
+
 KernelBuilder::Softmax KernelBuilder::softmax(Value s, Value kvBlock,
-                                              const RowStats &stats) {
+                                              const RowStats &stats,
+                                              const ScoreBias &bias) {
   Value scaleLog2 = param(AttentionParam::ScaleLog2);
   Value rowShift0, rowShift1;
   if (c.scoreMod || c.maskMod)
-    s = modifiedScores(s, kvBlock, scaleLog2, rowShift0, rowShift1);
+    s = modifiedScores(s, kvBlock, scaleLog2, rowShift0, rowShift1, bias);
   else
     s = mask(s, kvBlock);
 
@@ -519,17 +549,26 @@ KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
   return {ifSign.getResult(0), ifSign.getResult(1), ifSign.getResult(2)};
 }
 
+ModifierIndices KernelBuilder::modifierIndices(Value kvRow) {
+  return {c.blockN / 2, batch, head, row0, row1,
+          arith::AddIOp::create(
+              b, kvRow,
+              arith::MulIOp::create(
+                  b, arith::RemUIOp::create(b, lane, index(4)), index(2))),
+          seqQ, seqKV, auxParams, c.auxTypes};
+}
+
 Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
-                                    Value &rowShift0, Value &rowShift1) {
+                                    Value &rowShift0, Value &rowShift1,
+                                    const ScoreBias &bias) {
   Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
-  ModifierIndices at{
-      c.blockN / 2, batch, head, row0, row1,
-      arith::AddIOp::create(
-          b, kvRow,
-          arith::MulIOp::create(b, arith::RemUIOp::create(b, lane, index(4)),
-                                index(2))),
-      seqQ, seqKV, auxParams, c.auxTypes};
-  if (separableTile) {
+  ModifierIndices at = modifierIndices(kvRow);
+  if (bias.init) {
+    // The bias is in S already (scoreBias); a separable one's row terms
+    // still go to the softmax.
+    rowShift0 = bias.rowShift0;
+    rowShift1 = bias.rowShift1;
+  } else if (separableTile) {
     // Off the diagonal, the bias's key term per element and its row term
     // in the softmax's shifts (separableScores).
     Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);

@@ -151,7 +151,9 @@ private:
   /// [blocks][block_n][W] tiles.
   Value waitForSlot(Value ring, Value state);
   /// Waits for K's slot and issues S = Q K^T (not retired).
-  Value issueQK(Value stateK);
+  /// S = Q K^T of the K tile `kTile` (waitForSlot's), from `init` (null:
+  /// zero).
+  Value issueQK(Value kTile, Value init = Value());
   /// Waits for V's slot and issues O += P V (not retired).
   Value issuePV(Value p16, Value stateV, Value o);
   /// Retires wgmma groups until `pending` are left, so that `fragment`
@@ -175,6 +177,13 @@ private:
   MaskBounds maskBounds() const {
     return {c.causal, diagonal, windowLeft, windowRight, seqQ, seqKV};
   }
+  /// An additive score_mod's bias of one K/V block as S's initial
+  /// accumulator (`bias_accumulator`, scoreBias): the fragment (raw domain,
+  /// as modifiedScores adds it) and, with a separable bias, the row halves'
+  /// shifts.
+  struct ScoreBias {
+    Value init, rowShift0, rowShift1;
+  };
   Value mask(Value s, Value kvBlock);
   /// The modifier regions (Modifiers.h) on block `kvBlock`'s scores `s`:
   /// the score_mod on the scaled scores (then the softmax's scale is
@@ -184,7 +193,11 @@ private:
   /// with their key term only and `rowShift0`/`rowShift1` are the row
   /// halves' terms (buildOnlineSoftmaxStep's shifts).
   Value modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
-                       Value &rowShift0, Value &rowShift1);
+                       Value &rowShift0, Value &rowShift1,
+                       const ScoreBias &bias);
+  /// The indices of block `kvRow`'s (its first key) fragment for the
+  /// regions: the thread's rows and first column.
+  ModifierIndices modifierIndices(Value kvRow);
   /// The score_mod's bias where the forward splits it off the diagonal
   /// (`separable_bias`; Modifiers.h: SeparableBias): an additive score_mod
   /// of one (batch, head) per tile (not pack_gqa's).
@@ -225,7 +238,11 @@ private:
   /// Narrows [firstKey, kvEnd) (firstKey null: 0) to the keys the
   /// mask_mod's shape leaves to some row of the tile.
   void narrowToMaskMod(Value &firstKey, Value &kvEnd);
-  Softmax softmax(Value s, Value kvBlock, const RowStats &stats);
+  /// The bias of block `kvBlock` with `bias_accumulator` and an additive
+  /// score_mod; empty otherwise.
+  ScoreBias scoreBias(Value kvBlock);
+  Softmax softmax(Value s, Value kvBlock, const RowStats &stats,
+                  const ScoreBias &bias);
   /// The K/V loop from the states `k` and `v`, in the skeleton's order;
   /// returns (k state, v state, O, m0, m1, l0, l1).
   SmallVector<Value> buildKVLoop(Value k, Value v, Value o, RowStats stats);

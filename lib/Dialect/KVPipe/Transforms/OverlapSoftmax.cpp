@@ -4,7 +4,7 @@
 // The skeleton's loop runs each block's steps in order, the tensor cores
 // idle during the softmax:
 //
-//   for j:  QK:  wait K_j; S = Q K_j^T                 (wgmma SS)
+//   for j:  QK:  wait K_j; S = Q K_j^T (+ bias_j)      (wgmma SS)
 //           QK': retire S (pending 0); release K_j
 //           SM:  mask, online softmax -> P_j, statistics, alpha_j
 //           R:   O = rescale(O, alpha_j)
@@ -95,8 +95,15 @@ FailureOr<KVLoopSteps> matchKVLoop(scf::ForOp loop) {
       steps.mmaQK = mma;
       break;
     }
-  if (!steps.mmaQK || steps.mmaQK.getAcc())
-    return fail("no S = Q K^T wgmma without accumulator");
+  if (!steps.mmaQK)
+    return fail("no S = Q K^T wgmma");
+  // S starts at zero or at a fragment the QK step computes (an additive
+  // score_mod's bias, `bias_accumulator`), which moves with it.
+  if (Value acc = steps.mmaQK.getAcc()) {
+    Operation *def = acc.getDefiningOp();
+    if (!def || def->getBlock() != body)
+      return fail("S's initial accumulator is not computed in its step");
+  }
   steps.retireQK = dyn_cast_or_null<WarpgroupWaitOp>(next(steps.mmaQK));
   if (!steps.retireQK || steps.retireQK.getFragments().size() != 1 ||
       steps.retireQK.getFragments()[0] != steps.mmaQK.getResult())
@@ -202,9 +209,9 @@ LogicalResult kvpipe::overlapSoftmaxLoop(RewriterBase &rewriter,
   rewriter.setInsertionPointToStart(ifAny.thenBlock());
   IRMapping first;
   first.map(iterArgs, inits);
+  first.map(iv, lowerBound);
   cloneQK(first);
   cloneRetire(first, st.retireQK, st.releaseK, /*pending=*/0);
-  first.map(iv, lowerBound);
   cloneSoftmax(first);
   SmallVector<Value> loopInits;
   for (unsigned i = 0; i < numIter; ++i)

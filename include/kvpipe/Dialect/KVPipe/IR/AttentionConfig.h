@@ -79,6 +79,9 @@ struct AttentionConfig {
   /// Q's rows multiplied by the score_mod's scale once per tile
   /// (`prescaled_q`).
   bool prescaledQ = false;
+  /// An additive score_mod's bias as the QK wgmma's initial accumulator
+  /// (`bias_accumulator`).
+  bool biasAccumulator = false;
   /// Persistent CTAs take their tiles from a table the host computes
   /// (`tile_table`: a runtime parameter).
   bool tileTable = false;

@@ -276,6 +276,13 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     of each score before the region: one multiplication per element fewer
     on the path from S to P (docs/modifiers.md, "Pre-scaled Q").
 
+    `bias_accumulator` (forward, experimental, default false; with an
+    additive `score_mod` only, where it changes nothing otherwise) computes each K/V block's bias before the block's QK
+    wgmma, as its initial accumulator (S = bias + Q K^T), instead of adding
+    it to the retired scores: the bias's arithmetic and reads leave the
+    dependent path from S's retire to P and run while the warpgroup waits
+    for K and its turn (docs/modifiers.md, "The bias as the accumulator").
+
     `q_stages` (forward, experimental, default 1; 2 only with `persistent`)
     gives Q a ring of two slots: the producer loads the next tile's Q rows
     while the consumers still read this tile's, instead of after their last
@@ -358,6 +365,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$separable_bias,
                        OptionalAttr<BoolAttr>:$static_row_max,
                        OptionalAttr<BoolAttr>:$prescaled_q,
+                       OptionalAttr<BoolAttr>:$bias_accumulator,
                        OptionalAttr<BoolAttr>:$pingpong,
                        OptionalAttr<BoolAttr>:$persistent,
                        OptionalAttr<KVPipe_MaskAlignmentAttr>:$mask_alignment,
