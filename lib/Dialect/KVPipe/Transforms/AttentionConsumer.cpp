@@ -422,6 +422,8 @@ void KernelBuilder::scaleQueryRows(Value scale) {
   ArrayRef<int64_t> shape = cast<MemRefType>(sQw.getType()).getShape();
   int64_t chunksPerRow = shape[2] / 8, chunksPerBlock = shape[1] * chunksPerRow;
   int64_t chunks = shape[0] * chunksPerBlock;
+  // 64 rows of at least 16 elements: every thread takes the same count.
+  assert(chunks % 128 == 0 && "a warpgroup's Q rows in whole rounds");
   auto chunkType = VectorType::get({8}, c.elementType);
   auto wideType = VectorType::get({8}, b.getF32Type());
   Value factor = vector::BroadcastOp::create(b, wideType, scale);
