@@ -215,6 +215,17 @@ MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
     128: {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS, "separable_bias": True,
           "static_row_max": True},
 }
+#: What a causal (top-left, no window) launch with modifiers adds to
+#: MODIFIER_PLAN's tuning, by head dim: a persistent grid over the host's
+#: balanced tile table (v20's lever for plain causal kernels; Q's ring does
+#: not fit beside the 192 x 80 tiles). H100, session 27 (`bench --mods`, D
+#: 128 8k, one run): ALiBi causal 543.6 -> 590.2 TFLOP/s (+8.6 %); the
+#: persistent grid without the table loses (469.5), as it does for the
+#: non-causal rows (not taken there). With it in the plan: `check --mods`
+#: 136/136, ALiBi causal 588.8 = 0.917x its plain kernel (was 0.81-0.85x).
+MODIFIER_CAUSAL_PLAN: Dict[int, Dict[str, Any]] = {
+    128: {"persistent": True, "tile_table": True},
+}
 
 
 #: The tuning of causal launches with fewer queries than keys and the
@@ -284,14 +295,18 @@ def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignmen
                  seq_kv: int, tuning: Dict[str, Any]) -> Dict[str, Any]:
     """The tuning of a forward launch: ``tuning`` as given when it is not
     empty (the caller chose); else, with modifiers, MODIFIER_PLAN's for the
-    head dim; with a sliding window, WINDOW_PLAN's; for the plain kernels
+    head dim (and MODIFIER_CAUSAL_PLAN's for a causal top-left launch
+    without a window); with a sliding window, WINDOW_PLAN's; for the plain kernels
     PREFILL_PLAN's choice for the sequences' length (BOTTOM_RIGHT_PLAN's for
     a causal mask at the end of the keys); else none (the head dim's
     defaults)."""
     if tuning or kv_lengths or value_head_dim != head_dim:
         return tuning
     if modifiers:
-        return dict(MODIFIER_PLAN.get(head_dim, tuning))
+        planned = dict(MODIFIER_PLAN.get(head_dim, tuning))
+        if causal and mask_alignment == "top_left" and not sliding_window:
+            planned.update(MODIFIER_CAUSAL_PLAN.get(head_dim, {}))
+        return planned
     if sliding_window:
         return dict(WINDOW_PLAN.get(head_dim, tuning))
     entries = PREFILL_PLAN.get((head_dim, causal), ())

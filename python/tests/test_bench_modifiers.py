@@ -217,7 +217,13 @@ def test_compile_for_check_mods_holds_every_kernel_bench_mods_launches(monkeypat
     assert sum(c.backward for c in requested) == 6
     assert sum(bool(c.modifiers) for c in requested if c.backward) == 3
     assert sum(not c.backward for c in requested) == 6
-    assert any(dict(c.tuning).get("persistent") for c in requested) == (n <= 4096)
+    plain = [c for c in requested if not c.backward and not c.modifiers]
+    assert any(dict(c.tuning).get("persistent") for c in plain) == (n <= 4096)
+    # The causal modifier row: a persistent grid over the host's tile table
+    # at any length (plans.MODIFIER_CAUSAL_PLAN); the others are not.
+    modified = [c for c in requested if not c.backward and c.modifiers]
+    assert {c.causal for c in modified if dict(c.tuning).get("tile_table")} == {True}
+    assert not any(dict(c.tuning).get("persistent") for c in modified if not c.causal)
     # Those of the lengths, but for the spill fallbacks (loaded only where a
     # planned kernel spills: the stand-ins' kernels do not).
     listed = bench_modifiers.bench_kernel_configs(seq_lens=(n,))

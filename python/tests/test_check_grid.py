@@ -100,11 +100,17 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     # plain kernels' 192 x 80 tiles with the softmax levers and the static
     # row maximum, with any mask, window and length; not with KV lengths,
     # nor over the caller's tuning.
+    # Causal top-left without a window at head dim 128 adds a persistent grid
+    # over the host's tile table (plans.MODIFIER_CAUSAL_PLAN).
     separable = {"separable_bias": True}
+    table_grid = {"persistent": True, "tile_table": True}
     for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"window": True},
                    {"sq": 16384}, {"sq": 100, "skv": 9000}):
+        causal_top_left = (kwargs.get("causal", True) and "alignment" not in kwargs
+                           and "window" not in kwargs)
         assert plan(128, mods=True, **kwargs) == {**long_tiles, **separable,
-                                                   "static_row_max": True}, kwargs
+                                                   "static_row_max": True,
+                                                   **(table_grid if causal_top_left else {})}, kwargs
         assert plan(64, mods=True, **kwargs) == separable, kwargs
     assert plan(128, mods=True, lengths=True) == {}
     assert plan(128, mods=True, tuning={"block_n": 64}) == {"block_n": 64}
