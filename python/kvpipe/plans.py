@@ -296,10 +296,10 @@ def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignmen
     """The tuning of a forward launch: ``tuning`` as given when it is not
     empty (the caller chose); else, with modifiers, MODIFIER_PLAN's for the
     head dim (and MODIFIER_CAUSAL_PLAN's for a causal top-left launch
-    without a window); with a sliding window, WINDOW_PLAN's; for the plain kernels
-    PREFILL_PLAN's choice for the sequences' length (BOTTOM_RIGHT_PLAN's for
-    a causal mask at the end of the keys); else none (the head dim's
-    defaults)."""
+    without a window); with a sliding window, WINDOW_PLAN's; for the plain
+    kernels PREFILL_PLAN's choice for the sequences' length
+    (BOTTOM_RIGHT_PLAN's for a causal mask at the end of the keys); else
+    none (the head dim's defaults)."""
     if tuning or kv_lengths or value_head_dim != head_dim:
         return tuning
     if modifiers:

@@ -135,11 +135,8 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   if (std::optional<SeparableBias> separable = separableBias())
     separableTile = buildSeparableTile(*separable);
   // Or the score_mod's multiplication by the scale, once on Q's rows.
-  queryPrescaled = false;
-  if (Value scale = queryScale()) {
-    scaleQueryRows(scale);
-    queryPrescaled = true;
-  }
+  if (prescalesQuery())
+    scaleQueryRows(queryScale());
 
   Fragment oFrag(b, c.accumulatorColumns() / 2);
   Value negInf = f32(-INFINITY);
@@ -402,10 +399,11 @@ std::optional<double> KernelBuilder::staticRowMax() {
   return bounds->high - top / exponentScale;
 }
 
+bool KernelBuilder::prescalesQuery() {
+  return c.prescaledQ && c.scoreMod && !getAdditiveScoreMod(*c.scoreMod);
+}
+
 Value KernelBuilder::queryScale() {
-  if (!c.prescaledQ || !c.scoreMod || separableBias() ||
-      getAdditiveScoreMod(*c.scoreMod))
-    return Value();
   // As modifiedScores multiplies each score: the scale (scale * log2(e)
   // over log2(e)) times the region's leading constant factor.
   Value scale = arith::MulFOp::create(b, param(AttentionParam::ScaleLog2),
@@ -590,9 +588,9 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
     // exponent's (softmaxScaleLog2): soft-capping's two multiplications.
     // With Q's rows pre-scaled (queryScale) the scores are the region's
     // input as they are.
-    Value scale = queryPrescaled ? Value()
-                                 : arith::MulFOp::create(b, scaleLog2,
-                                                         f32(1.0 / M_LOG2E));
+    Value scale = prescalesQuery() ? Value()
+                                   : arith::MulFOp::create(b, scaleLog2,
+                                                           f32(1.0 / M_LOG2E));
     ScoreModScaling scaling = getScoreModScaling(*c.scoreMod);
     s = buildScoreMod(b, *c.scoreMod, s, scale, at, &scaling);
     scaleLog2 = softmaxScaleLog2();

@@ -150,9 +150,8 @@ private:
   /// Waits until `state`'s slot of `ring` is full; returns the slot's
   /// [blocks][block_n][W] tiles.
   Value waitForSlot(Value ring, Value state);
-  /// Waits for K's slot and issues S = Q K^T (not retired).
-  /// S = Q K^T of the K tile `kTile` (waitForSlot's), from `init` (null:
-  /// zero).
+  /// Issues S = Q K^T (not retired) of the K tile `kTile` (waitForSlot's),
+  /// from `init` (null: zero).
   Value issueQK(Value kTile, Value init = Value());
   /// Waits for V's slot and issues O += P V (not retired).
   Value issuePV(Value p16, Value stateV, Value o);
@@ -203,9 +202,12 @@ private:
   /// of one (batch, head) per tile (not pack_gqa's).
   std::optional<SeparableBias> separableBias();
   /// With `prescaled_q`, where the score_mod takes each score times the
-  /// scale (not an additive region, no separable bias): the factor Q's rows
-  /// are multiplied by once per tile instead (the scale times the region's
-  /// folded input factor, ScoreModScaling); null otherwise.
+  /// scale (not an additive region, which a separable bias is too): Q's
+  /// rows are multiplied by it once per tile (scaleQueryRows) and the
+  /// scores reach the region without a multiplication.
+  bool prescalesQuery();
+  /// The factor prescalesQuery's Q rows are multiplied by: the scale times
+  /// the region's folded input factor (ScoreModScaling).
   Value queryScale();
   /// This warpgroup's Q rows (sQw) times `scale`, in place, rounded to Q's
   /// element type, then a fence for the async proxy (the wgmmas read them
@@ -310,9 +312,6 @@ private:
   /// With pack_gqa: the query head of the thread's two rows, and whether
   /// each is one of the warpgroup's usedRows() (i1).
   Value rowHead0, rowHead1, rowUsed0, rowUsed1;
-  /// This tile's Q rows hold Q times queryScale() (scaleQueryRows): the
-  /// scores reach the score_mod without a multiplication.
-  bool queryPrescaled = false;
   /// With a separable score bias: its terms on this warpgroup's tile.
   std::optional<SeparableTile> separableTile;
   /// With `varlen`: the tile's sequence's first query and key rows in the

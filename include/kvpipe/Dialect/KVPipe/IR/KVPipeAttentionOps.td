@@ -277,8 +277,9 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     on the path from S to P (docs/modifiers.md, "Pre-scaled Q").
 
     `bias_accumulator` (forward, experimental, default false; with an
-    additive `score_mod` only, where it changes nothing otherwise) computes each K/V block's bias before the block's QK
-    wgmma, as its initial accumulator (S = bias + Q K^T), instead of adding
+    additive `score_mod` only, where it changes nothing otherwise) computes
+    each K/V block's bias before the block's QK wgmma, as its initial
+    accumulator (S = bias + Q K^T), instead of adding
     it to the retired scores: the bias's arithmetic and reads leave the
     dependent path from S's retire to P and run while the warpgroup waits
     for K and its turn (docs/modifiers.md, "The bias as the accumulator").
