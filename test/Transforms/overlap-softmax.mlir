@@ -250,6 +250,67 @@ func.func @kv_loop_bias(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
 !q = memref<2x64x64xbf16, #smem>
 !ring = memref<2x2x128x64xbf16, #smem>
 !tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!offsets = memref<1x128x16xbf16, #smem>
+
+// S accumulated by two wgmmas (`separable_bias_mma`'s key-term k-step, then
+// Q K^T onto it): the QK step ends at the second, both move, and S's retire
+// waits for the older groups only.
+// CHECK-LABEL: func.func @kv_loop_two_mmas(
+//       CHECK:   %[[T0:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 32 : i64}
+//  CHECK-NEXT:   kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %[[T0]] :
+//       CHECK:   scf.for
+//       CHECK:     %[[TJ:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}} {swizzle = 32 : i64}
+//  CHECK-NEXT:     %[[SJ:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %[[TJ]] :
+//       CHECK:     kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %{{.*}} {transpose_b}
+//       CHECK:     kvpipe.warpgroup_wait %[[SJ]] {pending = 1 : i64}
+func.func @kv_loop_two_mmas(%pk: !p, %pv: !p, %e: i1, %q: !q, %k: !ring, %v: !ring,
+                            %n: index, %c: f32, %m: f32, %a: vector<8xbf16>,
+                            %offsets: !offsets) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant dense<0.0> : vector<64xf32>
+  kvpipe.warp_roles producer registers(24) {
+  } consumers(2) registers(240) {
+  ^bb0(%consumer: index):
+    %tid = gpu.thread_id x
+    %c128 = arith.constant 128 : index
+    %t = arith.remui %tid, %c128 : index
+    %el = arith.cmpi eq, %t, %c0 : index
+    %r:4 = scf.for %j = %c0 to %n step %c1
+        iter_args(%sk = %pk, %sv = %pv, %o = %zero, %mi = %m)
+        -> (!p, !p, vector<64xf32>, f32) {
+      kvpipe.consumer_wait %sk : !p
+      %ks = kvpipe.index %sk : !p
+      %kt = memref.subview %k[%ks, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %keyterm = kvpipe.warpgroup_mma %a, %offsets {swizzle = 32} : vector<8xbf16>, !offsets -> vector<64xf32>
+      %s = kvpipe.warpgroup_mma %q, %kt, %keyterm : !q, !tile -> vector<64xf32>
+      %s1 = kvpipe.warpgroup_wait %s {pending = 0} : vector<64xf32>
+      %nk = kvpipe.consumer_release %sk, %el : !p
+      %mx = kvpipe.fragment_row_max %s1[0] : vector<64xf32>
+      %mn = arith.maxnumf %mi, %mx : f32
+      %pf = kvpipe.fragment_exp2 %s1, %c, %mn, %mn : vector<64xf32>
+      %p16 = arith.truncf %pf : vector<64xf32> to vector<64xbf16>
+      %alpha = arith.subf %mi, %mn : f32
+      %o1 = kvpipe.fragment_rescale %o, %alpha, %alpha : vector<64xf32>
+      kvpipe.consumer_wait %sv : !p
+      %vs = kvpipe.index %sv : !p
+      %vt = memref.subview %v[%vs, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring to !tile
+      %o2 = kvpipe.warpgroup_mma %p16, %vt, %o1 {transpose_b} : vector<64xbf16>, !tile -> vector<64xf32>
+      %o3 = kvpipe.warpgroup_wait %o2 {pending = 0} : vector<64xf32>
+      %nv = kvpipe.consumer_release %sv, %el : !p
+      scf.yield %nk, %nv, %o3, %mn : !p, !p, vector<64xf32>, f32
+    }
+  }
+  return
+}
+
+// -----
+
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+#smem = #gpu.address_space<workgroup>
+!q = memref<2x64x64xbf16, #smem>
+!ring = memref<2x2x128x64xbf16, #smem>
+!tile = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
 
 // An initial accumulator from outside the QK step (here the function's)
 // would not move with it: no K/V loop the rewrite takes.

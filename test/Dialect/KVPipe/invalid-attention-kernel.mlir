@@ -469,3 +469,34 @@ gpu.module @m {
   // expected-error @+1 {{'tile_table' is not supported with 'backward'}}
   kvpipe.attention_kernel @k {head_dim = 64 : i64, element_type = bf16, causal = true, backward = true, tile_table = true}
 }
+
+// -----
+
+// `separable_bias_mma` adds the key term of `separable_bias`, and gives S
+// its initial accumulator, as `bias_accumulator` does.
+gpu.module @m {
+  // expected-error @+1 {{'separable_bias_mma' adds the key term of 'separable_bias': it needs 'separable_bias' = true}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, separable_bias_mma = true}
+}
+
+// -----
+
+gpu.module @m {
+  // expected-error @+1 {{'separable_bias_mma' and 'bias_accumulator' both give S's initial accumulator: choose one}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, separable_bias = true, separable_bias_mma = true, bias_accumulator = true}
+}
+
+// -----
+
+// The key offsets tile does not fit beside two warpgroups' persistent
+// 128 x 128 tiles with the ones blocks.
+gpu.module @m {
+  // expected-error @+1 {{needs 234496 bytes of shared memory (Q 32768, K 2 x 32768, V 2 x 49152, O 32768, key offsets 4096), more than the 232448 of sm_90}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, persistent = true, tensor_row_sums = true, separable_bias = true, separable_bias_mma = true, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %slope = kvpipe.aux_load 0[%h] : f32
+    %r = arith.subf %s, %slope : f32
+    kvpipe.yield %r : f32
+  }
+}

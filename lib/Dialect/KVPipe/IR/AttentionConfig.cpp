@@ -131,6 +131,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"lpt_tiles", op.getLptTiles().has_value()},
         {"tile_table", op.getTileTable().has_value()},
         {"separable_bias", op.getSeparableBias().has_value()},
+        {"separable_bias_mma", op.getSeparableBiasMma().has_value()},
         {"static_row_max", op.getStaticRowMax().has_value()},
         {"prescaled_q", op.getPrescaledQ().has_value()},
         {"bias_accumulator", op.getBiasAccumulator().has_value()},
@@ -310,9 +311,16 @@ AttentionConfig::get(AttentionKernelOp op,
                        << (c.varlen ? "varlen" : c.splitKV ? "split_kv" : "pack_gqa")
                        << "' (their tiles are numbered by their own rules)";
   c.separableBias = op.getSeparableBias().value_or(false);
+  c.separableBiasMma = op.getSeparableBiasMma().value_or(false);
+  if (c.separableBiasMma && !c.separableBias)
+    return emitError() << "'separable_bias_mma' adds the key term of "
+                          "'separable_bias': it needs 'separable_bias' = true";
   c.staticRowMax = op.getStaticRowMax().value_or(false);
   c.prescaledQ = op.getPrescaledQ().value_or(false);
   c.biasAccumulator = op.getBiasAccumulator().value_or(false);
+  if (c.separableBiasMma && c.biasAccumulator)
+    return emitError() << "'separable_bias_mma' and 'bias_accumulator' both "
+                          "give S's initial accumulator: choose one";
   c.tileTable = op.getTileTable().value_or(false);
   // One tile per CTA, the grid is the tile space: there is no order to
   // give. The table holds tile indices in the grid's numbering, which
@@ -397,6 +405,8 @@ AttentionConfig::get(AttentionKernelOp op,
          << " x " << c.vSlotBytes();
     if (c.persistent)
       diag << ", O " << c.oTileBytes();
+    if (c.keyOffsetsBytes())
+      diag << ", key offsets " << c.keyOffsetsBytes();
     diag << "), more than the " << kMaxSharedMemoryBytes
          << " of sm_90: lower 'kv_stages'"
          << (c.qStages > 1 ? ", 'q_stages'" : "") << " or 'block_n'";

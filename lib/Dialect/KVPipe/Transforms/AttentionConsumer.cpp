@@ -57,33 +57,58 @@ void KernelBuilder::buildConsumer() {
   });
 }
 
+void KernelBuilder::fillRowsByCTA(
+    int64_t rows, int64_t width,
+    function_ref<void(Value row, Value column)> storeChunk) {
+  // 16 B (8 elements) a thread at a time, the CTA's threads in turn.
+  Value thread = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+  auto loop = scf::ForOp::create(b, thread, index(rows * width / 8),
+                                 index(c.threads()));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  Value row = arith::DivUIOp::create(b, i, index(width / 8));
+  Value col = arith::MulIOp::create(
+      b, arith::RemUIOp::create(b, i, index(width / 8)), index(8));
+  storeChunk(row, col);
+}
+
 void KernelBuilder::fillOnesBlocks() {
   // Every V slot's last block holds ones (tensor_row_sums): O += P [V | 1]
   // sums P in O's last 8 columns. No producer writes it: the whole CTA
   // writes it before the pipelines exist (so that no state holds its slots,
   // which the protocol checker requires of a write outside them), and the
-  // fence makes the writes visible to the wgmmas' async proxy before the
-  // CTA's barrier after the mbarriers' initialisation.
-  int64_t width = c.vTileWidth();
-  int64_t chunks = c.blockN * width / 8;
+  // fence (fenceSharedWrites) makes the writes visible to the wgmmas' async
+  // proxy before the CTA's barrier after the mbarriers' initialisation.
   auto chunkType = VectorType::get({8}, c.elementType);
   Value ones = arith::ConstantOp::create(
       b, chunkType,
       DenseElementsAttr::get(chunkType,
                              b.getFloatAttr(c.elementType, 1.0).getValue()));
-  Value thread = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-  for (int64_t stage = 0; stage < c.kvStages; ++stage) {
-    auto loop = scf::ForOp::create(b, thread, index(chunks), index(c.threads()));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value i = loop.getInductionVar();
-    Value row = arith::DivUIOp::create(b, i, index(width / 8));
-    Value col = arith::MulIOp::create(
-        b, arith::RemUIOp::create(b, i, index(width / 8)), index(8));
-    vector::StoreOp::create(
-        b, ones, sVWithOnes,
-        ValueRange{index(stage), index(c.vBlocks()), row, col});
-  }
+  for (int64_t stage = 0; stage < c.kvStages; ++stage)
+    fillRowsByCTA(c.blockN, c.vTileWidth(), [&](Value row, Value col) {
+      vector::StoreOp::create(
+          b, ones, sVWithOnes,
+          ValueRange{index(stage), index(c.vBlocks()), row, col});
+    });
+}
+
+void KernelBuilder::fillKeyOffsets() {
+  // Row n: n in all 16 columns, so that the swizzle (which moves a row's
+  // 16-byte chunks) cannot matter; exact in bf16/f16 up to 256 keys.
+  auto chunkType = VectorType::get({8}, c.elementType);
+  fillRowsByCTA(c.blockN, AttentionConfig::kKeyOffsetsWidth,
+                [&](Value row, Value col) {
+                  Value offset = arith::TruncFOp::create(
+                      b, c.elementType,
+                      arith::UIToFPOp::create(b, b.getF32Type(), toI32(row)));
+                  vector::StoreOp::create(
+                      b, vector::BroadcastOp::create(b, chunkType, offset),
+                      sKeyOffsets, ValueRange{index(0), row, col});
+                });
+}
+
+void KernelBuilder::fenceSharedWrites() {
   MLIRContext *ctx = b.getContext();
   NVVM::FenceProxyOp::create(
       b, NVVM::ProxyKindAttr::get(ctx, NVVM::ProxyKind::async_shared),
@@ -325,6 +350,25 @@ Value KernelBuilder::mask(Value s, Value kvBlock) {
 }
 
 KernelBuilder::ScoreBias KernelBuilder::scoreBias(Value kvBlock) {
+  if (c.separableBiasMma && separableTile) {
+    // The key term G n (n: the key's offset in the block) by one k-step
+    // where d keeps one sign, zero where it changes (the region per
+    // element there); Q K^T accumulates onto it.
+    Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
+    auto [oneSign, below] = separableSigns(kvRow);
+    Type aType = separableTile->keyTermA.getType();
+    Value a = arith::SelectOp::create(
+        b, oneSign,
+        arith::SelectOp::create(b, below, separableTile->keyTermA,
+                                separableTile->keyTermANegated),
+        arith::ConstantOp::create(b, aType,
+                                  b.getZeroAttr(cast<ShapedType>(aType))));
+    Value init = WarpgroupMmaOp::create(
+        b, VectorType::get({c.blockN / 2}, b.getF32Type()), a, sKeyOffsets,
+        Value(), AttentionConfig::kKeyOffsetsSwizzleBytes,
+        /*transpose_b=*/false);
+    return {init, Value(), Value(), oneSign, below};
+  }
   std::optional<AdditiveScoreMod> additive =
       c.biasAccumulator && c.scoreMod ? getAdditiveScoreMod(*c.scoreMod)
                                       : std::nullopt;
@@ -470,7 +514,8 @@ KernelBuilder::buildSeparableTile(const SeparableBias &bias) {
                      seqQ,          seqKV, auxParams, c.auxTypes};
   Value inverseScale = arith::DivFOp::create(
       b, f32(M_LOG2E), param(AttentionParam::ScaleLog2));
-  SeparableTile tile{bias, Value(), Value(), Value(), Value()};
+  SeparableTile tile{bias, Value(), Value(), Value(), Value(), Value(),
+                     Value()};
   std::tie(tile.factor, tile.origin) = buildSeparableBiasAt(
       b, *c.scoreMod, bias, inverseScale, at, firstRow, firstRow);
   auto rowTerm = [&](Value row) {
@@ -484,23 +529,49 @@ KernelBuilder::buildSeparableTile(const SeparableBias &bias) {
   };
   tile.rowTerm0 = rowTerm(row0);
   tile.rowTerm1 = rowTerm(row1);
+  if (c.separableBiasMma) {
+    Value g = arith::MulFOp::create(b, tile.factor,
+                                    f32(double(bias.keyCoefficient)));
+    tile.keyTermA = keyTermFactors(g);
+    tile.keyTermANegated = keyTermFactors(arith::NegFOp::create(b, g));
+  }
   return tile;
 }
 
-std::tuple<Value, Value, Value>
-KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
-                               const ModifierIndices &at) {
+Value KernelBuilder::keyTermFactors(Value g) {
+  // g = hi + mid + lo to 2^-24 relative (three roundings to 8 or 11 bits):
+  // the products with n (exact) sum in the wgmma's f32 accumulator. In the
+  // A fragment's layout (KVPipeDataOps.td, warpgroup_mma), element i of
+  // thread t is column 8 (i / 4) + 2 (t % 4) + i % 2 of rows r and r + 8:
+  // columns 0 and 1 are elements 0-3 of the quad's lane 0, column 2
+  // elements 0 and 2 of its lane 1.
+  Type f32Type = b.getF32Type();
+  auto part = [&](Value x) { return arith::TruncFOp::create(b, c.elementType, x); };
+  auto rest = [&](Value x, Value p) {
+    return arith::SubFOp::create(b, x, arith::ExtFOp::create(b, f32Type, p));
+  };
+  Value hi = part(g);
+  Value r = rest(g, hi);
+  Value mid = part(r);
+  Value lo = part(rest(r, mid));
+  Value zero = arith::ConstantOp::create(b, c.elementType,
+                                         b.getZeroAttr(c.elementType));
+  Value quadLane = arith::RemUIOp::create(b, lane, index(4));
+  Value first = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, quadLane,
+                                      index(0));
+  Value second = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, quadLane,
+                                       index(1));
+  Value even = arith::SelectOp::create(
+      b, first, hi, arith::SelectOp::create(b, second, lo, zero));
+  Value odd = arith::SelectOp::create(b, first, mid, zero);
+  return vector::FromElementsOp::create(
+      b, VectorType::get({8}, c.elementType),
+      ValueRange{even, odd, even, odd, zero, zero, zero, zero});
+}
+
+std::pair<Value, Value> KernelBuilder::separableSigns(Value kvRow) {
   const SeparableTile &terms = *separableTile;
-  const SeparableBias &bias = terms.bias;
-  // The scores are kept shifted by R(row) = -F d(row, firstRow) throughout
-  // the tile (a softmax is the same on rows shifted by a constant; the
-  // log-sum-exp subtracts it): with d = alpha q + beta kv + u, the shifted
-  // score raw + F |d| + R is, in a block where d keeps one sign sigma,
-  //   raw + G (kv - firstRow) + (sigma < 0 ? 2 R : 0),  G = sigma F beta:
-  // a key term (one FMA per element: kv is the thread's first column plus
-  // a constant) and a row term; elsewhere the region's bias per element
-  // plus R.
-  int64_t alpha = bias.queryCoefficient, beta = bias.keyCoefficient;
+  int64_t alpha = terms.bias.queryCoefficient, beta = terms.bias.keyCoefficient;
   auto i32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, v, 32); };
   // d over the warpgroup's rows and the block's keys: linear, so its
   // extremes are at the corners; d(firstRow, kvRow) from the tile's origin.
@@ -519,7 +590,28 @@ KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
                                       i32(0));
   Value above = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, high,
                                       i32(0));
-  Value oneSign = arith::OrIOp::create(b, below, above);
+  return {arith::OrIOp::create(b, below, above), below};
+}
+
+std::tuple<Value, Value, Value>
+KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
+                               const ModifierIndices &at,
+                               const ScoreBias &mmaBias) {
+  const SeparableTile &terms = *separableTile;
+  const SeparableBias &bias = terms.bias;
+  // The scores are kept shifted by R(row) = -F d(row, firstRow) throughout
+  // the tile (a softmax is the same on rows shifted by a constant; the
+  // log-sum-exp subtracts it): with d = alpha q + beta kv + u, the shifted
+  // score raw + F |d| + R is, in a block where d keeps one sign sigma,
+  //   raw + G (kv - firstRow) + (sigma < 0 ? 2 R : 0),  G = sigma F beta:
+  // a key term (one FMA per element: kv is the thread's first column plus
+  // a constant) and a row term; elsewhere the region's bias per element
+  // plus R.
+  int64_t beta = bias.keyCoefficient;
+  // With the key term from the wgmma (scoreBias), its signs; else here.
+  auto [oneSign, below] = mmaBias.oneSign
+                              ? std::pair{mmaBias.oneSign, mmaBias.below}
+                              : separableSigns(kvRow);
   Type f32Type = b.getF32Type();
   auto ifSign = scf::IfOp::create(
       b, TypeRange{s.getType(), f32Type, f32Type}, oneSign,
@@ -529,9 +621,15 @@ KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
   {
     Value g = arith::MulFOp::create(b, terms.factor, f32(double(beta)));
     g = arith::SelectOp::create(b, below, g, arith::NegFOp::create(b, g));
-    Value scores = buildColumnOffsetTerm(b, s, g);
+    // G times the key's offset from the lane's first column per element,
+    // or (separable_bias_mma) from the block's first key, in S already.
+    Value scores = s, firstKey = kvRow;
+    if (!mmaBias.oneSign) {
+      scores = buildColumnOffsetTerm(b, s, g);
+      firstKey = at.firstColumn;
+    }
     Value keyOffset = arith::SIToFPOp::create(
-        b, f32Type, toI32(arith::SubIOp::create(b, at.firstColumn, firstRow)));
+        b, f32Type, toI32(arith::SubIOp::create(b, firstKey, firstRow)));
     Value keyShift = arith::MulFOp::create(b, g, keyOffset);
     SmallVector<Value, 3> yielded = {scores};
     for (Value rowTerm : {terms.rowTerm0, terms.rowTerm1}) {
@@ -563,7 +661,12 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
                                     const ScoreBias &bias) {
   Value kvRow = arith::MulIOp::create(b, kvBlock, index(c.blockN));
   ModifierIndices at = modifierIndices(kvRow);
-  if (bias.init) {
+  if (bias.oneSign) {
+    // The key term is in S where d keeps one sign (separable_bias_mma).
+    Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);
+    std::tie(s, rowShift0, rowShift1) =
+        separableScores(s, kvRow, inverseScale, at, bias);
+  } else if (bias.init) {
     // The bias is in S already (scoreBias); a separable one's row terms
     // still go to the softmax.
     rowShift0 = bias.rowShift0;

@@ -147,6 +147,13 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
                        {c.kvStages, c.vBlocks(), c.blockN, vWidth});
     fillOnesBlocks();
   }
+  if (c.keyOffsetsBytes()) {
+    sKeyOffsets = view(c.keyOffsetsOffset(),
+                       sharedType({1, c.blockN, AttentionConfig::kKeyOffsetsWidth}));
+    fillKeyOffsets();
+  }
+  if (c.tensorRowSums || sKeyOffsets)
+    fenceSharedWrites();
 
   pipeQ = CreateOp::create(b, pipelineType(c.qStages));
   pipeK = CreateOp::create(b, pipelineType(c.kvStages));

@@ -122,9 +122,21 @@ private:
   /// filling a slot with the keys from logical row `kvRow` on.
   SmallVector<std::pair<Value, Value>> pagedBoxes(Value kvRow);
   void buildConsumer();
+  /// Rows x width elements of a shared-memory tile written by the whole
+  /// CTA, 8 at a time: `storeChunk(row, first column)`.
+  void fillRowsByCTA(int64_t rows, int64_t width,
+                     function_ref<void(Value row, Value column)> storeChunk);
   /// The ones blocks of the V slots (`tensor_row_sums`), written by the
   /// whole CTA before the pipelines are created.
   void fillOnesBlocks();
+  /// The key offsets tile of `separable_bias_mma` (row n holds n in each
+  /// of its 16 columns), written by the whole CTA before the pipelines are
+  /// created, as the ones blocks are.
+  void fillKeyOffsets();
+  /// A fence for the async proxy after those writes (the wgmmas read
+  /// them through it; the CTA barrier after the mbarriers' initialisation
+  /// orders them before every consumer).
+  void fenceSharedWrites();
   /// One tile's attention and epilogue; returns the advanced states.
   SmallVector<Value> buildConsumerTile(Value stateQ, Value stateK,
                                        Value stateV);
@@ -182,6 +194,10 @@ private:
   /// shifts.
   struct ScoreBias {
     Value init, rowShift0, rowShift1;
+    /// With `separable_bias_mma`: the block's sign tests (i1, uniform), which
+    /// chose the k-step's factor; `init` then holds the key term only where
+    /// `oneSign`, and the separable path still applies.
+    Value oneSign, below;
   };
   Value mask(Value s, Value kvBlock);
   /// The modifier regions (Modifiers.h) on block `kvBlock`'s scores `s`:
@@ -218,16 +234,28 @@ private:
   /// the loop): the factor F, d at (first row, first row) (i32), and per
   /// row half the row term R = -F d(row, first row), which the softmax's
   /// statistics include (the log-sum-exp subtracts it).
+  /// With `separable_bias_mma`, also the A fragments of the key term's
+  /// k-step for G = +F beta and -F beta (keyTermFactors).
   struct SeparableTile {
     SeparableBias bias;
     Value factor, origin, rowTerm0, rowTerm1;
+    Value keyTermA, keyTermANegated;
   };
   SeparableTile buildSeparableTile(const SeparableBias &bias);
+  /// Whether d keeps one sign over the warpgroup's rows and block `kvRow`'s
+  /// keys, and whether that sign is + (d >= 0): (oneSign, below).
+  std::pair<Value, Value> separableSigns(Value kvRow);
+  /// The A fragment (64 x 16, Q's element type) whose product with the key
+  /// offsets tile is G n in every row: G's three parts (round to nearest,
+  /// then the remainders) in columns 0-2, zeros elsewhere.
+  Value keyTermFactors(Value g);
   /// The scores of block `kvBlock` with the tile's separable bias: (scores,
-  /// row shift 0, row shift 1).
+  /// row shift 0, row shift 1). `bias` (separable_bias_mma) carries the
+  /// block's signs, and the key term is in `s` already where one holds.
   std::tuple<Value, Value, Value> separableScores(Value s, Value kvRow,
                                                   Value inverseScale,
-                                                  const ModifierIndices &at);
+                                                  const ModifierIndices &at,
+                                                  const ScoreBias &bias = {});
   /// The scale of exp2 in the softmax and the log-sum-exp: scale * log2(e),
   /// or log2(e) when a score_mod already scaled the scores, times the
   /// region's output factor when it is folded (ScoreModScaling).
@@ -300,6 +328,8 @@ private:
   /// With tensor_row_sums: the V ring's memory with each slot's ones block
   /// (sV is its view without them: the ring the producer fills).
   Value sVWithOnes;
+  /// With `separable_bias_mma`: the key offsets tile (fillKeyOffsets).
+  Value sKeyOffsets;
   /// The output staging tile of a kernel whose Q is a ring (q_stages > 1).
   Value sO;
   // The current tile.

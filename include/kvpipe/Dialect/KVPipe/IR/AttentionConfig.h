@@ -16,6 +16,7 @@
 #include "mlir/IR/Region.h"
 #include "mlir/IR/Types.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <array>
@@ -73,6 +74,9 @@ struct AttentionConfig {
   bool lptTiles = false;
   /// A separable score bias split off the diagonal (`separable_bias`).
   bool separableBias = false;
+  /// Its key term by a wgmma k-step from the key offsets tile
+  /// (`separable_bias_mma`).
+  bool separableBiasMma = false;
   /// A constant row maximum where the score_mod's result is bounded
   /// (`static_row_max`).
   bool staticRowMax = false;
@@ -220,8 +224,19 @@ struct AttentionConfig {
   int64_t oTileBytes() const {
     return persistent ? blockM() * valueHeadDim * elementBytes() : 0;
   }
+  /// `separable_bias_mma`'s tile of key offsets (K-major B operand of one
+  /// k-step, [block_n][16] with the 32-byte swizzle: row n holds n),
+  /// after the output staging tile, at a multiple of 1024 bytes.
+  int64_t keyOffsetsOffset() const { return oOffset() + oTileBytes(); }
+  static constexpr int64_t kKeyOffsetsWidth = 16;
+  static constexpr int64_t kKeyOffsetsSwizzleBytes = 32;
+  int64_t keyOffsetsBytes() const {
+    return separableBiasMma && scoreMod
+               ? llvm::alignTo(blockN * kKeyOffsetsWidth * elementBytes(), 1024)
+               : 0;
+  }
   int64_t dynamicSharedMemoryBytes() const {
-    return kAlignmentSlack + oOffset() + oTileBytes();
+    return kAlignmentSlack + keyOffsetsOffset() + keyOffsetsBytes();
   }
 
   /// Backward (docs/backward.md): Q/dO rows per streamed block, and the

@@ -260,6 +260,14 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     online softmax (docs/modifiers.md, "Separable biases off the
     diagonal").
 
+    `separable_bias_mma` (forward, experimental, default false; with
+    `separable_bias` only) adds the separable bias's key term in the K/V
+    blocks where `d` keeps one sign by one more wgmma k-step before the QK
+    wgmma instead of an FMA per element: S = G n + Q K^T, the key's offset
+    `n` in the block from a constant shared-memory tile and the factor G
+    (split into three bf16/f16 parts) from registers (docs/modifiers.md,
+    "The key term on the tensor cores").
+
     `static_row_max` (forward, experimental, default false; with a
     `score_mod` only, where it changes nothing unless the compiler bounds
     the region's result: soft-capping's `cap * tanh(score / cap)`, a clamp)
@@ -364,6 +372,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$lpt_tiles,
                        OptionalAttr<BoolAttr>:$tile_table,
                        OptionalAttr<BoolAttr>:$separable_bias,
+                       OptionalAttr<BoolAttr>:$separable_bias_mma,
                        OptionalAttr<BoolAttr>:$static_row_max,
                        OptionalAttr<BoolAttr>:$prescaled_q,
                        OptionalAttr<BoolAttr>:$bias_accumulator,
