@@ -48,6 +48,15 @@ class UsageError(Exception):
     """A command-line argument that cannot be used; reported on one line."""
 
 
+def _mods_bench_head_dims(args: argparse.Namespace) -> List[int]:
+    """The head dims of bench --mods (and of its kernels in compile
+    --for-check --mods): 128 (issue 15's rows) unless --head-dim names
+    others."""
+    from kvpipe import kernels
+
+    return [128] if args.head_dim == list(kernels.HEAD_DIMS) else list(args.head_dim)
+
+
 def _tuning(values: Optional[List[str]]) -> dict:
     tuning = {}
     for item in values or []:
@@ -350,8 +359,10 @@ def _main(argv: Optional[List[str]]) -> int:
                 configs = (check_modifiers.mods_kernel_configs()
                            + (check_modifiers.mods_kernel_configs(tuning=_tuning(args.tune))
                               if args.tune else [])
-                           + bench_modifiers.bench_kernel_configs(
-                               variants=[_tuning(args.tune)] if args.tune else ()))
+                           + [config for head_dim in _mods_bench_head_dims(args)
+                              for config in bench_modifiers.bench_kernel_configs(
+                                  head_dim=head_dim,
+                                  variants=[_tuning(args.tune)] if args.tune else ())])
                 if args.backward:  # and those of check --mods --backward
                     configs += check_modifiers.mods_backward_kernel_configs()
                 for config in configs:
@@ -515,8 +526,10 @@ def _main(argv: Optional[List[str]]) -> int:
                          "backward's columns; --variant times the forward with a tuning)")
         from kvpipe import bench_modifiers
 
-        rows = bench_modifiers.run(args.seq_len or bench_modifiers.DEFAULT_SEQ_LENS,
-                                   variants=variants, rounds=rounds)
+        rows = [row for head_dim in _mods_bench_head_dims(args)
+                for row in bench_modifiers.run(
+                    args.seq_len or bench_modifiers.DEFAULT_SEQ_LENS, head_dim=head_dim,
+                    variants=variants, rounds=rounds)]
         markdown = bench_modifiers.to_markdown(rows)
         print(markdown)
         _write(args, "kvpipe bench --mods", rows, markdown)

@@ -250,6 +250,38 @@ def test_compile_for_check_mods_compiles_the_bench_list(monkeypatch):
     assert any(c.backward and c.modifiers for c in compiled)
 
 
+def test_bench_and_compile_mods_take_the_head_dims_asked_for(monkeypatch):
+    # bench --mods is D 128 unless --head-dim says otherwise, and compile
+    # --for-check --mods --head-dim compiles those rows' kernels (variants
+    # included): a D 64 bench must not look for D 128 kernels.
+    from kvpipe.__main__ import main
+
+    compiled, benched = [], []
+
+    def compile_attention(*args, **kwargs):
+        compiled.append(kernels.AttentionConfig.make(*args, **kwargs))
+        return types.SimpleNamespace(name="k", describe=lambda: "")
+
+    monkeypatch.setattr(kernels, "compile_attention", compile_attention)
+    assert main(["compile", "--for-check", "--mods", "--head-dim", "64",
+                 "--tune", "exp2_emulation=1"]) == 0
+    for config in bench_modifiers.bench_kernel_configs(
+            head_dim=64, variants=[{"exp2_emulation": 1}]):
+        assert kernels.AttentionConfig.make(**config) in compiled
+
+    def run(seq_lens, head_dim=128, variants=None, rounds=None, **_):
+        benched.append(head_dim)
+        return []
+
+    monkeypatch.setattr(bench_modifiers, "run", run)
+    monkeypatch.setattr(bench_modifiers, "to_markdown", lambda rows: "")
+    monkeypatch.setattr(importlib.import_module("kvpipe.__main__"), "_require_gpu",
+                        lambda command: None)
+    assert main(["bench", "--mods", "--seq-len", "1024"]) == 0
+    assert main(["bench", "--mods", "--head-dim", "64", "128", "--seq-len", "1024"]) == 0
+    assert benched == [128, 64, 128]
+
+
 class _Array:
     """A stand-in for the torch tensors run() makes and hands on."""
 
