@@ -155,6 +155,12 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
     ConsumerWaitOp::create(b, stateQ, nullptr);
   }
 
+  // An additive score_mod's bias goes to the raw scores times 1 / scale
+  // (log2(e) over the kernel's scale * log2(e)): once per tile.
+  inverseScale = c.scoreMod ? Value(arith::DivFOp::create(
+                                  b, f32(M_LOG2E),
+                                  param(AttentionParam::ScaleLog2)))
+                            : Value();
   // A separable score bias's tile terms, once before the K/V loop.
   separableTile.reset();
   if (std::optional<SeparableBias> separable = separableBias())
@@ -380,11 +386,8 @@ KernelBuilder::ScoreBias KernelBuilder::scoreBias(Value kvBlock) {
   ModifierIndices at = modifierIndices(kvRow);
   auto fragType = VectorType::get({c.blockN / 2}, b.getF32Type());
   Value zero = vector::BroadcastOp::create(b, fragType, f32(-0.0));
-  Value inverseScale = arith::DivFOp::create(
-      b, f32(M_LOG2E), param(AttentionParam::ScaleLog2));
   if (separableTile) {
-    auto [init, shift0, shift1] =
-        separableScores(zero, kvRow, inverseScale, at);
+    auto [init, shift0, shift1] = separableScores(zero, kvRow, at);
     return {init, shift0, shift1};
   }
   return {buildAdditiveScoreMod(b, *c.scoreMod, *additive, zero, inverseScale,
@@ -512,8 +515,6 @@ KernelBuilder::buildSeparableTile(const SeparableBias &bias) {
   // firstRow).
   ModifierIndices at{c.blockN / 2, batch, head, row0, row1, Value(),
                      seqQ,          seqKV, auxParams, c.auxTypes};
-  Value inverseScale = arith::DivFOp::create(
-      b, f32(M_LOG2E), param(AttentionParam::ScaleLog2));
   SeparableTile tile{bias, Value(), Value(), Value(), Value(), Value(),
                      Value()};
   std::tie(tile.factor, tile.origin) = buildSeparableBiasAt(
@@ -594,7 +595,7 @@ std::pair<Value, Value> KernelBuilder::separableSigns(Value kvRow) {
 }
 
 std::tuple<Value, Value, Value>
-KernelBuilder::separableScores(Value s, Value kvRow, Value inverseScale,
+KernelBuilder::separableScores(Value s, Value kvRow,
                                const ModifierIndices &at,
                                const ScoreBias &mmaBias) {
   const SeparableTile &terms = *separableTile;
@@ -663,9 +664,7 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
   ModifierIndices at = modifierIndices(kvRow);
   if (bias.oneSign) {
     // The key term is in S where d keeps one sign (separable_bias_mma).
-    Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);
-    std::tie(s, rowShift0, rowShift1) =
-        separableScores(s, kvRow, inverseScale, at, bias);
+    std::tie(s, rowShift0, rowShift1) = separableScores(s, kvRow, at, bias);
   } else if (bias.init) {
     // The bias is in S already (scoreBias); a separable one's row terms
     // still go to the softmax.
@@ -674,15 +673,12 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
   } else if (separableTile) {
     // Off the diagonal, the bias's key term per element and its row term
     // in the softmax's shifts (separableScores).
-    Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);
-    std::tie(s, rowShift0, rowShift1) =
-        separableScores(s, kvRow, inverseScale, at);
+    std::tie(s, rowShift0, rowShift1) = separableScores(s, kvRow, at);
   } else if (std::optional<AdditiveScoreMod> additive =
                  c.scoreMod ? getAdditiveScoreMod(*c.scoreMod)
                             : std::nullopt) {
     // score + bias, exponentiated as (s + bias / scale) * scale: the raw
     // domain of the plain kernel, scaleLog2 unchanged.
-    Value inverseScale = arith::DivFOp::create(b, f32(M_LOG2E), scaleLog2);
     s = buildAdditiveScoreMod(b, *c.scoreMod, *additive, s, inverseScale, at);
   } else if (c.scoreMod) {
     // FlexAttention's score_mod sees the scaled score; the softmax then

@@ -253,7 +253,6 @@ private:
   /// row shift 0, row shift 1). `bias` (separable_bias_mma) carries the
   /// block's signs, and the key term is in `s` already where one holds.
   std::tuple<Value, Value, Value> separableScores(Value s, Value kvRow,
-                                                  Value inverseScale,
                                                   const ModifierIndices &at,
                                                   const ScoreBias &bias = {});
   /// The scale of exp2 in the softmax and the log-sum-exp: scale * log2(e),
@@ -344,6 +343,10 @@ private:
   Value rowHead0, rowHead1, rowUsed0, rowUsed1;
   /// With a separable score bias: its terms on this warpgroup's tile.
   std::optional<SeparableTile> separableTile;
+  /// With a score_mod: 1 / scale (log2(e) over the kernel's scale *
+  /// log2(e)), which takes an additive region's bias to the raw scores;
+  /// once per tile.
+  Value inverseScale;
   /// With `varlen`: the tile's sequence's first query and key rows in the
   /// packed tensors (null otherwise).
   Value seqStartQ, seqStartKV;
