@@ -102,7 +102,11 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     %[[CORNER:.*]] = arith.subi %[[ORIGIN]], %{{.*}} : i32
 //       CHECK:     %[[LOW:.*]] = arith.addi %[[CORNER]], %c-127_i32 : i32
 //       CHECK:     %[[HIGH:.*]] = arith.addi %[[CORNER]], %c63_i32 : i32
-//       CHECK:     %[[BELOW:.*]] = arith.cmpi sge, %[[LOW]], %c0_i32 : i32
+// The causal mask keeps kv <= q, where d = origin + (q - kv) is at least the
+// origin: the kept keys' lower bound (the diagonal's blocks take the
+// one-sign path when the origin is not negative).
+//       CHECK:     %[[KEPT:.*]] = arith.maxsi %[[LOW]], %[[ORIGIN]] : i32
+//       CHECK:     %[[BELOW:.*]] = arith.cmpi sge, %[[KEPT]], %c0_i32 : i32
 //       CHECK:     %[[ABOVE:.*]] = arith.cmpi sle, %[[HIGH]], %c0_i32 : i32
 //       CHECK:     %[[ONESIGN:.*]] = arith.ori %[[BELOW]], %[[ABOVE]] : i1
 //       CHECK:     %[[SEP:.*]]:3 = scf.if %[[ONESIGN]] -> (vector<64xf32>, f32, f32) {

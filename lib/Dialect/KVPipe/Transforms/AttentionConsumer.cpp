@@ -587,6 +587,22 @@ std::pair<Value, Value> KernelBuilder::separableSigns(Value kvRow) {
   Value high = arith::AddIOp::create(
       b, corner, i32(std::max<int64_t>(0, rowSpan) +
                      std::max<int64_t>(0, keySpan)));
+  if (c.causal && alpha == -beta && alpha != 0) {
+    // The causal mask keeps the keys kv <= q + diagonal, where d = origin +
+    // alpha (q - kv) is at least origin - alpha diagonal (alpha > 0; at
+    // most, alpha < 0). The scores of the keys it removes do not matter
+    // (it sets them to -inf after the bias), so a block whose kept keys
+    // give d one sign takes the one-sign path: the diagonal's blocks too
+    // when d is the distance to the mask's diagonal (ALiBi).
+    Value bound = arith::SubIOp::create(
+        b, terms.origin,
+        arith::MulIOp::create(b, diagonal ? toI32(diagonal) : i32(0),
+                              i32(alpha)));
+    if (alpha > 0)
+      low = arith::MaxSIOp::create(b, low, bound);
+    else
+      high = arith::MinSIOp::create(b, high, bound);
+  }
   Value below = arith::CmpIOp::create(b, arith::CmpIPredicate::sge, low,
                                       i32(0));
   Value above = arith::CmpIOp::create(b, arith::CmpIPredicate::sle, high,
