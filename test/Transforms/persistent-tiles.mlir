@@ -349,3 +349,55 @@ func.func @staging_rows_unplaceable(%qmap: !qmap, %omap: !omap, %pq: !pq,
   } -> !pq
   return
 }
+
+// -----
+
+!pq = !kvpipe.pipeline<kv_stages = 1, qk_stages = 1, producers = 1, consumers = 1>
+!qmap = !kvpipe.tensor_map<box = [1, 1, 128, 64], element_type = bf16, swizzle = 128>
+!omap = !kvpipe.tensor_map<box = [1, 1, 64, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!qtile = memref<2x128x64xbf16, #smem>
+!rows = memref<2x64x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!qbox = memref<128x64xbf16, strided<[64, 1]>, #smem>
+!obox = memref<64x64xbf16, strided<[64, 1], offset: ?>, #smem>
+
+// The output's own rows go after every view (here Q's 32 KiB and a 4 KiB
+// table): they must end within the shared memory the kernel's ABI
+// declares (41 KiB with the alignment pad's 1 KiB slack), which Q's shape
+// of rows (32 KiB) at 36 KiB, plus the slack, do not.
+func.func @own_rows_past_declared(%qmap: !qmap, %omap: !omap, %pq: !pq,
+                                  %n: index, %pad: index,
+                                  %o: vector<64xbf16>, %elected: i1,
+                                  %id: i32)
+    attributes {kvpipe.attention_abi = {dynamic_shared_memory = 41984 : i64}} {
+  %c0 = arith.constant 0 : index
+  %smem = gpu.dynamic_shared_memory : memref<?xi8, #smem>
+  %c32768 = arith.constant 32768 : index
+  %s0 = arith.addi %pad, %c0 : index
+  %s1 = arith.addi %pad, %c32768 : index
+  %q = memref.view %smem[%s0][] : memref<?xi8, #smem> to !qtile
+  %table = memref.view %smem[%s1][] : memref<?xi8, #smem> to memref<1x128x16xbf16, #smem>
+  %rows = memref.subview %q[0, %n, 0] [2, 64, 64] [1, 1, 1] : !qtile to !rows
+  %x, %y, %z = kvpipe.tile in(%n, %n, %n) {
+  ^bb0(%tx: index, %ty: index, %tz: index):
+    kvpipe.yield %tx, %ty, %tz : index, index, index
+  } -> index, index, index
+  %done = kvpipe.for_each_tile iter_args(%pq : !pq) {
+  ^bb0(%s: !pq):
+    %bar = kvpipe.producer_mbar %s : !pq
+    %dst = memref.subview %q[0, 0, 0] [1, 128, 64] [1, 1, 1] : !qtile to !qbox
+    kvpipe.tma_load %qmap[%z, %y, %x, %c0], %dst, %bar : !qmap, !qbox
+    kvpipe.store_fragment %o, %rows : vector<64xbf16>, !rows
+    %n128 = arith.constant 128 : i32
+    nvvm.barrier id = %id number_of_threads = %n128
+    scf.if %elected {
+      %tile = memref.subview %rows[0, 0, 0] [1, 64, 64] [1, 1, 1] : !rows to !obox
+      kvpipe.tma_store %tile, %omap[%z, %y, %x, %c0] : !obox, !omap
+      nvvm.cp.async.bulk.commit.group
+      // expected-error @+1 {{ends a bulk store the persistent loop cannot defer: the output's own staging rows end at byte 70656, past the kernel's 41984 bytes of dynamic shared memory}}
+      nvvm.cp.async.bulk.wait_group 0 {read}
+    }
+    kvpipe.yield %s : !pq
+  } -> !pq
+  return
+}

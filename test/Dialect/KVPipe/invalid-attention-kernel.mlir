@@ -491,7 +491,7 @@ gpu.module @m {
 // The key offsets tile does not fit beside two warpgroups' persistent
 // 128 x 128 tiles with the ones blocks.
 gpu.module @m {
-  // expected-error @+1 {{needs 234496 bytes of shared memory (Q 32768, K 2 x 32768, V 2 x 49152, O 32768, key offsets 4096), more than the 232448 of sm_90}}
+  // expected-error @+1 {{needs 234496 bytes of shared memory (Q 32768, K 2 x 32768, V 2 x 49152, key offsets 4096, O 32768), more than the 232448 of sm_90}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, persistent = true, tensor_row_sums = true, separable_bias = true, separable_bias_mma = true, aux_types = [f32]}
   score_mod {
   ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):

@@ -403,10 +403,10 @@ AttentionConfig::get(AttentionKernelOp op,
     diag << c.qTileBytes() << ", K "
          << c.kvStages << " x " << c.kTileBytes() << ", V " << c.kvStages
          << " x " << c.vSlotBytes();
-    if (c.persistent)
-      diag << ", O " << c.oTileBytes();
     if (c.keyOffsetsBytes())
       diag << ", key offsets " << c.keyOffsetsBytes();
+    if (c.persistent)
+      diag << ", O " << c.oTileBytes();
     diag << "), more than the " << kMaxSharedMemoryBytes
          << " of sm_90: lower 'kv_stages'"
          << (c.qStages > 1 ? ", 'q_stages'" : "") << " or 'block_n'";

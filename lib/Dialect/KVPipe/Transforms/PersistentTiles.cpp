@@ -51,6 +51,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelTransforms.h"
 
@@ -246,6 +247,22 @@ findStagedStoreWaits(ForEachTileOp loop, ArrayRef<Operation *> tmaLoads) {
                     "load fills, or one subview of it that a buffer of its "
                     "own can take");
       placement->type = *type;
+      // The rows must lie in the shared memory the kernel declares (the
+      // generator reserves them last: AttentionConfig::oOffset), the
+      // alignment pad's slack included where the views start at one.
+      auto func = root->getParentOfType<FunctionOpInterface>();
+      auto abi = func ? func->getAttrOfType<DictionaryAttr>("kvpipe.attention_abi")
+                      : DictionaryAttr();
+      auto declared = abi ? abi.getAs<IntegerAttr>("dynamic_shared_memory")
+                          : IntegerAttr();
+      int64_t end = placement->offset +
+                    type->getNumElements() * type->getElementTypeBitWidth() / 8 +
+                    (placement->base ? AttentionConfig::kAlignmentSlack : 0);
+      if (declared && end > declared.getInt())
+        return fail("the output's own staging rows end at byte " +
+                    std::to_string(end) + ", past the kernel's " +
+                    std::to_string(declared.getInt()) +
+                    " bytes of dynamic shared memory");
       store.ownRows = *placement;
     }
     found.push_back(store);

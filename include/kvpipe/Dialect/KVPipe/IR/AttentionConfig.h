@@ -217,17 +217,10 @@ struct AttentionConfig {
   int64_t vSlotBytes() const {
     return blockN * vTileWidth() * vSlotBlocks() * elementBytes();
   }
-  /// The output staging tile (persistent kernels only; the others stage the
-  /// output in the Q tile, which they do not reload and which is at least
-  /// as large: value_head_dim <= head_dim).
-  int64_t oOffset() const { return vOffset() + kvStages * vSlotBytes(); }
-  int64_t oTileBytes() const {
-    return persistent ? blockM() * valueHeadDim * elementBytes() : 0;
-  }
   /// `separable_bias_mma`'s tile of key offsets (K-major B operand of one
   /// k-step, [block_n][16] with the 32-byte swizzle: row n holds n),
-  /// after the output staging tile, at a multiple of 1024 bytes.
-  int64_t keyOffsetsOffset() const { return oOffset() + oTileBytes(); }
+  /// after the V ring, at a multiple of 1024 bytes.
+  int64_t keyOffsetsOffset() const { return vOffset() + kvStages * vSlotBytes(); }
   static constexpr int64_t kKeyOffsetsWidth = 16;
   static constexpr int64_t kKeyOffsetsSwizzleBytes = 32;
   int64_t keyOffsetsBytes() const {
@@ -235,8 +228,16 @@ struct AttentionConfig {
                ? llvm::alignTo(blockN * kKeyOffsetsWidth * elementBytes(), 1024)
                : 0;
   }
+  /// The output staging tile (persistent kernels only; the others stage the
+  /// output in the Q tile, which they do not reload and which is at least
+  /// as large: value_head_dim <= head_dim). Last: --kvpipe-persistent-tiles
+  /// places it after every other view of the shared memory.
+  int64_t oOffset() const { return keyOffsetsOffset() + keyOffsetsBytes(); }
+  int64_t oTileBytes() const {
+    return persistent ? blockM() * valueHeadDim * elementBytes() : 0;
+  }
   int64_t dynamicSharedMemoryBytes() const {
-    return kAlignmentSlack + keyOffsetsOffset() + keyOffsetsBytes();
+    return kAlignmentSlack + oOffset() + oTileBytes();
   }
 
   /// Backward (docs/backward.md): Q/dO rows per streamed block, and the
