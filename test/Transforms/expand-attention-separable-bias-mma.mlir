@@ -27,6 +27,18 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %r = arith.subf %s, %bias : f32
     kvpipe.yield %r : f32
   }
+  // A score_mod that is not a separable bias: the tuning changes nothing
+  // (no key offsets tile, no k-step).
+  kvpipe.attention_kernel @softcap {head_dim = 128 : i64, element_type = bf16, causal = false, consumer_warpgroups = 3 : i64, block_n = 80 : i64, separable_bias = true, separable_bias_mma = true}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %inv = arith.constant 0.05 : f32
+    %cap = arith.constant 20.0 : f32
+    %x = arith.mulf %s, %inv : f32
+    %t = math.tanh %x fastmath<afn> : f32
+    %capped = arith.mulf %t, %cap : f32
+    kvpipe.yield %capped : f32
+  }
 }
 
 // CHECK-LABEL: gpu.func @alibi(
@@ -88,6 +100,12 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //  OVERLAP-NEXT:     %[[S:.*]] = kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %[[KEYTERM]] : memref
 //       OVERLAP:     kvpipe.warpgroup_mma %{{.*}}, %{{.*}}, %{{.*}} {transpose_b}
 //       OVERLAP:     kvpipe.warpgroup_wait %[[S]] {pending = 1 : i64}
+
+// CHECK-LABEL: gpu.func @softcap(
+//  CHECK-SAME:   dynamic_shared_memory = 132096
+//   CHECK-NOT:   memref<1x80x16xbf16
+//   CHECK-NOT:   vector<8xbf16>
+//       CHECK:   gpu.return
 
 // PTXAS-NOT: bytes spill stores
 // PTXAS: 0 bytes spill stores

@@ -522,7 +522,13 @@ gpu::GPUFuncOp kvpipe::buildAttentionSkeleton(OpBuilder &builder, Location loc,
                                               StringRef name,
                                               const AttentionConfig &config) {
   ImplicitLocOpBuilder b(loc, builder);
-  return KernelBuilder(b, config).build(name);
+  // separable_bias_mma changes nothing where the score_mod is not a
+  // separable bias (KernelBuilder::separableBias): no key offsets tile.
+  AttentionConfig c = config;
+  if (c.separableBiasMma &&
+      (!c.scoreMod || c.packGQA || !getSeparableBias(*c.scoreMod)))
+    c.separableBiasMma = false;
+  return KernelBuilder(b, c).build(name);
 }
 
 SmallVector<AttentionParam>
