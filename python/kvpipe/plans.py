@@ -207,13 +207,16 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 #: warpgroups + levers): soft-cap + window 375.6 -> 397.9 TFLOP/s (+6 %),
 #: ALiBi 579.4 -> 639.8 (+10 %), ALiBi causal 533.6 -> 556.0 (+4 %);
 #: `check --mods` 136/136 with it (call 3), `check --mods --backward`
-#: 290/290 (call 2). At 64 the separable bias alone
+#: 290/290 (call 2). At 128 also the separable bias's key term by a wgmma
+#: k-step (`separable_bias_mma`): H100, session 28, two runs against the
+#: plan without it, ALiBi 0 / +2.6 %, ALiBi causal +2.6 % (the run's noise
+#: is 2-3 %), `check --mods` 136/136 with it. At 64 the separable bias alone
 #: (`check --mods --tune separable_bias=true` 132/132, session 25; its speed
 #: at 64 not measured apart).
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
     64: {"separable_bias": True},
     128: {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS, "separable_bias": True,
-          "static_row_max": True},
+          "separable_bias_mma": True, "static_row_max": True},
 }
 #: What a causal (top-left, no window) launch with modifiers adds to
 #: MODIFIER_PLAN's tuning, by head dim: a persistent grid over the host's

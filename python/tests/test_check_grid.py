@@ -97,8 +97,8 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
                                                                          **bottom)
     assert plan(96, sq=2048, skv=8192, **bottom) == {}
     # Modifiers: the separable bias at head dims 64 and 128, and at 128 the
-    # plain kernels' 192 x 80 tiles with the softmax levers and the static
-    # row maximum, with any mask, window and length; not with KV lengths,
+    # plain kernels' 192 x 80 tiles with the softmax levers, the key term on
+    # the tensor cores and the static row maximum, with any mask, window and length; not with KV lengths,
     # nor over the caller's tuning.
     # Causal top-left without a window at head dim 128 adds a persistent grid
     # over the host's tile table (plans.MODIFIER_CAUSAL_PLAN).
@@ -109,6 +109,7 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
         causal_top_left = (kwargs.get("causal", True) and "alignment" not in kwargs
                            and "window" not in kwargs)
         assert plan(128, mods=True, **kwargs) == {**long_tiles, **separable,
+                                                   "separable_bias_mma": True,
                                                    "static_row_max": True,
                                                    **(table_grid if causal_top_left else {})}, kwargs
         assert plan(64, mods=True, **kwargs) == separable, kwargs
