@@ -66,13 +66,14 @@ TUNING_ATTRIBUTES = ("block_n", "kv_stages", "q_stages", "consumer_warpgroups",
                      "pingpong", "persistent", "dq_atomics", "shared_statistics",
                      "exp2_emulation", "rescale_threshold", "tensor_row_sums",
                      "skip_idle_warpgroups", "mask_bits", "late_pv_retire", "lpt_tiles",
-                     "tile_table", "separable_bias", "separable_bias_mma", "static_row_max",
-                     "prescaled_q", "bias_accumulator")
+                     "tile_table", "separable_bias", "separable_bias_mma", "bias_origin_first",
+                     "static_row_max", "prescaled_q", "bias_accumulator")
 #: The boolean ones among them.
 _BOOL_TUNING = ("overlap_softmax", "pingpong", "persistent", "dq_atomics",
                 "shared_statistics", "tensor_row_sums", "skip_idle_warpgroups",
                 "mask_bits", "late_pv_retire", "lpt_tiles", "tile_table", "separable_bias",
-                "separable_bias_mma", "static_row_max", "prescaled_q", "bias_accumulator")
+                "separable_bias_mma", "bias_origin_first", "static_row_max", "prescaled_q",
+                "bias_accumulator")
 #: The int ones that are not counts: their ranges (the verifier's,
 #: AttentionConfig.cpp) and what they mean, for the error message.
 _RANGED_TUNING = {

@@ -481,6 +481,14 @@ gpu.module @m {
 
 // -----
 
+// `bias_origin_first` starts the K/V loop at the separable bias's origin.
+gpu.module @m {
+  // expected-error @+1 {{'bias_origin_first' starts the K/V loop at the origin of 'separable_bias': it needs 'separable_bias' = true}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, bias_origin_first = true}
+}
+
+// -----
+
 gpu.module @m {
   // expected-error @+1 {{'separable_bias_mma' and 'bias_accumulator' both give S's initial accumulator: choose one}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, separable_bias = true, separable_bias_mma = true, bias_accumulator = true}

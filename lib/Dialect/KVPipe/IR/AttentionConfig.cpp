@@ -132,6 +132,7 @@ AttentionConfig::get(AttentionKernelOp op,
         {"tile_table", op.getTileTable().has_value()},
         {"separable_bias", op.getSeparableBias().has_value()},
         {"separable_bias_mma", op.getSeparableBiasMma().has_value()},
+        {"bias_origin_first", op.getBiasOriginFirst().has_value()},
         {"static_row_max", op.getStaticRowMax().has_value()},
         {"prescaled_q", op.getPrescaledQ().has_value()},
         {"bias_accumulator", op.getBiasAccumulator().has_value()},
@@ -315,6 +316,11 @@ AttentionConfig::get(AttentionKernelOp op,
   if (c.separableBiasMma && !c.separableBias)
     return emitError() << "'separable_bias_mma' adds the key term of "
                           "'separable_bias': it needs 'separable_bias' = true";
+  c.biasOriginFirst = op.getBiasOriginFirst().value_or(false);
+  if (c.biasOriginFirst && !c.separableBias)
+    return emitError() << "'bias_origin_first' starts the K/V loop at the "
+                          "origin of 'separable_bias': it needs "
+                          "'separable_bias' = true";
   c.staticRowMax = op.getStaticRowMax().value_or(false);
   c.prescaledQ = op.getPrescaledQ().value_or(false);
   c.biasAccumulator = op.getBiasAccumulator().value_or(false);

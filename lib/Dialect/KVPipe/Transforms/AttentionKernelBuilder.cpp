@@ -219,6 +219,8 @@ void KernelBuilder::buildTile() {
     setTile(x, y, z);
     if (c.splitKV)
       splitKVBlocks();
+    if (c.biasOriginFirst)
+      startAtBiasOrigin();
   }
   // seq_kv and d are the tile's with per-batch lengths; the first K/V block
   // exists with a left bound.
@@ -228,6 +230,8 @@ void KernelBuilder::buildTile() {
     values.push_back(&firstKVBlock);
   if (splitIndex)
     values.push_back(&splitIndex);
+  if (kvTurn)
+    values.push_back(&kvTurn);
   if (seqKV != seqKVBefore)
     values.push_back(&seqKV);
   if (diagonal != diagonalBefore)
@@ -367,6 +371,38 @@ void KernelBuilder::setTile(Value qBlock, Value headIndex, Value batchIndex) {
           b, kvEnd, arith::MulIOp::create(b, firstKVBlock, index(c.blockN))),
       index(c.blockN));
   skipBlockPastSequence();
+}
+
+void KernelBuilder::startAtBiasOrigin() {
+  std::optional<SeparableBias> bias = separableBias();
+  if (!bias || bias->keyCoefficient == 0)
+    return;
+  // The bias -F |d| is largest where d(row, kv) = 0 and falls away from
+  // there in both directions: from that block down to the first and then
+  // up from the next, every block's bias is below those before it on the
+  // same side, so a row's running maximum settles in the first blocks (up
+  // to the tile's rows, all within a few blocks of the last row's origin).
+  // d is linear: d(row, kv) = d(row, row) + beta (kv - row).
+  Value rowsEnd = arith::MinSIOp::create(
+      b, arith::AddIOp::create(b, qBlockRow, index(c.queriesPerTile())),
+      seqQ);
+  Value lastRow = arith::MaxSIOp::create(
+      b, arith::SubIOp::create(b, rowsEnd, index(1)), qBlockRow);
+  ModifierIndices at{1,     batch, head,      lastRow,   lastRow, Value(),
+                     seqQ,  seqKV, auxParams, c.auxTypes};
+  Value d = arith::IndexCastOp::create(
+      b, b.getIndexType(),
+      buildSeparableDistanceAt(b, *c.scoreMod, *bias, at, lastRow, lastRow));
+  Value origin = arith::SubIOp::create(
+      b, lastRow, arith::DivSIOp::create(b, d, index(bias->keyCoefficient)));
+  Value block = arith::FloorDivSIOp::create(b, origin, index(c.blockN));
+  if (firstKVBlock)
+    block = arith::SubIOp::create(b, block, firstKVBlock);
+  kvTurn = arith::MaxSIOp::create(
+      b,
+      arith::MinSIOp::create(
+          b, block, arith::SubIOp::create(b, numKVBlocks, index(1))),
+      index(0));
 }
 
 void KernelBuilder::narrowToMaskMod(Value &firstKey, Value &kvEnd) {

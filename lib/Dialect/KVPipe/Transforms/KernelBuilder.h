@@ -173,10 +173,25 @@ private:
   Value retireAndRelease(Value &fragment, int64_t pending, Value state);
   Value rescale(Value o, Value alpha0, Value alpha1);
   /// The K/V block of iteration `j` of a K/V loop (loops run from 0 to
-  /// numKVBlocks, so that every loop's trip count is the same value).
+  /// numKVBlocks, so that every loop's trip count is the same value): from
+  /// firstKVBlock up, or with kvTurn (`bias_origin_first`) iterations 0 to
+  /// kvTurn from firstKVBlock + kvTurn down to firstKVBlock, the rest up
+  /// from firstKVBlock + kvTurn + 1.
   Value kvBlockAt(Value j) {
-    return firstKVBlock ? arith::AddIOp::create(b, firstKVBlock, j) : j;
+    Value offset = j;
+    if (kvTurn) {
+      Value down =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ule, j, kvTurn);
+      offset = arith::SelectOp::create(
+          b, down, arith::SubIOp::create(b, kvTurn, j), j);
+    }
+    return firstKVBlock ? arith::AddIOp::create(b, firstKVBlock, offset)
+                        : offset;
   }
+  /// `bias_origin_first`: sets kvTurn to the offset from firstKVBlock of
+  /// the block holding the separable bias's origin for the tile's last row,
+  /// clamped to the tile's blocks. Nothing without a separable bias.
+  void startAtBiasOrigin();
   /// The last key row `row` sees (row + d + right, clamped to
   /// [-1, seq_kv]), with masksRight().
   Value lastKeyOf(Value row);
@@ -336,6 +351,9 @@ private:
   /// Null when every tile starts at K/V block 0 (no left bound) and the
   /// K/V range is not split.
   Value firstKVBlock;
+  /// With `bias_origin_first`: the iteration the K/V loops turn at
+  /// (kvBlockAt); null: they walk up.
+  Value kvTurn;
   /// With split_kv: the tile's split, and the number of splits.
   Value splitIndex, numSplits;
   /// With pack_gqa: the query head of the thread's two rows, and whether

@@ -979,26 +979,42 @@ std::optional<SeparableBias> kvpipe::getSeparableBias(Region &region) {
                        coefficients->second};
 }
 
-std::pair<Value, Value>
-kvpipe::buildSeparableBiasAt(ImplicitLocOpBuilder &b, Region &region,
-                             const SeparableBias &bias, Value inverseScale,
-                             const ModifierIndices &at, Value query,
-                             Value key) {
+/// The region inlined at (`query`, `key`) (index values), its result dead
+/// (DCE drops what only it needs): the mapping of its values.
+static IRMapping inlineSeparableBiasAt(ImplicitLocOpBuilder &b, Region &region,
+                                       const ModifierIndices &at, Value query,
+                                       Value key) {
   IRMapping inlined;
   auto toI32 = [&](Value v) {
     return arith::IndexCastOp::create(b, b.getI32Type(), v);
   };
   Value zero = arith::ConstantFloatOp::create(b, b.getF32Type(),
                                               APFloat(0.0f));
-  // (The region's result is dead: DCE drops what only it needs.)
   inlineRegion(b, region,
                regionArguments(b, at, zero, toI32(query), toI32(key)), at,
                /*derivative=*/nullptr, &inlined);
+  return inlined;
+}
+
+std::pair<Value, Value>
+kvpipe::buildSeparableBiasAt(ImplicitLocOpBuilder &b, Region &region,
+                             const SeparableBias &bias, Value inverseScale,
+                             const ModifierIndices &at, Value query,
+                             Value key) {
+  IRMapping inlined = inlineSeparableBiasAt(b, region, at, query, key);
   Value factor = arith::MulFOp::create(
       b, inlined.lookup(bias.additive.uniformFactor), inverseScale);
   if (bias.additive.subtracted)
     factor = arith::NegFOp::create(b, factor);
   return {factor, inlined.lookup(bias.distance)};
+}
+
+Value kvpipe::buildSeparableDistanceAt(ImplicitLocOpBuilder &b, Region &region,
+                                       const SeparableBias &bias,
+                                       const ModifierIndices &at, Value query,
+                                       Value key) {
+  return inlineSeparableBiasAt(b, region, at, query, key)
+      .lookup(bias.distance);
 }
 
 Value kvpipe::buildColumnOffsetTerm(ImplicitLocOpBuilder &b, Value s,

@@ -135,6 +135,14 @@ buildSeparableBiasAt(mlir::ImplicitLocOpBuilder &b, mlir::Region &region,
                      const ModifierIndices &at, mlir::Value query,
                      mlir::Value key);
 
+/// The separable bias's d alone at (`query`, `key`) (index values; i32),
+/// for the tile `at` names.
+mlir::Value buildSeparableDistanceAt(mlir::ImplicitLocOpBuilder &b,
+                                     mlir::Region &region,
+                                     const SeparableBias &bias,
+                                     const ModifierIndices &at,
+                                     mlir::Value query, mlir::Value key);
+
 /// `s` (a fragment) plus `factor` times each element's key offset from the
 /// thread's first column (AccumulatorLayout::columnOffset): one FMA per
 /// element, none at offset 0. The key term of a separable bias.

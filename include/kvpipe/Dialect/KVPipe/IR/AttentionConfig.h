@@ -77,6 +77,9 @@ struct AttentionConfig {
   /// Its key term by a wgmma k-step from the key offsets tile
   /// (`separable_bias_mma`).
   bool separableBiasMma = false;
+  /// The K/V blocks from the separable bias's origin outwards
+  /// (`bias_origin_first`).
+  bool biasOriginFirst = false;
   /// A constant row maximum where the score_mod's result is bounded
   /// (`static_row_max`).
   bool staticRowMax = false;

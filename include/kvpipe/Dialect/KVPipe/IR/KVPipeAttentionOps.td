@@ -268,6 +268,17 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     (split into three bf16/f16 parts) from registers (docs/modifiers.md,
     "The key term on the tensor cores").
 
+    `bias_origin_first` (forward, experimental, default false; with
+    `separable_bias` only, where it changes nothing unless the region is a
+    separable bias) visits the tile's K/V blocks from the one holding the
+    separable bias's origin (`d` = 0, its largest value) for the tile's
+    last row down to the first block, then from the block after it up to
+    the last, instead of from the first up: the bias falls in each
+    direction, so the online softmax's running maximum settles in the
+    first blocks and O is rarely rescaled after them (ALiBi, whose maxima
+    grow block by block towards the diagonal otherwise)
+    (docs/modifiers.md, "The bias's origin first").
+
     `static_row_max` (forward, experimental, default false; with a
     `score_mod` only, where it changes nothing unless the compiler bounds
     the region's result: soft-capping's `cap * tanh(score / cap)`, a clamp)
@@ -373,6 +384,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<BoolAttr>:$tile_table,
                        OptionalAttr<BoolAttr>:$separable_bias,
                        OptionalAttr<BoolAttr>:$separable_bias_mma,
+                       OptionalAttr<BoolAttr>:$bias_origin_first,
                        OptionalAttr<BoolAttr>:$static_row_max,
                        OptionalAttr<BoolAttr>:$prescaled_q,
                        OptionalAttr<BoolAttr>:$bias_accumulator,
