@@ -82,13 +82,15 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK-LABEL: gpu.func @alibi(
 // Once per tile, before the K/V loop: F = -(slope / scale), d at (first
 // row, first row) (the shift read once), and the row terms -F d(row, first
-// row) (alpha = 1: d(first row) + row - first row).
+// row) (alpha = 1: d(first row) + row - first row), and the key term's
+// factor G = F beta.
 //       CHECK:   kvpipe.consumer_wait %{{.*}} : !kvpipe.pipeline<kv_stages = 1
 //       CHECK:   %[[SLOPE:.*]] = llvm.load %{{.*}} invariant {{.*}} -> f32
 //       CHECK:   %[[SHIFT:.*]] = llvm.load %{{.*}} invariant {{.*}} -> i32
 //       CHECK:   %[[ORIGIN:.*]] = arith.addi %{{.*}}, %[[SHIFT]] : i32
 //       CHECK:   %[[FS:.*]] = arith.mulf %[[SLOPE]], %{{.*}} : f32
 //       CHECK:   %[[F:.*]] = arith.negf %[[FS]] : f32
+//       CHECK:   %[[GB:.*]] = arith.mulf %[[F]], %cst{{.*}} : f32
 //       CHECK:   %[[DR0:.*]] = arith.addi %[[ORIGIN]], %{{.*}} : i32
 //       CHECK:   %[[D0:.*]] = arith.sitofp %[[DR0]] : i32 to f32
 //       CHECK:   %[[FD0:.*]] = arith.mulf %[[F]], %[[D0]] : f32
@@ -110,9 +112,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     %[[ABOVE:.*]] = arith.cmpi sle, %[[HIGH]], %c0_i32 : i32
 //       CHECK:     %[[ONESIGN:.*]] = arith.ori %[[BELOW]], %[[ABOVE]] : i1
 //       CHECK:     %[[SEP:.*]]:3 = scf.if %[[ONESIGN]] -> (vector<64xf32>, f32, f32) {
-// G = F beta, negated above the diagonal; per element the key's column
-// offset times G added (column 0 as it is, column 1 plus G).
-//       CHECK:       %[[GB:.*]] = arith.mulf %[[F]], %cst{{.*}} : f32
+// G negated above the diagonal; per element the key's column offset times
+// G added (column 0 as it is, column 1 plus G).
 //       CHECK:       %[[NG:.*]] = arith.negf %[[GB]] : f32
 //       CHECK:       %[[G:.*]] = arith.select %[[BELOW]], %[[GB]], %[[NG]] : f32
 //       CHECK:       %[[E0:.*]] = vector.extract %[[S:.*]][0] : f32 from vector<64xf32>

@@ -68,7 +68,7 @@ gpu::GPUFuncOp BackwardBuilder::createKernel(StringRef name,
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                 b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
-  func->setAttr("kvpipe.attention_abi",
+  func->setAttr(kAttentionAbiAttrName,
                 withTensorMapABI(abi, func.getFunctionType()));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
@@ -1160,7 +1160,7 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
     entries.push_back(b.getNamedAttr("role", b.getStringAttr("preprocess")));
     entries.push_back(b.getNamedAttr("threads", b.getI64IntegerAttr(128)));
     entries.push_back(
-        b.getNamedAttr("dynamic_shared_memory", b.getI64IntegerAttr(0)));
+        b.getNamedAttr(kDynamicSharedMemoryKey, b.getI64IntegerAttr(0)));
     kinds({{"o", "pointer"},
            {"do", "pointer"},
            {"lse", "pointer"},
@@ -1183,7 +1183,7 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
     entries.push_back(
         b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())));
     entries.push_back(b.getNamedAttr(
-        "dynamic_shared_memory",
+        kDynamicSharedMemoryKey,
         b.getI64IntegerAttr(c.backwardSharedMemoryBytes())));
     entries.push_back(b.getNamedAttr(
         "consumer_warpgroups", b.getI64IntegerAttr(c.consumerWarpgroups)));
@@ -1213,7 +1213,7 @@ DictionaryAttr kvpipe::getAttentionBackwardABI(MLIRContext *ctx,
     entries.push_back(b.getNamedAttr("role", b.getStringAttr("postprocess")));
     entries.push_back(b.getNamedAttr("threads", b.getI64IntegerAttr(128)));
     entries.push_back(
-        b.getNamedAttr("dynamic_shared_memory", b.getI64IntegerAttr(0)));
+        b.getNamedAttr(kDynamicSharedMemoryKey, b.getI64IntegerAttr(0)));
     kinds({{"dq_accum", "pointer"},
            {"dq", "pointer"},
            {"dq_stride_b", "i64"},

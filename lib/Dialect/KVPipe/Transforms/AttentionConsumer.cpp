@@ -515,10 +515,12 @@ KernelBuilder::buildSeparableTile(const SeparableBias &bias) {
   // firstRow).
   ModifierIndices at{c.blockN / 2, batch, head, row0, row1, Value(),
                      seqQ,          seqKV, auxParams, c.auxTypes};
-  SeparableTile tile{bias, Value(), Value(), Value(), Value(), Value(),
-                     Value()};
+  SeparableTile tile{bias,    Value(), Value(), Value(), Value(),
+                     Value(), Value(), Value()};
   std::tie(tile.factor, tile.origin) = buildSeparableBiasAt(
       b, *c.scoreMod, bias, inverseScale, at, firstRow, firstRow);
+  tile.keyFactor = arith::MulFOp::create(b, tile.factor,
+                                         f32(double(bias.keyCoefficient)));
   auto rowTerm = [&](Value row) {
     Value d = arith::AddIOp::create(
         b, tile.origin,
@@ -531,10 +533,9 @@ KernelBuilder::buildSeparableTile(const SeparableBias &bias) {
   tile.rowTerm0 = rowTerm(row0);
   tile.rowTerm1 = rowTerm(row1);
   if (c.separableBiasMma) {
-    Value g = arith::MulFOp::create(b, tile.factor,
-                                    f32(double(bias.keyCoefficient)));
-    tile.keyTermA = keyTermFactors(g);
-    tile.keyTermANegated = keyTermFactors(arith::NegFOp::create(b, g));
+    tile.keyTermA = keyTermFactors(tile.keyFactor);
+    tile.keyTermANegated =
+        keyTermFactors(arith::NegFOp::create(b, tile.keyFactor));
   }
   return tile;
 }
@@ -624,7 +625,6 @@ KernelBuilder::separableScores(Value s, Value kvRow,
   // a key term (one FMA per element: kv is the thread's first column plus
   // a constant) and a row term; elsewhere the region's bias per element
   // plus R.
-  int64_t beta = bias.keyCoefficient;
   // With the key term from the wgmma (scoreBias), its signs; else here.
   auto [oneSign, below] = mmaBias.oneSign
                               ? std::pair{mmaBias.oneSign, mmaBias.below}
@@ -636,8 +636,8 @@ KernelBuilder::separableScores(Value s, Value kvRow,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifSign.thenBlock());
   {
-    Value g = arith::MulFOp::create(b, terms.factor, f32(double(beta)));
-    g = arith::SelectOp::create(b, below, g, arith::NegFOp::create(b, g));
+    Value g = arith::SelectOp::create(
+        b, below, terms.keyFactor, arith::NegFOp::create(b, terms.keyFactor));
     // G times the key's offset from the lane's first column per element,
     // or (separable_bias_mma) from the block's first key, in S already.
     Value scores = s, firstKey = kvRow;

@@ -225,7 +225,7 @@ gpu::GPUFuncOp CombineBuilder::build() {
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
                 b.getDenseI32ArrayAttr({32 * kRowsPerCTA, 1, 1}));
-  func->setAttr("kvpipe.attention_abi",
+  func->setAttr(kAttentionAbiAttrName,
                 getAttentionCombineABI(ctx, name, family, c));
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
@@ -425,7 +425,7 @@ DictionaryAttr kvpipe::getAttentionCombineABI(MLIRContext *ctx, StringRef name,
                      b.getStringAttr(c.elementType.isBF16() ? "bf16" : "f16")),
       b.getNamedAttr("threads", b.getI64IntegerAttr(128)),
       b.getNamedAttr("rows_per_cta", b.getI64IntegerAttr(4)),
-      b.getNamedAttr("dynamic_shared_memory", b.getI64IntegerAttr(0)),
+      b.getNamedAttr(kDynamicSharedMemoryKey, b.getI64IntegerAttr(0)),
       b.getNamedAttr("params", b.getStrArrayAttr(names)),
       b.getNamedAttr("param_kinds", b.getDictionaryAttr(kinds)),
   });

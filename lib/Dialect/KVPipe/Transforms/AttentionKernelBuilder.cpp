@@ -85,7 +85,7 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
       b.getDenseI32ArrayAttr({static_cast<int32_t>(c.threads()), 1, 1}));
   func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                 b.getI32IntegerAttr(1));
-  func->setAttr("kvpipe.attention_abi",
+  func->setAttr(kAttentionAbiAttrName,
                 withTensorMapABI(getAttentionABI(ctx, name, c),
                                  func.getFunctionType()));
 
@@ -699,7 +699,7 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
       b.getNamedAttr("kv_lengths", b.getBoolAttr(c.kvLengths)),
       b.getNamedAttr("varlen", b.getBoolAttr(c.varlen)),
       b.getNamedAttr("threads", b.getI64IntegerAttr(c.threads())),
-      b.getNamedAttr("dynamic_shared_memory",
+      b.getNamedAttr(kDynamicSharedMemoryKey,
                      b.getI64IntegerAttr(c.dynamicSharedMemoryBytes())),
       b.getNamedAttr("params", b.getStrArrayAttr(params)),
       b.getNamedAttr("param_kinds", b.getDictionaryAttr(kinds)),

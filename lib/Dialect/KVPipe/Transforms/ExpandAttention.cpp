@@ -70,7 +70,7 @@ struct ExpandAttention : kvpipe::impl::ExpandAttentionBase<ExpandAttention> {
       if (failed(generated))
         return signalPassFailure();
       for (gpu::GPUFuncOp kernel : *generated)
-        kernels.push_back(toJSON(kernel->getAttr("kvpipe.attention_abi")));
+        kernels.push_back(toJSON(kernel->getAttr(kAttentionAbiAttrName)));
       decl.erase();
     }
     // gpu.module kernels are launched from a container module.

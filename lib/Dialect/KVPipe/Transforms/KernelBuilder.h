@@ -253,7 +253,9 @@ private:
   /// k-step for G = +F beta and -F beta (keyTermFactors).
   struct SeparableTile {
     SeparableBias bias;
-    Value factor, origin, rowTerm0, rowTerm1;
+    /// F, d(firstRow, firstRow), the row terms R of the thread's two rows,
+    /// and the key term's factor G = F beta (its sign per block).
+    Value factor, origin, rowTerm0, rowTerm1, keyFactor;
     Value keyTermA, keyTermANegated;
   };
   SeparableTile buildSeparableTile(const SeparableBias &bias);

@@ -98,17 +98,16 @@ FailureOr<KVLoopSteps> matchKVLoop(scf::ForOp loop) {
   if (!steps.mmaQK)
     return fail("no S = Q K^T wgmma");
   // S may be accumulated by more than one wgmma (separable_bias_mma's
-  // key-term k-step, then Q K^T): the step ends at the last of them.
-  for (bool extended = true; extended;) {
-    extended = false;
-    for (Operation *op = next(steps.mmaQK); op; op = next(op))
-      if (auto mma = dyn_cast<WarpgroupMmaOp>(op)) {
-        if (mma.getAcc() == steps.mmaQK.getResult()) {
-          steps.mmaQK = mma;
-          extended = true;
-        }
-        break;
-      }
+  // key-term k-step, then Q K^T): the step ends at the last of the chain,
+  // each of whose wgmmas accumulates onto the one before (the next wgmma
+  // after it in the block).
+  for (Operation *op = next(steps.mmaQK); op; op = next(op)) {
+    auto mma = dyn_cast<WarpgroupMmaOp>(op);
+    if (!mma)
+      continue;
+    if (mma.getAcc() != steps.mmaQK.getResult())
+      break;
+    steps.mmaQK = mma;
   }
   // S starts at zero or at a fragment the QK step computes (an additive
   // score_mod's bias, `bias_accumulator`), which moves with it.

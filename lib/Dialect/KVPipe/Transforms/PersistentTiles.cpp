@@ -251,9 +251,9 @@ findStagedStoreWaits(ForEachTileOp loop, ArrayRef<Operation *> tmaLoads) {
       // generator reserves them last: AttentionConfig::oOffset), the
       // alignment pad's slack included where the views start at one.
       auto func = root->getParentOfType<FunctionOpInterface>();
-      auto abi = func ? func->getAttrOfType<DictionaryAttr>("kvpipe.attention_abi")
+      auto abi = func ? func->getAttrOfType<DictionaryAttr>(kAttentionAbiAttrName)
                       : DictionaryAttr();
-      auto declared = abi ? abi.getAs<IntegerAttr>("dynamic_shared_memory")
+      auto declared = abi ? abi.getAs<IntegerAttr>(kDynamicSharedMemoryKey)
                           : IntegerAttr();
       int64_t end = placement->offset +
                     type->getNumElements() * type->getElementTypeBitWidth() / 8 +

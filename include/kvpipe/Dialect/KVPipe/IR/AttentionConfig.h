@@ -16,12 +16,22 @@
 #include "mlir/IR/Region.h"
 #include "mlir/IR/Types.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <array>
 
 namespace kvpipe {
+
+/// The ABI dictionary the generator attaches to each kernel it builds
+/// (docs/kernel-abi.md), and its key for the dynamic shared memory the
+/// launch must give: the launchers read both, and so does a pass that
+/// places buffers in that memory.
+inline constexpr llvm::StringLiteral kAttentionAbiAttrName =
+    "kvpipe.attention_abi";
+inline constexpr llvm::StringLiteral kDynamicSharedMemoryKey =
+    "dynamic_shared_memory";
 
 class AttentionKernelOp;
 
