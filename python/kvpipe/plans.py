@@ -210,13 +210,19 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 #: 290/290 (call 2). At 128 also the separable bias's key term by a wgmma
 #: k-step (`separable_bias_mma`): H100, session 28, two runs against the
 #: plan without it, ALiBi 0 / +2.6 %, ALiBi causal +2.6 % (the run's noise
-#: is 2-3 %), `check --mods` 136/136 with it. At 64 the separable bias alone
-#: (`check --mods --tune separable_bias=true` 132/132, session 25; its speed
-#: at 64 not measured apart).
+#: is 2-3 %), `check --mods` 136/136 with it. At 64 the separable bias
+#: (`check --mods --tune separable_bias=true` 132/132, session 25) and its
+#: k-step (H100, session 29 call 1: +5.8 % ALiBi, +4.8 % ALiBi causal over
+#: the separable bias alone). At both, the K/V loop from the bias's origin
+#: (`bias_origin_first`: ALiBi's row maxima settle in the first blocks
+#: instead of rescaling O in nearly every block before the diagonal): D 128
+#: ALiBi +7.9 %, ALiBi causal +4.6 % (session 29 call 1, against the plan
+#: without it), 0.970x and 1.002x their plain kernels; D 64 within noise.
+#: `check --mods` 136/136 with both (call 1).
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
-    64: {"separable_bias": True},
+    64: {"separable_bias": True, "separable_bias_mma": True, "bias_origin_first": True},
     128: {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS, "separable_bias": True,
-          "separable_bias_mma": True, "static_row_max": True},
+          "separable_bias_mma": True, "bias_origin_first": True, "static_row_max": True},
 }
 #: What a causal (top-left, no window) launch with modifiers adds to
 #: MODIFIER_PLAN's tuning, by head dim: a persistent grid over the host's

@@ -96,20 +96,20 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(128, sq=2048, skv=16384, **bottom) == mask_levers == plan(128, sq=5, skv=99,
                                                                          **bottom)
     assert plan(96, sq=2048, skv=8192, **bottom) == {}
-    # Modifiers: the separable bias at head dims 64 and 128, and at 128 the
-    # plain kernels' 192 x 80 tiles with the softmax levers, the key term on
-    # the tensor cores and the static row maximum, with any mask, window and length; not with KV lengths,
+    # Modifiers: the separable bias, its key term on the tensor cores and
+    # the K/V loop from its origin at head dims 64 and 128, and at 128 the
+    # plain kernels' 192 x 80 tiles with the softmax levers and the static
+    # row maximum, with any mask, window and length; not with KV lengths,
     # nor over the caller's tuning.
     # Causal top-left without a window at head dim 128 adds a persistent grid
     # over the host's tile table (plans.MODIFIER_CAUSAL_PLAN).
-    separable = {"separable_bias": True}
+    separable = {"separable_bias": True, "separable_bias_mma": True, "bias_origin_first": True}
     table_grid = {"persistent": True, "tile_table": True}
     for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"window": True},
                    {"sq": 16384}, {"sq": 100, "skv": 9000}):
         causal_top_left = (kwargs.get("causal", True) and "alignment" not in kwargs
                            and "window" not in kwargs)
         assert plan(128, mods=True, **kwargs) == {**long_tiles, **separable,
-                                                   "separable_bias_mma": True,
                                                    "static_row_max": True,
                                                    **(table_grid if causal_top_left else {})}, kwargs
         assert plan(64, mods=True, **kwargs) == separable, kwargs
