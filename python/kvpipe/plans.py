@@ -288,8 +288,9 @@ def spill_fallback(tuning: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if tuning.get("consumer_warpgroups") != 3:
         return None
     # The key offsets tile of separable_bias_mma does not fit beside two
-    # warpgroups' persistent 128 x 128 tiles (and no region that spills is
-    # a separable bias).
+    # warpgroups' persistent 128 x 128 tiles (the causal plan's ALiBi
+    # kernel, three warpgroups over the tile table, spills and falls back
+    # to this: docs/performance.md v26).
     return {name: value for name, value in tuning.items()
             if name not in ("consumer_warpgroups", "block_n", "separable_bias_mma")}
 

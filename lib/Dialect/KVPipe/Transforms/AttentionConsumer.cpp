@@ -499,7 +499,8 @@ void KernelBuilder::scaleQueryRows(Value scale) {
       i32(128), nullptr, Value());
 }
 
-std::optional<SeparableBias> KernelBuilder::separableBias() {
+std::optional<SeparableBias>
+kvpipe::detail::getForwardSeparableBias(const AttentionConfig &c) {
   if (!c.separableBias || !c.scoreMod || c.packGQA)
     return std::nullopt;
   return getSeparableBias(*c.scoreMod);

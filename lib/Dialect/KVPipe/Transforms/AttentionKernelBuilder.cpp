@@ -559,10 +559,9 @@ gpu::GPUFuncOp kvpipe::buildAttentionSkeleton(OpBuilder &builder, Location loc,
                                               const AttentionConfig &config) {
   ImplicitLocOpBuilder b(loc, builder);
   // separable_bias_mma changes nothing where the score_mod is not a
-  // separable bias (KernelBuilder::separableBias): no key offsets tile.
+  // separable bias (getForwardSeparableBias): no key offsets tile.
   AttentionConfig c = config;
-  if (c.separableBiasMma &&
-      (!c.scoreMod || c.packGQA || !getSeparableBias(*c.scoreMod)))
+  if (c.separableBiasMma && !getForwardSeparableBias(c))
     c.separableBiasMma = false;
   return KernelBuilder(b, c).build(name);
 }

@@ -52,6 +52,13 @@ protected:
 void appendDecodeABI(Builder &b, StringRef name, const AttentionConfig &c,
                      SmallVectorImpl<NamedAttribute> &entries);
 
+/// The score_mod's bias where the forward splits it off the diagonal
+/// (`separable_bias`; Modifiers.h: SeparableBias): an additive score_mod of
+/// one (batch, head) per tile (not pack_gqa's). The tunings that build on
+/// it (`separable_bias_mma`, `bias_origin_first`) change nothing without it.
+std::optional<SeparableBias>
+getForwardSeparableBias(const AttentionConfig &c);
+
 class KernelBuilder : ScalarBuilder {
 public:
   KernelBuilder(ImplicitLocOpBuilder &b, const AttentionConfig &config)
@@ -228,10 +235,10 @@ private:
   /// The indices of block `kvRow`'s (its first key) fragment for the
   /// regions: the thread's rows and first column.
   ModifierIndices modifierIndices(Value kvRow);
-  /// The score_mod's bias where the forward splits it off the diagonal
-  /// (`separable_bias`; Modifiers.h: SeparableBias): an additive score_mod
-  /// of one (batch, head) per tile (not pack_gqa's).
-  std::optional<SeparableBias> separableBias();
+  /// getForwardSeparableBias of this kernel.
+  std::optional<SeparableBias> separableBias() {
+    return getForwardSeparableBias(c);
+  }
   /// With `prescaled_q`, where the score_mod takes each score times the
   /// scale (not an additive region, which a separable bias is too): Q's
   /// rows are multiplied by it once per tile (scaleQueryRows) and the
