@@ -99,8 +99,7 @@ LogicalResult TMALoadOp::verify() {
 //===----------------------------------------------------------------------===//
 
 int64_t BulkLoadOp::getTransactionBytes() {
-  MemRefType dest = getDest().getType();
-  return dest.getNumElements() * dest.getElementTypeBitWidth() / 8;
+  return getBufferBytes(getDest().getType());
 }
 
 LogicalResult BulkLoadOp::verify() {

@@ -53,6 +53,7 @@
 
 #include "kvpipe/Dialect/KVPipe/IR/AttentionConfig.h"
 #include "kvpipe/Dialect/KVPipe/IR/KVPipeOps.h"
+#include "kvpipe/Dialect/KVPipe/IR/SwizzledTile.h"
 #include "kvpipe/Dialect/KVPipe/Transforms/KernelTransforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -143,8 +144,7 @@ FailureOr<ViewPlacement> placeAfterViews(memref::ViewOp like) {
     placement.base = pad;
     placement.offset =
         std::max(placement.offset,
-                 *offset + type.getNumElements() *
-                               type.getElementTypeBitWidth() / 8);
+                 *offset + getBufferBytes(type));
     if (!placement.last || placement.last->isBeforeInBlock(view))
       placement.last = view;
   }
@@ -255,8 +255,7 @@ findStagedStoreWaits(ForEachTileOp loop, ArrayRef<Operation *> tmaLoads) {
                       : DictionaryAttr();
       auto declared = abi ? abi.getAs<IntegerAttr>(kDynamicSharedMemoryKey)
                           : IntegerAttr();
-      int64_t end = placement->offset +
-                    type->getNumElements() * type->getElementTypeBitWidth() / 8 +
+      int64_t end = placement->offset + getBufferBytes(*type) +
                     (placement->base ? AttentionConfig::kAlignmentSlack : 0);
       if (declared && end > declared.getInt())
         return fail("the output's own staging rows end at byte " +

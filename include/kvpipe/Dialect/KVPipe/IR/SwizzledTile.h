@@ -36,6 +36,13 @@ struct SwizzledTile {
 /// Whether `type` lives in workgroup (shared) memory.
 bool isWorkgroupMemRef(mlir::MemRefType type);
 
+/// The bytes a statically shaped shared-memory buffer of `type` spans (its
+/// elements, dense): what a bulk copy into it transfers, and what it takes
+/// of the kernel's shared memory.
+inline int64_t getBufferBytes(mlir::MemRefType type) {
+  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+}
+
 /// Reads the tile layout of `type` for a swizzle of `swizzleBytes` (32, 64
 /// or 128), or reports why `type` is not such a tile through `emitError`,
 /// naming the operand `name`.
