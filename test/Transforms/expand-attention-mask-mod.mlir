@@ -116,6 +116,12 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   %[[LAST:.*]] = arith.addi %[[Q0]], %c63 : index
 //       CHECK:   %[[HI:.*]] = arith.maxsi %[[LAST]], %c99 : index
 //       CHECK:   arith.addi %[[HI]], %c1 : index
+// An or is no band: the blocks it does not prove kept take the region per
+// element.
+//       CHECK: consumers(1)
+//       CHECK:   scf.for
+//       CHECK:     vector.from_elements %{{.*}} : vector<64xi1>
+//       CHECK:     kvpipe.fragment_row_max
 
 // Documents: unknown, every visited block masked per element (the test of
 // a fully kept block folds to false, and its branch away), reading the ids
