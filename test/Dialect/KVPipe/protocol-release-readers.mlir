@@ -511,3 +511,120 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// Two consumer warpgroups read the slot with plain loads, then meet their
+// warpgroup's own named barrier (its id computed per thread, as the
+// generated kernels' epilogue barriers: 1 + the warpgroup's index) before
+// their first thread arrives: every read is ordered before an arrival.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!tile = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %out: memref<256xbf16>) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %count = arith.constant 128 : i32
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !tile
+          %row = arith.muli %i, %c128 : index
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !tile
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(2) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %row = arith.remui %tid, %c128 : index
+      %first = arith.cmpi eq, %row, %c0 : index
+      %id0 = arith.addi %ci, %c1 : index
+      %id = arith.index_cast %id0 : index to i32
+      %out_row = arith.subi %tid, %c128 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %v = vector.load %k[%slot, %row, %c0] : !ring, vector<8xbf16>
+        %e = vector.extract %v[0] : bf16 from vector<8xbf16>
+        memref.store %e, %out[%out_row] : memref<256xbf16>
+        nvvm.barrier id = %id number_of_threads = %count
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The same barrier counting 256 threads: each id is reached by one
+// warpgroup's 128, so it never completes as written and orders nothing the
+// checker can use.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!tile = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %out: memref<256xbf16>) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %count = arith.constant 256 : i32
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !tile
+          %row = arith.muli %i, %c128 : index
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !tile
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(2) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %row = arith.remui %tid, %c128 : index
+      %first = arith.cmpi eq, %row, %c0 : index
+      %id0 = arith.addi %ci, %c1 : index
+      %id = arith.index_cast %id0 : index to i32
+      %out_row = arith.subi %tid, %c128 : index
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        // expected-note @below {{the read}}
+        %v = vector.load %k[%slot, %row, %c0] : !ring, vector<8xbf16>
+        %e = vector.extract %v[0] : bf16 from vector<8xbf16>
+        memref.store %e, %out[%out_row] : memref<256xbf16>
+        nvvm.barrier id = %id number_of_threads = %count
+        // expected-error @below {{254 threads of the CTA's 3 warpgroups (0, 127, 127 per warpgroup; the first is thread 129) read the slot without arriving on this release}}
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}

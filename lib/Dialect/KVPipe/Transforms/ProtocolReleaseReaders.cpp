@@ -6,6 +6,8 @@
 
 #include "ProtocolChecker.h"
 
+#include "llvm/ADT/MapVector.h"
+
 using namespace mlir;
 using namespace kvpipe;
 using namespace kvpipe::detail;
@@ -221,6 +223,93 @@ ProtocolChecker::getBarrierGroups(Operation *barrier,
       return std::nullopt;
     return SmallVector<llvm::BitVector>{*threads};
   }
+  if (auto named = dyn_cast<NVVM::BarrierOp>(barrier);
+      named && named.getBarrierId() && named.getNumberOfThreads()) {
+    // An id each thread computes (one per warpgroup: the generated kernels'
+    // epilogue barriers): the threads grouped by the id they evaluate, each
+    // group whole warps (a warp arrives as one) and exactly the count, and
+    // each id alone as a constant one must be: any other barrier a thread
+    // may run with that id is run alike by the same threads.
+    std::optional<int64_t> count =
+        getConstantIntValue(named.getNumberOfThreads());
+    if (!count)
+      return std::nullopt;
+    auto groupById = [&](NVVM::BarrierOp op, const llvm::BitVector &threads)
+        -> std::optional<llvm::MapVector<uint64_t, llvm::BitVector>> {
+      llvm::MapVector<uint64_t, llvm::BitVector> groups;
+      for (int tid = threads.find_first(); tid >= 0;
+           tid = threads.find_next(tid)) {
+        ThreadEvaluator eval(tid);
+        std::optional<APInt> id = eval.evaluate(op.getBarrierId());
+        if (!id)
+          return std::nullopt;
+        llvm::BitVector &group = groups[id->getZExtValue()];
+        group.resize(scope.numThreads);
+        group.set(tid);
+      }
+      return groups;
+    };
+    std::optional<llvm::MapVector<uint64_t, llvm::BitVector>> groups =
+        groupById(named, *threads);
+    if (!groups)
+      return std::nullopt;
+    for (auto &[id, group] : *groups) {
+      if (int64_t(group.count()) != *count)
+        return std::nullopt;
+      for (int tid = group.find_first(); tid >= 0; tid = group.find_next(tid))
+        for (int64_t lane = tid / 32 * 32;
+             lane < std::min<int64_t>(tid / 32 * 32 + 32, scope.numThreads);
+             ++lane)
+          if ((*threads)[lane] && !group[lane])
+            return std::nullopt;
+    }
+    bool alone = true;
+    function->walk([&](Operation *op) {
+      if (op == barrier || !alone)
+        return;
+      if (isCtaWideBarrier(op)) {
+        std::optional<int64_t> id = 0;
+        if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
+          id = getConstantIntValue(all.getBarrierId());
+        alone = id && !groups->count(uint64_t(*id));
+        return;
+      }
+      if (isOtherBarrier(op)) {
+        alone = false;
+        return;
+      }
+      auto other = dyn_cast<NVVM::BarrierOp>(op);
+      if (!other)
+        return;
+      std::optional<llvm::BitVector> others = reaching(op);
+      if (!others || !other.getBarrierId()) {
+        alone = false;
+        return;
+      }
+      std::optional<llvm::MapVector<uint64_t, llvm::BitVector>> otherGroups =
+          groupById(other, *others);
+      if (!otherGroups) {
+        alone = false;
+        return;
+      }
+      for (auto &[id, group] : *otherGroups) {
+        auto mine = groups->find(id);
+        if (mine == groups->end())
+          continue;
+        alone = mine->second == group && other.getNumberOfThreads() &&
+                getConstantIntValue(other.getNumberOfThreads()) == count &&
+                runsAlikeOnEveryThread(other, uniform);
+        if (!alone)
+          return;
+      }
+    });
+    if (!alone)
+      return std::nullopt;
+    SmallVector<llvm::BitVector> result;
+    for (auto &entry : *groups)
+      result.push_back(entry.second);
+    return result;
+  }
   if (auto warp = dyn_cast<NVVM::SyncWarpOp>(barrier)) {
     // The lanes of its mask in each warp, where every other warp barrier of
     // the function has the same mask and threads.
@@ -348,8 +437,8 @@ void ProtocolChecker::checkReleaseReaders() {
              at = at->getParentOp()) {
           for (Operation *barrier = at->getPrevNode();
                barrier && uncovered.any(); barrier = barrier->getPrevNode()) {
-            if (!isCtaWideBarrier(barrier) && !getNamedBarrier(barrier) &&
-                !isa<NVVM::SyncWarpOp>(barrier))
+            if (!isCtaWideBarrier(barrier) &&
+                !isa<NVVM::BarrierOp, NVVM::SyncWarpOp>(barrier))
               continue;
             if (!runsAfter(op, barrier) || !retiredBefore(barrier))
               continue;
