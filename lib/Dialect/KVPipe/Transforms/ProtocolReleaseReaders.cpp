@@ -106,6 +106,14 @@ getNamedBarrier(Operation *op) {
   return std::make_pair(*id, *count);
 }
 
+/// The id of a CTA-wide barrier (isCtaWideBarrier): barrier 0, or the id an
+/// nvvm.barrier without a count names; nothing where it is not a constant.
+static std::optional<int64_t> getCtaWideBarrierId(Operation *op) {
+  if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
+    return getConstantIntValue(all.getBarrierId());
+  return 0;
+}
+
 /// Whether the loops around `op` (in its function) run alike on every
 /// thread, so that each thread's k-th run of `op` is the same iteration.
 static bool runsAlikeOnEveryThread(Operation *op,
@@ -185,10 +193,7 @@ ProtocolChecker::getBarrierGroups(Operation *barrier,
       if (op == barrier || !alone)
         return;
       if (isCtaWideBarrier(op)) {
-        // Barrier 0, or the id an nvvm.barrier without a count names.
-        std::optional<int64_t> id = 0;
-        if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
-          id = getConstantIntValue(all.getBarrierId());
+        std::optional<int64_t> id = getCtaWideBarrierId(op);
         alone = id && *id != named->first;
         return;
       }
@@ -268,9 +273,7 @@ ProtocolChecker::getBarrierGroups(Operation *barrier,
       if (op == barrier || !alone)
         return;
       if (isCtaWideBarrier(op)) {
-        std::optional<int64_t> id = 0;
-        if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
-          id = getConstantIntValue(all.getBarrierId());
+        std::optional<int64_t> id = getCtaWideBarrierId(op);
         alone = id && !groups->count(uint64_t(*id));
         return;
       }
