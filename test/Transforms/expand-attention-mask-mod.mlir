@@ -22,18 +22,6 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %keep = arith.cmpi ult, %d, %w : index
     kvpipe.yield %keep : i1
   }
-  // Causal (built in) with a band that leaves out the diagonal and keeps
-  // 128 keys before it: q - 128 <= kv < q.
-  kvpipe.attention_kernel @causal_band {head_dim = 64 : i64, element_type = bf16, causal = true, consumer_warpgroups = 1 : i64}
-  mask_mod {
-  ^bb0(%b: index, %h: index, %q: index, %kv: index):
-    %c128 = arith.constant 128 : index
-    %lo = arith.subi %q, %c128 : index
-    %after = arith.cmpi sge, %kv, %lo : index
-    %before = arith.cmpi slt, %kv, %q : index
-    %keep = arith.andi %after, %before : i1
-    kvpipe.yield %keep : i1
-  }
   // Prefix-LM: the first 100 keys, and the others causally.
   kvpipe.attention_kernel @prefix_lm {head_dim = 64 : i64, element_type = bf16, causal = false, consumer_warpgroups = 1 : i64}
   mask_mod {
@@ -78,35 +66,21 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   scf.for %{{.*}} = %c0 to %[[COUNT]]
 //       CHECK:     arith.addi %[[FIRSTBLOCK]],
 //       CHECK:     kvpipe.tma_load
-// The consumer: a window is a band around the diagonal, masked as the
-// built-in window is, from each row's key bounds (the thread's rows r0, r1,
-// the warpgroup's first and last row), never through the region per
-// element: the warpgroup's last row r0 + 63 keeps keys from r0 - 192, and a
-// block is masked only where it crosses seq_kv or one of the rows' bounds.
+// The consumer: the per-element mask only where the block is not fully kept
+// for the warpgroup's rows [r0, r0 + 63]: kv - q <= 0 and q - kv - 255 <= 0
+// at the worst corners.
 //       CHECK: consumers(1)
-//       CHECK:   %[[LRF0:.*]] = arith.addi %{{.*}}, %c-192 : index
-//       CHECK:   %[[LRF1:.*]] = arith.maxsi %[[LRF0]], %c0 : index
-//       CHECK:   %[[LRF:.*]] = arith.minsi %[[LRF1]], %[[SKV]] : index
 //       CHECK:   scf.for %{{.*}} = %c0 to %[[COUNT]]
-//       CHECK:     %[[ROW:.*]] = arith.muli %{{.*}}, %c128 : index
-//       CHECK:     arith.cmpi slt, %[[ROW]], %[[LRF]] : index
-//       CHECK:     scf.if
-//   CHECK-NOT:     vector.from_elements
-//       CHECK:     kvpipe.fragment_row_max
-
-// Causal with a band: the band's right bound (kv <= q - 1) is tighter than
-// the diagonal's and replaces it, its left bound (kv >= q - 128) is added;
-// no per-element region.
-// CHECK-LABEL: gpu.func @causal_band(
-//       CHECK: consumers(1)
-//       CHECK:   arith.addi %[[R0:.*]], %c-1 : index
-//       CHECK:   arith.addi %[[R0]], %c-128 : index
-//       CHECK:   scf.for
-//       CHECK:     scf.if
-//       CHECK:     arith.cmpi sle, %{{.*}}, %{{.*}} : vector<64xi32>
-//       CHECK:     arith.cmpi sge, %{{.*}}, %{{.*}} : vector<64xi32>
-//   CHECK-NOT:     vector.from_elements
-//       CHECK:     kvpipe.fragment_row_max
+//       CHECK:     %[[KEPT0:.*]] = arith.cmpi sle, %{{.*}}, %c0 : index
+//       CHECK:     %[[KEPT1:.*]] = arith.cmpi sle, %{{.*}}, %c0 : index
+//       CHECK:     %[[KEPT:.*]] = arith.andi %[[KEPT0]], %[[KEPT1]] : i1
+//       CHECK:     scf.if %[[KEPT]] -> (vector<64xf32>) {
+//  CHECK-NEXT:       scf.yield
+//  CHECK-NEXT:     } else {
+// The region's index arithmetic is done in i32 per element.
+//       CHECK:       arith.cmpi ult, %{{.*}}, %c256_i32 : i32
+//       CHECK:       %[[KEEP:.*]] = vector.from_elements %{{.*}} : vector<64xi1>
+//       CHECK:       arith.select %[[KEEP]], %{{.*}}, %{{.*}} : vector<64xi1>, vector<64xf32>
 
 // Prefix-LM: an or of a causal and a prefix bound; keys up to
 // max(q0 + 63, 99) are kept by some row, none is bounded below.
@@ -116,7 +90,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   %[[LAST:.*]] = arith.addi %[[Q0]], %c63 : index
 //       CHECK:   %[[HI:.*]] = arith.maxsi %[[LAST]], %c99 : index
 //       CHECK:   arith.addi %[[HI]], %c1 : index
-// An or is no band: the blocks it does not prove kept take the region per
+// The blocks the shape does not prove kept take the region per
 // element.
 //       CHECK: consumers(1)
 //       CHECK:   scf.for
@@ -135,7 +109,6 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:     arith.cmpi eq, %[[ID]], %{{.*}} : i32
 //       CHECK:     kvpipe.fragment_row_max
 
-// ABI: "mask_mod_shape": "proven"
 // ABI: "mask_mod_shape": "proven"
 // ABI: "mask_mod_shape": "proven"
 // ABI: "mask_mod_shape": "unknown"

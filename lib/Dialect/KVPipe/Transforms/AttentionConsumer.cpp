@@ -148,8 +148,6 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
     lastRowFirstKey = firstKeyOf(
         arith::AddIOp::create(b, firstRow, index(c.packedQueries() - 1)));
   }
-  if (maskBand)
-    addMaskBandBounds(plainCausal);
   if (c.qStages > 1) {
     // This tile's Q rows are in the slot stateQ points at.
     sQw = warpgroupRows(waitForSlot(sQ, stateQ), c.qkBlocks());
@@ -716,8 +714,7 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
   // The built-in masks after the score_mod, so that a masked score is -inf
   // whatever the region makes of it.
   s = mask(s, kvBlock);
-  // A band is masked with the built-in masks (addMaskBandBounds).
-  if (!c.maskMod || maskBand)
+  if (!c.maskMod)
     return s;
   // Per element only where the shape does not prove every key of the block
   // kept for the warpgroup's 64 rows (a uniform branch).

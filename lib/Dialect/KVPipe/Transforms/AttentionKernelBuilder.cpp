@@ -96,10 +96,8 @@ gpu::GPUFuncOp KernelBuilder::build(StringRef name) {
     params[static_cast<unsigned>(p)] = arg;
   for (BlockArgument arg : entry.getArguments().drop_front(kernelParams.size()))
     auxParams.push_back(arg);
-  if (c.maskMod) {
+  if (c.maskMod)
     maskShape.emplace(*c.maskMod);
-    maskBand = maskShape->band();
-  }
 
   seqQ = toIndex(param(AttentionParam::SeqQ));
   seqKV = toIndex(param(AttentionParam::SeqKV));
@@ -431,40 +429,6 @@ Value KernelBuilder::lastKeyOf(Value row) {
 
 Value KernelBuilder::firstKeyOf(Value row) {
   return maskBounds().firstKeyOf(b, row);
-}
-
-void KernelBuilder::addMaskBandBounds(bool plainCausal) {
-  // Clamped as MaskBounds' bounds are: the last key to [-1, seq_kv - 1],
-  // the first to [0, seq_kv].
-  auto clamp = [&](Value key, int64_t low, Value high) {
-    return arith::MinSIOp::create(
-        b, arith::MaxSIOp::create(b, key, index(low)), high);
-  };
-  Value lastKeyBound = arith::SubIOp::create(b, seqKV, index(1));
-  Value lastRow =
-      arith::AddIOp::create(b, firstRow, index(c.packedQueries() - 1));
-  // Top-left causal keeps kv <= q already: a band reaching past the
-  // diagonal adds nothing on the right.
-  if (maskBand->last && !(plainCausal && *maskBand->last >= 0)) {
-    auto join = [&](Value row, Value builtIn) -> Value {
-      Value key = clamp(arith::AddIOp::create(b, row, index(*maskBand->last)),
-                        -1, lastKeyBound);
-      return builtIn ? arith::MinSIOp::create(b, builtIn, key) : key;
-    };
-    lastKey0 = join(row0, lastKey0);
-    lastKey1 = join(row1, lastKey1);
-    firstRowLastKey = join(firstRow, firstRowLastKey);
-  }
-  if (maskBand->first) {
-    auto join = [&](Value row, Value builtIn) -> Value {
-      Value key = clamp(arith::AddIOp::create(b, row, index(*maskBand->first)),
-                        0, seqKV);
-      return builtIn ? arith::MaxSIOp::create(b, builtIn, key) : key;
-    };
-    firstKey0 = join(row0, firstKey0);
-    firstKey1 = join(row1, firstKey1);
-    lastRowFirstKey = join(lastRow, lastRowFirstKey);
-  }
 }
 
 SmallVector<Value>

@@ -288,11 +288,6 @@ private:
   /// holds: the bound minus what keeps P at most 2^60 and the smallest
   /// score's P at least 2^-100 of it.
   std::optional<double> staticRowMax();
-  /// Joins the mask_mod's band (maskBand) to the rows' key bounds the
-  /// built-in masks computed (lastKey0 ... lastRowFirstKey), so that
-  /// buildBlockMask masks both; `plainCausal`: the built-in right bound is
-  /// the row itself (top-left causal, no bound values).
-  void addMaskBandBounds(bool plainCausal);
   /// Narrows [firstKey, kvEnd) (firstKey null: 0) to the keys the
   /// mask_mod's shape leaves to some row of the tile.
   void narrowToMaskMod(Value &firstKey, Value &kvEnd);
@@ -346,9 +341,6 @@ private:
   SmallVector<Value> auxParams;
   /// What the compiler proves of the mask_mod (with one).
   std::optional<MaskModShape> maskShape;
-  /// The mask_mod's band, where it is one (MaskModShape::band): masked
-  /// through the rows' key bounds with the built-in masks, not per element.
-  std::optional<MaskModShape::Band> maskBand;
   /// seq_kv is per tile with `kv_lengths` (the batch's own); both are per
   /// tile with `varlen` (the sequence's lengths).
   Value seqQ, seqKV, headsQ, numQBlocks;

@@ -1342,39 +1342,3 @@ MaskModShape::buildQueryRange(ImplicitLocOpBuilder &b, Value k0,
                               Value k1) const {
   return buildRange(b, root, k0, k1, /*ofQueries=*/true);
 }
-
-std::optional<MaskModShape::Band> MaskModShape::band() const {
-  if (!unknownOps.empty())
-    return std::nullopt;
-  Band band;
-  // Walks the conjunction from the root; any other node is not a band.
-  SmallVector<unsigned> pending = {root};
-  while (!pending.empty()) {
-    const Node &node = nodes[pending.pop_back_val()];
-    switch (node.kind) {
-    case Kind::True:
-      continue;
-    case Kind::And:
-      llvm::append_range(pending, node.ops);
-      continue;
-    case Kind::Atom: {
-      // q - kv + k <= 0: kv >= q + k; kv - q + k <= 0: kv <= q - k.
-      const Linear &f = node.form;
-      if (f.q == 1 && f.kv == -1) {
-        band.first = std::max(band.first.value_or(f.constant), f.constant);
-        continue;
-      }
-      if (f.q == -1 && f.kv == 1) {
-        band.last = std::min(band.last.value_or(-f.constant), -f.constant);
-        continue;
-      }
-      return std::nullopt;
-    }
-    default:
-      return std::nullopt;
-    }
-  }
-  if (!band.first && !band.last)
-    return std::nullopt;
-  return band;
-}

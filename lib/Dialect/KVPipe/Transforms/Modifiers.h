@@ -207,17 +207,6 @@ public:
   std::pair<mlir::Value, mlir::Value>
   buildQueryRange(mlir::ImplicitLocOpBuilder &b, mlir::Value k0,
                   mlir::Value k1) const;
-  /// A band around the diagonal: the region keeps exactly the keys
-  /// `q + first <= kv <= q + last` (an absent bound: none on that side).
-  struct Band {
-    std::optional<int64_t> first, last;
-  };
-  /// The band the region is, when it is a conjunction of comparisons
-  /// `kv >= q + c` / `kv <= q + c` and nothing else (a sliding window,
-  /// causal written as a mask_mod); nullopt otherwise. The forward masks
-  /// such a region as its built-in window (per-row key bounds, no
-  /// per-element region).
-  std::optional<Band> band() const;
   /// The ops whose results the analysis could not express (empty: the whole
   /// region is proven).
   llvm::ArrayRef<mlir::Operation *> unproven() const { return unknownOps; }
