@@ -218,9 +218,15 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 #: instead of rescaling O in nearly every block before the diagonal): D 128
 #: ALiBi +7.9 %, ALiBi causal +4.6 % (session 29 call 1, against the plan
 #: without it), 0.970x and 1.002x their plain kernels; D 64 within noise.
-#: `check --mods` 136/136 with both (call 1).
+#: `check --mods` 136/136 with both (call 1). At 64 also the softmax levers
+#: (H100, session 30: ALiBi +7.7 %, ALiBi causal +7.6 % over the plan
+#: without them, same run; `check --mods` 136/136 with them). Not taken:
+#: `prescaled_q` (+4.9-6.6 % on soft-cap + window at 128 in session 30, but
+#: the bf16 rounding of Q times the scale triples the soft-cap rows' lse
+#: error, docs/modifiers.md).
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
-    64: {"separable_bias": True, "separable_bias_mma": True, "bias_origin_first": True},
+    64: {**_SOFTMAX_LEVERS, "separable_bias": True, "separable_bias_mma": True,
+         "bias_origin_first": True},
     128: {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS, "separable_bias": True,
           "separable_bias_mma": True, "bias_origin_first": True, "static_row_max": True},
 }

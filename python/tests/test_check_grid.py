@@ -96,9 +96,9 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
     assert plan(128, sq=2048, skv=16384, **bottom) == mask_levers == plan(128, sq=5, skv=99,
                                                                          **bottom)
     assert plan(96, sq=2048, skv=8192, **bottom) == {}
-    # Modifiers: the separable bias, its key term on the tensor cores and
-    # the K/V loop from its origin at head dims 64 and 128, and at 128 the
-    # plain kernels' 192 x 80 tiles with the softmax levers and the static
+    # Modifiers: the softmax levers, the separable bias, its key term on the
+    # tensor cores and the K/V loop from its origin at head dims 64 and 128,
+    # and at 128 the plain kernels' 192 x 80 tiles and the static
     # row maximum, with any mask, window and length; not with KV lengths,
     # nor over the caller's tuning.
     # Causal top-left without a window at head dim 128 adds a persistent grid
@@ -112,7 +112,7 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
         assert plan(128, mods=True, **kwargs) == {**long_tiles, **separable,
                                                    "static_row_max": True,
                                                    **(table_grid if causal_top_left else {})}, kwargs
-        assert plan(64, mods=True, **kwargs) == separable, kwargs
+        assert plan(64, mods=True, **kwargs) == {**levers, **separable}, kwargs
     assert plan(128, mods=True, lengths=True) == {}
     assert plan(128, mods=True, tuning={"block_n": 64}) == {"block_n": 64}
     assert plan(96, mods=True) == {} and plan(256, mods=True, causal=False) == {}
