@@ -221,7 +221,7 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 #: `check --mods` 136/136 with both (call 1). At 64 also the softmax levers
 #: (H100, session 30: ALiBi +7.7 %, ALiBi causal +7.6 % over the plan
 #: without them, same run; `check --mods` 136/136 with them). Not taken:
-#: `prescaled_q` (+4.9-6.6 % on soft-cap + window at 128 in session 30, but
+#: `prescaled_q` (+4.4-6.6 % on soft-cap + window at 128 in session 30, but
 #: the bf16 rounding of Q times the scale triples the soft-cap rows' lse
 #: error, docs/modifiers.md).
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
