@@ -380,6 +380,14 @@ private:
   /// without a thread count, the intrinsics and inline `bar.sync` without a
   /// count. (Named barriers of some threads, with a count, are not.)
   static bool isCtaWideBarrier(Operation *op);
+  /// Whether no other barrier of `barrier`'s function may take part in the
+  /// phases of its ids: every CTA-wide barrier names a known id that
+  /// `isMine` rejects, there is no barrier the checker does not read (inline
+  /// assembly, intrinsics), and `mayShare` accepts every other nvvm.barrier.
+  static bool
+  isAloneAmongBarriers(Operation *barrier,
+                       llvm::function_ref<bool(int64_t)> isMine,
+                       llvm::function_ref<bool(NVVM::BarrierOp)> mayShare);
   /// Every CTA-wide barrier runs on every thread of the CTA, the same
   /// number of times: not in one role, not under a condition on the
   /// thread, not in a loop whose trip count is not CTA-uniform (nor in a

@@ -106,14 +106,6 @@ getNamedBarrier(Operation *op) {
   return std::make_pair(*id, *count);
 }
 
-/// The id of a CTA-wide barrier (isCtaWideBarrier): barrier 0, or the id an
-/// nvvm.barrier without a count names; nothing where it is not a constant.
-static std::optional<int64_t> getCtaWideBarrierId(Operation *op) {
-  if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
-    return getConstantIntValue(all.getBarrierId());
-  return 0;
-}
-
 /// Whether the loops around `op` (in its function) run alike on every
 /// thread, so that each thread's k-th run of `op` is the same iteration.
 static bool runsAlikeOnEveryThread(Operation *op,
@@ -153,6 +145,49 @@ static bool isOtherBarrier(Operation *op) {
   return false;
 }
 
+/// The threads of `threads` (of `numThreads`) grouped by the id of
+/// `barrier` each of them evaluates; nothing where one cannot be evaluated.
+static std::optional<llvm::MapVector<uint64_t, llvm::BitVector>>
+groupByBarrierId(NVVM::BarrierOp barrier, const llvm::BitVector &threads,
+                 int64_t numThreads) {
+  llvm::MapVector<uint64_t, llvm::BitVector> groups;
+  for (int tid = threads.find_first(); tid >= 0; tid = threads.find_next(tid)) {
+    ThreadEvaluator eval(tid);
+    std::optional<APInt> id = eval.evaluate(barrier.getBarrierId());
+    if (!id)
+      return std::nullopt;
+    llvm::BitVector &group = groups[id->getZExtValue()];
+    group.resize(numThreads);
+    group.set(tid);
+  }
+  return groups;
+}
+
+bool ProtocolChecker::isAloneAmongBarriers(
+    Operation *barrier, function_ref<bool(int64_t)> isMine,
+    function_ref<bool(NVVM::BarrierOp)> mayShare) {
+  bool alone = true;
+  barrier->getParentOfType<FunctionOpInterface>()->walk([&](Operation *op) {
+    if (op == barrier || !alone)
+      return;
+    if (isCtaWideBarrier(op)) {
+      // Barrier 0, or the id an nvvm.barrier without a count names.
+      std::optional<int64_t> id = 0;
+      if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
+        id = getConstantIntValue(all.getBarrierId());
+      alone = id && !isMine(*id);
+      return;
+    }
+    if (isOtherBarrier(op)) {
+      alone = false;
+      return;
+    }
+    if (auto other = dyn_cast<NVVM::BarrierOp>(op))
+      alone = mayShare(other);
+  });
+  return alone;
+}
+
 std::optional<SmallVector<llvm::BitVector>>
 ProtocolChecker::getBarrierGroups(Operation *barrier,
                                   const ThreadScope &scope) {
@@ -188,43 +223,21 @@ ProtocolChecker::getBarrierGroups(Operation *barrier,
     // threads alike, and the id of any other is known not to be its.
     if (int64_t(threads->count()) != named->second)
       return std::nullopt;
-    bool alone = true;
-    function->walk([&](Operation *op) {
-      if (op == barrier || !alone)
-        return;
-      if (isCtaWideBarrier(op)) {
-        std::optional<int64_t> id = getCtaWideBarrierId(op);
-        alone = id && *id != named->first;
-        return;
-      }
-      if (isOtherBarrier(op)) {
-        alone = false;
-        return;
-      }
-      auto other = dyn_cast<NVVM::BarrierOp>(op);
-      if (!other)
-        return;
+    auto mayShare = [&](NVVM::BarrierOp other) {
       if (std::optional<std::pair<int64_t, int64_t>> id =
-              getNamedBarrier(op)) {
-        if (id->first == named->first)
-          alone = id->second == named->second && sameSequence(op);
-        return;
-      }
+              getNamedBarrier(other))
+        return id->first != named->first ||
+               (id->second == named->second && sameSequence(other));
       // An id computed per thread (one per warpgroup): evaluated on each
       // thread that runs it.
-      std::optional<llvm::BitVector> others = reaching(op);
-      if (!others || !other.getBarrierId()) {
-        alone = false;
-        return;
-      }
-      for (int tid = others->find_first(); tid >= 0 && alone;
-           tid = others->find_next(tid)) {
-        ThreadEvaluator eval(tid);
-        std::optional<APInt> id = eval.evaluate(other.getBarrierId());
-        alone = id && id->getZExtValue() != uint64_t(named->first);
-      }
-    });
-    if (!alone)
+      std::optional<llvm::BitVector> others = reaching(other);
+      if (!others || !other.getBarrierId())
+        return false;
+      auto groups = groupByBarrierId(other, *others, scope.numThreads);
+      return groups && !groups->count(uint64_t(named->first));
+    };
+    if (!isAloneAmongBarriers(
+            barrier, [&](int64_t id) { return id == named->first; }, mayShare))
       return std::nullopt;
     return SmallVector<llvm::BitVector>{*threads};
   }
@@ -239,23 +252,8 @@ ProtocolChecker::getBarrierGroups(Operation *barrier,
         getConstantIntValue(named.getNumberOfThreads());
     if (!count)
       return std::nullopt;
-    auto groupById = [&](NVVM::BarrierOp op, const llvm::BitVector &threads)
-        -> std::optional<llvm::MapVector<uint64_t, llvm::BitVector>> {
-      llvm::MapVector<uint64_t, llvm::BitVector> groups;
-      for (int tid = threads.find_first(); tid >= 0;
-           tid = threads.find_next(tid)) {
-        ThreadEvaluator eval(tid);
-        std::optional<APInt> id = eval.evaluate(op.getBarrierId());
-        if (!id)
-          return std::nullopt;
-        llvm::BitVector &group = groups[id->getZExtValue()];
-        group.resize(scope.numThreads);
-        group.set(tid);
-      }
-      return groups;
-    };
     std::optional<llvm::MapVector<uint64_t, llvm::BitVector>> groups =
-        groupById(named, *threads);
+        groupByBarrierId(named, *threads, scope.numThreads);
     if (!groups)
       return std::nullopt;
     for (auto &[id, group] : *groups) {
@@ -268,45 +266,26 @@ ProtocolChecker::getBarrierGroups(Operation *barrier,
           if ((*threads)[lane] && !group[lane])
             return std::nullopt;
     }
-    bool alone = true;
-    function->walk([&](Operation *op) {
-      if (op == barrier || !alone)
-        return;
-      if (isCtaWideBarrier(op)) {
-        std::optional<int64_t> id = getCtaWideBarrierId(op);
-        alone = id && !groups->count(uint64_t(*id));
-        return;
-      }
-      if (isOtherBarrier(op)) {
-        alone = false;
-        return;
-      }
-      auto other = dyn_cast<NVVM::BarrierOp>(op);
-      if (!other)
-        return;
-      std::optional<llvm::BitVector> others = reaching(op);
-      if (!others || !other.getBarrierId()) {
-        alone = false;
-        return;
-      }
-      std::optional<llvm::MapVector<uint64_t, llvm::BitVector>> otherGroups =
-          groupById(other, *others);
-      if (!otherGroups) {
-        alone = false;
-        return;
-      }
+    auto mayShare = [&](NVVM::BarrierOp other) {
+      std::optional<llvm::BitVector> others = reaching(other);
+      if (!others || !other.getBarrierId())
+        return false;
+      auto otherGroups = groupByBarrierId(other, *others, scope.numThreads);
+      if (!otherGroups)
+        return false;
       for (auto &[id, group] : *otherGroups) {
         auto mine = groups->find(id);
-        if (mine == groups->end())
-          continue;
-        alone = mine->second == group && other.getNumberOfThreads() &&
-                getConstantIntValue(other.getNumberOfThreads()) == count &&
-                runsAlikeOnEveryThread(other, uniform);
-        if (!alone)
-          return;
+        if (mine != groups->end() &&
+            !(mine->second == group && other.getNumberOfThreads() &&
+              getConstantIntValue(other.getNumberOfThreads()) == count &&
+              runsAlikeOnEveryThread(other, uniform)))
+          return false;
       }
-    });
-    if (!alone)
+      return true;
+    };
+    if (!isAloneAmongBarriers(
+            barrier, [&](int64_t id) { return groups->count(uint64_t(id)); },
+            mayShare))
       return std::nullopt;
     SmallVector<llvm::BitVector> result;
     for (auto &entry : *groups)
