@@ -224,11 +224,11 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 #: `prescaled_q` (+4.4-6.6 % on soft-cap + window at 128 in session 30, but
 #: the bf16 rounding of Q times the scale triples the soft-cap rows' lse
 #: error, docs/modifiers.md).
+_MODIFIER_LEVERS = {**_SOFTMAX_LEVERS, "separable_bias": True, "separable_bias_mma": True,
+                    "bias_origin_first": True}
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
-    64: {**_SOFTMAX_LEVERS, "separable_bias": True, "separable_bias_mma": True,
-         "bias_origin_first": True},
-    128: {"consumer_warpgroups": 3, "block_n": 80, **_SOFTMAX_LEVERS, "separable_bias": True,
-          "separable_bias_mma": True, "bias_origin_first": True, "static_row_max": True},
+    64: _MODIFIER_LEVERS,
+    128: {"consumer_warpgroups": 3, "block_n": 80, **_MODIFIER_LEVERS, "static_row_max": True},
 }
 #: What a causal (top-left, no window) launch with modifiers adds to
 #: MODIFIER_PLAN's tuning, by head dim: a persistent grid over the host's
