@@ -7,7 +7,8 @@ Every callable runs a few times first (FA4 JIT-compiles its kernel on its first 
 profiler range (cudaProfilerStart/Stop) holds exactly one launch of each, in the order given:
 kvpipe first. `--clocks SECONDS` instead runs each callable alone for that long while
 `nvidia-smi` samples the SM clock and the power draw every 50 ms, and prints each one's
-TFLOP/s with its median clock and power (what ncu's fixed clocks hide). Shapes as `bench`: H 16, B·N = 32k tokens, bf16, (B, H, S, D). Kernels come from
+TFLOP/s with its median clock and power (what ncu's fixed clocks hide). Shapes as `bench`: H 16, B·N = 32k tokens, bf16, (B, H, S, D). `--soft-cap CAP` adds
+kvpipe with a soft-cap score_mod after the plain kernel. Kernels come from
 the cache (KVPIPE_CACHE_DIR), compiled on the CPU machine with the same tuning (`--tune`, added
 to the prefill plan's choice when it starts with '+', as scripts/gpu/ab.py).
 """
@@ -30,6 +31,9 @@ parser.add_argument("--heads", type=int, default=16)
 parser.add_argument("--causal", action="store_true")
 parser.add_argument("--tune", default="", help="NAME=VALUE[,...]; '+' adds it to the plan's")
 parser.add_argument("--peer", nargs="*", default=[], choices=["fa4", "cudnn"])
+parser.add_argument("--soft-cap", type=float, default=0.0,
+                    help="also kvpipe with modifiers.soft_cap(CAP) as its score_mod, after the "
+                         "plain kernel (each with the plan's tuning unless --tune)")
 parser.add_argument("--clocks", type=float, default=0.0,
                     help="seconds per callable under nvidia-smi sampling (no profiler range)")
 args = parser.parse_args()
@@ -45,6 +49,12 @@ if text.startswith("+"):
     tuning = {**planned, **tuning}
 
 calls = [("kvpipe", lambda: kvpipe.attention(q, k, v, causal=args.causal, **tuning))]
+if args.soft_cap:
+    from kvpipe import modifiers
+
+    soft_cap = modifiers.soft_cap(args.soft_cap)
+    calls.append(("kvpipe soft-cap", lambda: kvpipe.attention(
+        q, k, v, causal=args.causal, score_mod=soft_cap, **tuning)))
 for peer in args.peer:
     if peer == "fa4":
         from flash_attn.cute import flash_attn_func

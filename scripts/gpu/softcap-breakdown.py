@@ -1,13 +1,21 @@
 """Where the soft-cap + window row of `bench --mods` loses to its plain kernel (issue 15).
 
-    python3 scripts/gpu/softcap-breakdown.py            # on the GPU machine
-    python3 scripts/gpu/softcap-breakdown.py --compile  # here: fill the kernel cache
+    python3 scripts/gpu/softcap-breakdown.py [--rounds R]   # on the GPU machine
+    python3 scripts/gpu/softcap-breakdown.py --compile      # here: fill the kernel cache
 
-Times kvpipe's forward at D 128, 8k tokens (B 2, H 16, bf16), in one process, for the four
-ways of writing the same visible work: the built-in causal window (the plain kernel), the window
-as a mask_mod region, the soft-cap score_mod with the built-in window, and both as regions
-(`bench --mods`'s row). The ratios to the plain kernel split the gap into the mask_mod's part
-and the soft-cap's.
+Times kvpipe's forward at D 128, 8k tokens (B 2, H 16, bf16), in one process and interleaved
+rounds (bench.interleaved_ms), for several ways of writing the same visible work, each with the
+tuning kvpipe.attention plans for it (plans.prefill_plan) unless the case names its own:
+
+- the causal window of 1024 keys: built in (the plain kernel), as a mask_mod region, with the
+  soft-cap score_mod beside the built-in window or the mask_mod (`bench --mods`'s row), and
+  the plain and soft-capped kernels on the other's tiles;
+- the same at a window of 4096 keys, and without a window (non-causal), where the tiles see
+  no masked blocks: how much of the gap is the window's;
+- `prescaled_q` on the soft-capped row.
+
+Each case's TFLOP/s counts its visible pairs; "vs plain" divides by the plain kernel of the same
+visible work (the first case of its group).
 """
 
 import argparse
@@ -16,58 +24,93 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-from kvpipe import bench_modifiers, modifiers  # noqa: E402
+from kvpipe import bench_modifiers, modifiers, plans  # noqa: E402
 
 N, B, H, D = 8192, 2, 16, 128
 WINDOW, CAP = bench_modifiers.WINDOW, bench_modifiers.SOFTCAP
-VARIANTS = {
-    "built-in window (plain)": dict(causal=True, window_size=(WINDOW, 0)),
-    "window as mask_mod": dict(mask_mod=modifiers.sliding_window(WINDOW, 0)),
-    "soft-cap + built-in window": dict(score_mod=modifiers.soft_cap(CAP), causal=True,
-                                       window_size=(WINDOW, 0)),
-    "soft-cap + window mask_mod": dict(score_mod=modifiers.soft_cap(CAP),
-                                       mask_mod=modifiers.sliding_window(WINDOW, 0)),
-}
+MOD_TILES = {k: v for k, v in plans.MODIFIER_PLAN[D].items()
+             if k in ("consumer_warpgroups", "block_n", "tensor_row_sums", "mask_bits",
+                      "late_pv_retire")}
+PLAIN_TILES = dict(plans.WINDOW_PLAN[D])
+
+
+def _cases():
+    """(group, name, window or None (non-causal), attention kwargs, tuning or None: planned)."""
+    cases = []
+    for window in (WINDOW, 4 * WINDOW):
+        group = f"window {window}"
+        builtin = dict(causal=True, window_size=(window, 0))
+        as_mask = dict(mask_mod=modifiers.sliding_window(window, 0))
+        cap = dict(score_mod=modifiers.soft_cap(CAP))
+        cases += [(group, "built-in window (plain)", window, builtin, None),
+                  (group, "soft-cap + window mask_mod", window, {**cap, **as_mask}, None)]
+        if window == WINDOW:
+            cases += [
+                (group, "plain on the modifier tiles", window, builtin, MOD_TILES),
+                (group, "window as mask_mod", window, as_mask, None),
+                (group, "soft-cap + built-in window", window, {**cap, **builtin}, None),
+                (group, "soft-cap + mask_mod on the plain tiles", window, {**cap, **as_mask},
+                 {**PLAIN_TILES, "static_row_max": True}),
+                (group, "soft-cap + mask_mod, prescaled_q", window, {**cap, **as_mask},
+                 {**plans.MODIFIER_PLAN[D], "prescaled_q": True}),
+            ]
+    cases += [("no window", "plain (non-causal)", None, {}, None),
+              ("no window", "soft-cap (non-causal)", None,
+               dict(score_mod=modifiers.soft_cap(CAP)), None)]
+    return cases
+
+
+def _configs(kwargs, tuning):
+    """The compile_attention arguments of kvpipe.attention(**kwargs, **tuning) at N."""
+    from kvpipe.attention import normalise_window
+
+    causal = kwargs.get("causal", False)
+    left, right = normalise_window(kwargs.get("window_size", (-1, -1)), causal)
+    window = left >= 0 or right >= 0
+    traced = modifiers.trace(kwargs.get("score_mod"), kwargs.get("mask_mod"))
+    regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
+    planned = plans.prefill_plan(D, D, causal, "top_left", window, False, traced is not None,
+                                 N, N, dict(tuning or {}))
+    chosen = plans.with_spill_fallback(planned) if traced and not tuning else (planned,)
+    return [dict(head_dim=D, dtype="bf16", causal=causal, value_head_dim=None,
+                 mask_alignment="top_left", sliding_window=window, kv_lengths=False,
+                 **regions, **c) for c in chosen]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compile", action="store_true",
-                        help="compile the four kernels into the cache (no GPU)")
+                        help="compile the cases' kernels into the cache (no GPU)")
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     if args.compile:
         from kvpipe import kernels
-        from kvpipe.attention import normalise_window
 
-        for name, kwargs in VARIANTS.items():
-            traced = modifiers.trace(kwargs.get("score_mod"), kwargs.get("mask_mod"))
-            left, right = normalise_window(kwargs.get("window_size", (-1, -1)),
-                                           kwargs.get("causal", False))
-            k = kernels.compile_attention(
-                D, "bf16", kwargs.get("causal", False), sliding_window=left >= 0 or right >= 0,
-                **(dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}))
-            print(f"{name}: {k.name}")
+        for group, name, _, kwargs, tuning in _cases():
+            for config in _configs(kwargs, tuning):
+                print(f"{group}, {name}: {kernels.compile_attention(**config).name}")
         return 0
     import torch
 
     import kvpipe
+    from kvpipe.bench import interleaved_ms
 
     q, k, v = (torch.randn(B, H, N, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
-    flops, _ = bench_modifiers.row_flops(B, H, D, N, True, WINDOW)
-    reference = kvpipe.attention(q, k, v, **VARIANTS["built-in window (plain)"])
-    rows = []
-    for name, kwargs in VARIANTS.items():
-        out = kvpipe.attention(q, k, v, **kwargs)
-        if "score_mod" not in kwargs:  # the same output as the plain kernel
-            assert (out - reference).abs().max().item() < 1e-2, name
-        rows.append((name, round(flops / bench_modifiers._median_ms(
-            lambda kwargs=kwargs: kvpipe.attention(q, k, v, **kwargs)) / 1e9, 1)))
-    plain = rows[0][1]
-    print(f"D {D}, N {N}, B {B} x H {H}, window {WINDOW}, cap {CAP}, forward TFLOP/s "
-          f"of the visible pairs, {torch.cuda.get_device_name()}\n")
-    print("| way | TFLOP/s | vs plain |\n| --- | --- | --- |")
-    for name, tflops in rows:
-        print(f"| {name} | {tflops} | {tflops / plain:.3f} |")
+    cases = _cases()
+    ms = interleaved_ms(
+        [((group, name), lambda kwargs=kwargs, tuning=tuning: kvpipe.attention(
+            q, k, v, **kwargs, **(tuning or {}))) for group, name, _, kwargs, tuning in cases],
+        args.rounds)
+    print(f"D {D}, N {N}, B {B} x H {H}, cap {CAP}, forward TFLOP/s of the visible pairs, "
+          f"median of {args.rounds} interleaved rounds, {torch.cuda.get_device_name()}\n")
+    print("| visible work | way | tuning | TFLOP/s | vs plain |\n| --- | --- | --- | --- | --- |")
+    plain = {}
+    for group, name, window, kwargs, tuning in cases:
+        flops, _ = bench_modifiers.row_flops(B, H, D, N, window is not None, window)
+        tflops = flops / ms[(group, name)] / 1e9
+        plain.setdefault(group, tflops)
+        label = "plan" if tuning is None else ",".join(f"{a}={b}" for a, b in tuning.items())
+        print(f"| {group} | {name} | {label} | {tflops:.1f} | {tflops / plain[group]:.3f} |")
     return 0
 
 
