@@ -435,14 +435,21 @@ std::optional<double> KernelBuilder::staticRowMax() {
   if (!bounds)
     return std::nullopt;
   // In the exponent (base 2): the scores span `range`. The largest P is
-  // 2^top, the smallest 2^(top - range): at most 2^60 (the f32 sums of
-  // 2^24 keys and P V stay finite) and at least 2^-100 (normal, not
-  // flushed by ex2.approx.ftz), so at most 160.
+  // 2^top, the smallest 2^(top - range), and P goes to the P V wgmma in the
+  // element type. With bf16 (f32's exponents): at most 2^60 (the f32 sums
+  // of 2^24 keys and P V stay finite) and at least 2^-100 (normal, not
+  // flushed by ex2.approx.ftz), so a range of at most 160. With f16: at
+  // most 2^15 (65504 is its largest) and at least 2^-14 (its smallest
+  // normal), so at most 29: a row whose scores all sit at the bound's low
+  // end must keep its P, which a soft-cap's bound (cap log2(e) on either
+  // side of 0) does only for caps up to 10; above, the running maximum.
+  bool f16 = c.elementType.isF16();
+  double largest = f16 ? 15.0 : 60.0, smallest = f16 ? 14.0 : 100.0;
   double exponentScale = M_LOG2E * scaling.outputFactor;
   double range = (bounds->high - bounds->low) * exponentScale;
-  if (range > 160.0)
+  if (range > largest + smallest)
     return std::nullopt;
-  double top = std::max(0.0, range - 100.0);
+  double top = std::max(0.0, range - smallest);
   return bounds->high - top / exponentScale;
 }
 

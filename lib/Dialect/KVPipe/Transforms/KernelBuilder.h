@@ -284,9 +284,9 @@ private:
   /// region's output factor when it is folded (ScoreModScaling).
   Value softmaxScaleLog2();
   /// The constant row maximum of `static_row_max`, where the score_mod's
-  /// result is bounded (getScoreModBounds) within a range the softmax's f32
+  /// result is bounded (getScoreModBounds) within a range P's element type
   /// holds: the bound minus what keeps P at most 2^60 and the smallest
-  /// score's P at least 2^-100 of it.
+  /// score's P at least 2^-100 of it (bf16; f16: 2^15 and 2^-14).
   std::optional<double> staticRowMax();
   /// Narrows [firstKey, kvEnd) (firstKey null: 0) to the keys the
   /// mask_mod's shape leaves to some row of the tile.
