@@ -57,6 +57,12 @@ class ModCase:
     dtype: str = "bf16"
     #: Where the built-in causal mask and window are anchored.
     alignment: str = "top_left"
+    #: V's head dim where it differs from Q's and K's (192 / 128).
+    value_head_dim: Optional[int] = None
+
+    @property
+    def v_dim(self) -> int:
+        return self.value_head_dim or self.head_dim
 
     @property
     def name(self) -> str:
@@ -65,13 +71,20 @@ class ModCase:
             extra += f" window{self.window[0]}:{self.window[1]}"
         if self.alignment != "top_left":
             extra += f" {self.alignment}"
-        return (f"{self.mod} {self.dtype} d{self.head_dim} B{self.batch} "
+        dims = f"d{self.head_dim}" + (f"v{self.value_head_dim}" if self.value_head_dim else "")
+        return (f"{self.mod} {self.dtype} {dims} B{self.batch} "
                 f"H{self.heads_q}/{self.heads_kv} {self.seq_q}x{self.seq_kv}{extra}")
+
+
+#: The head dims beside 64 and 128 that models use (Phi's 96, Gemma's 256,
+#: DeepSeek-style Q/K 192 with V 128): (Q/K head dim, V's or None).
+OTHER_HEAD_DIMS = ((96, None), (192, None), (256, None), (192, 128))
 
 
 def mods_grid() -> List[ModCase]:
     """Every modifier alone and with causal / a window, D 64 and 128, odd
-    lengths, GQA."""
+    lengths, GQA; every modifier at the other head dims (OTHER_HEAD_DIMS)
+    on GQA with unequal lengths and causal; and F16_BACKWARD_MODS in f16."""
     cases = []
     shapes = [(2, 4, 2, 333, 333), (1, 8, 2, 1000, 1000), (2, 4, 4, 1, 257),
               (1, 6, 3, 300, 517)]
@@ -81,6 +94,15 @@ def mods_grid() -> List[ModCase]:
                 cases.append(ModCase(mod, d, b, hq, hkv, sq, skv))
             cases.append(ModCase(mod, d, 1, 4, 2, 777, 777, causal=True))
             cases.append(ModCase(mod, d, 2, 4, 1, 500, 500, window=(128, 32)))
+        for d, vd in OTHER_HEAD_DIMS:
+            cases.append(ModCase(mod, d, 1, 6, 3, 300, 517, value_head_dim=vd))
+            cases.append(ModCase(mod, d, 1, 4, 2, 777, 777, causal=True, value_head_dim=vd))
+    # f16, whose P has less range than bf16's (a constant row maximum that
+    # bf16 holds underflows it).
+    for mod in F16_BACKWARD_MODS:
+        for d in (64, 128):
+            cases.append(ModCase(mod, d, 1, 6, 3, 300, 517, dtype="f16"))
+            cases.append(ModCase(mod, d, 1, 4, 2, 777, 777, causal=True, dtype="f16"))
     return cases
 
 
@@ -252,8 +274,8 @@ def _case_inputs(case: ModCase, seed: int, torch: Any):
     dtype = torch.bfloat16 if case.dtype == "bf16" else torch.float16
     q = torch.randn(case.batch, case.heads_q, case.seq_q, case.head_dim, dtype=dtype,
                     device="cuda")
-    k, v = (torch.randn(case.batch, case.heads_kv, case.seq_kv, case.head_dim, dtype=dtype,
-                        device="cuda") for _ in range(2))
+    k, v = (torch.randn(case.batch, case.heads_kv, case.seq_kv, dim, dtype=dtype,
+                        device="cuda") for dim in (case.head_dim, case.v_dim))
     aux = _aux_tensors(case, torch)
     return q, k, v, aux, case_modifiers(case, aux)
 
@@ -265,7 +287,7 @@ def run_mod_case(case: ModCase, seed: int,
     import kvpipe
 
     q, k, v, aux, (score_mod, mask_mod) = _case_inputs(case, seed, torch)
-    out = torch.full_like(q, float("nan"))
+    out = q.new_full((*q.shape[:-1], case.v_dim), float("nan"))
     row: Dict[str, Any] = {"case": case.name}
     try:
         o, lse = kvpipe.attention(q, k, v, causal=case.causal, window_size=case.window,
@@ -382,10 +404,10 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
         traced = modifiers.trace(*case_modifiers(case, _aux_tensors(case)))
         left, right = normalise_window(case.window, case.causal)
         window = left >= 0 or right >= 0
-        planned = prefill_plan(case.head_dim, case.head_dim, case.causal, "top_left", window,
+        planned = prefill_plan(case.head_dim, case.v_dim, case.causal, "top_left", window,
                                False, True, case.seq_q, case.seq_kv, dict(tuning or {}))
         wanted += [dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
-                        value_head_dim=None, mask_alignment="top_left",
+                        value_head_dim=case.value_head_dim, mask_alignment="top_left",
                         sliding_window=window, kv_lengths=False, modifiers=traced.ir,
                         aux_types=traced.aux_types, **chosen)
                    for chosen in (with_spill_fallback(planned) if not tuning else (planned,))]

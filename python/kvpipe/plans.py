@@ -194,7 +194,13 @@ PREFILL_PLAN: Dict[Tuple[int, bool], Tuple[Tuple[Optional[int], Dict[str, Any]],
 #: both edges of its window (H100, session 21 call 10, scripts/gpu/ab.py
 #: --window 1024, causal, 2k-16k, 7 rounds: D 64 +13-15 %, D 128 +7-11 %;
 #: the window cases of `check --tune ... --on-plan` passed, call 2).
-WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEVERS}
+#: At 96, 192 and 256 the R2P masks and the late retire without the row sums
+#: (they spill at 96): H100, session 31 (`bench --mods --head-dim 96` and
+#: `192 256`, 8k, the plain window kernel with them against the defaults in
+#: the same run): +8.4 / +4.4 / +2.8 %.
+WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEVERS,
+                                          96: _MASK_LEVERS, 192: _MASK_LEVERS,
+                                          256: _MASK_LEVERS}
 
 #: The tuning of launches with a score_mod or mask_mod (no KV lengths, V's
 #: head dim Q's), by head dim, at any length, mask and window. With regions
@@ -226,9 +232,21 @@ WINDOW_PLAN: Dict[int, Dict[str, Any]] = {64: _SOFTMAX_LEVERS, 128: _SOFTMAX_LEV
 #: error, docs/modifiers.md).
 _MODIFIER_LEVERS = {**_SOFTMAX_LEVERS, "separable_bias": True, "separable_bias_mma": True,
                     "bias_origin_first": True}
+#: At the other head dims (H100, session 31, `bench --mods --head-dim 96`
+#: and `192 256` at 8k, one run each, against the head dim's defaults): the
+#: mask levers (no row sums: they spill at 96), the separable bias from its
+#: origin, the static row maximum, and at 96 the bias's k-step (at 192 and
+#: 256 its key offsets tile does not fit beside the K/V ring): soft-cap +
+#: window +4 / +10 / +8 %, ALiBi +13 / +4 / +6 %, ALiBi causal +10 / +15 /
+#: +7 % at 96 / 192 / 256.
+_OTHER_DIMS_MODIFIER_LEVERS = {**_MASK_LEVERS, "separable_bias": True,
+                               "bias_origin_first": True, "static_row_max": True}
 MODIFIER_PLAN: Dict[int, Dict[str, Any]] = {
     64: _MODIFIER_LEVERS,
     128: {"consumer_warpgroups": 3, "block_n": 80, **_MODIFIER_LEVERS, "static_row_max": True},
+    96: {**_OTHER_DIMS_MODIFIER_LEVERS, "separable_bias_mma": True},
+    192: _OTHER_DIMS_MODIFIER_LEVERS,
+    256: _OTHER_DIMS_MODIFIER_LEVERS,
 }
 #: What a causal (top-left, no window) launch with modifiers adds to
 #: MODIFIER_PLAN's tuning, by head dim: a persistent grid over the host's

@@ -115,13 +115,22 @@ def test_prefill_plan_picks_persistent_kernels_for_short_causal_sequences():
         assert plan(64, mods=True, **kwargs) == {**levers, **separable}, kwargs
     assert plan(128, mods=True, lengths=True) == {}
     assert plan(128, mods=True, tuning={"block_n": 64}) == {"block_n": 64}
-    assert plan(96, mods=True) == {} and plan(256, mods=True, causal=False) == {}
-    # Sliding windows: the softmax levers at head dims 64 and 128, at any
-    # length and alignment, causal or not.
-    for d in (64, 128):
+    # At 96, 192 and 256: the mask levers, the separable bias from its
+    # origin and the static row maximum (the bias's k-step at 96 only), with
+    # any mask; V's head dim other than Q's keeps the defaults.
+    other = {**mask_levers, "separable_bias": True, "bias_origin_first": True,
+             "static_row_max": True}
+    for kwargs in ({}, {"causal": False}, {"window": True}, {"sq": 16384}):
+        assert plan(96, mods=True, **kwargs) == {**other, "separable_bias_mma": True}, kwargs
+        assert plan(192, mods=True, **kwargs) == other == plan(256, mods=True, **kwargs)
+    assert plan(192, mods=True, dv=128) == {}
+    # Sliding windows: the softmax levers at head dims 64 and 128, the mask
+    # levers at 96, 192 and 256, at any length and alignment, causal or not.
+    for d in (64, 128, 96, 192, 256):
         for kwargs in ({}, {"causal": False}, {"alignment": "bottom_right"}, {"sq": 16384}):
-            assert plan(d, window=True, **kwargs) == levers, (d, kwargs)
-    assert plan(96, window=True) == {} and plan(192, window=True, dv=128) == {}
+            assert plan(d, window=True, **kwargs) == (
+                levers if d in (64, 128) else mask_levers), (d, kwargs)
+    assert plan(192, window=True, dv=128) == {}
     assert plan(96) == {"consumer_warpgroups": 2, **ring, **mask_levers}
     assert plan(96, sq=2048) == {} and plan(256) == {} and plan(192, dv=128) == {}
     assert plan(192) == {"persistent": True, "block_n": 64}

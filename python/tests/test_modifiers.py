@@ -336,12 +336,18 @@ def test_check_and_bench_kernels_trace_without_torch():
     from kvpipe import bench_modifiers, check_modifiers
 
     configs = check_modifiers.mods_kernel_configs()
-    # Every modifier of the grid, at both head dims, with and without the
+    # Every modifier of the grid, at every head dim, with and without the
     # built-in masks; the regions do not depend on the lengths.
     mods = {c["modifiers"] for c in configs}
     # + flash_attn's softcap, alibi and two softcap + alibi.
     assert len(mods) == len(check_modifiers.MODS) + 4
-    assert {c["head_dim"] for c in configs} == {64, 128}
+    assert {(c["head_dim"], c["value_head_dim"]) for c in configs} == {
+        (64, None), (128, None), (96, None), (192, None), (256, None), (192, 128)}
+    # Every modifier at each of the other head dims, causal and not.
+    for d, vd in check_modifiers.OTHER_HEAD_DIMS:
+        at = [c for c in configs if (c["head_dim"], c["value_head_dim"]) == (d, vd)]
+        assert len({c["modifiers"] for c in at}) == len(check_modifiers.MODS)
+        assert {c["causal"] for c in at} == {False, True}
     assert len(configs) == len({kvpipe.kernels.AttentionConfig.make(**c).kernel_name
                                 for c in configs})
     bench = bench_modifiers.bench_kernel_configs()
