@@ -131,7 +131,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
               mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
               kv_lengths: Any = None, deterministic: Optional[bool] = None,
               num_splits: int = 1, pack_gqa: Optional[bool] = False,
-              score_mod: Any = None, mask_mod: Any = None,
+              score_mod: Any = None, mask_mod: Any = None, sinks: Any = None,
               **tuning: int) -> Any:
     """Scaled dot-product attention, forward, computed by a kvpipe kernel.
 
@@ -162,9 +162,20 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     the backward's gradients are bit-identical run to run (dQ is summed in a
     fixed order, at a cost: docs/backward.md); None follows
     ``torch.are_deterministic_algorithms_enabled()`` at backward time.
+
+    ``sinks``: gpt-oss's attention sinks, a float tensor ``(H_q,)`` of
+    logits, one per query head, that join every row's softmax as a key of
+    value zero (kvpipe.sinks); the log-sum-exp returned includes them, and a
+    sinks tensor that requires grad gets its gradient.
     """
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
+    if sinks is not None:
+        return _attention_with_sinks(
+            q, k, v, sinks, causal=causal, scale=scale, return_lse=return_lse,
+            layout=layout, out=out, mask_alignment=mask_alignment, window_size=window_size,
+            kv_lengths=kv_lengths, deterministic=deterministic, num_splits=num_splits,
+            pack_gqa=pack_gqa, score_mod=score_mod, mask_mod=mask_mod, **tuning)
     padding = _head_dim_padding(q, k, v)
     if padding is not None:
         def padded_call(qp: Any, kp: Any, vp: Any, padded_scale: float, outp: Any) -> Any:
@@ -240,6 +251,48 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     left, right = normalise_window(window_size, causal)
     o, lse = op(q, k, v, causal, float(scale), layout, mask_alignment, left, right,
                 kv_lengths)
+    return (o, lse) if return_lse else o
+
+
+def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, layout: str,
+                          out: Any, score_mod: Any, mask_mod: Any, **kwargs: Any) -> Any:
+    """kvpipe.attention with ``sinks`` (kvpipe.sinks): the kernels' output
+    and log-sum-exp rescaled by exp(L - L'); through AttentionFunction where
+    autograd records the call."""
+    from kvpipe.sinks import apply_sinks, check_sinks
+
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    check_sinks(sinks, q, tuple(q.shape)[1 if layout == "bhsd" else 2])
+    traced = _modifiers.trace(score_mod, mask_mod)
+    aux = tuple(traced.aux_tensors) if traced is not None else ()
+    if _needs_grad(q, k, v, sinks, *aux):
+        if kwargs["num_splits"] > 1 or kwargs["pack_gqa"] is True:
+            raise ValueError("num_splits > 1 and pack_gqa=True (decode kernels) cannot be "
+                             "used when q, k, v or sinks requires grad")
+        if _head_dim_padding(q, k, v) is not None:
+            raise ValueError("sinks that require grad need one of the head dims with a "
+                             f"kernel of their own {kernels.HEAD_DIM_PAIRS}, got q {q.shape} "
+                             f"and v {v.shape}")
+        causal, window_size = kwargs["causal"], kwargs["window_size"]
+        _check_grad_args(out, kwargs["kv_lengths"], kwargs["deterministic"], causal,
+                         kwargs["mask_alignment"], window_size, mask_mod)
+        if traced is not None:
+            _check_differentiable(traced, q, v, causal, kwargs["deterministic"],
+                                  kwargs["mask_alignment"], window_size)
+        from kvpipe.autograd import attention_with_grad
+
+        tuning = {key: value for key, value in kwargs.items() if key not in (
+            "causal", "scale", "mask_alignment", "window_size", "kv_lengths", "deterministic",
+            "num_splits", "pack_gqa")}
+        o, lse = attention_with_grad(q, k, v, causal, kwargs["scale"], layout, tuning,
+                                     kwargs["deterministic"], kwargs["mask_alignment"],
+                                     tuple(window_size), score_mod, mask_mod, traced,
+                                     sinks=sinks)
+        return (o, lse) if return_lse else o
+    o, lse = attention(q, k, v, return_lse=True, layout=layout, out=out, score_mod=score_mod,
+                       mask_mod=mask_mod, **kwargs)
+    o, lse = apply_sinks(o, lse, sinks, layout)
     return (o, lse) if return_lse else o
 
 

@@ -20,6 +20,7 @@ from kvpipe import modifiers as _modifiers
 from kvpipe.attention import attention_impl
 from kvpipe.backward import attention_backward
 from kvpipe.modifiers import check_same_modifiers
+from kvpipe.sinks import apply_sinks, sink_gradient
 from kvpipe.varlen import attention_varlen, attention_varlen_backward
 
 
@@ -29,17 +30,21 @@ class AttentionFunction(torch.autograd.Function):
                 layout: str, tuning: Tuple[Tuple[str, Any], ...],
                 deterministic: Optional[bool], mask_alignment: str,
                 window_size: Tuple[int, int], score_mod: Optional[Callable[..., Any]],
-                mask_mod: Optional[Callable[..., Any]], traced: Any,
+                mask_mod: Optional[Callable[..., Any]], traced: Any, sinks: Any,
                 *aux_tensors: Any) -> Tuple[Any, Any]:
         traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
         o, lse = attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True,
                                 layout=layout, mask_alignment=mask_alignment,
                                 window_size=window_size, score_mod=score_mod,
                                 mask_mod=mask_mod, _traced=traced, **dict(tuning))
+        if sinks is not None:
+            # The backward takes o and lse with the sinks (kvpipe.sinks).
+            o, lse = apply_sinks(o, lse, sinks, layout)
         # The modifiers' tensors are saved too, so that autograd refuses a
         # backward after one of them was changed in place.
         aux = tuple(traced.aux_tensors) if traced is not None else ()
-        ctx.save_for_backward(q, k, v, o, lse, *aux)
+        ctx.has_sinks = sinks is not None
+        ctx.save_for_backward(q, k, v, o, lse, *((sinks,) if sinks is not None else ()), *aux)
         ctx.traced_ir = traced.ir if traced is not None else None
         ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
         ctx.deterministic = deterministic
@@ -50,10 +55,11 @@ class AttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, do: Any, _dlse: Any) -> Tuple[Any, ...]:
-        q, k, v, o, lse, *aux = ctx.saved_tensors
+        q, k, v, o, lse, *rest = ctx.saved_tensors
+        sinks, aux = (rest[0], rest[1:]) if ctx.has_sinks else (None, rest)
         traced = check_same_modifiers(ctx.traced_ir, tuple(aux), ctx.score_mod, ctx.mask_mod)
-        # The modifiers' tensors are the inputs after the 13 fixed ones.
-        wants_aux = any(ctx.needs_input_grad[13:])
+        # The modifiers' tensors are the inputs after the 14 fixed ones.
+        wants_aux = any(ctx.needs_input_grad[14:])
         grads = attention_backward(q, k, v, o, lse, do, causal=ctx.causal,
                                    scale=ctx.scale, layout=ctx.layout,
                                    deterministic=ctx.deterministic,
@@ -62,7 +68,10 @@ class AttentionFunction(torch.autograd.Function):
                                    score_mod=ctx.score_mod, mask_mod=ctx.mask_mod,
                                    _traced=traced, aux_grads=wants_aux)
         aux_grads = grads[3] if wants_aux else (None,) * len(aux)
-        return (grads[0], grads[1], grads[2]) + (None,) * 10 + tuple(aux_grads)
+        dsinks = (sink_gradient(o, do, lse, sinks, ctx.layout)
+                  if sinks is not None and ctx.needs_input_grad[13] else None)
+        return ((grads[0], grads[1], grads[2]) + (None,) * 10 + (dsinks,)
+                + tuple(aux_grads))
 
 
 def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
@@ -72,15 +81,17 @@ def attention_with_grad(q: Any, k: Any, v: Any, causal: bool, scale: Optional[fl
                         window_size: Tuple[int, int] = (-1, -1),
                         score_mod: Optional[Callable[..., Any]] = None,
                         mask_mod: Optional[Callable[..., Any]] = None,
-                        traced: Any = _modifiers.UNTRACED) -> Tuple[Any, Any]:
+                        traced: Any = _modifiers.UNTRACED,
+                        sinks: Any = None) -> Tuple[Any, Any]:
     """(o, lse) with a grad_fn for o. ``traced``: the callbacks' trace where
-    the caller has it."""
+    the caller has it; ``sinks``: kvpipe.sinks' per-head logits (with a
+    gradient where they require one)."""
     traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
     aux = tuple(traced.aux_tensors) if traced is not None else ()
     return AttentionFunction.apply(q, k, v, causal, scale, layout,
                                    tuple(sorted(tuning.items())), deterministic,
                                    mask_alignment, tuple(window_size), score_mod, mask_mod,
-                                   traced, *aux)
+                                   traced, sinks, *aux)
 
 
 class VarlenAttentionFunction(torch.autograd.Function):

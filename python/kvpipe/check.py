@@ -921,9 +921,16 @@ def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
     for row in rows:
         e = row.get("errors")
         if e:
-            auto = max(e["dq_autograd"], e["dk_autograd"], e["dv_autograd"])
-            lines.append(f"| {row['case']} | {'PASS' if row['ok'] else 'FAIL'} | "
-                         f"{e['dq']:.2e} | {e['dk']:.2e} | {e['dv']:.2e} | {auto:.2e} |")
+            # Rows checked through autograd alone (attention sinks) have no
+            # second column; their other errors (the output, the sinks'
+            # gradient) go with the case.
+            autograd = [v for k, v in e.items() if k.endswith("_autograd")]
+            auto = f"{max(autograd):.2e}" if autograd else "-"
+            extra = ", ".join(f"{k} {v:.2e}" for k, v in e.items()
+                              if k not in ("dq", "dk", "dv") and not k.endswith("_autograd"))
+            case = f"{row['case']} ({extra})" if extra else row["case"]
+            lines.append(f"| {case} | {'PASS' if row['ok'] else 'FAIL'} | "
+                         f"{e['dq']:.2e} | {e['dk']:.2e} | {e['dv']:.2e} | {auto} |")
         else:
             lines.append(f"| {row['case']} | FAIL | {row.get('error', '')} | | | |")
     passed = sum(r["ok"] for r in rows)

@@ -699,14 +699,72 @@ def _aux_grads_given_output(case: ModCase, q: Any, k: Any, v: Any, do: Any, o: A
             for name, g in zip(leaves, grads)}
 
 
+#: Attention sinks (kvpipe.sinks, gpt-oss): the forward and the gradients of
+#: q, k, v and the sinks, alone and with the masks and modifiers gpt-oss and
+#: others combine them with; GQA; rows without keys (bottom-right causal,
+#: more queries than keys) attend to the sink alone.
+SINK_CASES = [
+    ModCase("none", 64, 1, 8, 2, 333, 333, causal=True),
+    ModCase("none", 64, 2, 4, 1, 500, 500, causal=True, window=(128, 0)),
+    ModCase("none", 128, 1, 6, 3, 300, 517),
+    ModCase("none", 64, 1, 4, 2, 517, 300, causal=True, alignment="bottom_right"),
+    ModCase("softcap", 64, 1, 4, 2, 300, 517),
+    ModCase("alibi+window_mod", 128, 1, 4, 2, 400, 400),
+]
+
+
+def run_sink_case(case: ModCase, seed: int) -> Dict[str, Any]:
+    """``case`` with random sinks: the forward (a poisoned ``out=``) and its
+    log-sum-exp, and dq, dk, dv, dsinks through autograd, against torch's
+    float32 softmax over the scores and a sink column."""
+    import torch
+
+    import kvpipe
+
+    q, k, v, aux, (score_mod, mask_mod) = _case_inputs(case, seed, torch)
+    sinks = torch.randn(case.heads_q, device="cuda") * 2.0
+    do = torch.randn(*q.shape[:-1], case.v_dim, dtype=q.dtype, device="cuda")
+    masks = dict(causal=case.causal, window_size=case.window, mask_alignment=case.alignment,
+                 score_mod=score_mod, mask_mod=mask_mod)
+    row: Dict[str, Any] = {"case": "sinks " + case.name}
+    try:
+        out = q.new_full((*q.shape[:-1], case.v_dim), float("nan"))
+        o, lse = kvpipe.attention(q, k, v, sinks=sinks, return_lse=True, out=out, **masks)
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, sinks)]
+        kvpipe.attention(*leaves[:3], sinks=leaves[3], **masks).backward(do)
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    qf, kf, vf, sf = (t.detach().float().requires_grad_() for t in (q, k, v, sinks))
+    scores = _reference_scores(case, qf, kf, 1.0 / math.sqrt(case.head_dim), aux, torch)
+    sink_column = sf[None, :, None, None].expand(*scores.shape[:-1], 1)
+    weights = torch.softmax(torch.cat([scores, sink_column], dim=-1), dim=-1)[..., :-1]
+    ref = torch.matmul(weights, vf.repeat_interleave(case.heads_q // case.heads_kv, dim=1))
+    lse_ref = torch.logsumexp(torch.cat([scores, sink_column], dim=-1), dim=-1)
+    ref.backward(do.float())
+    _compare(row, o, lse, ref.detach(), lse_ref.detach(), torch)
+    forward_ok = row["ok"]
+    grads = {}
+    for name, leaf, refleaf in zip(("dq", "dk", "dv", "dsinks"), leaves, (qf, kf, vf, sf)):
+        floor = 1e-3 * math.sqrt(refleaf.grad.numel())
+        grads[name] = float((leaf.grad.float() - refleaf.grad).norm()
+                            / max(float(refleaf.grad.norm()), floor))
+    row.update(ok=forward_ok and all(e < REL_TOLERANCE for e in grads.values()),
+               errors={"out": row["rel"], "lse": row["lse_err"], **grads},
+               rel=max(row["rel"], *grads.values()))
+    return row
+
+
 def run_mods_backward(cases: Optional[List[ModCase]] = None) -> List[Dict[str, Any]]:
     """The backward grid (default mods_backward_grid()), flash_attn_func's
-    trainable softcap / alibi, and the learnable aux tensors; one row each."""
+    trainable softcap / alibi, the learnable aux tensors and the attention
+    sinks; one row each."""
     return (_run_cases(cases if cases is not None else mods_backward_grid(),
                        run_mod_backward_case, 8765)
             + run_flash_attn_backward_cases()
             + (_run_cases(LEARNABLE_AUX_CASES, run_learnable_aux_case, 5678)
-               if cases is None else []))
+               + _run_cases(SINK_CASES, run_sink_case, 2468) if cases is None else []))
 
 
 def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
@@ -755,6 +813,10 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
         add((_flash_score_mod(softcap, alibi, sq == skv), None), 128, causal,
             "top_left" if sq == skv else "bottom_right", False, sq, skv)
     if cases is None:
+        for case in SINK_CASES:
+            left, right = normalise_window(case.window, case.causal)
+            add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
+                case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype)
         for case in LEARNABLE_AUX_CASES:
             left, right = normalise_window(case.window, case.causal)
             add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,

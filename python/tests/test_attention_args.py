@@ -404,3 +404,35 @@ def test_bottom_right_on_equal_lengths_takes_the_top_left_kernels(sq, skv, expec
     q, k, v = qkv(sq=sq, skv=skv)
     with pytest.raises(Planned, match=expected):
         kvpipe.attention(q, k, v, causal=True, mask_alignment="bottom_right")
+
+
+# Attention sinks (kvpipe.sinks): one float logit per query head.
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_valid_sinks_reach_the_launch(layout, monkeypatch):
+    torch_stand_in(monkeypatch)
+    q, k, v = qkv(hq=8, hkv=2, layout=layout)
+    with pytest.raises(ReachedTorch):
+        kvpipe.attention(q, k, v, layout=layout, sinks=FakeTensor((8,), dtype="float32"))
+
+
+@pytest.mark.parametrize("sinks, error, message", [
+    (0.5, TypeError, "sinks must be a tensor, got float"),
+    (FakeTensor((2,), dtype="float32"), ValueError, r"sinks must have shape \(H_q,\) = \(8,\), "
+                                                    r"got \(2,\)"),
+    (FakeTensor((1, 8), dtype="float32"), ValueError, "sinks must have rank 1"),
+    (FakeTensor((8,), dtype="int32"), TypeError, "sinks must have dtype f32 or bf16 or "
+                                                 "f16, got i32"),
+    (FakeTensor((8,), dtype="float32", device="cpu"), ValueError,
+     "sinks must be on a cuda device"),
+])
+def test_bad_sinks_are_named(sinks, error, message):
+    q, k, v = qkv(hq=8, hkv=2)
+    with pytest.raises(error, match=message):
+        kvpipe.attention(q, k, v, sinks=sinks)
+
+
+def test_sinks_check_the_layout_first():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="layout must be one of"):
+        kvpipe.attention(q, k, v, layout="sbhd", sinks=FakeTensor((4,), dtype="float32"))

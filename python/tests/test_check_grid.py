@@ -257,3 +257,21 @@ def test_on_plan_adds_the_tuning_to_the_plans_choice(monkeypatch):
     configs = check.kernel_configs(with_kvcache=False, tuning=lever, on_plan=True)
     assert all(c["skip_idle_warpgroups"] for c in configs)
     assert any(c.get("persistent") for c in configs)
+
+
+def test_backward_table_takes_rows_checked_through_autograd_alone():
+    # check --mods --backward's attention sink rows have no second column
+    # (kvpipe.sinks: through autograd only) and more errors than dQ, dK, dV.
+    from kvpipe import check
+
+    rows = [{"case": "c1", "ok": True, "errors": {"dq": 1e-3, "dq_autograd": 2e-3,
+                                                  "dk": 1e-3, "dk_autograd": 4e-3,
+                                                  "dv": 1e-3, "dv_autograd": 3e-3}},
+            {"case": "sinks c2", "ok": False, "errors": {"out": 3e-3, "lse": 1e-3,
+                                                        "dq": 2e-3, "dk": 2e-3, "dv": 2e-3,
+                                                        "dsinks": 0.5}}]
+    lines = check.backward_to_markdown(rows).splitlines()
+    assert lines[2] == "| c1 | PASS | 1.00e-03 | 1.00e-03 | 1.00e-03 | 4.00e-03 |"
+    assert lines[3] == ("| sinks c2 (out 3.00e-03, lse 1.00e-03, dsinks 5.00e-01) | FAIL | "
+                        "2.00e-03 | 2.00e-03 | 2.00e-03 | - |")
+    assert "1/2 backward configurations passed" in lines[-1]
