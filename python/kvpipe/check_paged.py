@@ -49,6 +49,8 @@ class PagedCase:
     #: paged_attention's num_splits (with pack_gqa chosen unless 1); an
     #: append goes through flash_attn_with_kvcache, which chooses both.
     num_splits: int = 1
+    #: Attention sinks (kvpipe.sinks): random logits per query head.
+    sinks: bool = False
 
     @property
     def v_head_dim(self) -> int:
@@ -64,6 +66,8 @@ class PagedCase:
             extra += f",append{self.append}" + ("(int)" if self.int_seqlens else "")
         if self.num_splits != 1:
             extra += f",splits{self.num_splits or 'chosen'}"
+        if self.sinks:
+            extra += ",sinks"
         lengths = ",".join(map(str, self.lengths))
         return (f"paged p{self.page_size} {self.dtype} {dims} "
                 f"{'causal' if self.causal else 'full'} H{self.heads_q}/{self.heads_kv} "
@@ -98,6 +102,12 @@ def paged_grid() -> List[PagedCase]:
             PagedCase("bf16", 128, True, p, 28, 4, 4, (3, 5000), num_splits=splits,
                       window=(300, 0)),
         ]
+    # Attention sinks (gpt-oss: D 64, GQA 8, a window on half the layers):
+    # decode, split-KV chosen, and a chunk with a window.
+    cases += [PagedCase("bf16", 64, True, 16, 8, 1, 1, (1, 700, 20000), num_splits=0,
+                        sinks=True),
+              PagedCase("bf16", 64, True, 32, 8, 1, 16, (16, 300, 5000), window=(128, 0),
+                        sinks=True)]
     # The other head dims' block sizes under paging (112, 96 and 64 keys per
     # slot, the 64-byte swizzle at 96).
     for head_dim, value_head_dim, p in ((96, None, 16), (96, None, 32), (96, None, 256),
@@ -170,6 +180,20 @@ def _gather(cache: Any, table: Any, b: int, n: int, page_size: int) -> Any:
     return rows.transpose(0, 1).float()
 
 
+def _sink_attention(qf: Any, kf: Any, vf: Any, scale: float, visible: Any, sinks: Any,
+                    torch: Any):
+    """(out, lse) of float32 (H, S, D) inputs with a sink column of logits
+    ``sinks`` (H,) in each row's softmax (its value zero): a row without
+    keys attends to the sink alone."""
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    scores = torch.cat([scores, sinks.float()[:, None, None].expand(*scores.shape[:-1], 1)],
+                       dim=-1)
+    return (torch.matmul(torch.softmax(scores, dim=-1)[..., :-1], vf),
+            torch.logsumexp(scores, dim=-1))
+
+
 def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
     import torch
 
@@ -208,10 +232,13 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
         else:
             out = torch.full((b, case.seq_q, case.heads_q, case.v_head_dim), float("nan"),
                              dtype=dtype, device="cuda")
+            sinks = (torch.randn(case.heads_q, device="cuda") * 2.0 if case.sinks
+                     else None)
             o, lse = paged_attention(q, k_cache, v_cache, table, lengths, causal=case.causal,
                                      return_lse=True, out=out, mask_alignment=case.alignment,
                                      window_size=case.window, num_splits=case.num_splits,
-                                     pack_gqa=False if case.num_splits == 1 else None)
+                                     pack_gqa=False if case.num_splits == 1 else None,
+                                     sinks=sinks)
             torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -224,7 +251,10 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
         qs = q[s].transpose(0, 1).float()                         # (H, S_q, D)
         visible = reference_mask(case.seq_q, n, case.causal, case.alignment, case.window,
                                  q.device, torch)
-        ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+        if case.sinks:
+            ref, lse_ref = _sink_attention(qs, ks, vs, scale, visible, sinks, torch)
+        else:
+            ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
         got = o[s].transpose(0, 1).float()
         finite &= bool(torch.isfinite(got).all())
         rel_worst = max(rel_worst, float((got - ref).norm() / ref.norm().clamp_min(1e-30)))

@@ -133,7 +133,8 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
                     return_lse: bool = False, layout: str = "bshd", out: Any = None,
                     mask_alignment: str = "bottom_right",
                     window_size: Tuple[int, int] = (-1, -1), num_splits: int = 1,
-                    pack_gqa: Optional[bool] = False, **tuning: int) -> Any:
+                    pack_gqa: Optional[bool] = False, sinks: Any = None,
+                    **tuning: int) -> Any:
     """Attention of ``q`` over a paged K/V cache.
 
     Args:
@@ -150,6 +151,10 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
         num_splits, pack_gqa: the decode kernels, as in ``kvpipe.attention``
             (split-KV over ``num_splits`` CTAs, 0: chosen; the query heads
             of a K/V head packed into a tile, None: chosen), on the pages.
+        sinks: gpt-oss's attention sinks, a float tensor ``(H_q,)`` (as in
+            ``kvpipe.attention``; kvpipe.sinks), with every kernel here: the
+            output and lse rescaled after it (in decode O is small beside
+            the cache the kernel reads).
         **tuning: tuning attributes of the kernel.
 
     Returns:
@@ -181,6 +186,16 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     out_shape = tuple(q.shape[:-1]) + (vd,)
     scale = check_scale_and_out(scale, d, out, out_shape, q)
     _check_decode_args(num_splits, pack_gqa)
+    if sinks is not None:
+        from kvpipe.sinks import apply_sinks, check_sinks
+
+        check_sinks(sinks, q, hq)
+        o, lse = paged_attention(q, k_cache, v_cache, block_table, kv_lengths, causal=causal,
+                                 scale=scale, return_lse=True, layout=layout, out=out,
+                                 mask_alignment=mask_alignment, window_size=window_size,
+                                 num_splits=num_splits, pack_gqa=pack_gqa, **tuning)
+        o, lse = apply_sinks(o, lse, sinks, layout)
+        return (o, lse) if return_lse else o
 
     # The kernel reads the table with rows of max_pages_per_seq entries and
     # the lengths densely.

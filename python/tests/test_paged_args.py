@@ -100,6 +100,15 @@ def test_paged_kvcache_q_is_checked_against_the_cache():
                               FakeTensor((2,), dtype="float32"))
     with pytest.raises(ValueError, match="block_table must have shape"):
         paged.paged_attention(q(b=3), k_cache, v_cache, table(), FakeTensor((3,), dtype="int32"))
+    # Attention sinks: one float logit per query head.
+    with pytest.raises(ValueError, match="sinks must have shape \\(H_q,\\) = \\(4,\\)"):
+        paged.paged_attention(q(h=4), k_cache, v_cache, table(),
+                              FakeTensor((2,), dtype="int32"),
+                              sinks=FakeTensor((2,), dtype="float32"))
+    with pytest.raises(TypeError, match="sinks must have dtype"):
+        paged.paged_attention(q(h=4), k_cache, v_cache, table(),
+                              FakeTensor((2,), dtype="int32"),
+                              sinks=FakeTensor((4,), dtype="int32"))
 
 
 def test_page_size_in_the_kernel_configuration():
@@ -181,6 +190,9 @@ def test_the_paged_check_compiles_what_it_launches():
     assert any(c.heads_kv == 1 for c in cases) and any(1 < c.heads_kv < c.heads_q
                                                        for c in cases)
     assert {c.head_dim for c in cases} >= {64, 128}
+    # Attention sinks in decode (split-KV chosen) and with a window.
+    assert any(c.sinks and c.seq_q == 1 and c.num_splits == 0 for c in cases)
+    assert any(c.sinks and c.window != (-1, -1) for c in cases)
 
 
 def test_compile_paged_goes_with_for_check(capsys):
