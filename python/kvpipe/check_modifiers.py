@@ -747,6 +747,9 @@ def run_sink_case(case: ModCase, seed: int) -> Dict[str, Any]:
     forward_ok = row["ok"]
     grads = {}
     for name, leaf, refleaf in zip(("dq", "dk", "dv", "dsinks"), leaves, (qf, kf, vf, sf)):
+        if leaf.grad is None:  # autograd gave none: a failure, not a crash
+            grads[name] = float("inf")
+            continue
         floor = 1e-3 * math.sqrt(refleaf.grad.numel())
         grads[name] = float((leaf.grad.float() - refleaf.grad).norm()
                             / max(float(refleaf.grad.norm()), floor))

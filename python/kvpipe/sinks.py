@@ -59,8 +59,7 @@ def apply_sinks(o: Any, lse: Any, sinks: Any, layout: str) -> Tuple[Any, Any]:
 def sink_gradient(o: Any, do: Any, lse: Any, sinks: Any, layout: str) -> Any:
     """d sinks of attention with sinks, from its output ``o``, the output's
     gradient ``do`` and its log-sum-exp ``lse`` (L', with the sinks)."""
-    dims = (-1,)
-    d = (do.float() * o.float()).sum(dim=dims)
+    d = (do.float() * o.float()).sum(dim=-1)
     if layout != "bhsd":
         d = d.transpose(1, 2)
     share = (sinks.detach().float()[None, :, None] - lse).exp()
