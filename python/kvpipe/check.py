@@ -280,6 +280,20 @@ def _masked_attention(qf: Any, kf: Any, vf: Any, scale: float, visible: Any, tor
     return out.masked_fill(empty[..., None], 0.0), lse.masked_fill(empty, float("inf"))
 
 
+def _sink_attention(qf: Any, kf: Any, vf: Any, scale: float, visible: Any, sinks: Any,
+                    torch: Any):
+    """(out, lse) of float32 (H, S, D) inputs with a sink column of logits
+    ``sinks`` (H,) in each row's softmax (its value zero): a row without
+    keys attends to the sink alone."""
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    scores = torch.cat([scores, sinks.float()[:, None, None].expand(*scores.shape[:-1], 1)],
+                       dim=-1)
+    return (torch.matmul(torch.softmax(scores, dim=-1)[..., :-1], vf),
+            torch.logsumexp(scores, dim=-1))
+
+
 def _lse_error(lse: Any, lse_ref: Any, torch: Any) -> float:
     """The largest lse error over the rows that saw keys, or +inf where the
     rows without keys (+inf) differ: those must match exactly."""

@@ -23,7 +23,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
-                          reference_mask)
+                          _sink_attention, reference_mask)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,20 +178,6 @@ def _gather(cache: Any, table: Any, b: int, n: int, page_size: int) -> Any:
     pages = table[b, :count].long()
     rows = cache[pages].reshape(count * page_size, cache.shape[2], cache.shape[3])[:n]
     return rows.transpose(0, 1).float()
-
-
-def _sink_attention(qf: Any, kf: Any, vf: Any, scale: float, visible: Any, sinks: Any,
-                    torch: Any):
-    """(out, lse) of float32 (H, S, D) inputs with a sink column of logits
-    ``sinks`` (H,) in each row's softmax (its value zero): a row without
-    keys attends to the sink alone."""
-    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
-    if visible is not None:
-        scores = scores.masked_fill(~visible, float("-inf"))
-    scores = torch.cat([scores, sinks.float()[:, None, None].expand(*scores.shape[:-1], 1)],
-                       dim=-1)
-    return (torch.matmul(torch.softmax(scores, dim=-1)[..., :-1], vf),
-            torch.logsumexp(scores, dim=-1))
 
 
 def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:

@@ -36,7 +36,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
-                          reference_mask, unique_configs)
+                          _sink_attention, reference_mask, unique_configs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +51,8 @@ class VarlenCase:
     alignment: str = "top_left"
     window: Tuple[int, int] = (-1, -1)
     value_head_dim: Optional[int] = None
+    #: Attention sinks (kvpipe.sinks): random logits per query head.
+    sinks: bool = False
 
     @property
     def v_head_dim(self) -> int:
@@ -68,7 +70,8 @@ class VarlenCase:
         value = f"v{self.value_head_dim}" if self.value_head_dim else ""
         sequences = " ".join(f"{which}[{_cut(','.join(map(str, lengths)))}]" for which, lengths in
                              (("q", self.lengths_q), ("k", self.lengths_k)))
-        return (f"varlen {self.dtype} d{self.head_dim}{value} {mask} "
+        return (f"varlen {self.dtype} d{self.head_dim}{value} {mask}"
+                f"{',sinks' if self.sinks else ''} "
                 f"H{self.heads_q}/{self.heads_kv} B{len(self.lengths_q)} {sequences}")
 
 
@@ -127,6 +130,15 @@ def varlen_grid() -> List[VarlenCase]:
             VarlenCase("f16", head_dim, 4, 4, chunked_q, chunked_k, False, "bottom_right",
                        (100, 50), value_head_dim=value_head_dim),
         ]
+    # Attention sinks (gpt-oss: D 64, GQA 8; a window on half the layers),
+    # rows without keys (fewer keys: the sink alone) and rows after the last
+    # sequence (the second run) left as they were.
+    _, fewer_q, fewer_k = BATCHES[3]
+    cases += [VarlenCase("bf16", 64, 8, 1, mixed_q, mixed_k, True, "bottom_right", sinks=True),
+              VarlenCase("bf16", 64, 8, 2, chunked_q, chunked_k, True, "bottom_right",
+                         (128, 0), sinks=True),
+              VarlenCase("bf16", 128, 4, 2, fewer_q, fewer_k, True, "bottom_right",
+                         sinks=True)]
     return cases
 
 
@@ -425,8 +437,9 @@ def _offsets(lengths: Sequence[int]) -> List[int]:
 
 
 def _reference(case: VarlenCase, q: Any, k: Any, v: Any, starts_q: Sequence[int],
-               starts_k: Sequence[int], scale: float, torch: Any):
-    """Per sequence, float32: a list of (out (n_q, H, D_v), lse (H, n_q))."""
+               starts_k: Sequence[int], scale: float, torch: Any, sinks: Any = None):
+    """Per sequence, float32: a list of (out (n_q, H, D_v), lse (H, n_q));
+    with ``sinks``, a sink column of those logits in each row's softmax."""
     group = case.heads_q // case.heads_kv
     results = []
     for s, (n_q, n_k) in enumerate(zip(case.lengths_q, case.lengths_k)):
@@ -441,8 +454,10 @@ def _reference(case: VarlenCase, q: Any, k: Any, v: Any, starts_q: Sequence[int]
         outs, lses = [], []
         for r in range(0, n_q, chunk):
             rows = slice(r, min(n_q, r + chunk))
-            o, lse = _masked_attention(qs[:, rows], ks, vs, scale,
-                                       None if visible is None else visible[rows], torch)
+            rows_visible = None if visible is None else visible[rows]
+            o, lse = (_masked_attention(qs[:, rows], ks, vs, scale, rows_visible, torch)
+                      if sinks is None else
+                      _sink_attention(qs[:, rows], ks, vs, scale, rows_visible, sinks, torch))
             outs.append(o)
             lses.append(lse)
         if n_q:
@@ -485,6 +500,7 @@ def run_case(case: VarlenCase, seed: int, tail: bool) -> Dict[str, Any]:
     max_q, max_k = max(case.lengths_q), max(case.lengths_k)
     label = case.name + (f" reversed, {extra} rows after" if tail else "")
     row: Dict[str, Any] = {"case": label}
+    sinks = torch.randn(case.heads_q, device="cuda") * 2.0 if case.sinks else None
     try:
         if tail:
             out = torch.full((total_q, case.heads_q, case.v_head_dim), float("nan"),
@@ -493,20 +509,22 @@ def run_case(case: VarlenCase, seed: int, tail: bool) -> Dict[str, Any]:
                              device="cuda")
             out, lse = attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=case.causal,
                                         return_lse=True, mask_alignment=case.alignment,
-                                        window_size=case.window, out=out, lse_out=lse)
-        elif case.alignment == "bottom_right" or not (case.causal or case.window != (-1, -1)):
+                                        window_size=case.window, out=out, lse_out=lse,
+                                        sinks=sinks)
+        elif not case.sinks and (case.alignment == "bottom_right"
+                                 or not (case.causal or case.window != (-1, -1))):
             out, lse, _ = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k,
                                                  causal=case.causal, window_size=case.window,
                                                  return_attn_probs=True)
         else:
             out, lse = attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=case.causal,
                                         return_lse=True, mask_alignment=case.alignment,
-                                        window_size=case.window)
+                                        window_size=case.window, sinks=sinks)
         torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
         return row
-    refs = _reference(case, q, k, v, starts_q, starts_k, scale, torch)
+    refs = _reference(case, q, k, v, starts_q, starts_k, scale, torch, sinks)
     rel_worst, lse_worst = 0.0, 0.0
     covered = torch.zeros(total_q, dtype=torch.bool, device="cuda")
     for s, (ref, ref_lse) in enumerate(refs):

@@ -56,6 +56,21 @@ def apply_sinks(o: Any, lse: Any, sinks: Any, layout: str) -> Tuple[Any, Any]:
     return o, with_sink
 
 
+def apply_sinks_packed(o: Any, lse: Any, sinks: Any, total_rows: Any) -> None:
+    """apply_sinks for a packed batch, in place: ``o`` ``(total_q, H_q,
+    D_v)`` and ``lse`` ``(H_q, total_q)``, only the rows before
+    ``total_rows`` (a device scalar: cu_seqlens_q[-1], read without a
+    synchronisation); the rows after the last sequence stay as they were."""
+    import torch
+
+    sink = sinks.detach().float()[:, None]
+    rows = torch.arange(lse.shape[1], device=lse.device)[None, :] < total_rows
+    factor = torch.where(rows, torch.sigmoid(lse - sink), torch.ones_like(lse))
+    o.mul_(factor.transpose(0, 1)[..., None].to(o.dtype))
+    with_sink = torch.where(torch.isposinf(lse), sink, torch.logaddexp(lse, sink))
+    lse.copy_(torch.where(rows, with_sink, lse))
+
+
 def sink_gradient(o: Any, do: Any, lse: Any, sinks: Any, layout: str) -> Any:
     """d sinks of attention with sinks, from its output ``o``, the output's
     gradient ``do`` and its log-sum-exp ``lse`` (L', with the sinks)."""

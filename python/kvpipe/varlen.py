@@ -155,6 +155,33 @@ def validate_cu_seqlens(cu_seqlens_q: Any, cu_seqlens_k: Any, total_q: int, tota
                                  f"length {n} ({name})")
 
 
+def _attention_varlen_with_sinks(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                                 max_seqlen_q: int, max_seqlen_k: int, sinks: Any,
+                                 return_lse: bool, lse_out: Any, **kwargs: Any) -> Any:
+    """attention_varlen with ``sinks`` (kvpipe.sinks), forward only: the
+    kernel's output and lse (into an lse of +inf where the caller gave
+    none), then the sequences' rows rescaled."""
+    from kvpipe.sinks import apply_sinks_packed, check_sinks
+
+    hq = check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                             max_seqlen_k)[3]
+    check_sinks(sinks, q, hq)
+    if _needs_grad(q, k, v, sinks):
+        raise ValueError("sinks with attention_varlen have no backward yet (kvpipe.attention "
+                         "takes sinks through autograd)")
+    if lse_out is not None and not return_lse:
+        raise ValueError("lse_out needs return_lse=True")
+    import torch
+
+    if lse_out is None:
+        lse_out = torch.full((hq, tuple(q.shape)[0]), math.inf, dtype=torch.float32,
+                             device=q.device)
+    o, lse = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              return_lse=True, lse_out=lse_out, **kwargs)
+    apply_sinks_packed(o, lse, sinks, cu_seqlens_q[-1])
+    return (o, lse) if return_lse else o
+
+
 def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
                      max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
                      scale: Optional[float] = None, return_lse: bool = False,
@@ -162,7 +189,8 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                      window_size: Tuple[int, int] = (-1, -1),
                      check_cu_seqlens: Optional[bool] = None, out: Any = None,
                      lse_out: Any = None, score_mod: Any = None, mask_mod: Any = None,
-                     deterministic: Optional[bool] = None, **tuning: int) -> Any:
+                     deterministic: Optional[bool] = None, sinks: Any = None,
+                     **tuning: int) -> Any:
     """Attention over a batch of sequences packed without padding (the
     ``varlen`` kernel; flash-attn's ``flash_attn_varlen_func`` layout).
 
@@ -197,6 +225,9 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         deterministic: with inputs requiring grad, the backward's
             (:func:`attention_varlen_backward`'s, per sequence); None follows
             ``torch.are_deterministic_algorithms_enabled()``.
+        sinks: gpt-oss's attention sinks, a float tensor ``(H_q,)``
+            (kvpipe.sinks): the sequences' output rows and lse rescaled after
+            the kernel. Forward only (no backward through them here yet).
 
     Returns:
         ``out`` ``(total_q, H_q, D_v)`` contiguous, or ``(out, lse)``. Only
@@ -216,8 +247,14 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                                     return_lse=return_lse, mask_alignment=mask_alignment,
                                     window_size=window_size, check_cu_seqlens=check_cu_seqlens,
                                     out=outp, lse_out=lse_out, score_mod=score_mod, mask_mod=mask_mod,
-                                    deterministic=deterministic, **tuning)
+                                    deterministic=deterministic, sinks=sinks, **tuning)
         return _attention_padded(q, k, v, padding, scale, return_lse, out, padded_call)
+    if sinks is not None:
+        return _attention_varlen_with_sinks(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, sinks,
+            return_lse, lse_out, causal=causal, scale=scale, mask_alignment=mask_alignment,
+            window_size=window_size, check_cu_seqlens=check_cu_seqlens, out=out,
+            score_mod=score_mod, mask_mod=mask_mod, deterministic=deterministic, **tuning)
     traced = _modifiers.trace(score_mod, mask_mod)
     check_aux_grad(traced)
     if _needs_grad(q, k, v):

@@ -248,6 +248,24 @@ def test_bad_outputs_are_named(name, tensor, match):
         varlen.attention_varlen(*packed(), 200, 400, return_lse=True, **{name: tensor})
 
 
+def test_sinks_are_checked_by_name(monkeypatch):
+    # Attention sinks (kvpipe.sinks): a float (H_q,) tensor; forward only.
+    with pytest.raises(ValueError, match=r"sinks must have shape \(H_q,\) = \(8,\)"):
+        varlen.attention_varlen(*packed(), 200, 400, sinks=FakeTensor((2,), dtype="float32"))
+    with pytest.raises(TypeError, match="sinks must have dtype"):
+        varlen.attention_varlen(*packed(), 200, 400, sinks=FakeTensor((8,), dtype="int32"))
+    with pytest.raises(ValueError, match="lse_out needs return_lse=True"):
+        varlen.attention_varlen(*packed(), 200, 400, sinks=FakeTensor((8,), dtype="float32"),
+                                lse_out=FakeTensor((8, 300), dtype="float32"))
+    sinks = FakeTensor((8,), dtype="float32")
+    sinks.requires_grad = True
+    with pytest.raises(ValueError, match="sinks with attention_varlen have no backward"):
+        varlen.attention_varlen(*packed(), 200, 400, sinks=sinks)
+    torch_stand_in(monkeypatch)
+    with pytest.raises(ReachedTorch):
+        varlen.attention_varlen(*packed(), 200, 400, sinks=FakeTensor((8,), dtype="float32"))
+
+
 def test_lse_out_needs_return_lse():
     with pytest.raises(ValueError, match="lse_out needs return_lse=True"):
         varlen.attention_varlen(*packed(), 200, 400,
@@ -338,6 +356,10 @@ def test_the_check_grid_covers_what_the_issue_asks():
     assert any(c.heads_kv == 1 for c in cases)
     assert {64, 128} <= {c.head_dim for c in cases}
     assert {c.dtype for c in cases} == {"bf16", "f16"}
+    # Attention sinks, with a window and with rows without keys.
+    assert any(c.sinks and c.window != (-1, -1) for c in cases)
+    assert any(c.sinks and any(k < q for q, k in zip(c.lengths_q, c.lengths_k))
+               for c in cases)
 
 
 def test_compile_for_check_varlen_covers_the_check_and_the_bench():
