@@ -42,17 +42,23 @@ def _per_row(values: Any, layout: str) -> Any:
     return values[..., None] if layout == "bhsd" else values.transpose(1, 2)[..., None]
 
 
-def apply_sinks(o: Any, lse: Any, sinks: Any, layout: str) -> Tuple[Any, Any]:
-    """(o', L'): the output and log-sum-exp ``(B, H_q, S_q)`` of attention
-    with ``sinks`` from those without, ``o`` rescaled in place by
-    exp(L - L') = sigmoid(L - sink) (1 where L is +inf: O is 0 there). Not
-    differentiable: AttentionFunction's backward has its own formulas."""
+def _with_sink(lse: Any, sink: Any) -> Tuple[Any, Any]:
+    """(exp(L - L'), L') for the kernels' log-sum-exp L and a sink logit
+    broadcast against it: sigmoid(L - sink), 1 where L is +inf (a row
+    without keys, whose O is 0), and L' = logaddexp(L, sink), the sink where
+    L is +inf."""
     import torch
 
-    sink = sinks.detach().float()[None, :, None]
-    factor = torch.sigmoid(lse - sink)
+    return (torch.sigmoid(lse - sink),
+            torch.where(torch.isposinf(lse), sink, torch.logaddexp(lse, sink)))
+
+
+def apply_sinks(o: Any, lse: Any, sinks: Any, layout: str) -> Tuple[Any, Any]:
+    """(o', L'): the output and log-sum-exp ``(B, H_q, S_q)`` of attention
+    with ``sinks`` from those without, ``o`` rescaled in place. Not
+    differentiable: AttentionFunction's backward has its own formulas."""
+    factor, with_sink = _with_sink(lse, sinks.detach().float()[None, :, None])
     o.mul_(_per_row(factor, layout).to(o.dtype))
-    with_sink = torch.where(torch.isposinf(lse), sink, torch.logaddexp(lse, sink))
     return o, with_sink
 
 
@@ -63,11 +69,10 @@ def apply_sinks_packed(o: Any, lse: Any, sinks: Any, total_rows: Any) -> None:
     synchronisation); the rows after the last sequence stay as they were."""
     import torch
 
-    sink = sinks.detach().float()[:, None]
+    factor, with_sink = _with_sink(lse, sinks.detach().float()[:, None])
     rows = torch.arange(lse.shape[1], device=lse.device)[None, :] < total_rows
-    factor = torch.where(rows, torch.sigmoid(lse - sink), torch.ones_like(lse))
+    factor = torch.where(rows, factor, torch.ones_like(lse))
     o.mul_(factor.transpose(0, 1)[..., None].to(o.dtype))
-    with_sink = torch.where(torch.isposinf(lse), sink, torch.logaddexp(lse, sink))
     lse.copy_(torch.where(rows, with_sink, lse))
 
 
