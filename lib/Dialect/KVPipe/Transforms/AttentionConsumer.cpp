@@ -457,15 +457,15 @@ bool KernelBuilder::prescalesQuery() {
   return c.prescaledQ && c.scoreMod && !getAdditiveScoreMod(*c.scoreMod);
 }
 
+Value KernelBuilder::attentionScale() {
+  return arith::MulFOp::create(b, param(AttentionParam::ScaleLog2),
+                               f32(1.0 / M_LOG2E));
+}
+
 Value KernelBuilder::queryScale() {
-  // As modifiedScores multiplies each score: the scale (scale * log2(e)
-  // over log2(e)) times the region's leading constant factor.
-  Value scale = arith::MulFOp::create(b, param(AttentionParam::ScaleLog2),
-                                      f32(1.0 / M_LOG2E));
-  ScoreModScaling scaling = getScoreModScaling(*c.scoreMod);
-  if (scaling.input)
-    scale = arith::MulFOp::create(b, scale, f32(scaling.inputFactor));
-  return scale;
+  // As modifiedScores multiplies each score (buildScoreMod).
+  return buildScoreModInputScale(b, attentionScale(),
+                                 getScoreModScaling(*c.scoreMod));
 }
 
 void KernelBuilder::scaleQueryRows(Value scale) {
@@ -711,9 +711,7 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
     // exponent's (softmaxScaleLog2): soft-capping's two multiplications.
     // With Q's rows pre-scaled (queryScale) the scores are the region's
     // input as they are.
-    Value scale = prescalesQuery() ? Value()
-                                   : arith::MulFOp::create(b, scaleLog2,
-                                                           f32(1.0 / M_LOG2E));
+    Value scale = prescalesQuery() ? Value() : attentionScale();
     ScoreModScaling scaling = getScoreModScaling(*c.scoreMod);
     s = buildScoreMod(b, *c.scoreMod, s, scale, at, &scaling);
     scaleLog2 = softmaxScaleLog2();

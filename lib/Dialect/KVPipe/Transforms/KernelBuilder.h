@@ -244,8 +244,11 @@ private:
   /// rows are multiplied by it once per tile (scaleQueryRows) and the
   /// scores reach the region without a multiplication.
   bool prescalesQuery();
+  /// The attention scale in natural units (the `scale_log2` parameter over
+  /// log2(e)): what a score_mod's scores are multiplied by.
+  Value attentionScale();
   /// The factor prescalesQuery's Q rows are multiplied by: the scale times
-  /// the region's folded input factor (ScoreModScaling).
+  /// the region's folded input factor (buildScoreModInputScale).
   Value queryScale();
   /// This warpgroup's Q rows (sQw) times `scale`, in place, rounded to Q's
   /// element type, then a fence for the async proxy (the wgmmas read them

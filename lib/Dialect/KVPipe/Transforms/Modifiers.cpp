@@ -646,6 +646,16 @@ void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
   }
 }
 
+Value kvpipe::buildScoreModInputScale(ImplicitLocOpBuilder &b, Value scale,
+                                      const ScoreModScaling &scaling) {
+  if (!scaling.input)
+    return scale;
+  return arith::MulFOp::create(
+      b, scale,
+      arith::ConstantFloatOp::create(
+          b, b.getF32Type(), APFloat(static_cast<float>(scaling.inputFactor))));
+}
+
 ScoreModScaling kvpipe::getScoreModScaling(Region &region) {
   ScoreModScaling scaling;
   // A factor is folded in f32, into a product with the runtime scale (the
@@ -781,11 +791,7 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
                             const ScoreModScaling *scaling) {
   bool foldInput = scaling && scaling->input;
   if (foldInput && scale)
-    scale = arith::MulFOp::create(
-        b, scale,
-        arith::ConstantFloatOp::create(
-            b, b.getF32Type(),
-            APFloat(static_cast<float>(scaling->inputFactor))));
+    scale = buildScoreModInputScale(b, scale, *scaling);
   SmallVector<Value> scores = forEachElement(
       b, region, at, [&](int64_t i, Value row, Value key) {
         Value scaled = vector::ExtractOp::create(b, s, i);

@@ -60,6 +60,14 @@ struct ScoreModScaling {
 };
 ScoreModScaling getScoreModScaling(mlir::Region &region);
 
+/// What multiplies a raw score to give the score_mod's folded input:
+/// `scale` (the attention scale, natural units) times the region's input
+/// factor where `scaling` folds one (buildScoreMod's multiplication per
+/// score, or once per tile on Q's rows with `prescaled_q`).
+mlir::Value buildScoreModInputScale(mlir::ImplicitLocOpBuilder &b,
+                                    mlir::Value scale,
+                                    const ScoreModScaling &scaling);
+
 /// Bounds of what the score_mod `region` makes of any score, as the forward
 /// holds it: the yielded value, or with `scaling.output` its operand (the
 /// modified score over `outputFactor`). Interval arithmetic over constants,
