@@ -288,8 +288,16 @@ def _sink_attention(qf: Any, kf: Any, vf: Any, scale: float, visible: Any, sinks
     scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
     if visible is not None:
         scores = scores.masked_fill(~visible, float("-inf"))
-    scores = torch.cat([scores, sinks.float()[:, None, None].expand(*scores.shape[:-1], 1)],
-                       dim=-1)
+    return _sink_softmax(scores, sinks.float()[:, None, None], vf, torch)
+
+
+def _sink_softmax(scores: Any, sink: Any, vf: Any, torch: Any):
+    """(out, lse) of float32 masked (-inf) ``scores`` with a column of sink
+    logits ``sink`` (broadcast against one column of the scores) in each
+    row's softmax, its value zero: softmax over [scores, sink] without the
+    sink's column, times ``vf``; the lse over both (differentiable in the
+    sinks)."""
+    scores = torch.cat([scores, sink.expand(*scores.shape[:-1], 1)], dim=-1)
     return (torch.matmul(torch.softmax(scores, dim=-1)[..., :-1], vf),
             torch.logsumexp(scores, dim=-1))
 

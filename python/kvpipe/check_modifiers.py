@@ -29,8 +29,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kvpipe import modifiers
-from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, compare_grads,
-                          reference_mask, unique_configs)
+from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _sink_softmax,
+                          compare_grads, reference_mask, unique_configs)
 
 #: The modifiers the grid checks (names of ModCase.mod): score modifiers,
 #: mask modifiers, and combinations.
@@ -738,10 +738,9 @@ def run_sink_case(case: ModCase, seed: int) -> Dict[str, Any]:
         return row
     qf, kf, vf, sf = (t.detach().float().requires_grad_() for t in (q, k, v, sinks))
     scores = _reference_scores(case, qf, kf, 1.0 / math.sqrt(case.head_dim), aux, torch)
-    sink_column = sf[None, :, None, None].expand(*scores.shape[:-1], 1)
-    weights = torch.softmax(torch.cat([scores, sink_column], dim=-1), dim=-1)[..., :-1]
-    ref = torch.matmul(weights, vf.repeat_interleave(case.heads_q // case.heads_kv, dim=1))
-    lse_ref = torch.logsumexp(torch.cat([scores, sink_column], dim=-1), dim=-1)
+    ref, lse_ref = _sink_softmax(scores, sf[None, :, None, None],
+                                 vf.repeat_interleave(case.heads_q // case.heads_kv, dim=1),
+                                 torch)
     ref.backward(do.float())
     _compare(row, o, lse, ref.detach(), lse_ref.detach(), torch)
     forward_ok = row["ok"]
