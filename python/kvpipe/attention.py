@@ -23,8 +23,10 @@ from kvpipe import modifiers as _modifiers
 from kvpipe._log import log
 from kvpipe.launch import (_LOG2E, _bhsd_view, _compile_backward, _kernel_for, _loaded_combine,
                            _multiprocessors, backward_config_args, combine_grid,
-                           device_launch, kernel_arguments, launch_grid)
+                           device_launch, forward_config_args, kernel_arguments,
+                           launch_grid)
 from kvpipe.plans import _check_decode_args, launch_decode_plan, prefill_plan, spill_fallback
+from kvpipe.sinks import check_sinks, kernel_sinks
 
 
 LAYOUTS = ("bhsd", "bshd")
@@ -170,12 +172,6 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
     """
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
-    if sinks is not None:
-        return _attention_with_sinks(
-            q, k, v, sinks, causal=causal, scale=scale, return_lse=return_lse,
-            layout=layout, out=out, mask_alignment=mask_alignment, window_size=window_size,
-            kv_lengths=kv_lengths, deterministic=deterministic, num_splits=num_splits,
-            pack_gqa=pack_gqa, score_mod=score_mod, mask_mod=mask_mod, **tuning)
     padding = _head_dim_padding(q, k, v)
     if padding is not None:
         def padded_call(qp: Any, kp: Any, vp: Any, padded_scale: float, outp: Any) -> Any:
@@ -184,8 +180,14 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
                              mask_alignment=mask_alignment, window_size=window_size,
                              kv_lengths=kv_lengths, deterministic=deterministic,
                              num_splits=num_splits, pack_gqa=pack_gqa, score_mod=score_mod,
-                             mask_mod=mask_mod, **tuning)
+                             mask_mod=mask_mod, sinks=sinks, **tuning)
         return _attention_padded(q, k, v, padding, scale, return_lse, out, padded_call)
+    if sinks is not None:
+        return _attention_with_sinks(
+            q, k, v, sinks, causal=causal, scale=scale, return_lse=return_lse,
+            layout=layout, out=out, mask_alignment=mask_alignment, window_size=window_size,
+            kv_lengths=kv_lengths, deterministic=deterministic, num_splits=num_splits,
+            pack_gqa=pack_gqa, score_mod=score_mod, mask_mod=mask_mod, **tuning)
     _check_decode_args(num_splits, pack_gqa)
     if score_mod is not None or mask_mod is not None:
         if num_splits not in (0, 1) or pack_gqa is True:
@@ -256,11 +258,10 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
 
 def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, layout: str,
                           out: Any, score_mod: Any, mask_mod: Any, **kwargs: Any) -> Any:
-    """kvpipe.attention with ``sinks`` (kvpipe.sinks): the kernels' output
-    and log-sum-exp rescaled by exp(L - L'); through AttentionFunction where
-    autograd records the call."""
-    from kvpipe.sinks import apply_sinks, check_sinks
-
+    """kvpipe.attention with ``sinks`` (kvpipe.sinks) at a head dim with a
+    kernel of its own: the kernels' epilogue takes them (their ``sinks``
+    parameter); through AttentionFunction where autograd records the
+    call."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     check_sinks(sinks, q, tuple(q.shape)[1 if layout == "bhsd" else 2])
@@ -270,10 +271,6 @@ def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, 
         if kwargs["num_splits"] > 1 or kwargs["pack_gqa"] is True:
             raise ValueError("num_splits > 1 and pack_gqa=True (decode kernels) cannot be "
                              "used when q, k, v or sinks requires grad")
-        if _head_dim_padding(q, k, v) is not None:
-            raise ValueError("sinks that require grad need one of the head dims with a "
-                             f"kernel of their own {kernels.HEAD_DIM_PAIRS}, got q {q.shape} "
-                             f"and v {v.shape}")
         causal, window_size = kwargs["causal"], kwargs["window_size"]
         _check_grad_args(out, kwargs["kv_lengths"], kwargs["deterministic"], causal,
                          kwargs["mask_alignment"], window_size, mask_mod)
@@ -290,10 +287,10 @@ def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, 
                                      tuple(window_size), score_mod, mask_mod, traced,
                                      sinks=sinks)
         return (o, lse) if return_lse else o
-    o, lse = attention(q, k, v, return_lse=True, layout=layout, out=out, score_mod=score_mod,
-                       mask_mod=mask_mod, **kwargs)
-    o, lse = apply_sinks(o, lse, sinks, layout)
-    return (o, lse) if return_lse else o
+    kwargs.pop("deterministic")  # a backward option: there is no backward here
+    return attention_impl(q, k, v, return_lse=return_lse, layout=layout, out=out,
+                          score_mod=score_mod, mask_mod=mask_mod, sinks=sinks, _traced=traced,
+                          **kwargs)
 
 
 def _check_grad_args(out: Any, kv_lengths: Any, deterministic: Optional[bool], causal: Any,
@@ -476,7 +473,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                    mask_alignment: str = "top_left", window_size: Tuple[int, int] = (-1, -1),
                    kv_lengths: Any = None, num_splits: int = 1,
                    pack_gqa: Optional[bool] = False, score_mod: Any = None,
-                   mask_mod: Any = None, _traced: Any = _modifiers.UNTRACED, **tuning: int) -> Any:
+                   mask_mod: Any = None, sinks: Any = None,
+                   _traced: Any = _modifiers.UNTRACED, **tuning: int) -> Any:
     """Launches the kernel (the operator's implementation).
 
     ``_traced``: ``kvpipe.modifiers.trace(score_mod, mask_mod)`` where the
@@ -516,6 +514,10 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
             kernel (kvpipe.modifiers): the score_mod receives the scaled
             score; the masks combine with causal and window_size; tensors
             they index must be on q's device.
+        sinks: gpt-oss's attention sinks, a float tensor ``(H_q,)`` on q's
+            device (kvpipe.sinks): the kernel's epilogue (a split family's
+            combine kernel) adds them to each row's softmax; the lse
+            includes them.
         scale: the softmax scale (default ``1/sqrt(D)``).
         return_lse: also return the fp32 log-sum-exp ``(B, H_q, S_q)``.
         layout: ``"bhsd"`` or ``"bshd"``.
@@ -557,7 +559,10 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
                          "pack_gqa yet (the decode kernels have no modifiers)")
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
+    if sinks is not None:
+        check_sinks(sinks, q, hq)
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
+    sink_values = kernel_sinks(sinks) if sinks is not None else None
     num_splits, pack, tuning = launch_decode_plan(b, hq, hkv, sq, skv, d, dv, num_splits,
                                                   pack_gqa, device_index, tuning)
     fallback = None
@@ -566,21 +571,19 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         tuning = prefill_plan(d, dv, causal, mask_alignment, sliding_window,
                               kv_lengths is not None, traced is not None, sq, skv, tuning)
         fallback = None if chosen else spill_fallback(tuning)
+    config_args = forward_config_args(d, kernels.dtype_name(q.dtype), causal,
+                                      dv if dv != d else None, mask_alignment, sliding_window,
+                                      kv_lengths is not None, split_kv=num_splits > 1,
+                                      pack_gqa=pack, sinks=sink_values is not None)
+    sinks_pointer = sink_values.data_ptr() if sink_values is not None else 0
     if num_splits > 1:
-        return attention_split(q, out, lse, layout, (
-            d, kernels.dtype_name(q.dtype), causal, dv if dv != d else None, mask_alignment,
-            sliding_window, kv_lengths is not None, True, pack), device_index, tuning, {
+        return attention_split(q, out, lse, layout, config_args, device_index, tuning, {
             "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
             "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
             "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
             "window_left": window_left, "window_right": window_right,
-            "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0},
-            num_splits, return_lse)
-    config_args: Tuple[Any, ...] = (d, kernels.dtype_name(q.dtype), causal,
-                                    dv if dv != d else None, mask_alignment, sliding_window,
-                                    kv_lengths is not None)
-    if pack:
-        config_args += (False, pack)
+            "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
+            "sinks": sinks_pointer}, num_splits, return_lse)
     kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
                               (traced.ir, traced.aux_types) if traced else ("", ()),
                               spill_fallback=(tuple(sorted(fallback.items()))
@@ -599,7 +602,7 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
         "window_left": window_left, "window_right": window_right,
         "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
-        "tile_table": table,
+        "tile_table": table, "sinks": sinks_pointer,
         **{name: t.data_ptr() for name, t in aux_values.items()}})
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",
         abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, hkv, sq, skv)
@@ -644,7 +647,7 @@ def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[
         "o": out.data_ptr(), "lse": lse.data_ptr() if lse is not None else 0,
         "o_stride_b": out_strides[0], "o_stride_h": out_strides[1],
         "o_stride_s": out_strides[2], "seq_q": sq, "heads_q": hq, "batch": b,
-        "num_splits": num_splits})
+        "num_splits": num_splits, "sinks": values.get("sinks", 0)})
     log("launch %s: grid %s, %d splits, then %s", abi["kernel"], grid, num_splits,
         combine_abi["kernel"])
     guard, stream = device_launch(device_index)

@@ -20,7 +20,7 @@ from kvpipe import modifiers as _modifiers
 from kvpipe.attention import attention_impl
 from kvpipe.backward import attention_backward
 from kvpipe.modifiers import check_same_modifiers
-from kvpipe.sinks import apply_sinks, sink_gradient
+from kvpipe.sinks import sink_gradient, sink_gradient_packed
 from kvpipe.varlen import attention_varlen, attention_varlen_backward
 
 
@@ -33,13 +33,13 @@ class AttentionFunction(torch.autograd.Function):
                 mask_mod: Optional[Callable[..., Any]], traced: Any, sinks: Any,
                 *aux_tensors: Any) -> Tuple[Any, Any]:
         traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
+        # With sinks, o and lse include them (the kernel's epilogue), as the
+        # backward takes them (kvpipe.sinks).
         o, lse = attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True,
                                 layout=layout, mask_alignment=mask_alignment,
                                 window_size=window_size, score_mod=score_mod,
-                                mask_mod=mask_mod, _traced=traced, **dict(tuning))
-        if sinks is not None:
-            # The backward takes o and lse with the sinks (kvpipe.sinks).
-            o, lse = apply_sinks(o, lse, sinks, layout)
+                                mask_mod=mask_mod, sinks=sinks, _traced=traced,
+                                **dict(tuning))
         # The modifiers' tensors are saved too, so that autograd refuses a
         # backward after one of them was changed in place.
         aux = tuple(traced.aux_tensors) if traced is not None else ()
@@ -105,7 +105,7 @@ class VarlenAttentionFunction(torch.autograd.Function):
                 check_cu_seqlens: Optional[bool],
                 tuning: Tuple[Tuple[str, Any], ...],
                 deterministic: Optional[bool], score_mod: Optional[Callable[..., Any]],
-                mask_mod: Optional[Callable[..., Any]], traced: Any,
+                mask_mod: Optional[Callable[..., Any]], traced: Any, sinks: Any,
                 *aux_tensors: Any) -> Tuple[Any, Any]:
         traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
         with torch.no_grad():
@@ -114,9 +114,12 @@ class VarlenAttentionFunction(torch.autograd.Function):
                                       return_lse=True, mask_alignment=mask_alignment,
                                       window_size=window_size,
                                       check_cu_seqlens=check_cu_seqlens,
-                                      score_mod=score_mod, mask_mod=mask_mod, **dict(tuning))
+                                      score_mod=score_mod, mask_mod=mask_mod, sinks=sinks,
+                                      **dict(tuning))
         aux = tuple(traced.aux_tensors) if traced is not None else ()
-        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, *aux)
+        ctx.has_sinks = sinks is not None
+        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k,
+                              *((sinks,) if sinks is not None else ()), *aux)
         ctx.traced_ir = traced.ir if traced is not None else None
         ctx.causal, ctx.scale = causal, scale
         ctx.mask_alignment, ctx.window_size = mask_alignment, window_size
@@ -128,7 +131,8 @@ class VarlenAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, dout: Any, _dlse: Any) -> Tuple[Any, ...]:
-        q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, *aux = ctx.saved_tensors
+        q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, *rest = ctx.saved_tensors
+        sinks, aux = (rest[0], rest[1:]) if ctx.has_sinks else (None, rest)
         traced = check_same_modifiers(ctx.traced_ir, tuple(aux), ctx.score_mod, ctx.mask_mod)
         dq, dk, dv = attention_varlen_backward(q, k, v, o, lse, dout.contiguous(),
                                                cu_seqlens_q, cu_seqlens_k, causal=ctx.causal,
@@ -140,8 +144,10 @@ class VarlenAttentionFunction(torch.autograd.Function):
                                                max_seqlen_k=ctx.max_seqlen[1],
                                                score_mod=ctx.score_mod, mask_mod=ctx.mask_mod,
                                                _traced=traced)
-        # The modifiers' tensors (after the 17 fixed inputs) get no gradient.
-        return (dq, dk, dv) + (None,) * 14 + (None,) * len(aux)
+        dsinks = (sink_gradient_packed(o, dout, lse, sinks, cu_seqlens_q[-1])
+                  if sinks is not None and ctx.needs_input_grad[17] else None)
+        # The modifiers' tensors (after the 18 fixed inputs) get no gradient.
+        return (dq, dk, dv) + (None,) * 14 + (dsinks,) + (None,) * len(aux)
 
 
 def varlen_attention_with_grad(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
@@ -152,12 +158,14 @@ def varlen_attention_with_grad(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seq
                                deterministic: Optional[bool] = None,
                                score_mod: Optional[Callable[..., Any]] = None,
                                mask_mod: Optional[Callable[..., Any]] = None,
-                               traced: Any = _modifiers.UNTRACED) -> Tuple[Any, Any]:
-    """(out, lse) of ``attention_varlen`` with a grad_fn for out."""
+                               traced: Any = _modifiers.UNTRACED,
+                               sinks: Any = None) -> Tuple[Any, Any]:
+    """(out, lse) of ``attention_varlen`` with a grad_fn for out (and for
+    ``sinks``, kvpipe.sinks' per-head logits, where they require one)."""
     traced = _modifiers.trace_unless_traced(traced, score_mod, mask_mod)
     aux = tuple(traced.aux_tensors) if traced is not None else ()
     return VarlenAttentionFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                          max_seqlen_k, causal, scale, mask_alignment,
                                          tuple(window_size), check_cu_seqlens,
                                          tuple(sorted(tuning.items())), deterministic,
-                                         score_mod, mask_mod, traced, *aux)
+                                         score_mod, mask_mod, traced, sinks, *aux)

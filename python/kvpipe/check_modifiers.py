@@ -782,7 +782,7 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
 
     def add(case_mods: Tuple[Any, Any], d: int, causal: bool, alignment: str,
             window: bool, sq: int, skv: int, dtype: str = "bf16",
-            learnable: bool = False) -> None:
+            learnable: bool = False, sinks: bool = False) -> None:
         traced = modifiers.trace(*case_mods)
         if not causal and not window:
             alignment = "top_left"  # no mask: one kernel for both alignments
@@ -795,7 +795,8 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
                                bool(traced), sq, skv, {})
         wanted.extend(dict(head_dim=d, dtype=dtype, causal=forward_causal,
                            value_head_dim=None, mask_alignment=forward_alignment,
-                           sliding_window=window, kv_lengths=False, **regions, **chosen)
+                           sliding_window=window, kv_lengths=False, **regions, **chosen,
+                           **({"sinks": True} if sinks else {}))
                       for chosen in (with_spill_fallback(planned) if traced else (planned,)))
         wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, backward=True,
                            mask_alignment=alignment, sliding_window=window, **regions))
@@ -818,7 +819,8 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
         for case in SINK_CASES:
             left, right = normalise_window(case.window, case.causal)
             add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
-                case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype)
+                case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype,
+                sinks=True)
         for case in LEARNABLE_AUX_CASES:
             left, right = normalise_window(case.window, case.causal)
             add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,

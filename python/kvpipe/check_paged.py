@@ -133,7 +133,8 @@ def kernel_configs(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, An
         alignment = case.alignment if case.causal or window else "top_left"
         config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                       value_head_dim=case.value_head_dim, mask_alignment=alignment,
-                      sliding_window=window, kv_lengths=True, page_size=case.page_size)
+                      sliding_window=window, kv_lengths=True, page_size=case.page_size,
+                      **({"sinks": True} if case.sinks else {}))
         # The decode plan (split-KV, pack-GQA) paged_attention makes on the
         # H200's SMs: flash_attn_with_kvcache (the appends) chooses both.
         splits = 0 if case.append else case.num_splits

@@ -25,7 +25,7 @@ the per-sequence reference, on batches with a sequence without keys or
 queries, GQA, causal (bottom-right), a window, head dims 64 to 256, rows
 after the last sequence (zero gradients); each case both per sequence and
 by the packed kernels, and softcap / ALiBi (``MODIFIER_BACKWARD_CASES``)
-packed.
+and attention sinks (``SINK_BACKWARD_CASES``, their gradient too) packed.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
-                          _sink_attention, reference_mask, unique_configs)
+                          _sink_attention, _sink_softmax, reference_mask, unique_configs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +255,17 @@ MODIFIER_BACKWARD_CASES = [
     (VarlenCase("f16", 64, 4, 4, (300, 64), (300, 128)), 0.0, True),
 ]
 
+#: Backward cases with attention sinks (attention_varlen(sinks=) through
+#: autograd: the packed kernels with the lse the forward wrote, and the
+#: sinks' gradient): GQA 8 at D 64 as gpt-oss, rows without keys (a sequence
+#: without keys: the sink alone), a window.
+SINK_BACKWARD_CASES = [
+    VarlenCase("bf16", 64, 8, 1, (1, 0, 200, 77, 130), (5, 0, 300, 77, 130), True,
+               "bottom_right", sinks=True),
+    VarlenCase("bf16", 128, 4, 2, (300, 64), (300, 128), True, "bottom_right", (64, 0),
+               sinks=True),
+]
+
 #: How the check runs the backward without modifiers: both ways
 #: (attention_varlen_backward's ``packed``).
 BACKWARD_WAYS = ("sequences", "packed")
@@ -281,6 +292,12 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
                 seq_alignment = "top_left"
             wanted.append(dict(**dims, causal=causal, mask_alignment=seq_alignment,
                                sliding_window=window, backward=True))
+    for case in SINK_BACKWARD_CASES:
+        causal, alignment, window = _kernel_choice(case)
+        dims = dict(head_dim=case.head_dim, dtype=case.dtype,
+                    value_head_dim=case.value_head_dim, causal=causal,
+                    mask_alignment=alignment, sliding_window=window, varlen=True)
+        wanted += [dict(**dims, sinks=True), dict(**dims, backward=True)]
     for case, softcap, alibi in MODIFIER_BACKWARD_CASES:
         traced = modifiers.trace(_flash_varlen_score_mod(case, softcap, alibi))
         causal, alignment, window = _kernel_choice(case)
@@ -317,13 +334,14 @@ def run_backward_case(case: VarlenCase, seed: int, way: str = "sequences",
     (``KVPIPE_VARLEN_BACKWARD``; with softcap or ALiBi always packed), and
     3 rows after the last sequence that belong to none: dq, dk and dv
     against float32 autograd of the per-sequence reference (whose gradient
-    there is 0)."""
+    there is 0). With ``case.sinks``, attention_varlen with random sinks
+    that require grad too (their gradient checked as well)."""
     import os
 
     import torch
 
     from kvpipe.flash_attn import flash_attn_varlen_func
-    from kvpipe.varlen import VARLEN_BACKWARD_ENV
+    from kvpipe.varlen import VARLEN_BACKWARD_ENV, attention_varlen
 
     torch.manual_seed(seed)
     q, k, v, cu_q, cu_k, starts_q, starts_k = _packed_inputs(case, 3, torch)
@@ -331,14 +349,23 @@ def run_backward_case(case: VarlenCase, seed: int, way: str = "sequences",
     scale = 1.0 / math.sqrt(case.head_dim)
     mods = f" softcap {softcap} alibi {alibi}" if softcap or alibi else ""
     row: Dict[str, Any] = {"case": f"backward {way}{mods} {case.name}"}
+    sinks = torch.randn(case.heads_q, device="cuda") * 2.0 if case.sinks else None
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    if sinks is not None:
+        leaves.append(sinks.clone().requires_grad_())
     before = os.environ.get(VARLEN_BACKWARD_ENV)
     os.environ[VARLEN_BACKWARD_ENV] = way
     try:
-        out = flash_attn_varlen_func(*leaves, cu_q, cu_k, max(case.lengths_q),
-                                     max(case.lengths_k), causal=case.causal,
-                                     window_size=case.window, softcap=softcap,
-                                     alibi_slopes=slopes)
+        if sinks is not None:
+            out = attention_varlen(*leaves[:3], cu_q, cu_k, max(case.lengths_q),
+                                   max(case.lengths_k), causal=case.causal,
+                                   mask_alignment=case.alignment, window_size=case.window,
+                                   sinks=leaves[3])
+        else:
+            out = flash_attn_varlen_func(*leaves, cu_q, cu_k, max(case.lengths_q),
+                                         max(case.lengths_k), causal=case.causal,
+                                         window_size=case.window, softcap=softcap,
+                                         alibi_slopes=slopes)
         dout = torch.randn_like(out)
         out.backward(dout)
         torch.cuda.synchronize()
@@ -351,11 +378,13 @@ def run_backward_case(case: VarlenCase, seed: int, way: str = "sequences",
         else:
             os.environ[VARLEN_BACKWARD_ENV] = before
     # The reference: float32 leaves, the per-sequence masked attention.
-    ref_leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    qf, kf, vf = ref_leaves
+    ref_leaves = [t.detach().float().requires_grad_()
+                  for t in (q, k, v) + ((sinks,) if sinks is not None else ())]
+    qf, kf, vf = ref_leaves[:3]
     group = case.heads_q // case.heads_kv
     loss = qf.sum() * 0.0
     for s, (n_q, n_k) in enumerate(zip(case.lengths_q, case.lengths_k)):
+        # Without keys the output is 0 (with sinks too: the sink's value).
         if not n_q or not n_k:
             continue
         rows_q = slice(starts_q[s], starts_q[s] + n_q)
@@ -363,13 +392,19 @@ def run_backward_case(case: VarlenCase, seed: int, way: str = "sequences",
         scores = _reference_scores(case, qf[rows_q].transpose(0, 1),
                                    kf[rows_k].transpose(0, 1).repeat_interleave(group, 0),
                                    scale, softcap, slopes, n_q, n_k, torch)
-        o = torch.matmul(torch.softmax(scores, dim=-1),
-                         vf[rows_k].transpose(0, 1).repeat_interleave(group, 0))
+        values = vf[rows_k].transpose(0, 1).repeat_interleave(group, 0)
+        if sinks is not None:
+            o = _sink_softmax(scores, ref_leaves[3][:, None, None], values, torch)[0]
+        else:
+            o = torch.matmul(torch.softmax(scores, dim=-1), values)
         loss = loss + (o.transpose(0, 1) * dout[rows_q].float()).sum()
     loss.backward()
     errors, ok = {}, True
-    for name, got, ref in zip(("dq", "dk", "dv"), (t.grad for t in leaves),
+    for name, got, ref in zip(("dq", "dk", "dv", "dsinks"), (t.grad for t in leaves),
                               (t.grad for t in ref_leaves)):
+        if got is None:  # autograd gave none: a failure, not a crash
+            errors[name], ok = float("inf"), False
+            continue
         gf = got.float()
         floor = 1e-3 * math.sqrt(ref.numel())
         rel = float((gf - ref).norm() / max(float(ref.norm()), floor))
@@ -405,7 +440,8 @@ def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, A
         planned = varlen_plan(case.head_dim, case.v_head_dim, causal, window, False, {})
         wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
                            value_head_dim=case.value_head_dim, mask_alignment=alignment,
-                           sliding_window=window, varlen=True, **planned))
+                           sliding_window=window, varlen=True, **planned,
+                           **({"sinks": True} if case.sinks else {})))
     wanted += bench_varlen.kernel_configs()
     if cases is None:
         wanted += backward_kernel_configs() + modifier_kernel_configs()
@@ -561,6 +597,7 @@ def run(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:
     backward = [(case, way, 0.0, False) for case in backward_cases() for way in BACKWARD_WAYS]
     backward += [(case, "packed", softcap, alibi)
                  for case, softcap, alibi in MODIFIER_BACKWARD_CASES]
+    backward += [(case, "packed", 0.0, False) for case in SINK_BACKWARD_CASES]
     for i, (case, way, softcap, alibi) in enumerate(backward):
         start = time.perf_counter()
         row = run_backward_case(case, seed=4242 + i, way=way, softcap=softcap, alibi=alibi)

@@ -147,6 +147,9 @@ class AttentionConfig:
     #: Backward: the auxiliary tensors (indices into aux_types, f32) whose
     #: gradients the main kernel adds into ``aux<i>_grad`` parameters.
     aux_grads: tuple = ()
+    #: gpt-oss's attention sinks in the epilogue (forward): the kernel (or a
+    #: split family's combine kernel) takes one f32 logit per query head.
+    sinks: bool = False
 
     @staticmethod
     def make(head_dim: int, dtype: Any, causal: bool, wait_timeout: int = 0,
@@ -155,7 +158,8 @@ class AttentionConfig:
              backward: bool = False, deterministic: bool = False,
              split_kv: bool = False, pack_gqa: int = 0, page_size: int = 0,
              modifiers: str = "", aux_types: tuple = (), varlen: bool = False,
-             aux_grads: tuple = (), **tuning: int) -> "AttentionConfig":
+             aux_grads: tuple = (), sinks: bool = False,
+             **tuning: int) -> "AttentionConfig":
         dtype = dtype_name(dtype)
         if not isinstance(head_dim, int) or isinstance(head_dim, bool):
             raise TypeError(f"head_dim must be an int, got {head_dim!r}")
@@ -255,10 +259,15 @@ class AttentionConfig:
         _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,
                                                           pack_gqa=pack_gqa,
                                                           deterministic=deterministic))
+        if not isinstance(sinks, bool):
+            raise TypeError(f"sinks must be a bool, got {sinks!r}")
+        if sinks and backward:
+            raise ValueError("sinks=True applies to the forward kernels: the backward reads "
+                             "the forward's log-sum-exp, which includes the sinks")
         return AttentionConfig(head_dim, dtype, causal, tuple(sorted(tuning.items())),
                                wait_timeout, value_head_dim, mask_alignment, sliding_window,
                                kv_lengths, backward, deterministic, split_kv, pack_gqa,
-                               page_size, modifiers, aux_types, varlen, aux_grads)
+                               page_size, modifiers, aux_types, varlen, aux_grads, sinks)
 
     @property
     def v_head_dim(self) -> int:
@@ -294,6 +303,8 @@ class AttentionConfig:
             parts.append("mods" + digest.hexdigest()[:10])
         if self.varlen:
             parts.append("varlen")
+        if self.sinks:
+            parts.append("sinks")
         # A symbol name has no '-': rescale_threshold = -1 is "..._thresholdm1".
         parts += [f"{name}{int(value)}".replace("-", "m") for name, value in self.tuning]
         if self.wait_timeout:
@@ -324,6 +335,8 @@ class AttentionConfig:
             attrs.append(f"page_size = {self.page_size} : i64")
         if self.varlen:
             attrs.append("varlen = true")
+        if self.sinks:
+            attrs.append("sinks = true")
         attrs += [f"{name} = {str(value).lower()}" if isinstance(value, bool)
                   else f"{name} = {value} : i64" for name, value in self.tuning]
         if self.aux_types:
@@ -599,7 +612,8 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                       deterministic: bool = False, split_kv: bool = False,
                       pack_gqa: int = 0, page_size: int = 0, modifiers: str = "",
                       aux_types: tuple = (), varlen: bool = False,
-                      aux_grads: tuple = (), **tuning: int) -> CompiledKernel:
+                      aux_grads: tuple = (), sinks: bool = False,
+                      **tuning: int) -> CompiledKernel:
     """Compiles (or loads from the cache) a FlashAttention forward kernel, or
     with ``backward=True`` the backward family (docs/backward.md: preprocess,
     main and postprocess kernels in one module, their ABIs in ``abis``).
@@ -638,6 +652,9 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
             whose gradients the main kernel computes (``aux<i>_grad``).
         varlen: the kernel takes sequences packed without padding and their
             ``cu_seqlens_q`` / ``cu_seqlens_k`` offsets (docs/kernel-abi.md).
+        sinks: gpt-oss's attention sinks in the epilogue: the kernel (with
+            ``split_kv``, the combine kernel) takes a ``sinks`` pointer to one
+            float32 logit per query head (kvpipe.sinks); forward only.
         **tuning: optional tuning attributes of ``kvpipe.attention_kernel``
             (block_n, kv_stages, consumer_warpgroups, producer_registers,
             consumer_registers, overlap_softmax, pingpong, persistent).
@@ -656,7 +673,7 @@ def compile_attention(head_dim: int, dtype: Any, causal: bool, *,
                                   mask_alignment, sliding_window, kv_lengths, backward,
                                   deterministic, split_kv, pack_gqa, page_size,
                                   modifiers, aux_types, varlen=varlen, aux_grads=aux_grads,
-                                  **tuning)
+                                  sinks=sinks, **tuning)
     entry = _entry_dir(config)
     cached = _load_entry(entry, config) if use_cache else None
     refused = _load_refusal(entry, config) if use_cache and cached is None else None

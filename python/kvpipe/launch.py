@@ -71,6 +71,22 @@ def _kernel_for(config_args: Tuple[Any, ...],
     return found
 
 
+def forward_config_args(head_dim: int, dtype: str, causal: bool,
+                        value_head_dim: Optional[int], mask_alignment: str,
+                        sliding_window: bool, kv_lengths: bool, split_kv: bool = False,
+                        pack_gqa: int = 0, page_size: int = 0,
+                        sinks: bool = False) -> Tuple[Any, ...]:
+    """The ``config_args`` of a forward kernel for ``_kernel_for``: the
+    fixed seven, then ``split_kv``, ``pack_gqa``, ``page_size`` and
+    ``sinks`` up to the last one that is not its default (one key per
+    kernel, whichever launcher asks)."""
+    extra = (split_kv, pack_gqa, page_size, sinks)
+    defaults = (False, 0, 0, False)
+    used = max((i + 1 for i in range(len(extra)) if extra[i] != defaults[i]), default=0)
+    return (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
+            kv_lengths) + extra[:used]
+
+
 def _load_kernel(key: Tuple[Any, ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
     """Compiles (or takes from the cache) and loads the kernel of a
     ``_kernel_for`` key, once."""
@@ -80,9 +96,10 @@ def _load_kernel(key: Tuple[Any, ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
         if found is None:
             (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
              kv_lengths, *extra) = config_args
-            # Decode (split_kv, pack_gqa) and paging (page_size) follow, where
-            # given, in that order.
-            split_kv, pack_gqa, page_size = tuple(extra) + (False, 0, 0)[len(extra):]
+            # Decode (split_kv, pack_gqa), paging (page_size) and sinks
+            # follow, where given, in that order.
+            split_kv, pack_gqa, page_size, sinks = (tuple(extra)
+                                                    + (False, 0, 0, False)[len(extra):])
             timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
             compiled = kernels.compile_attention(head_dim, dtype, causal,
                                                  value_head_dim=value_head_dim,
@@ -91,6 +108,7 @@ def _load_kernel(key: Tuple[Any, ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
                                                  sliding_window=sliding_window,
                                                  kv_lengths=kv_lengths, split_kv=split_kv,
                                                  pack_gqa=pack_gqa, page_size=page_size,
+                                                 sinks=sinks,
                                                  modifiers=modifiers[0],
                                                  aux_types=modifiers[1], varlen=varlen,
                                                  **dict(tuning))

@@ -152,9 +152,8 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
             (split-KV over ``num_splits`` CTAs, 0: chosen; the query heads
             of a K/V head packed into a tile, None: chosen), on the pages.
         sinks: gpt-oss's attention sinks, a float tensor ``(H_q,)`` (as in
-            ``kvpipe.attention``; kvpipe.sinks), with every kernel here: the
-            output and lse rescaled after it (in decode O is small beside
-            the cache the kernel reads).
+            ``kvpipe.attention``; kvpipe.sinks), with every kernel here: in
+            the epilogue (split-KV: the combine kernel).
         **tuning: tuning attributes of the kernel.
 
     Returns:
@@ -162,8 +161,9 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     """
     from kvpipe.attention import (attention_split, check_scale_and_out, forward_outputs,
                                   launched_mask, normalise_window)
-    from kvpipe.launch import (_kernel_for, _multiprocessors, device_launch, kernel_arguments,
-                               launch_grid)
+    from kvpipe.launch import (_kernel_for, _multiprocessors, device_launch,
+                               forward_config_args, kernel_arguments, launch_grid)
+    from kvpipe.sinks import check_sinks, kernel_sinks
     from kvpipe.plans import _check_decode_args, launch_decode_plan
 
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True,
@@ -187,16 +187,7 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     scale = check_scale_and_out(scale, d, out, out_shape, q)
     _check_decode_args(num_splits, pack_gqa)
     if sinks is not None:
-        from kvpipe.sinks import apply_sinks, check_sinks
-
         check_sinks(sinks, q, hq)
-        o, lse = paged_attention(q, k_cache, v_cache, block_table, kv_lengths, causal=causal,
-                                 scale=scale, return_lse=True, layout=layout, out=out,
-                                 mask_alignment=mask_alignment, window_size=window_size,
-                                 num_splits=num_splits, pack_gqa=pack_gqa, **tuning)
-        o, lse = apply_sinks(o, lse, sinks, layout)
-        return (o, lse) if return_lse else o
-
     # The kernel reads the table with rows of max_pages_per_seq entries and
     # the lengths densely.
     if tuple(block_table.stride()) != (pages_per_sequence, 1):
@@ -204,15 +195,19 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     if tuple(kv_lengths.stride()) != (1,):
         kv_lengths = kv_lengths.contiguous()
     out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
+    sink_values = kernel_sinks(sinks) if sinks is not None else None
     causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window, sq,
                                            pages_per_sequence * page_size, True)
     num_splits, pack, tuning = launch_decode_plan(
         b, hq, tuple(k_cache.shape)[2], sq, pages_per_sequence * page_size, d, vd, num_splits,
         pack_gqa, device_index, tuning)
-    config_args = (d, kernels.dtype_name(q.dtype), causal, vd if vd != d else None,
-                   mask_alignment, sliding_window, True, num_splits > 1, pack, page_size)
+    config_args = forward_config_args(d, kernels.dtype_name(q.dtype), causal,
+                                      vd if vd != d else None, mask_alignment, sliding_window,
+                                      True, num_splits > 1, pack, page_size,
+                                      sink_values is not None)
     values = kernel_values(q, k_cache, v_cache, out, lse.data_ptr() if lse is not None
                            else 0, block_table, kv_lengths, scale, window, layout)
+    values["sinks"] = sink_values.data_ptr() if sink_values is not None else 0
     if num_splits > 1:
         return attention_split(q, out, lse, layout, config_args, device_index, tuning, values,
                                num_splits, return_lse)

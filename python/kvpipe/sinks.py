@@ -5,21 +5,23 @@ joins every row's softmax as one more key whose value is zero.
 
 where L is the log-sum-exp of the row's scores. A sink is not a score_mod
 (it adds a column instead of changing one) nor a mask_mod, so it is the
-``sinks=`` argument of ``kvpipe.attention``: the kernel's own output and
-log-sum-exp are rescaled by exp(L - L') (``apply_sinks``). The backward is
-the kernels' with L' in place of L (the sink's zero value adds nothing to
-dQ, dK, dV once its share is in L') and, for the sinks,
+``sinks=`` argument of ``kvpipe.attention``, ``paged_attention`` and
+``attention_varlen``: the forward kernels' epilogue (a split-KV family's
+combine kernel) divides O by the row's sum with the sink's term in it and
+writes L' (the kernels' ``sinks`` attribute, docs/kernel-abi.md). The
+backward is the kernels' with L' in place of L (the sink's zero value adds
+nothing to dQ, dK, dV once its share is in L') and, for the sinks,
 
     d sink_h = -sum over the head's rows of exp(sink_h - L'_i) D_i,
     D_i = sum_d dO_id O'_id
 
-(``sink_gradient``). A row that sees no key (L = +inf by the kernels'
-convention) attends to the sink alone: o' = 0, L' = sink.
+(``sink_gradient``, ``sink_gradient_packed``). A row that sees no key
+attends to the sink alone: o' = 0, L' = sink.
 """
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any
 
 
 def check_sinks(sinks: Any, q: Any, heads_q: int) -> None:
@@ -37,43 +39,13 @@ def check_sinks(sinks: Any, q: Any, heads_q: int) -> None:
         raise ValueError(f"sinks must be on q's device ({q.device}), got {sinks.device}")
 
 
-def _per_row(values: Any, layout: str) -> Any:
-    """A (B, H, S) tensor broadcast against an output of ``layout``."""
-    return values[..., None] if layout == "bhsd" else values.transpose(1, 2)[..., None]
-
-
-def _with_sink(lse: Any, sink: Any) -> Tuple[Any, Any]:
-    """(exp(L - L'), L') for the kernels' log-sum-exp L and a sink logit
-    broadcast against it: sigmoid(L - sink), 1 where L is +inf (a row
-    without keys, whose O is 0), and L' = logaddexp(L, sink), the sink where
-    L is +inf."""
+def kernel_sinks(sinks: Any) -> Any:
+    """The sinks, checked (``check_sinks``), as the kernels read them (their
+    ``sinks`` parameter, one float32 per query head): float32 and contiguous,
+    without a copy where they are already."""
     import torch
 
-    return (torch.sigmoid(lse - sink),
-            torch.where(torch.isposinf(lse), sink, torch.logaddexp(lse, sink)))
-
-
-def apply_sinks(o: Any, lse: Any, sinks: Any, layout: str) -> Tuple[Any, Any]:
-    """(o', L'): the output and log-sum-exp ``(B, H_q, S_q)`` of attention
-    with ``sinks`` from those without, ``o`` rescaled in place. Not
-    differentiable: AttentionFunction's backward has its own formulas."""
-    factor, with_sink = _with_sink(lse, sinks.detach().float()[None, :, None])
-    o.mul_(_per_row(factor, layout).to(o.dtype))
-    return o, with_sink
-
-
-def apply_sinks_packed(o: Any, lse: Any, sinks: Any, total_rows: Any) -> None:
-    """apply_sinks for a packed batch, in place: ``o`` ``(total_q, H_q,
-    D_v)`` and ``lse`` ``(H_q, total_q)``, only the rows before
-    ``total_rows`` (a device scalar: cu_seqlens_q[-1], read without a
-    synchronisation); the rows after the last sequence stay as they were."""
-    import torch
-
-    factor, with_sink = _with_sink(lse, sinks.detach().float()[:, None])
-    rows = torch.arange(lse.shape[1], device=lse.device)[None, :] < total_rows
-    factor = torch.where(rows, factor, torch.ones_like(lse))
-    o.mul_(factor.transpose(0, 1)[..., None].to(o.dtype))
-    lse.copy_(torch.where(rows, with_sink, lse))
+    return sinks.detach().to(torch.float32).contiguous()
 
 
 def sink_gradient(o: Any, do: Any, lse: Any, sinks: Any, layout: str) -> Any:
@@ -84,3 +56,16 @@ def sink_gradient(o: Any, do: Any, lse: Any, sinks: Any, layout: str) -> Any:
         d = d.transpose(1, 2)
     share = (sinks.detach().float()[None, :, None] - lse).exp()
     return (-(share * d)).sum(dim=(0, 2)).to(sinks.dtype)
+
+
+def sink_gradient_packed(o: Any, do: Any, lse: Any, sinks: Any, total_rows: Any) -> Any:
+    """sink_gradient for a packed batch: ``o`` and ``do`` ``(total_q, H_q,
+    D_v)``, ``lse`` ``(H_q, total_q)`` (L'), only the rows before
+    ``total_rows`` (a device scalar: cu_seqlens_q[-1], read without a
+    synchronisation); the rows after the last sequence hold no output."""
+    import torch
+
+    d = (do.float() * o.float()).sum(dim=-1).transpose(0, 1)
+    share = (sinks.detach().float()[:, None] - lse).exp()
+    rows = torch.arange(lse.shape[1], device=lse.device)[None, :] < total_rows
+    return (-torch.where(rows, share * d, torch.zeros_like(d))).sum(dim=1).to(sinks.dtype)

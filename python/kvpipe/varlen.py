@@ -21,7 +21,8 @@ from kvpipe.attention import (_PADDED_HEAD_DIMS, _attention_padded, _aux_argumen
 from kvpipe.backward import _check_backward_dims, _kernel_ready, attention_backward
 from kvpipe.plans import varlen_plan
 from kvpipe.launch import (_LOG2E, _backward_kernels, _kernel_for, backward_config_args,
-                           device_launch, kernel_arguments, launch_grid)
+                           device_launch, forward_config_args, kernel_arguments, launch_grid)
+from kvpipe.sinks import check_sinks, kernel_sinks
 
 
 def _is_contiguous(t: Any) -> bool:
@@ -155,33 +156,6 @@ def validate_cu_seqlens(cu_seqlens_q: Any, cu_seqlens_k: Any, total_q: int, tota
                                  f"length {n} ({name})")
 
 
-def _attention_varlen_with_sinks(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
-                                 max_seqlen_q: int, max_seqlen_k: int, sinks: Any,
-                                 return_lse: bool, lse_out: Any, **kwargs: Any) -> Any:
-    """attention_varlen with ``sinks`` (kvpipe.sinks), forward only: the
-    kernel's output and lse (into an lse of +inf where the caller gave
-    none), then the sequences' rows rescaled."""
-    from kvpipe.sinks import apply_sinks_packed, check_sinks
-
-    hq = check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                             max_seqlen_k)[3]
-    check_sinks(sinks, q, hq)
-    if _needs_grad(q, k, v, sinks):
-        raise ValueError("sinks with attention_varlen have no backward yet (kvpipe.attention "
-                         "takes sinks through autograd)")
-    if lse_out is not None and not return_lse:
-        raise ValueError("lse_out needs return_lse=True")
-    import torch
-
-    if lse_out is None:
-        lse_out = torch.full((hq, tuple(q.shape)[0]), math.inf, dtype=torch.float32,
-                             device=q.device)
-    o, lse = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                              return_lse=True, lse_out=lse_out, **kwargs)
-    apply_sinks_packed(o, lse, sinks, cu_seqlens_q[-1])
-    return (o, lse) if return_lse else o
-
-
 def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
                      max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
                      scale: Optional[float] = None, return_lse: bool = False,
@@ -226,8 +200,9 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
             (:func:`attention_varlen_backward`'s, per sequence); None follows
             ``torch.are_deterministic_algorithms_enabled()``.
         sinks: gpt-oss's attention sinks, a float tensor ``(H_q,)``
-            (kvpipe.sinks): the sequences' output rows and lse rescaled after
-            the kernel. Forward only (no backward through them here yet).
+            (kvpipe.sinks), in the kernel's epilogue; with grad enabled they
+            get their gradient (and q, k, v theirs through the packed
+            backward, which reads the lse with the sinks in it).
 
     Returns:
         ``out`` ``(total_q, H_q, D_v)`` contiguous, or ``(out, lse)``. Only
@@ -249,18 +224,12 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                                     out=outp, lse_out=lse_out, score_mod=score_mod, mask_mod=mask_mod,
                                     deterministic=deterministic, sinks=sinks, **tuning)
         return _attention_padded(q, k, v, padding, scale, return_lse, out, padded_call)
-    if sinks is not None:
-        return _attention_varlen_with_sinks(
-            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, sinks,
-            return_lse, lse_out, causal=causal, scale=scale, mask_alignment=mask_alignment,
-            window_size=window_size, check_cu_seqlens=check_cu_seqlens, out=out,
-            score_mod=score_mod, mask_mod=mask_mod, deterministic=deterministic, **tuning)
     traced = _modifiers.trace(score_mod, mask_mod)
     check_aux_grad(traced)
-    if _needs_grad(q, k, v):
+    if _needs_grad(q, k, v, sinks):
         if out is not None or lse_out is not None:
-            raise ValueError("out and lse_out cannot be given when q, k or v require grad "
-                             "(autograd records a new output)")
+            raise ValueError("out and lse_out cannot be given when q, k, v or sinks require "
+                             "grad (autograd records a new output)")
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"deterministic must be a bool or None, got {deterministic!r}")
         if deterministic and traced is not None:  # refused now rather than in the backward
@@ -274,7 +243,7 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
         o, lse = varlen_attention_with_grad(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                             max_seqlen_k, causal, scale, mask_alignment,
                                             tuple(window_size), check_cu_seqlens, tuning,
-                                            deterministic, score_mod, mask_mod, traced)
+                                            deterministic, score_mod, mask_mod, traced, sinks)
         return (o, lse) if return_lse else o
     batch, total_q, total_k, hq, hkv, d, dv, max_seqlen_q, max_seqlen_k = check_varlen_inputs(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -282,6 +251,8 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                                                              window_size)
     scale = checked_scale(scale, d)
     _check_modifier_lengths(traced, max_seqlen_q, max_seqlen_k)
+    if sinks is not None:
+        check_sinks(sinks, q, hq)
     for name, t, shape, dtype in (("out", out, (total_q, hq, dv), str(q.dtype)),
                                   ("lse_out", lse_out, (hq, total_q), "torch.float32")):
         if t is None:
@@ -313,26 +284,34 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     lse = lse_out
     if return_lse and lse is None:
         lse = torch.empty((hq, total_q), dtype=torch.float32, device=q.device)
+    sink_values = kernel_sinks(sinks) if sinks is not None else None
     if max_seqlen_q == 0:
         return (out, lse) if return_lse else out
     if total_k == 0:  # no keys in any sequence: zeros and an lse of +inf
         out.zero_()
         if lse is not None:
             lse.fill_(math.inf)
+            if sink_values is not None:  # or the sink's, as the kernels give it
+                rows = torch.arange(total_q, device=q.device) < cu_seqlens_q[-1]
+                sink = sink_values[:, None]
+                lse.copy_(torch.where(rows[None, :] & (sink > -math.inf), sink, lse))
         return (out, lse) if return_lse else out
     cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window,
                                            max_seqlen_q, max_seqlen_k, True)
     tuning = varlen_plan(d, dv, causal, sliding_window, traced is not None, tuning)
-    kernel, abi = _kernel_for((d, kernels.dtype_name(q.dtype), causal,
-                               dv if dv != d else None, mask_alignment, sliding_window, False),
+    kernel, abi = _kernel_for(forward_config_args(d, kernels.dtype_name(q.dtype), causal,
+                                                  dv if dv != d else None, mask_alignment,
+                                                  sliding_window, False,
+                                                  sinks=sink_values is not None),
                               device_index, tuple(sorted(tuning.items())),
                               (traced.ir, traced.aux_types) if traced else ("", ()),
                               varlen=True)
     args = varlen_kernel_arguments(abi, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, scale, (window_left, window_right),
-                                   _aux_arguments(traced, q) if traced else {})
+                                   _aux_arguments(traced, q) if traced else {},
+                                   sink_values.data_ptr() if sink_values is not None else 0)
     grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, varlen B=%d H=%d/%d "
         "total=%d/%d max=%d/%d", abi["kernel"], grid, abi["threads"],
@@ -600,11 +579,11 @@ def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: An
                             cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
                             max_seqlen_k: int, scale: float,
                             window: Tuple[int, int],
-                            aux: Optional[Dict[str, Any]] = None) -> list:
+                            aux: Optional[Dict[str, Any]] = None, sinks: int = 0) -> list:
     """The launch arguments of a ``varlen`` kernel: the packed tensors'
     maps as ``(1, total, H, D)``, the maxima as seq_q / seq_kv, the offsets,
     the output's address and rows, the modifiers' tensors (``aux<i>``;
-    docs/kernel-abi.md)."""
+    docs/kernel-abi.md), the sinks' address (kernels with ``sinks``)."""
     hq, hkv = tuple(q.shape)[1], tuple(k.shape)[1]
     return kernel_arguments(abi, {
         "q_map": ("q", _PackedView(q), "bshd"), "k_map": ("k", _PackedView(k), "bshd"),
@@ -614,5 +593,5 @@ def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: An
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": tuple(cu_seqlens_q.shape)[0] - 1,
         "window_left": window[0], "window_right": window[1],
         "cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
-        "o": out.data_ptr(), "total_q": tuple(q.shape)[0],
+        "o": out.data_ptr(), "total_q": tuple(q.shape)[0], "sinks": sinks,
         **{name: t.data_ptr() for name, t in (aux or {}).items()}})

@@ -423,6 +423,11 @@ def test_backward_check_kernels_trace_without_torch():
     forward = [c for c in without_spill_fallbacks(configs) if not c.get("backward")]
     # Each backward family pairs with the forward kernel whose O and lse it
     # takes: the same masks and regions (and the learnable-aux cases' too).
+    # The attention sinks' forward kernels (sinks=True) share the families
+    # of the kernels without them: the backward reads the lse with the sinks.
+    assert sum(bool(c.get("sinks")) for c in forward) == len(check_modifiers.SINK_CASES)
+    forward = [{k: v for k, v in c.items() if k != "sinks"} for c in forward]
+    forward = [c for i, c in enumerate(forward) if c not in forward[:i]]
     assert len(backward) == len(forward)
     learnable = [c for c in configs if c.get("aux_grads")]
     assert len(learnable) == len(check_modifiers.LEARNABLE_AUX_CASES)

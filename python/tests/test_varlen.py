@@ -86,8 +86,9 @@ def test_varlen_modifiers_with_grad_go_through_autograd(monkeypatch):
     assert varlen.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
                                    200, 400, score_mod=score_mod) == "o"
     (args,) = calls
-    assert args[-3] is score_mod and args[-2] is None
-    assert "arith.mulf" in args[-1].ir
+    # ..., score_mod, mask_mod, traced, sinks
+    assert args[-4] is score_mod and args[-3] is None and args[-1] is None
+    assert "arith.mulf" in args[-2].ir
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
@@ -249,7 +250,7 @@ def test_bad_outputs_are_named(name, tensor, match):
 
 
 def test_sinks_are_checked_by_name(monkeypatch):
-    # Attention sinks (kvpipe.sinks): a float (H_q,) tensor; forward only.
+    # Attention sinks (kvpipe.sinks): a float (H_q,) tensor.
     with pytest.raises(ValueError, match=r"sinks must have shape \(H_q,\) = \(8,\)"):
         varlen.attention_varlen(*packed(), 200, 400, sinks=FakeTensor((2,), dtype="float32"))
     with pytest.raises(TypeError, match="sinks must have dtype"):
@@ -258,9 +259,11 @@ def test_sinks_are_checked_by_name(monkeypatch):
         varlen.attention_varlen(*packed(), 200, 400, sinks=FakeTensor((8,), dtype="float32"),
                                 lse_out=FakeTensor((8, 300), dtype="float32"))
     sinks = FakeTensor((8,), dtype="float32")
-    sinks.requires_grad = True
-    with pytest.raises(ValueError, match="sinks with attention_varlen have no backward"):
-        varlen.attention_varlen(*packed(), 200, 400, sinks=sinks)
+    sinks.requires_grad = True  # autograd records the call: no output given
+    with pytest.raises(ValueError, match="out and lse_out cannot be given when q, k, v or "
+                                         "sinks require grad"):
+        varlen.attention_varlen(*packed(), 200, 400, sinks=sinks,
+                                out=FakeTensor((300, 8, 128), dtype="bfloat16"))
     torch_stand_in(monkeypatch)
     with pytest.raises(ReachedTorch):
         varlen.attention_varlen(*packed(), 200, 400, sinks=FakeTensor((8,), dtype="float32"))
@@ -418,8 +421,8 @@ class _GradTensor(FakeTensor):
 def test_outputs_in_place_are_refused_when_inputs_require_grad():
     # An output written in place cannot carry a grad_fn.
     q, k, v, cu_q, cu_k = packed()
-    with pytest.raises(ValueError, match="out and lse_out cannot be given when q, k or v "
-                                         "require grad"):
+    with pytest.raises(ValueError, match="out and lse_out cannot be given when q, k, v or "
+                                         "sinks require grad"):
         varlen.attention_varlen(_GradTensor(q.shape, ptr=0x100000), k, v, cu_q, cu_k,
                                 200, 400, out=FakeTensor((300, 8, 128)))
 

@@ -109,6 +109,14 @@ AttentionConfig::get(AttentionKernelOp op,
       c.auxTypes.push_back(cast<TypeAttr>(type).getValue());
   if (std::optional<ArrayRef<int64_t>> grads = op.getAuxGrads())
     c.auxGrads.assign(grads->begin(), grads->end());
+  c.sinks = op.getSinks().value_or(false);
+  // dQ, dK and dV with sinks are the plain backward's with the forward's
+  // log-sum-exp, which includes the sinks; their own gradient is a row sum
+  // the caller takes (kvpipe.sinks.sink_gradient).
+  if (c.sinks && c.backward)
+    return emitError() << "'sinks' applies to the forward kernels: the "
+                          "backward reads the forward's log-sum-exp, which "
+                          "includes the sinks";
   if (c.backward) {
     // The backward's tiles are fixed (docs/backward.md): two consumer
     // warpgroups of 64 K/V rows each, Q/dO streamed in blocks of 64 rows;

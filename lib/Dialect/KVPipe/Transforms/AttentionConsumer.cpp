@@ -169,6 +169,9 @@ SmallVector<Value> KernelBuilder::buildConsumerTile(Value stateQ, Value stateK,
   if (prescalesQuery())
     scaleQueryRows(queryScale());
 
+  // The sinks' loads have the K/V loop to arrive in.
+  tileSinks = loadRowSinks();
+
   Fragment oFrag(b, c.accumulatorColumns() / 2);
   Value negInf = f32(-INFINITY);
   Value zeroO = arith::ConstantOp::create(
@@ -737,11 +740,31 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
   return ifMask.getResult(0);
 }
 
+std::optional<SoftmaxSinks> KernelBuilder::loadRowSinks() {
+  if (!c.sinks || c.splitKV)
+    return std::nullopt;
+  // One f32 per query head; the rows of a packed tile have heads of their
+  // own (pack_gqa), the others share the tile's.
+  auto logitOf = [&](Value rowHead) -> Value {
+    Value address = LLVM::GEPOp::create(
+        b, LLVM::LLVMPointerType::get(ctx, 1), b.getF32Type(),
+        param(AttentionParam::Sinks),
+        ValueRange{arith::IndexCastOp::create(b, b.getI64Type(), rowHead)});
+    return arith::MulFOp::create(
+        b, LLVM::LoadOp::create(b, b.getF32Type(), address),
+        f32(M_LOG2E));
+  };
+  Value logit0 = logitOf(rowHead0 ? rowHead0 : head);
+  Value logit1 = rowHead1 ? logitOf(rowHead1) : logit0;
+  return SoftmaxSinks{softmaxScaleLog2(), logit0, logit1};
+}
+
 void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
   if (c.varlen)
     return buildVarlenEpilogue(acc, state);
+  const SoftmaxSinks *sinks = tileSinks ? &*tileSinks : nullptr;
   NormalizedOutput out = buildNormalizedOutput(
-      b, acc, {state.m0, state.m1, state.l0, state.l1}, c.elementType);
+      b, acc, {state.m0, state.m1, state.l0, state.l1}, c.elementType, sinks);
   // Stage O in this warpgroup's staging rows (sOw: its Q rows, see
   // buildConsumer), then one thread stores it with TMA (which clips the rows
   // past seq_q).
@@ -765,5 +788,6 @@ void KernelBuilder::buildEpilogue(Value acc, const RowStats &state) {
           headsQ, rowHead0 ? rowHead0 : head, seqQ,
           /*infiniteWithoutKeys=*/static_cast<bool>(diagonal) ||
               c.slidingWindow || c.kvLengths || c.maskMod,
-          rowHead1, rowUsed0, rowUsed1});
+          rowHead1, rowUsed0, rowUsed1, /*rowStart=*/nullptr,
+          /*rowCount=*/nullptr, sinks});
 }

@@ -219,7 +219,10 @@ gpu::GPUFuncOp CombineBuilder::build() {
   SmallVector<Type> types = {ptrType(), ptrType(), ptrType(), ptrType(),
                              i64Type,   i64Type,   i64Type,   i32Type,
                              i32Type,   i32Type,   i32Type};
-  assert(types.size() == static_cast<size_t>(CombineParam::Count));
+  if (c.sinks)
+    types.push_back(ptrType());
+  assert(types.size() == static_cast<size_t>(CombineParam::Count) -
+                             (c.sinks ? 0 : 1));
   std::string name = (family + "_combine").str();
   auto func = gpu::GPUFuncOp::create(b, name, b.getFunctionType(types, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -230,6 +233,7 @@ gpu::GPUFuncOp CombineBuilder::build() {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   params.assign(entry.getArguments().begin(), entry.getArguments().end());
+  params.resize(static_cast<unsigned>(CombineParam::Count));
 
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value warp = arith::DivUIOp::create(b, tid, index(32));
@@ -256,6 +260,19 @@ gpu::GPUFuncOp CombineBuilder::build() {
 
 void CombineBuilder::buildRow(Value row, Value lane, Value rows) {
   Type f32Type = b.getF32Type();
+  Value seqQ = toIndex(param(CombineParam::SeqQ));
+  Value headsQ = toIndex(param(CombineParam::HeadsQ));
+  // A sink is one more split whose output is zero and whose log-sum-exp is
+  // the logit of the row's head (the row is (b, h, s) of the (B, H_q, S_q)
+  // rows): it joins the maximum and the sum, and through the final
+  // log-sum-exp it weighs the splits down.
+  Value sink;
+  if (c.sinks) {
+    Value head = arith::RemUIOp::create(
+        b, arith::DivUIOp::create(b, row, seqQ), headsQ);
+    sink = LLVM::LoadOp::create(
+        b, f32Type, f32At(param(CombineParam::Sinks), toI64(head)));
+  }
   Value numSplits = toIndex(param(CombineParam::NumSplits));
   Value lsePartial = param(CombineParam::LsePartial);
   Value splitStride = toI64(rows);
@@ -281,24 +298,34 @@ void CombineBuilder::buildRow(Value row, Value lane, Value rows) {
   max = warpReduce(max, [&](Value x, Value y) -> Value {
     return arith::MaxNumFOp::create(b, x, y);
   });
+  if (sink)
+    max = arith::MaxNumFOp::create(b, max, sink);
+  // (With a finite sink, every row has a term: one without keys gets the
+  // sink's log-sum-exp and zeros.)
   Value anyKeys = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, max,
                                         f32(-INFINITY));
   // exp(x) = exp2(x log2 e); a max of -inf is taken as 0 (no NaN).
   Value maxLog2 = arith::SelectOp::create(
       b, anyKeys, arith::MulFOp::create(b, max, f32(M_LOG2E)), f32(0.0));
   Value sum = forSplits(lane, index(32), f32(0.0),
-                        [&](Value split, Value s) -> Value {
+                        [&](Value split, Value partialSum) -> Value {
                           Value e = math::Exp2Op::create(
                               b, arith::SubFOp::create(
                                      b,
                                      arith::MulFOp::create(b, lseOf(split),
                                                            f32(M_LOG2E)),
                                      maxLog2));
-                          return arith::AddFOp::create(b, s, e);
+                          return arith::AddFOp::create(b, partialSum, e);
                         });
   sum = warpReduce(sum, [&](Value x, Value y) -> Value {
     return arith::AddFOp::create(b, x, y);
   });
+  if (sink)
+    sum = arith::AddFOp::create(
+        b, sum,
+        math::Exp2Op::create(
+            b, arith::SubFOp::create(
+                   b, arith::MulFOp::create(b, sink, f32(M_LOG2E)), maxLog2)));
   // lse = max + ln(sum) in base 2: log2(sum) + max log2 e.
   Value lseLog2 =
       arith::AddFOp::create(b, math::Log2Op::create(b, sum), maxLog2);
@@ -340,8 +367,6 @@ void CombineBuilder::buildRow(Value row, Value lane, Value rows) {
   });
 
   // The output row (b, h, s) at the output's strides, in the element type.
-  Value seqQ = toIndex(param(CombineParam::SeqQ));
-  Value headsQ = toIndex(param(CombineParam::HeadsQ));
   Value s = arith::RemUIOp::create(b, row, seqQ);
   Value bh = arith::DivUIOp::create(b, row, seqQ);
   Value h = arith::RemUIOp::create(b, bh, headsQ);
@@ -406,11 +431,12 @@ DictionaryAttr kvpipe::getAttentionCombineABI(MLIRContext *ctx, StringRef name,
       {"o_stride_b", "i64"},    {"o_stride_h", "i64"},
       {"o_stride_s", "i64"},    {"seq_q", "i32"},
       {"heads_q", "i32"},       {"batch", "i32"},
-      {"num_splits", "i32"}};
+      {"num_splits", "i32"}, {"sinks", "pointer"}};
   static_assert(std::size(list) == static_cast<size_t>(CombineParam::Count));
   SmallVector<StringRef> names;
   SmallVector<NamedAttribute> kinds;
-  for (auto [paramName, kind] : list) {
+  for (auto [paramName, kind] :
+       ArrayRef(list).drop_back(c.sinks ? 0 : 1)) {
     names.push_back(paramName);
     kinds.push_back(b.getNamedAttr(paramName, b.getStringAttr(kind)));
   }

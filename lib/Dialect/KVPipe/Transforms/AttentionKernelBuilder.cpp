@@ -591,6 +591,8 @@ kvpipe::getAttentionParams(const AttentionConfig &config) {
                    AttentionParam::Out, AttentionParam::TotalQ});
   if (config.tileTable)
     params.push_back(AttentionParam::TileTable);
+  if (config.sinks && !config.splitKV)
+    params.push_back(AttentionParam::Sinks);
   return params;
 }
 
@@ -601,7 +603,8 @@ StringRef kvpipe::getAttentionParamName(AttentionParam param) {
       "scale_log2",  "heads_q",     "batch",      "window_left",
       "window_right", "kv_lengths",  "num_splits", "o_partial",
       "lse_partial",  "block_table", "max_pages_per_seq", "cu_seqlens_q",
-      "cu_seqlens_k", "o",           "total_q",     "tile_table"};
+      "cu_seqlens_k", "o",           "total_q",     "tile_table",
+      "sinks"};
   static_assert(std::size(names) ==
                 static_cast<size_t>(AttentionParam::Count));
   return names[static_cast<unsigned>(param)];
@@ -618,6 +621,7 @@ bool kvpipe::isAttentionPointerParam(AttentionParam p) {
   case AttentionParam::CuSeqlensK:
   case AttentionParam::Out:
   case AttentionParam::TileTable:
+  case AttentionParam::Sinks:
     return true;
   default:
     return false;
@@ -708,6 +712,8 @@ DictionaryAttr kvpipe::getAttentionABI(MLIRContext *ctx, StringRef name,
   if (c.pageSize)
     entries.push_back(
         b.getNamedAttr("page_size", b.getI64IntegerAttr(c.pageSize)));
+  if (c.sinks)
+    entries.push_back(b.getNamedAttr("sinks", b.getBoolAttr(true)));
   if (!c.splitKV && !c.packGQA) {
     entries.append(modifiers);
     return b.getDictionaryAttr(entries);

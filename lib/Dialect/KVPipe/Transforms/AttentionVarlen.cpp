@@ -57,8 +57,9 @@ void KernelBuilder::skipBlockPastSequence() {
 }
 
 void KernelBuilder::buildVarlenEpilogue(Value acc, const RowStats &state) {
+  const SoftmaxSinks *sinks = tileSinks ? &*tileSinks : nullptr;
   NormalizedOutput out = buildNormalizedOutput(
-      b, acc, {state.m0, state.m1, state.l0, state.l1}, c.elementType);
+      b, acc, {state.m0, state.m1, state.l0, state.l1}, c.elementType, sinks);
   auto i64 = [&](Value v) {
     return arith::IndexCastOp::create(b, b.getI64Type(), v);
   };
@@ -99,5 +100,6 @@ void KernelBuilder::buildVarlenEpilogue(Value acc, const RowStats &state) {
                      /*infiniteWithoutKeys=*/true};
   lse.rowStart = seqStartQ;
   lse.rowCount = seqQ;
+  lse.sinks = sinks;
   buildLogSumExpStore(b, lse);
 }

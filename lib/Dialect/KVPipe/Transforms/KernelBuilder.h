@@ -308,6 +308,10 @@ private:
   SmallVector<Value> buildKVLoopUnlessIdle(Value k, Value v, Value o,
                                            RowStats stats);
   void buildEpilogue(Value acc, const RowStats &stats);
+  /// With `sinks` (not split: the combine kernel has them): the sinks of
+  /// the heads of the thread's two rows, for buildNormalizedOutput and
+  /// buildLogSumExpStore; none otherwise.
+  std::optional<SoftmaxSinks> loadRowSinks();
   /// With split_kv: the epilogue writes the normalised fp32 partial output
   /// and the log-sum-exp to the workspace (AttentionDecode.cpp).
   void buildPartialEpilogue(Value acc, const RowStats &stats);
@@ -371,6 +375,9 @@ private:
   /// With pack_gqa: the query head of the thread's two rows, and whether
   /// each is one of the warpgroup's usedRows() (i1).
   Value rowHead0, rowHead1, rowUsed0, rowUsed1;
+  /// The tile's row sinks (loadRowSinks), loaded before the K/V loop so that
+  /// the epilogue does not wait for them.
+  std::optional<SoftmaxSinks> tileSinks;
   /// With a separable score bias: its terms on this warpgroup's tile.
   std::optional<SeparableTile> separableTile;
   /// With a score_mod: 1 / scale (log2(e) over the kernel's scale *

@@ -362,16 +362,30 @@ Value kvpipe::buildBlockMask(ImplicitLocOpBuilder &b, Value s, Value kvBlock,
 NormalizedOutput kvpipe::buildNormalizedOutput(ImplicitLocOpBuilder &b,
                                                Value acc,
                                                const OnlineSoftmaxStats &stats,
-                                               Type elementType) {
+                                               Type elementType,
+                                               const SoftmaxSinks *sinks) {
   auto f32 = [&](double v) { return f32Constant(b, v); };
   Value sums[2], inv[2], partialSums[2] = {stats.l0, stats.l1};
+  Value maxes[2] = {stats.m0, stats.m1};
   for (int half : {0, 1}) {
     sums[half] = QuadSumOp::create(b, b.getF32Type(), partialSums[half]);
+    Value denominator = sums[half];
+    if (sinks) {
+      // exp2(sink - m c) is +inf where the sink outweighs the keys past
+      // f32's range (O is 0 then) and where m is -inf (no keys: 0 too);
+      // NaN with a sink of -inf there, which the select below makes 0.
+      Value logit = half ? sinks->logit1 : sinks->logit0;
+      Value offset = arith::MulFOp::create(b, maxes[half], sinks->scaleLog2);
+      denominator = arith::AddFOp::create(
+          b, denominator,
+          math::Exp2Op::create(b, arith::SubFOp::create(b, logit, offset)));
+    }
     // A row without any key (seq_kv = 0) is all zeros, not NaN.
     Value positive = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
-                                           sums[half], f32(0.0));
+                                           denominator, f32(0.0));
     inv[half] = arith::SelectOp::create(
-        b, positive, arith::DivFOp::create(b, f32(1.0), sums[half]), f32(0.0));
+        b, positive, arith::DivFOp::create(b, f32(1.0), denominator),
+        f32(0.0));
   }
   Value o = FragmentRescaleOp::create(b, acc.getType(), acc, inv[0], inv[1]);
   // fp32 partials (split_kv) stay as they are.
@@ -552,22 +566,51 @@ void kvpipe::buildLogSumExpStore(ImplicitLocOpBuilder &b,
     auto ifRow = scf::IfOp::create(b, inRange, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard rowGuard(b);
     b.setInsertionPointToStart(ifRow.thenBlock());
-    Value value = arith::MulFOp::create(
-        b,
-        arith::AddFOp::create(
-            b, arith::MulFOp::create(b, maxes[half], store.scaleLog2),
-            math::Log2Op::create(b, sums[half])),
-        f32Constant(b, M_LN2));
-    if (store.infiniteWithoutKeys) {
+    Value value;
+    if (store.sinks) {
+      // The row's exponent offset m c (P = exp2(S c - m c)).
+      Value offset = arith::MulFOp::create(b, maxes[half], store.scaleLog2);
+      // log2(l 2^(m c) + 2^sink) = hi + log2(l 2^(m c - hi) + 2^(sink - hi))
+      // with hi the larger exponent: both powers at most 1, one of them 1.
+      Value logit = half ? store.sinks->logit1 : store.sinks->logit0;
+      Value hi = arith::MaxNumFOp::create(b, offset, logit);
+      Value total = arith::AddFOp::create(
+          b,
+          arith::MulFOp::create(
+              b, sums[half],
+              math::Exp2Op::create(b, arith::SubFOp::create(b, offset, hi))),
+          math::Exp2Op::create(b, arith::SubFOp::create(b, logit, hi)));
+      value = arith::MulFOp::create(
+          b, arith::AddFOp::create(b, hi, math::Log2Op::create(b, total)),
+          f32Constant(b, M_LN2));
+      // Without keys and with a sink of -inf, no term at all: +inf, as
+      // without sinks.
+      Value anyTerm = arith::OrIOp::create(
+          b,
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, sums[half],
+                                f32Constant(b, 0.0)),
+          arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, logit,
+                                f32Constant(b, -INFINITY)));
+      value = arith::SelectOp::create(b, anyTerm, value,
+                                      f32Constant(b, INFINITY));
+    } else {
+      value = arith::MulFOp::create(
+          b,
+          arith::AddFOp::create(
+              b, arith::MulFOp::create(b, maxes[half], store.scaleLog2),
+              math::Log2Op::create(b, sums[half])),
+          f32Constant(b, M_LN2));
+    }
+    if (store.infiniteWithoutKeys && !store.sinks) {
       Value seen = arith::CmpFOp::create(b, arith::CmpFPredicate::OGT,
                                          sums[half], f32Constant(b, 0.0));
       value = arith::SelectOp::create(b, seen, value,
                                       f32Constant(b, INFINITY));
     }
-    Value offset = arith::IndexCastOp::create(
+    Value element = arith::IndexCastOp::create(
         b, b.getI64Type(), arith::AddIOp::create(b, rowBases[half], rows[half]));
     Value addr = LLVM::GEPOp::create(b, ptrType, b.getF32Type(), store.lse,
-                                     ValueRange{offset});
+                                     ValueRange{element});
     LLVM::StoreOp::create(b, value, addr);
   }
 }

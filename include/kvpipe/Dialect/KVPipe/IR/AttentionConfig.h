@@ -144,6 +144,10 @@ struct AttentionConfig {
   /// `cu_seqlens_k` offsets per batch; seq_q and seq_kv are the maxima; the
   /// output is stored with predicated stores, never past a sequence's end.
   bool varlen = false;
+  /// gpt-oss's attention sinks: a runtime `sinks` pointer to one f32 logit
+  /// per query head, one more key of value zero in each row's softmax
+  /// (the epilogue's normaliser and log-sum-exp; the combine kernel's).
+  bool sinks = false;
 
   /// Rows may be masked on the right of the diagonal (causal or a window).
   bool masksRight() const { return causal || slidingWindow; }

@@ -105,6 +105,18 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     `lse[head * total_q + row]` (flash-attn's `(nheads, total_q)`). Not with
     `persistent` or `kv_lengths`.
 
+    `sinks = true` (forward) adds gpt-oss's attention sinks: a runtime
+    parameter `sinks`, a pointer to one f32 logit per query head, which
+    joins each row's softmax as one more key of value zero. The epilogue
+    divides O by `l + exp2(sink log2(e) - m c)` instead of `l` (the running
+    maximum m and the base-2 scale c of the online softmax) and writes the
+    log-sum-exp with the sink in it, `log(exp(lse) + exp(sink))`, computed
+    from the larger of the two so that neither overflows; a row that sees no
+    key gets zeros and the sink as its log-sum-exp. With `split_kv` the
+    combine kernel takes `sinks` (after `num_splits`) and merges the sink as
+    one more split of output zero. The backward needs no sinks of its own:
+    it reads the forward's log-sum-exp, which includes them.
+
     Required: `head_dim` (of Q and K: 64, 96, 128, 192 or 256),
     `element_type` (bf16 or f16), `causal`. Optional: `value_head_dim` (of V
     and the output; default `head_dim`, or 128 with `head_dim` = 192, as
@@ -402,6 +414,7 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
                        OptionalAttr<I64Attr>:$page_size,
                        OptionalAttr<TypeArrayAttr>:$aux_types,
                        OptionalAttr<BoolAttr>:$varlen,
+                       OptionalAttr<BoolAttr>:$sinks,
                        OptionalAttr<DenseI64ArrayAttr>:$aux_grads);
   let regions = (region MaxSizedRegion<1>:$score_mod,
                         MaxSizedRegion<1>:$mask_mod);

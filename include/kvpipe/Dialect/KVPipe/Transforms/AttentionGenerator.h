@@ -65,6 +65,9 @@ enum class AttentionParam : unsigned {
   TotalQ,
   /// With `tile_table`: the persistent CTAs' tiles, i32 per CTA and round.
   TileTable,
+  /// With `sinks` (not with `split_kv`, whose combine kernel takes them):
+  /// one f32 logit per query head.
+  Sinks,
   Count
 };
 
@@ -82,6 +85,8 @@ enum class CombineParam : unsigned {
   HeadsQ,
   Batch,
   NumSplits,
+  /// Only with `sinks`.
+  Sinks,
   Count
 };
 

@@ -203,13 +203,26 @@ struct NormalizedOutput {
   mlir::Value sum0, sum1;
 };
 
+/// gpt-oss's attention sinks in a tile's epilogue: one more key per row, of
+/// value zero, whose logit in the base-2 units of the log-sum-exp is
+/// `logit0` / `logit1` (the row's head's sink times log2 e); `scaleLog2` is
+/// the online softmax's c (P = exp2(S c - m c)).
+struct SoftmaxSinks {
+  mlir::Value scaleLog2;
+  mlir::Value logit0, logit1;
+};
+
 /// O / l from the accumulator `acc` and the thread's partial row sums
 /// (`stats.l0`, `stats.l1`, combined across the row's quad first), narrowed
 /// to `elementType`. A row without any key (l = 0) is all zeros, not NaN.
+/// With `sinks`, O / (l + exp2(sink - m c)): the sink's share of the row's
+/// softmax in the units of l (an overflow is the sink taking all of it).
+/// The sums returned are the keys' alone.
 NormalizedOutput buildNormalizedOutput(mlir::ImplicitLocOpBuilder &b,
                                        mlir::Value acc,
                                        const OnlineSoftmaxStats &stats,
-                                       mlir::Type elementType);
+                                       mlir::Type elementType,
+                                       const SoftmaxSinks *sinks = nullptr);
 
 /// A warpgroup's output tile stored with TMA through shared memory.
 struct StagedStore {
@@ -307,6 +320,10 @@ struct LogSumExpStore {
   /// Packed sequences (`varlen`): `rowStart` is added to the row's index
   /// and only rows below `rowCount` are written (null: 0 and seqQ).
   mlir::Value rowStart = nullptr, rowCount = nullptr;
+  /// With sinks: the log-sum-exp of the keys and the sink, log(exp(lse) +
+  /// exp(sink)), from the larger of the two (neither overflows); a row
+  /// without keys gets the sink (+inf only where the sink is -inf too).
+  const SoftmaxSinks *sinks = nullptr;
 };
 void buildLogSumExpStore(mlir::ImplicitLocOpBuilder &b,
                          const LogSumExpStore &store);
