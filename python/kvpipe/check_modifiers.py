@@ -769,12 +769,13 @@ def run_mods_backward(cases: Optional[List[ModCase]] = None) -> List[Dict[str, A
                + _run_cases(SINK_CASES, run_sink_case, 2468) if cases is None else []))
 
 
-def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
-                                 ) -> List[Dict[str, Any]]:
+def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None,
+                                 only_sinks: bool = False) -> List[Dict[str, Any]]:
     """The compile_attention arguments of the kernels ``run_mods_backward``
     launches: each case's forward kernel and backward family (as
     kvpipe.attention and attention_backward choose them, the regions traced
-    with shape-only tensors), and flash_attn_func's."""
+    with shape-only tensors), and flash_attn_func's; ``only_sinks``: those
+    of SINK_CASES alone (scripts/gpu/check-sinks.py)."""
     from kvpipe.attention import launched_mask, normalise_window
     from kvpipe.plans import prefill_plan, with_spill_fallback
 
@@ -808,6 +809,13 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
                           if traced.aux_types[i] == "f32")
             wanted.append(dict(wanted[-1], aux_grads=grads))
 
+    for case in SINK_CASES if only_sinks else []:
+        left, right = normalise_window(case.window, case.causal)
+        add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
+            case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype,
+            sinks=True)
+    if only_sinks:
+        return unique_configs(wanted)
     for case in cases if cases is not None else mods_backward_grid():
         left, right = normalise_window(case.window, case.causal)
         add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
@@ -816,11 +824,7 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None
         add((_flash_score_mod(softcap, alibi, sq == skv), None), 128, causal,
             "top_left" if sq == skv else "bottom_right", False, sq, skv)
     if cases is None:
-        for case in SINK_CASES:
-            left, right = normalise_window(case.window, case.causal)
-            add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
-                case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype,
-                sinks=True)
+        wanted += mods_backward_kernel_configs(only_sinks=True)
         for case in LEARNABLE_AUX_CASES:
             left, right = normalise_window(case.window, case.causal)
             add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,

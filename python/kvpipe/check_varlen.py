@@ -271,6 +271,18 @@ SINK_BACKWARD_CASES = [
 BACKWARD_WAYS = ("sequences", "packed")
 
 
+def sink_backward_kernel_configs() -> List[Dict[str, Any]]:
+    """The kernels of SINK_BACKWARD_CASES: the varlen forward with sinks
+    (attention_varlen's plan) and the packed backward family."""
+    wanted = forward_kernel_configs(SINK_BACKWARD_CASES)
+    for config in list(wanted):
+        wanted.append(dict({key: value for key, value in config.items()
+                            if key in ("head_dim", "dtype", "causal", "value_head_dim",
+                                       "mask_alignment", "sliding_window", "varlen")},
+                           backward=True))
+    return wanted
+
+
 def backward_kernel_configs() -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of the kernels ``run_backward``
     launches: the varlen forward, the packed varlen backward family, and
@@ -278,7 +290,7 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
     sequence (top-left for sequences as long as their keys)."""
     from kvpipe import modifiers
 
-    wanted: List[Dict[str, Any]] = []
+    wanted = sink_backward_kernel_configs()
     for case in backward_cases():
         causal, alignment, window = _kernel_choice(case)
         dims = dict(head_dim=case.head_dim, dtype=case.dtype,
@@ -292,12 +304,6 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
                 seq_alignment = "top_left"
             wanted.append(dict(**dims, causal=causal, mask_alignment=seq_alignment,
                                sliding_window=window, backward=True))
-    for case in SINK_BACKWARD_CASES:
-        causal, alignment, window = _kernel_choice(case)
-        dims = dict(head_dim=case.head_dim, dtype=case.dtype,
-                    value_head_dim=case.value_head_dim, causal=causal,
-                    mask_alignment=alignment, sliding_window=window, varlen=True)
-        wanted += [dict(**dims, sinks=True), dict(**dims, backward=True)]
     for case, softcap, alibi in MODIFIER_BACKWARD_CASES:
         traced = modifiers.trace(_flash_varlen_score_mod(case, softcap, alibi))
         causal, alignment, window = _kernel_choice(case)
@@ -427,6 +433,22 @@ def _kernel_choice(case: VarlenCase) -> Tuple[bool, str, bool]:
     return causal, alignment, window
 
 
+def forward_kernel_configs(cases: List[VarlenCase]) -> List[Dict[str, Any]]:
+    """The ``compile_attention`` arguments of the forward kernels ``run_case``
+    launches for ``cases`` (attention_varlen's choice and plan)."""
+    from kvpipe.plans import varlen_plan
+
+    wanted: List[Dict[str, Any]] = []
+    for case in cases:
+        causal, alignment, window = _kernel_choice(case)
+        planned = varlen_plan(case.head_dim, case.v_head_dim, causal, window, False, {})
+        wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
+                           value_head_dim=case.value_head_dim, mask_alignment=alignment,
+                           sliding_window=window, varlen=True, **planned,
+                           **({"sinks": True} if case.sinks else {})))
+    return wanted
+
+
 def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of the kernels ``run`` (default:
     the grid) and ``bench_varlen.run`` launch (``python -m kvpipe compile
@@ -434,14 +456,7 @@ def kernel_configs(cases: Optional[List[VarlenCase]] = None) -> List[Dict[str, A
     from kvpipe import bench_varlen
     from kvpipe.plans import varlen_plan
 
-    wanted: List[Dict[str, Any]] = []
-    for case in cases if cases is not None else varlen_grid():
-        causal, alignment, window = _kernel_choice(case)
-        planned = varlen_plan(case.head_dim, case.v_head_dim, causal, window, False, {})
-        wanted.append(dict(head_dim=case.head_dim, dtype=case.dtype, causal=causal,
-                           value_head_dim=case.value_head_dim, mask_alignment=alignment,
-                           sliding_window=window, varlen=True, **planned,
-                           **({"sinks": True} if case.sinks else {})))
+    wanted = forward_kernel_configs(cases if cases is not None else varlen_grid())
     wanted += bench_varlen.kernel_configs()
     if cases is None:
         wanted += backward_kernel_configs() + modifier_kernel_configs()
