@@ -127,7 +127,7 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
                     softmax_scale: Optional[float] = None, causal: bool = False,
                     window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                     alibi_slopes: Any = None, deterministic: bool = False,
-                    return_attn_probs: bool = False) -> Any:
+                    return_attn_probs: bool = False, learnable_sink: Any = None) -> Any:
     """flash-attn's ``flash_attn_func``.
 
     Args:
@@ -147,6 +147,9 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
         return_attn_probs: also return the log-sum-exp (and ``None`` for the
             attention probabilities, which flash-attn returns only with
             dropout).
+        learnable_sink: gpt-oss's attention sinks, a float ``(nheads,)``
+            tensor (FlashAttention-4's argument; kvpipe.sinks), with their
+            gradient where they require one.
 
     Returns:
         ``out`` ``(batch, seqlen_q, nheads, headdim)``, or
@@ -166,7 +169,7 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
                        return_lse=return_attn_probs, layout="bshd",
                        mask_alignment="top_left" if same_length else "bottom_right",
                        window_size=window, deterministic=deterministic,
-                       score_mod=score_mod)
+                       score_mod=score_mod, sinks=learnable_sink)
     if return_attn_probs:
         out, lse = result
         return out, lse, None
@@ -180,7 +183,8 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
                             softmax_scale: Optional[float] = None, causal: bool = False,
                             window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                             rotary_interleaved: bool = True, alibi_slopes: Any = None,
-                            num_splits: int = 0, return_softmax_lse: bool = False) -> Any:
+                            num_splits: int = 0, return_softmax_lse: bool = False,
+                            learnable_sink: Any = None) -> Any:
     """flash-attn's ``flash_attn_with_kvcache`` (decode and chunked prefill
     against a KV cache).
 
@@ -212,6 +216,8 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
             query heads of a K/V head share a tile (pack-GQA) when the
             queries are few (decode, short chunks).
         return_softmax_lse: also return the fp32 log-sum-exp.
+        learnable_sink: as in flash_attn_func, with every cache (the
+            split-KV combine kernel takes them).
         softcap, alibi_slopes: as in flash_attn_func (seqlen_k: each
             sequence's key count); not with ``block_table`` yet
             (NotImplementedError).
@@ -246,7 +252,7 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
 
         return flash_attn_with_paged_kvcache(q, k_cache, v_cache, k, v, cache_seqlens,
                                              block_table, softmax_scale, causal, window,
-                                             return_softmax_lse, num_splits)
+                                             return_softmax_lse, num_splits, learnable_sink)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True)
     batch, capacity = tuple(k_cache.shape)[:2]
@@ -315,13 +321,13 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
                            return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,
                            num_splits=num_splits, pack_gqa=None,
-                           score_mod=score_mod)
+                           score_mod=score_mod, sinks=learnable_sink)
     else:
         result = attention(q, k_cache, v_cache, causal=causal, scale=softmax_scale,
                            return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,
                            kv_lengths=lengths, num_splits=num_splits, pack_gqa=None,
-                           score_mod=score_mod)
+                           score_mod=score_mod, sinks=learnable_sink)
     return result
 
 
@@ -330,7 +336,8 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
                            softmax_scale: Optional[float] = None, causal: bool = False,
                            window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                            alibi_slopes: Any = None, deterministic: bool = False,
-                           return_attn_probs: bool = False, block_table: Any = None) -> Any:
+                           return_attn_probs: bool = False, block_table: Any = None,
+                           learnable_sink: Any = None) -> Any:
     """flash-attn's ``flash_attn_varlen_func``: a batch of sequences packed
     without padding.
 
@@ -359,6 +366,8 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
             the dense backward family; not with softcap or alibi_slopes, which
             the packed backward runs); the forward is deterministic.
         return_attn_probs: also return the log-sum-exp (and ``None``).
+        learnable_sink: as in flash_attn_func (the packed backward gives
+            them their gradient).
 
     Returns:
         ``out`` ``(total_q, nheads, headdim)``, or ``(out, softmax_lse, None)``
@@ -379,7 +388,7 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
                               causal=causal, scale=softmax_scale,
                               return_lse=return_attn_probs, mask_alignment="bottom_right",
                               window_size=window, score_mod=score_mod,
-                              deterministic=deterministic)
+                              deterministic=deterministic, sinks=learnable_sink)
     if return_attn_probs:
         out, lse = result
         return out, lse, None

@@ -248,7 +248,7 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
                                   cache_seqlens: Any, block_table: Any,
                                   softmax_scale: Optional[float], causal: bool,
                                   window: Tuple[int, int], return_softmax_lse: bool,
-                                  num_splits: int = 0) -> Any:
+                                  num_splits: int = 0, sinks: Any = None) -> Any:
     """``flash_attn_with_kvcache`` with a ``block_table`` (kvpipe.flash_attn
     calls it once the arguments every cache shares are checked)."""
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True)
@@ -310,4 +310,4 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
     return paged_attention(q, k_cache, v_cache, block_table, lengths, causal=causal,
                            scale=softmax_scale, return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,
-                           num_splits=num_splits, pack_gqa=None)
+                           num_splits=num_splits, pack_gqa=None, sinks=sinks)

@@ -8,7 +8,7 @@ import pytest
 import kvpipe
 from kvpipe.attention import normalise_window
 from kvpipe import flash_attn
-from fakes import FakeTensor
+from fakes import FakeTensor, torch_stand_in
 
 
 def bshd(b=2, s=16, h=4, d=128, **kw):
@@ -16,19 +16,21 @@ def bshd(b=2, s=16, h=4, d=128, **kw):
 
 
 # flash-attn 2.x's signatures (flash_attn/flash_attn_interface.py), which an
-# engine calls by keyword: names, order and defaults must match.
+# engine calls by keyword: names, order and defaults must match; then
+# FlashAttention-4's learnable_sink (gpt-oss's attention sinks).
 FLASH_ATTN_FUNC = [
     ("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty),
     ("v", inspect.Parameter.empty), ("dropout_p", 0.0), ("softmax_scale", None),
     ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0), ("alibi_slopes", None),
-    ("deterministic", False), ("return_attn_probs", False)]
+    ("deterministic", False), ("return_attn_probs", False), ("learnable_sink", None)]
 FLASH_ATTN_WITH_KVCACHE = [
     ("q", inspect.Parameter.empty), ("k_cache", inspect.Parameter.empty),
     ("v_cache", inspect.Parameter.empty), ("k", None), ("v", None), ("rotary_cos", None),
     ("rotary_sin", None), ("cache_seqlens", None), ("cache_batch_idx", None),
     ("cache_leftpad", None), ("block_table", None), ("softmax_scale", None), ("causal", False),
     ("window_size", (-1, -1)), ("softcap", 0.0), ("rotary_interleaved", True),
-    ("alibi_slopes", None), ("num_splits", 0), ("return_softmax_lse", False)]
+    ("alibi_slopes", None), ("num_splits", 0), ("return_softmax_lse", False),
+    ("learnable_sink", None)]
 
 
 @pytest.mark.parametrize("function,expected", [
@@ -38,6 +40,34 @@ FLASH_ATTN_WITH_KVCACHE = [
 def test_signatures_match_flash_attn(function, expected):
     params = inspect.signature(function).parameters
     assert [(p.name, p.default) for p in params.values()] == expected
+
+
+def test_learnable_sink_reaches_the_launchers_as_sinks(monkeypatch):
+    from kvpipe import paged
+
+    calls = []
+
+    def record(*args, **kwargs):
+        calls.append(kwargs.get("sinks"))
+        return "o"
+
+    torch_stand_in(monkeypatch)
+    monkeypatch.setattr(flash_attn, "attention", record)
+    monkeypatch.setattr(flash_attn, "attention_varlen", record)
+    monkeypatch.setattr(paged, "paged_attention", record)
+    sink = FakeTensor((4,), dtype="float32")
+    flash_attn.flash_attn_func(bshd(), bshd(), bshd(), learnable_sink=sink)
+    flash_attn.flash_attn_with_kvcache(bshd(s=1), bshd(s=64), bshd(s=64), learnable_sink=sink)
+    flash_attn.flash_attn_with_kvcache(bshd(s=1), FakeTensor((8, 16, 4, 128)),
+                                       FakeTensor((8, 16, 4, 128)),
+                                       block_table=FakeTensor((2, 4), dtype="int32"),
+                                       cache_seqlens=FakeTensor((2,), dtype="int32"),
+                                       learnable_sink=sink)
+    flash_attn.flash_attn_varlen_func(FakeTensor((32, 4, 128)), FakeTensor((32, 4, 128)),
+                                      FakeTensor((32, 4, 128)), FakeTensor((3,), dtype="int32"),
+                                      FakeTensor((3,), dtype="int32"), 16, 16,
+                                      learnable_sink=sink)
+    assert calls == [sink] * 4
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
