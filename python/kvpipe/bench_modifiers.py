@@ -332,7 +332,7 @@ def bench_kernel_configs(head_dim: int = 128, heads: int = 16,
     from kvpipe.attention import normalise_window
     from kvpipe.check import unique_configs
     from kvpipe.check_modifiers import _ShapeOnly
-    from kvpipe.plans import PREFILL_PLAN, prefill_plan, with_spill_fallback
+    from kvpipe.plans import PREFILL_PLAN, prefill_kernel_configs
 
     if seq_lens is None:
         # The plan's choice changes past each of its lengths only.
@@ -350,14 +350,8 @@ def bench_kernel_configs(head_dim: int = 128, heads: int = 16,
             regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
             for n in seq_lens:
                 for tuning in ({}, *variants):
-                    planned = prefill_plan(head_dim, head_dim, causal, "top_left", window,
-                                           False, traced is not None, n, n, dict(tuning))
-                    configs += [dict(head_dim=head_dim, dtype="bf16", causal=causal,
-                                     value_head_dim=None, mask_alignment="top_left",
-                                     sliding_window=window, kv_lengths=False, **regions,
-                                     **chosen)
-                                for chosen in (with_spill_fallback(planned)
-                                               if traced and not tuning else (planned,))]
+                    configs += prefill_kernel_configs(head_dim, None, "bf16", causal,
+                                                      "top_left", window, traced, n, n, tuning)
             configs.append(dict(head_dim=head_dim, dtype="bf16", causal=causal, backward=True,
                                 deterministic=False, mask_alignment="top_left",
                                 sliding_window=window, **regions))

@@ -397,28 +397,20 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
     The flash_attn cases' kernels are included, except with ``tuning``
     (run_mods' grid alone, each kernel with it instead of the plan's)."""
     from kvpipe.attention import normalise_window
-    from kvpipe.plans import prefill_plan, with_spill_fallback
+    from kvpipe.plans import prefill_kernel_configs
 
     wanted = []
     for case in cases if cases is not None else mods_grid():
         traced = modifiers.trace(*case_modifiers(case, _aux_tensors(case)))
         left, right = normalise_window(case.window, case.causal)
-        window = left >= 0 or right >= 0
-        planned = prefill_plan(case.head_dim, case.v_dim, case.causal, "top_left", window,
-                               False, True, case.seq_q, case.seq_kv, dict(tuning or {}))
-        wanted += [dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
-                        value_head_dim=case.value_head_dim, mask_alignment="top_left",
-                        sliding_window=window, kv_lengths=False, modifiers=traced.ir,
-                        aux_types=traced.aux_types, **chosen)
-                   for chosen in (with_spill_fallback(planned) if not tuning else (planned,))]
+        wanted += prefill_kernel_configs(case.head_dim, case.value_head_dim, case.dtype,
+                                         case.causal, "top_left", left >= 0 or right >= 0,
+                                         traced, case.seq_q, case.seq_kv, tuning)
     for sq, skv, causal, softcap, alibi in FLASH_CASES if not tuning else ():
         traced = modifiers.trace(_flash_score_mod(softcap, alibi, sq == skv))
-        alignment = "bottom_right" if causal else "top_left"
-        wanted += [dict(head_dim=128, dtype="bf16", causal=causal, value_head_dim=None,
-                        mask_alignment=alignment, sliding_window=False, kv_lengths=False,
-                        modifiers=traced.ir, aux_types=traced.aux_types, **chosen)
-                   for chosen in with_spill_fallback(prefill_plan(
-                       128, 128, causal, alignment, False, False, True, sq, skv, {}))]
+        wanted += prefill_kernel_configs(128, None, "bf16", causal,
+                                         "bottom_right" if causal else "top_left", False,
+                                         traced, sq, skv)
     return unique_configs(wanted)
 
 
@@ -777,7 +769,7 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None,
     with shape-only tensors), and flash_attn_func's; ``only_sinks``: those
     of SINK_CASES alone (scripts/gpu/check-sinks.py)."""
     from kvpipe.attention import launched_mask, normalise_window
-    from kvpipe.plans import prefill_plan, with_spill_fallback
+    from kvpipe.plans import prefill_kernel_configs
 
     wanted = []
 
@@ -792,13 +784,9 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None,
         # is top-left) and, without modifiers, maybe the prefill plan's.
         forward_causal, forward_alignment = launched_mask(causal, alignment, window, sq, skv,
                                                           False)
-        planned = prefill_plan(d, d, forward_causal, forward_alignment, window, False,
-                               bool(traced), sq, skv, {})
-        wanted.extend(dict(head_dim=d, dtype=dtype, causal=forward_causal,
-                           value_head_dim=None, mask_alignment=forward_alignment,
-                           sliding_window=window, kv_lengths=False, **regions, **chosen,
-                           **({"sinks": True} if sinks else {}))
-                      for chosen in (with_spill_fallback(planned) if traced else (planned,)))
+        wanted.extend(prefill_kernel_configs(d, None, dtype, forward_causal,
+                                             forward_alignment, window, traced, sq, skv,
+                                             **({"sinks": True} if sinks else {})))
         wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, backward=True,
                            mask_alignment=alignment, sliding_window=window, **regions))
         if learnable:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from kvpipe import kernels
 from kvpipe.launch import _multiprocessors
@@ -325,6 +325,29 @@ def with_spill_fallback(planned: Dict[str, Any]) -> Tuple[Dict[str, Any], ...]:
     compile for a machine without the compiler (compile --for-check)."""
     fallback = spill_fallback(planned)
     return (planned,) if fallback is None else (planned, fallback)
+
+
+def prefill_kernel_configs(head_dim: int, value_head_dim: Optional[int], dtype: str,
+                           causal: bool, mask_alignment: str, sliding_window: bool,
+                           traced: Any, seq_q: int, seq_kv: int,
+                           tuning: Optional[Dict[str, Any]] = None,
+                           **attributes: Any) -> List[Dict[str, Any]]:
+    """The compile_attention arguments of the forward kernels a launch of
+    kvpipe.attention at these shapes may load, for the lists of kernels to
+    compile (compile --for-check, the GPU scripts' --compile): the prefill
+    plan's tuning, or ``tuning`` where given; with modifiers (``traced``,
+    kvpipe.modifiers.trace's result, or None) and no tuning, the plan's
+    spill fallback too (the plain plans' kernels keep their registers).
+    ``attributes``: more compile_attention arguments (``sinks``, ...)."""
+    planned = prefill_plan(head_dim, value_head_dim or head_dim, causal, mask_alignment,
+                           sliding_window, False, traced is not None, seq_q, seq_kv,
+                           dict(tuning or {}))
+    regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
+    chosen = with_spill_fallback(planned) if traced and not tuning else (planned,)
+    return [dict(head_dim=head_dim, dtype=dtype, causal=causal,
+                 value_head_dim=None if value_head_dim in (None, head_dim) else value_head_dim,
+                 mask_alignment=mask_alignment, sliding_window=sliding_window,
+                 kv_lengths=False, **regions, **c, **attributes) for c in chosen]
 
 
 def prefill_plan(head_dim: int, value_head_dim: int, causal: bool, mask_alignment: str,

@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
 import kvpipe  # noqa: E402
-from kvpipe.plans import prefill_plan  # noqa: E402
+from kvpipe.plans import prefill_kernel_configs  # noqa: E402
 
 N, B, H = 8192, 2, 16
 HEAD_DIMS = (128, 64)
@@ -27,9 +27,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.compile:
         for d in HEAD_DIMS:
-            tuning = prefill_plan(d, d, True, "top_left", False, False, False, N, N, {})
             for sinks in (False, True):
-                kvpipe.compile_attention(d, "bf16", True, sinks=sinks, **tuning)
+                for config in prefill_kernel_configs(d, None, "bf16", True, "top_left", False,
+                                                     None, N, N, sinks=sinks):
+                    kvpipe.compile_attention(config.pop("head_dim"), config.pop("dtype"),
+                                             config.pop("causal"), **config)
         return 0
 
     import torch

@@ -68,13 +68,8 @@ def _configs(kwargs, tuning):
     left, right = normalise_window(kwargs.get("window_size", (-1, -1)), causal)
     window = left >= 0 or right >= 0
     traced = modifiers.trace(kwargs.get("score_mod"), kwargs.get("mask_mod"))
-    regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
-    planned = plans.prefill_plan(D, D, causal, "top_left", window, False, traced is not None,
-                                 N, N, dict(tuning or {}))
-    chosen = plans.with_spill_fallback(planned) if traced and not tuning else (planned,)
-    return [dict(head_dim=D, dtype="bf16", causal=causal, value_head_dim=None,
-                 mask_alignment="top_left", sliding_window=window, kv_lengths=False,
-                 **regions, **c) for c in chosen]
+    return plans.prefill_kernel_configs(D, None, "bf16", causal, "top_left", window, traced,
+                                        N, N, tuning)
 
 
 def main() -> int:
