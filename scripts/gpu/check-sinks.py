@@ -42,14 +42,17 @@ def main() -> int:
                                      config.pop("causal"), **config)
         print(f"{len(kernel_configs())} kernels compiled")
         return 0
+    # The modifier and paged checks print their rows; the varlen ones here.
     rows = check_modifiers._run_cases(check_modifiers.SINK_CASES,
                                       check_modifiers.run_sink_case, 2468)
     rows += check_paged.run([c for c in check_paged.paged_grid() if c.sinks])
+    varlen = []
     for i, case in enumerate(c for c in check_varlen.varlen_grid() if c.sinks):
-        rows += [check_varlen.run_case(case, seed=777 + i, tail=tail) for tail in (False, True)]
-    rows += [check_varlen.run_backward_case(case, seed=4242 + i, way="packed")
-             for i, case in enumerate(check_varlen.SINK_BACKWARD_CASES)]
-    for row in rows:
+        varlen += [check_varlen.run_case(case, seed=777 + i, tail=tail) for tail in (False, True)]
+    varlen += [check_varlen.run_backward_case(case, seed=4242 + i, way="packed")
+               for i, case in enumerate(check_varlen.SINK_BACKWARD_CASES)]
+    rows += varlen
+    for row in varlen:
         detail = (f"rel {row['rel']:.2e}" if "rel" in row else row.get("error", ""))
         if row.get("errors"):
             detail += " " + " ".join(f"{k} {v:.1e}" for k, v in row["errors"].items())
