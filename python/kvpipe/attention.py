@@ -267,6 +267,22 @@ def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, 
     check_sinks(sinks, q, tuple(q.shape)[1 if layout == "bhsd" else 2])
     traced = _modifiers.trace(score_mod, mask_mod)
     aux = tuple(traced.aux_tensors) if traced is not None else ()
+    op = _custom_op(q)
+    if op is not None and traced is None and out is None and not _tuning_of(kwargs):
+        # While torch.compile traces: the operator (its backward gives the
+        # sinks their gradient), the unsplit, unpacked kernel as without
+        # sinks.
+        if _needs_grad(q, k, v, sinks):
+            _check_grad_args(out, kwargs["kv_lengths"], kwargs["deterministic"],
+                             kwargs["causal"], kwargs["mask_alignment"],
+                             kwargs["window_size"], None)
+        scale = kwargs["scale"]
+        if scale is None:
+            scale = 1.0 / math.sqrt(tuple(q.shape)[-1])
+        left, right = normalise_window(kwargs["window_size"], kwargs["causal"])
+        o, lse = op(q, k, v, kwargs["causal"], float(scale), layout, kwargs["mask_alignment"],
+                    left, right, kwargs["kv_lengths"], kwargs["deterministic"], sinks)
+        return (o, lse) if return_lse else o
     if _needs_grad(q, k, v, sinks, *aux):
         if kwargs["num_splits"] > 1 or kwargs["pack_gqa"] is True:
             raise ValueError("num_splits > 1 and pack_gqa=True (decode kernels) cannot be "
@@ -279,10 +295,8 @@ def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, 
                                   kwargs["mask_alignment"], window_size)
         from kvpipe.autograd import attention_with_grad
 
-        tuning = {key: value for key, value in kwargs.items() if key not in (
-            "causal", "scale", "mask_alignment", "window_size", "kv_lengths", "deterministic",
-            "num_splits", "pack_gqa")}
-        o, lse = attention_with_grad(q, k, v, causal, kwargs["scale"], layout, tuning,
+        o, lse = attention_with_grad(q, k, v, causal, kwargs["scale"], layout,
+                                     _tuning_of(kwargs),
                                      kwargs["deterministic"], kwargs["mask_alignment"],
                                      tuple(window_size), score_mod, mask_mod, traced,
                                      sinks=sinks)
@@ -291,6 +305,13 @@ def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, 
     return attention_impl(q, k, v, return_lse=return_lse, layout=layout, out=out,
                           score_mod=score_mod, mask_mod=mask_mod, sinks=sinks, _traced=traced,
                           **kwargs)
+
+
+def _tuning_of(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The tuning attributes among kvpipe.attention's keyword arguments."""
+    return {key: value for key, value in kwargs.items() if key not in (
+        "causal", "scale", "mask_alignment", "window_size", "kv_lengths", "deterministic",
+        "num_splits", "pack_gqa")}
 
 
 def _check_grad_args(out: Any, kv_lengths: Any, deterministic: Optional[bool], causal: Any,

@@ -755,6 +755,10 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
             configs.append(config)
     for case, tuning in tuned_backward_cases():
         add(case, **tuning)
+    # run_backward_integration's sinks case: the forward kernel with sinks
+    # (its backward family is the one without).
+    planned = prefill_plan(128, 128, True, "top_left", False, False, False, 300, 300, {})
+    configs.append(dict(head_dim=128, dtype="bf16", causal=True, **planned, sinks=True))
     return configs
 
 
@@ -987,29 +991,42 @@ def run_backward_integration() -> List[Dict[str, Any]]:
     def layer(q, k, v):
         return kvpipe.attention(q, k, v, causal=True) * 2.0
 
-    case = "backward: torch.compile(fullgraph=True) forward, .backward() vs eager"
-    try:
-        q, k, v = leaves()
-        do = torch.randn(shape, dtype=torch.bfloat16, device="cuda")
-        torch._dynamo.reset()
-        explanation = torch._dynamo.explain(layer)(q, k, v)
-        compiled = torch.compile(layer, fullgraph=True)
+    def sink_layer(q, k, v, sinks):
+        return kvpipe.attention(q, k, v, causal=True, sinks=sinks) * 2.0
 
-        def run(fn):
-            for t in (q, k, v):
-                t.grad = None
-            o = fn(q, k, v)
-            o.backward(do)
-            return (o.detach(), *(t.grad.clone() for t in (q, k, v)))
+    def compiled_vs_eager(case: str, fn: Any, with_sinks: bool) -> None:
+        """torch.compile(fullgraph=True) of ``fn`` against ``fn`` eagerly:
+        no graph break, the output and its inputs' gradients."""
+        try:
+            inputs = leaves()
+            if with_sinks:
+                inputs.append(torch.randn(shape[1], device="cuda").requires_grad_())
+            do = torch.randn(shape, dtype=torch.bfloat16, device="cuda")
+            torch._dynamo.reset()
+            explanation = torch._dynamo.explain(fn)(*inputs)
+            compiled = torch.compile(fn, fullgraph=True)
 
-        got, want = run(compiled), run(layer)
-        rel = max(float((g.float() - w.float()).norm() / w.float().norm())
-                  for g, w in zip(got, want))
-        ok = explanation.graph_break_count == 0 and rel < 1e-2
-        rows.append({"case": case, "ok": ok, "rel": rel, "max_abs": 0.0, "lse_err": 0.0,
-                     "graph_breaks": explanation.graph_break_count})
-    except Exception as exc:
-        rows.append({"case": case, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            def run(f):
+                for t in inputs:
+                    t.grad = None
+                o = f(*inputs)
+                o.backward(do)
+                return (o.detach(), *(t.grad.clone() for t in inputs))
+
+            got, want = run(compiled), run(fn)
+            rel = max(float((g.float() - w.float()).norm() / w.float().norm())
+                      for g, w in zip(got, want))
+            ok = explanation.graph_break_count == 0 and rel < 1e-2
+            rows.append({"case": case, "ok": ok, "rel": rel, "max_abs": 0.0, "lse_err": 0.0,
+                         "graph_breaks": explanation.graph_break_count})
+        except Exception as exc:
+            rows.append({"case": case, "ok": False,
+                         "error": f"{type(exc).__name__}: {exc}"[:300]})
+
+    compiled_vs_eager("backward: torch.compile(fullgraph=True) forward, .backward() vs eager",
+                      layer, False)
+    compiled_vs_eager("sinks: torch.compile(fullgraph=True) forward, .backward() vs eager "
+                      "(O, dQ, dK, dV and the sinks' gradient)", sink_layer, True)
 
     case = ("backward: forward + backward in a CUDA graph vs eager (O, dK, dV bit-exact; "
             "dQ, summed with atomics, to 1e-2)")

@@ -16,22 +16,26 @@ import torch
 
 from kvpipe.attention import attention_impl
 from kvpipe.backward import attention_backward
+from kvpipe.sinks import sink_gradient
 
 
 @torch.library.custom_op("kvpipe::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                  scale: float, layout: str, mask_alignment: str, window_left: int,
                  window_right: int, kv_lengths: Optional[torch.Tensor],
-                 deterministic: Optional[bool] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(o, lse) = attention(q, k, v); see kvpipe.attention."""
+                 deterministic: Optional[bool] = None,
+                 sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(o, lse) = attention(q, k, v); see kvpipe.attention (``sinks``:
+    kvpipe.sinks', in the kernel's epilogue; the lse includes them)."""
     return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=True, layout=layout,
                           mask_alignment=mask_alignment,
-                          window_size=(window_left, window_right), kv_lengths=kv_lengths)
+                          window_size=(window_left, window_right), kv_lengths=kv_lengths,
+                          sinks=sinks)
 
 
 @attention_op.register_fake
 def _(q, k, v, causal, scale, layout, mask_alignment, window_left, window_right, kv_lengths,
-      deterministic=None):
+      deterministic=None, sinks=None):
     if layout == "bshd":
         b, s, h = q.shape[0], q.shape[1], q.shape[2]
     else:
@@ -64,9 +68,10 @@ def _(q, k, v, o, lse, do, causal, scale, layout, deterministic=None, mask_align
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, causal, scale, layout, mask_alignment, window_left, window_right, kv_lengths,
-     deterministic) = inputs
+     deterministic, sinks) = inputs
     o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.has_sinks = sinks is not None
+    ctx.save_for_backward(q, k, v, o, lse, *((sinks,) if sinks is not None else ()))
     ctx.causal, ctx.scale, ctx.layout = causal, scale, layout
     ctx.deterministic = deterministic
     ctx.mask_alignment, ctx.window = mask_alignment, (window_left, window_right)
@@ -78,12 +83,16 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, do, _dlse):
     if ctx.masked:
         raise NotImplementedError("kvpipe's backward has no per-batch key counts (kv_lengths)")
-    q, k, v, o, lse = ctx.saved_tensors
+    q, k, v, o, lse, *sinks = ctx.saved_tensors
+    # With sinks, o and lse include them: the kernels' backward as without,
+    # and the sinks' gradient from o, do and lse (kvpipe.sinks).
     dq, dk, dv = torch.ops.kvpipe.attention_backward(q, k, v, o, lse, do.contiguous(),
                                                      ctx.causal, ctx.scale, ctx.layout,
                                                      ctx.deterministic, ctx.mask_alignment,
                                                      ctx.window[0], ctx.window[1])
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+    dsinks = (sink_gradient(o, do, lse, sinks[0], ctx.layout)
+              if ctx.has_sinks and ctx.needs_input_grad[11] else None)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, dsinks
 
 
 attention_op.register_autograd(_backward, setup_context=_setup_context)

@@ -135,3 +135,42 @@ def test_packed_sink_gradient_is_autograds_over_the_sequences_rows():
     lse_packed = torch.cat([lse.detach()[0], torch.full((H, 3), math.nan)], dim=1)
     got = sinks.sink_gradient_packed(o, dout, lse_packed, s.detach(), torch.tensor(SQ))
     assert torch.allclose(got, expected, atol=1e-6)
+
+
+@needs_torch
+def test_the_custom_operator_gives_the_sinks_their_gradient(monkeypatch):
+    # torch.ops.kvpipe.attention (what torch.compile traces) with sinks:
+    # the kernels stand in as float32 references on the CPU; the operator's
+    # backward must give autograd's dsinks (and pass the kernels' dq, dk,
+    # dv through).
+    import torch
+
+    from kvpipe import torch_ops
+
+    scores_of = lambda q, k: q @ k.transpose(-1, -2) * 0.25  # noqa: E731
+
+    def forward(q, k, v, sinks=None, **kwargs):
+        o, lse = check._sink_softmax(scores_of(q, k), sinks[None, :, None, None], v, torch)
+        return o.detach(), lse.detach()
+
+    def backward(q, k, v, o, lse, do, **kwargs):
+        return torch.zeros_like(q), torch.ones_like(k), torch.full_like(v, 2.0)
+
+    monkeypatch.setattr(torch_ops, "attention_impl", forward)
+    monkeypatch.setattr(torch_ops, "attention_backward", backward)
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(B, H, SQ, D) for _ in range(3))
+    s = torch.randn(H, requires_grad=True)
+    o, lse = torch.ops.kvpipe.attention(q, k, v, False, 0.25, "bhsd", "top_left", -1, -1,
+                                        None, None, s)
+    do = torch.randn_like(o)
+    (o * do).sum().backward()
+    ref = s.detach().clone().requires_grad_()
+    want, _ = check._sink_softmax(scores_of(q, k), ref[None, :, None, None], v, torch)
+    (want * do).sum().backward()
+    assert torch.allclose(s.grad, ref.grad, atol=1e-5)
+    qs = q.clone().requires_grad_()
+    o, _ = torch.ops.kvpipe.attention(qs, k, v, False, 0.25, "bhsd", "top_left", -1, -1,
+                                      None, None, s.detach())
+    o.sum().backward()
+    assert torch.equal(qs.grad, torch.zeros_like(q))  # the kernels' dq, passed through
