@@ -13,13 +13,14 @@ import kvpipe
 from fakes import FakeTensor, ReachedTorch, torch_stand_in
 from kvpipe import check_varlen, bench_varlen, cuda, flash_attn, kernels, launch, tma, varlen
 
-FLASH_ATTN_VARLEN_FUNC = [
+FLASH_ATTN_VARLEN_FUNC = [  # flash-attn 2.x's, then FA4's learnable_sink
     ("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty),
     ("v", inspect.Parameter.empty), ("cu_seqlens_q", inspect.Parameter.empty),
     ("cu_seqlens_k", inspect.Parameter.empty), ("max_seqlen_q", inspect.Parameter.empty),
     ("max_seqlen_k", inspect.Parameter.empty), ("dropout_p", 0.0), ("softmax_scale", None),
     ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0), ("alibi_slopes", None),
-    ("deterministic", False), ("return_attn_probs", False), ("block_table", None)]
+    ("deterministic", False), ("return_attn_probs", False), ("block_table", None),
+    ("learnable_sink", None)]  # FlashAttention-4's (gpt-oss's attention sinks)
 
 
 def packed(total_q=300, total_k=500, hq=8, hkv=2, d=128, dv=None, batch=3, **kw):
