@@ -223,11 +223,8 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
                          window_size, None)
         op = _custom_op(q)
         if op is not None and not tuning:
-            if scale is None:
-                scale = 1.0 / math.sqrt(tuple(q.shape)[-1])
-            left, right = normalise_window(window_size, causal)
-            o, lse = op(q, k, v, causal, float(scale), layout, mask_alignment, left, right,
-                        None, deterministic)
+            o, lse = _call_op(op, q, k, v, causal, scale, layout, mask_alignment,
+                              window_size, None, deterministic)
         else:
             from kvpipe.autograd import attention_with_grad
 
@@ -235,10 +232,7 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
                                          deterministic, mask_alignment, tuple(window_size))
         return (o, lse) if return_lse else o
     op = _custom_op(q)
-    if op is not None and (not isinstance(causal, bool) or layout not in LAYOUTS or
-                           mask_alignment not in kernels.MASK_ALIGNMENTS or
-                           (scale is not None and (isinstance(scale, bool) or
-                                                   not isinstance(scale, (int, float))))):
+    if op is not None and not _op_takes(causal, layout, mask_alignment, scale):
         op = None  # let attention_impl report the bad argument
     # While torch.compile traces, the operator computes the unsplit,
     # unpacked kernel: same results (its schema has no decode choices yet).
@@ -247,13 +241,32 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
                               layout=layout, out=out, mask_alignment=mask_alignment,
                               window_size=window_size, kv_lengths=kv_lengths,
                               num_splits=num_splits, pack_gqa=pack_gqa, **tuning)
+    o, lse = _call_op(op, q, k, v, causal, scale, layout, mask_alignment, window_size,
+                      kv_lengths)
+    return (o, lse) if return_lse else o
+
+
+def _op_takes(causal: Any, layout: Any, mask_alignment: Any, scale: Any) -> bool:
+    """Whether the custom operator's schema takes these arguments (else
+    attention_impl reports the bad one)."""
+    return (isinstance(causal, bool) and layout in LAYOUTS
+            and mask_alignment in kernels.MASK_ALIGNMENTS
+            and (scale is None or (not isinstance(scale, bool)
+                                   and isinstance(scale, (int, float)))))
+
+
+def _call_op(op: Any, q: Any, k: Any, v: Any, causal: bool, scale: Optional[float],
+             layout: str, mask_alignment: str, window_size: Any, kv_lengths: Any,
+             deterministic: Optional[bool] = None, sinks: Any = None) -> Tuple[Any, Any]:
+    """(o, lse) from ``torch.ops.kvpipe.attention`` (while torch.compile
+    traces) with kvpipe.attention's defaults: the scale 1/sqrt(D), the
+    window normalised against the causal mask."""
     if scale is None:
         shape = tuple(q.shape)
         scale = 1.0 / math.sqrt(shape[-1]) if shape and shape[-1] > 0 else 1.0
     left, right = normalise_window(window_size, causal)
-    o, lse = op(q, k, v, causal, float(scale), layout, mask_alignment, left, right,
-                kv_lengths)
-    return (o, lse) if return_lse else o
+    return op(q, k, v, causal, float(scale), layout, mask_alignment, left, right, kv_lengths,
+              deterministic, sinks)
 
 
 def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, layout: str,
@@ -268,7 +281,9 @@ def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, 
     traced = _modifiers.trace(score_mod, mask_mod)
     aux = tuple(traced.aux_tensors) if traced is not None else ()
     op = _custom_op(q)
-    if op is not None and traced is None and out is None and not _tuning_of(kwargs):
+    if (op is not None and traced is None and out is None and not _tuning_of(kwargs)
+            and _op_takes(kwargs["causal"], layout, kwargs["mask_alignment"],
+                          kwargs["scale"])):
         # While torch.compile traces: the operator (its backward gives the
         # sinks their gradient), the unsplit, unpacked kernel as without
         # sinks.
@@ -276,12 +291,9 @@ def _attention_with_sinks(q: Any, k: Any, v: Any, sinks: Any, return_lse: bool, 
             _check_grad_args(out, kwargs["kv_lengths"], kwargs["deterministic"],
                              kwargs["causal"], kwargs["mask_alignment"],
                              kwargs["window_size"], None)
-        scale = kwargs["scale"]
-        if scale is None:
-            scale = 1.0 / math.sqrt(tuple(q.shape)[-1])
-        left, right = normalise_window(kwargs["window_size"], kwargs["causal"])
-        o, lse = op(q, k, v, kwargs["causal"], float(scale), layout, kwargs["mask_alignment"],
-                    left, right, kwargs["kv_lengths"], kwargs["deterministic"], sinks)
+        o, lse = _call_op(op, q, k, v, kwargs["causal"], kwargs["scale"], layout,
+                          kwargs["mask_alignment"], kwargs["window_size"],
+                          kwargs["kv_lengths"], kwargs["deterministic"], sinks)
         return (o, lse) if return_lse else o
     if _needs_grad(q, k, v, sinks, *aux):
         if kwargs["num_splits"] > 1 or kwargs["pack_gqa"] is True:

@@ -730,7 +730,7 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
     """The ``compile_attention`` arguments of the backward families (and the
     forward kernels whose O and log-sum-exp they take) that ``run_backward``
     and ``run_backward_integration`` launch."""
-    from kvpipe.plans import prefill_plan
+    from kvpipe.plans import prefill_kernel_configs, prefill_plan
 
     configs: List[Dict[str, Any]] = []
 
@@ -757,8 +757,9 @@ def backward_kernel_configs() -> List[Dict[str, Any]]:
         add(case, **tuning)
     # run_backward_integration's sinks case: the forward kernel with sinks
     # (its backward family is the one without).
-    planned = prefill_plan(128, 128, True, "top_left", False, False, False, 300, 300, {})
-    configs.append(dict(head_dim=128, dtype="bf16", causal=True, **planned, sinks=True))
+    _, _, n, d = INTEGRATION_SHAPE
+    configs += prefill_kernel_configs(d, None, "bf16", True, "top_left", False, None, n, n,
+                                      sinks=True)
     return configs
 
 
@@ -966,6 +967,10 @@ def backward_to_markdown(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: (B, H, S, D) of run_backward_integration's causal bf16 training steps.
+INTEGRATION_SHAPE = (2, 4, 300, 128)
+
+
 def run_backward_integration() -> List[Dict[str, Any]]:
     """A training step through torch: ``torch.compile(fullgraph=True)`` of
     forward + backward without a graph break, matching eager gradients; and
@@ -977,7 +982,7 @@ def run_backward_integration() -> List[Dict[str, Any]]:
 
     rows: List[Dict[str, Any]] = []
     torch.manual_seed(17)
-    shape = (2, 4, 300, 128)
+    shape = INTEGRATION_SHAPE
 
     def leaves():
         return [torch.randn(shape, dtype=torch.bfloat16, device="cuda").requires_grad_()

@@ -797,25 +797,21 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None,
                           if traced.aux_types[i] == "f32")
             wanted.append(dict(wanted[-1], aux_grads=grads))
 
-    for case in SINK_CASES if only_sinks else []:
+    def add_case(case: ModCase, **flags: bool) -> None:
         left, right = normalise_window(case.window, case.causal)
         add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
             case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype,
-            sinks=True)
-    if only_sinks:
-        return unique_configs(wanted)
-    for case in cases if cases is not None else mods_backward_grid():
-        left, right = normalise_window(case.window, case.causal)
-        add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
-            case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv, case.dtype)
-    for sq, skv, causal, softcap, alibi in FLASH_CASES:
-        add((_flash_score_mod(softcap, alibi, sq == skv), None), 128, causal,
-            "top_left" if sq == skv else "bottom_right", False, sq, skv)
+            **flags)
+
+    if not only_sinks:
+        for case in cases if cases is not None else mods_backward_grid():
+            add_case(case)
+        for sq, skv, causal, softcap, alibi in FLASH_CASES:
+            add((_flash_score_mod(softcap, alibi, sq == skv), None), 128, causal,
+                "top_left" if sq == skv else "bottom_right", False, sq, skv)
     if cases is None:
-        wanted += mods_backward_kernel_configs(only_sinks=True)
-        for case in LEARNABLE_AUX_CASES:
-            left, right = normalise_window(case.window, case.causal)
-            add(case_modifiers(case, _aux_tensors(case)), case.head_dim, case.causal,
-                case.alignment, left >= 0 or right >= 0, case.seq_q, case.seq_kv,
-                case.dtype, learnable=True)
+        for case in SINK_CASES:
+            add_case(case, sinks=True)
+        for case in () if only_sinks else LEARNABLE_AUX_CASES:
+            add_case(case, learnable=True)
     return unique_configs(wanted)

@@ -71,6 +71,11 @@ def _kernel_for(config_args: Tuple[Any, ...],
     return found
 
 
+#: The defaults of the optional ``config_args`` of a forward kernel, in
+#: order: split_kv, pack_gqa, page_size, sinks (forward_config_args).
+_FORWARD_EXTRA_DEFAULTS = (False, 0, 0, False)
+
+
 def forward_config_args(head_dim: int, dtype: str, causal: bool,
                         value_head_dim: Optional[int], mask_alignment: str,
                         sliding_window: bool, kv_lengths: bool, split_kv: bool = False,
@@ -81,8 +86,8 @@ def forward_config_args(head_dim: int, dtype: str, causal: bool,
     ``sinks`` up to the last one that is not its default (one key per
     kernel, whichever launcher asks)."""
     extra = (split_kv, pack_gqa, page_size, sinks)
-    defaults = (False, 0, 0, False)
-    used = max((i + 1 for i in range(len(extra)) if extra[i] != defaults[i]), default=0)
+    used = max((i + 1 for i, (value, default) in enumerate(zip(extra, _FORWARD_EXTRA_DEFAULTS))
+                if value != default), default=0)
     return (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
             kv_lengths) + extra[:used]
 
@@ -98,8 +103,8 @@ def _load_kernel(key: Tuple[Any, ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
              kv_lengths, *extra) = config_args
             # Decode (split_kv, pack_gqa), paging (page_size) and sinks
             # follow, where given, in that order.
-            split_kv, pack_gqa, page_size, sinks = (tuple(extra)
-                                                    + (False, 0, 0, False)[len(extra):])
+            split_kv, pack_gqa, page_size, sinks = (
+                tuple(extra) + _FORWARD_EXTRA_DEFAULTS[len(extra):])
             timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
             compiled = kernels.compile_attention(head_dim, dtype, causal,
                                                  value_head_dim=value_head_dim,

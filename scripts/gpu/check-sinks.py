@@ -36,11 +36,10 @@ def main() -> int:
     if args.compile:
         import kvpipe
 
-        for config in kernel_configs():
-            config = dict(config)
-            kvpipe.compile_attention(config.pop("head_dim"), config.pop("dtype"),
-                                     config.pop("causal"), **config)
-        print(f"{len(kernel_configs())} kernels compiled")
+        configs = kernel_configs()
+        for config in configs:
+            kvpipe.compile_attention(**config)
+        print(f"{len(configs)} kernels compiled")
         return 0
     # The modifier and paged checks print their rows; the varlen ones here.
     rows = check_modifiers._run_cases(check_modifiers.SINK_CASES,

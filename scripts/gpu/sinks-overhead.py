@@ -30,8 +30,7 @@ def main() -> int:
             for sinks in (False, True):
                 for config in prefill_kernel_configs(d, None, "bf16", True, "top_left", False,
                                                      None, N, N, sinks=sinks):
-                    kvpipe.compile_attention(config.pop("head_dim"), config.pop("dtype"),
-                                             config.pop("causal"), **config)
+                    kvpipe.compile_attention(**config)
         return 0
 
     import torch
