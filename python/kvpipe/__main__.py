@@ -209,6 +209,8 @@ def _main(argv: Optional[List[str]]) -> int:
     comp.add_argument("--varlen", action="store_true",
                       help="with --for-check: the varlen kernels `check --varlen` and "
                            "`bench --varlen` launch (packed sequences, cu_seqlens)")
+    comp.add_argument("--models", action="store_true",
+                      help="with --for-check: the kernels `check --models` launches")
     for p in (comp,) + tuple(sub.add_parser(n, help=h) for n, h in (
             ("check", "verify the kernels against torch on the GPU"),
             ("bench", "benchmark against torch SDPA's cuDNN and flash backends"))):
@@ -243,6 +245,12 @@ def _main(argv: Optional[List[str]]) -> int:
         "--varlen", action="store_true",
         help="check the varlen kernels (packed sequences of lengths 0 to 20k, cu_seqlens) "
              "against a per-sequence torch float32 reference")
+    sub.choices["check"].add_argument(
+        "--models", action="store_true",
+        help="check published models' attention layers at their own shapes (Llama, Qwen, "
+             "Mistral, Gemma 2/3, gpt-oss, Phi, DeepSeek, Falcon, BLOOM, BERT, ViT, SD, "
+             "Whisper; prefill, training, paged decode, varlen) and tensors of more than "
+             "2^31 elements")
     bench = sub.choices["bench"]
     bench.add_argument("--head-dim", type=int, nargs="+", default=list(kernels.HEAD_DIMS),
                        choices=kernels.HEAD_DIMS, metavar="D",
@@ -292,6 +300,17 @@ def _main(argv: Optional[List[str]]) -> int:
         if args.masks:
             masks += [(a, w, n) for a in kernels.MASK_ALIGNMENTS for w in (False, True)
                       for n in (False, True) if (a, w, n) != ("top_left", False, False)]
+        if args.models:
+            if (not args.for_check or args.random or args.backward or args.tune or args.mods
+                    or args.varlen or args.paged or args.decode):
+                parser.error("compile --models goes with --for-check alone (the kernels of "
+                             "check --models)")
+            from kvpipe import check_models
+
+            for config in check_models.model_kernel_configs():
+                k = compile_attention(**config)
+                print(f"{k.name}: {k.describe()}")
+            return 0
         if args.varlen:
             if not args.for_check or args.random or args.backward or args.tune:
                 parser.error("compile --varlen goes with --for-check (and neither --random, "
@@ -429,6 +448,17 @@ def _main(argv: Optional[List[str]]) -> int:
         families = {"varlen": ("check_varlen", "run"), "decode": ("check", "run_decode"),
                     "paged": ("check_paged", "run"), "mods": ("check_modifiers", "run_mods")}
         family = next((name for name in families if getattr(args, name)), None)
+        if args.models:
+            if tuning or args.random or args.backward or family is not None:
+                parser.error("check --models goes alone (its cases take their models' own "
+                             "settings; training cases check the backward already)")
+            from kvpipe import check_models
+
+            rows = check_models.run()
+            markdown = check_models.to_markdown(rows)
+            print(markdown)
+            _write(args, "kvpipe check --models", rows, markdown)
+            return 0 if all(r["ok"] for r in rows) else 1
         if family == "mods" and args.backward:
             if tuning or args.random:
                 parser.error("check --mods --backward takes neither --tune nor --random")

@@ -414,16 +414,18 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
     return unique_configs(wanted)
 
 
-def _flash_score_mod(softcap: float, alibi: bool, equal_lengths: bool) -> Callable[..., Any]:
-    """flash_attn_func's score_mod for the check's (batch 2, 4 heads) cases,
-    traced with shape-only slopes and shift (kvpipe.flash_attn._score_mod:
-    the shift 0 compiled in where the lengths are equal)."""
+def _flash_score_mod(softcap: float, alibi: bool, equal_lengths: bool,
+                     slopes_shape: Tuple[int, ...] = (2, 4)) -> Callable[..., Any]:
+    """flash_attn_func's score_mod, to trace with shape-only slopes of
+    ``slopes_shape`` (the check's cases: batch 2, 4 heads) and shift
+    (kvpipe.flash_attn._score_mod: the shift 0 compiled in where the lengths
+    are equal)."""
     mods = []
     if softcap:
         mods.append(modifiers.soft_cap(softcap))
     if alibi:
         shift = 0 if equal_lengths else _ShapeOnly((1,), "int32")
-        mods.append(modifiers.alibi(_ShapeOnly((2, 4), "float32"), shift))
+        mods.append(modifiers.alibi(_ShapeOnly(slopes_shape, "float32"), shift))
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
 
 
@@ -761,6 +763,46 @@ def run_mods_backward(cases: Optional[List[ModCase]] = None) -> List[Dict[str, A
                + _run_cases(SINK_CASES, run_sink_case, 2468) if cases is None else []))
 
 
+def training_kernel_configs(case_mods: Tuple[Any, Any], head_dim: int,
+                            value_head_dim: Optional[int], dtype: str, causal: bool,
+                            alignment: str, window: bool, seq_q: int, seq_kv: int,
+                            learnable: bool = False, sinks: bool = False
+                            ) -> List[Dict[str, Any]]:
+    """The compile_attention arguments of the kernels a training step of
+    kvpipe.attention loads (its forward under autograd, then
+    attention_backward's family) for the (score_mod, mask_mod) pair
+    ``case_mods`` (traced here: shape-only aux tensors will do), at kernel
+    head dims (``kernels.padded_head_dims``' pair for a padded one);
+    ``learnable``: also the family with the score_mod's f32 tensors'
+    gradients; ``sinks``: the forward with sinks (its backward family is
+    the one without)."""
+    from kvpipe.attention import launched_mask
+    from kvpipe.plans import prefill_kernel_configs
+
+    traced = modifiers.trace(*case_mods)
+    if not causal and not window:
+        alignment = "top_left"  # no mask: one kernel for both alignments
+    regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
+    # The forward's kernel for the masks (bottom-right on equal lengths is
+    # top-left) and, without modifiers, maybe the prefill plan's.
+    forward_causal, forward_alignment = launched_mask(causal, alignment, window, seq_q, seq_kv,
+                                                      False)
+    configs = prefill_kernel_configs(head_dim, value_head_dim, dtype, forward_causal,
+                                     forward_alignment, window, traced, seq_q, seq_kv,
+                                     **({"sinks": True} if sinks else {}))
+    values = {} if value_head_dim in (None, head_dim) else {"value_head_dim": value_head_dim}
+    configs.append(dict(head_dim=head_dim, dtype=dtype, causal=causal, backward=True,
+                        mask_alignment=alignment, sliding_window=window, **values, **regions))
+    if learnable:
+        # The family with the score_mod's f32 tensors' gradients.
+        from kvpipe.attention import score_mod_reads
+
+        grads = tuple(i for i in sorted(score_mod_reads(traced))
+                      if traced.aux_types[i] == "f32")
+        configs.append(dict(configs[-1], aux_grads=grads))
+    return configs
+
+
 def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None,
                                  only_sinks: bool = False) -> List[Dict[str, Any]]:
     """The compile_attention arguments of the kernels ``run_mods_backward``
@@ -768,34 +810,16 @@ def mods_backward_kernel_configs(cases: Optional[List[ModCase]] = None,
     kvpipe.attention and attention_backward choose them, the regions traced
     with shape-only tensors), and flash_attn_func's; ``only_sinks``: those
     of SINK_CASES alone (scripts/gpu/check-sinks.py)."""
-    from kvpipe.attention import launched_mask, normalise_window
-    from kvpipe.plans import prefill_kernel_configs
+    from kvpipe.attention import normalise_window
 
     wanted = []
 
     def add(case_mods: Tuple[Any, Any], d: int, causal: bool, alignment: str,
             window: bool, sq: int, skv: int, dtype: str = "bf16",
             learnable: bool = False, sinks: bool = False) -> None:
-        traced = modifiers.trace(*case_mods)
-        if not causal and not window:
-            alignment = "top_left"  # no mask: one kernel for both alignments
-        regions = dict(modifiers=traced.ir, aux_types=traced.aux_types) if traced else {}
-        # The forward's kernel for the masks (bottom-right on equal lengths
-        # is top-left) and, without modifiers, maybe the prefill plan's.
-        forward_causal, forward_alignment = launched_mask(causal, alignment, window, sq, skv,
-                                                          False)
-        wanted.extend(prefill_kernel_configs(d, None, dtype, forward_causal,
-                                             forward_alignment, window, traced, sq, skv,
-                                             **({"sinks": True} if sinks else {})))
-        wanted.append(dict(head_dim=d, dtype=dtype, causal=causal, backward=True,
-                           mask_alignment=alignment, sliding_window=window, **regions))
-        if learnable:
-            # The family with the score_mod's f32 tensors' gradients.
-            from kvpipe.attention import score_mod_reads
-
-            grads = tuple(i for i in sorted(score_mod_reads(traced))
-                          if traced.aux_types[i] == "f32")
-            wanted.append(dict(wanted[-1], aux_grads=grads))
+        wanted.extend(training_kernel_configs(case_mods, d, None, dtype, causal, alignment,
+                                              window, sq, skv, learnable=learnable,
+                                              sinks=sinks))
 
     def add_case(case: ModCase, **flags: bool) -> None:
         left, right = normalise_window(case.window, case.causal)

@@ -274,7 +274,14 @@ BACKWARD_WAYS = ("sequences", "packed")
 def sink_backward_kernel_configs() -> List[Dict[str, Any]]:
     """The kernels of SINK_BACKWARD_CASES: the varlen forward with sinks
     (attention_varlen's plan) and the packed backward family."""
-    wanted = forward_kernel_configs(SINK_BACKWARD_CASES)
+    return packed_backward_kernel_configs(SINK_BACKWARD_CASES)
+
+
+def packed_backward_kernel_configs(cases: List[VarlenCase]) -> List[Dict[str, Any]]:
+    """The kernels of ``run_backward_case(case, way="packed")`` for each of
+    ``cases`` (no modifiers): the varlen forward (attention_varlen's plan,
+    with sinks where the case has them) and the packed backward family."""
+    wanted = forward_kernel_configs(cases)
     for config in list(wanted):
         wanted.append(dict({key: value for key, value in config.items()
                             if key in ("head_dim", "dtype", "causal", "value_head_dim",

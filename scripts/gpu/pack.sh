@@ -2,6 +2,7 @@
 # Fills a kernel cache for a GPU machine without the compiler and packs it for one device call.
 #
 #   scripts/gpu/pack.sh [FAMILY ...]     # families: default backward varlen mods decode paged
+#                                        # models
 #                                        # (default: default backward varlen)
 #
 # Compiles `python -m kvpipe compile --for-check` for each family (--mods also takes the
@@ -19,9 +20,9 @@ families=("$@")
 for family in "${families[@]}"; do
   case $family in
     default) flags=() ;;
-    backward|varlen|decode|paged) flags=(--"$family") ;;
+    backward|varlen|decode|paged|models) flags=(--"$family") ;;
     mods) flags=(--mods --backward) ;;
-    *) echo "pack.sh: unknown family '$family' (default backward varlen mods decode paged)" >&2
+    *) echo "pack.sh: unknown family '$family' (default backward varlen mods decode paged models)" >&2
        exit 2 ;;
   esac
   echo "pack.sh: compile --for-check ${flags[*]}"
