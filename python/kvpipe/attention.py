@@ -190,14 +190,16 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
             pack_gqa=pack_gqa, score_mod=score_mod, mask_mod=mask_mod, **tuning)
     _check_decode_args(num_splits, pack_gqa)
     if score_mod is not None or mask_mod is not None:
-        if num_splits not in (0, 1) or pack_gqa is True:
-            raise ValueError("score_mod and mask_mod cannot be combined with num_splits > 1 or "
-                             "pack_gqa=True yet (the decode kernels have no modifiers)")
         traced = _modifiers.trace(score_mod, mask_mod)
         # The score_mod's tensors that require grad get their gradients
         # (learnable biases, slopes: the backward adds the score's gradient
         # times the region's derivative at each value read).
         if _needs_grad(q, k, v, *traced.aux_tensors):
+            # Chosen (0, None) decode kernels fall back to the one the
+            # backward pairs with; asked for ones are refused.
+            if num_splits > 1 or pack_gqa is True:
+                raise ValueError("num_splits > 1 and pack_gqa=True (decode kernels) cannot "
+                                 "be used when q, k, v or a score_mod's tensor requires grad")
             _check_grad_args(out, kv_lengths, deterministic, causal, mask_alignment,
                              window_size, mask_mod)
             _check_differentiable(traced, q, v, causal, deterministic, mask_alignment,
@@ -211,8 +213,8 @@ def attention(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional[floa
         return attention_impl(q, k, v, causal=causal, scale=scale, return_lse=return_lse,
                               layout=layout, out=out, mask_alignment=mask_alignment,
                               window_size=window_size, kv_lengths=kv_lengths,
-                              score_mod=score_mod, mask_mod=mask_mod, _traced=traced,
-                              **tuning)
+                              num_splits=num_splits, pack_gqa=pack_gqa, score_mod=score_mod,
+                              mask_mod=mask_mod, _traced=traced, **tuning)
     if _needs_grad(q, k, v):
         # Chosen (0, None) decode kernels fall back to the one the backward
         # pairs with; asked for ones are refused.
@@ -588,9 +590,6 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
 
     traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
     _check_modifier_lengths(traced, sq, skv)
-    if traced is not None and (num_splits != 1 or pack_gqa is not False):
-        raise ValueError("score_mod and mask_mod cannot be combined with num_splits or "
-                         "pack_gqa yet (the decode kernels have no modifiers)")
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
     if sinks is not None:
         check_sinks(sinks, q, hq)
@@ -609,6 +608,8 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
                                       kv_lengths is not None, split_kv=num_splits > 1,
                                       pack_gqa=pack, sinks=sink_values is not None)
     sinks_pointer = sink_values.data_ptr() if sink_values is not None else 0
+    regions = (traced.ir, traced.aux_types) if traced else ("", ())
+    aux_pointers = {name: t.data_ptr() for name, t in aux_values.items()}
     if num_splits > 1:
         return attention_split(q, out, lse, layout, config_args, device_index, tuning, {
             "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
@@ -616,9 +617,9 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
             "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
             "window_left": window_left, "window_right": window_right,
             "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
-            "sinks": sinks_pointer}, num_splits, return_lse)
+            "sinks": sinks_pointer, **aux_pointers}, num_splits, return_lse, regions)
     kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
-                              (traced.ir, traced.aux_types) if traced else ("", ()),
+                              regions,
                               spill_fallback=(tuple(sorted(fallback.items()))
                                               if fallback is not None else None))
     grid = launch_grid(abi, sq, hq, b,
@@ -635,8 +636,7 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
         "window_left": window_left, "window_right": window_right,
         "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
-        "tile_table": table, "sinks": sinks_pointer,
-        **{name: t.data_ptr() for name, t in aux_values.items()}})
+        "tile_table": table, "sinks": sinks_pointer, **aux_pointers})
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",
         abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, hkv, sq, skv)
     guard, stream = device_launch(device_index)
@@ -648,12 +648,14 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
 
 def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[Any, ...],
                     device_index: int, tuning: Dict[str, Any], values: Dict[str, Any],
-                    num_splits: int, return_lse: bool) -> Any:
+                    num_splits: int, return_lse: bool,
+                    modifiers: Tuple[str, Tuple[str, ...]] = ("", ())) -> Any:
     """Launches a split-KV family (docs/kernel-abi.md, "Split-KV"): the main
     kernel writes each split's fp32 partial output and log-sum-exp to a
     workspace, the combine kernel merges them into ``out`` and ``lse``.
     ``values``: the main kernel's arguments by name but the workspace's (its
-    maps as ``kernel_arguments`` takes them, and its scalars); ``config_args``
+    maps as ``kernel_arguments`` takes them, and its scalars, and the aux
+    tensors' pointers); ``config_args`` and ``modifiers`` (the traced regions)
     as ``_kernel_for`` takes them.
 
     The workspace is taken from torch's caching allocator per call: that is
@@ -664,7 +666,8 @@ def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[
     import torch
 
     key = (config_args, device_index, tuple(sorted(tuning.items())))
-    kernel, abi = _kernel_for(config_args, device_index, key[2])
+    kernel, abi = _kernel_for(config_args, device_index, key[2], modifiers)
+    # (The combine kernel does not depend on the regions: one per key.)
     combine, combine_abi = _loaded_combine[key]
     b, hq, sq = values["batch"], values["heads_q"], values["seq_q"]
     dv = tuple(out.shape)[-1]

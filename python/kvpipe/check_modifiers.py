@@ -415,17 +415,21 @@ def mods_kernel_configs(cases: Optional[List[ModCase]] = None,
 
 
 def _flash_score_mod(softcap: float, alibi: bool, equal_lengths: bool,
-                     slopes_shape: Tuple[int, ...] = (2, 4)) -> Callable[..., Any]:
+                     slopes_shape: Tuple[int, ...] = (2, 4),
+                     kv_lengths_shape: Optional[Tuple[int, ...]] = None) -> Callable[..., Any]:
     """flash_attn_func's score_mod, to trace with shape-only slopes of
     ``slopes_shape`` (the check's cases: batch 2, 4 heads) and shift
     (kvpipe.flash_attn._score_mod: the shift 0 compiled in where the lengths
-    are equal)."""
+    are equal); with ``kv_lengths_shape``, flash_attn_with_kvcache's, whose
+    diagonal is each sequence's key count (a ``(batch,)`` tensor)."""
     mods = []
     if softcap:
         mods.append(modifiers.soft_cap(softcap))
     if alibi:
         shift = 0 if equal_lengths else _ShapeOnly((1,), "int32")
-        mods.append(modifiers.alibi(_ShapeOnly(slopes_shape, "float32"), shift))
+        lengths = ({} if kv_lengths_shape is None
+                   else {"kv_lengths": _ShapeOnly(kv_lengths_shape, "int32")})
+        mods.append(modifiers.alibi(_ShapeOnly(slopes_shape, "float32"), shift, **lengths))
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
 
 

@@ -51,6 +51,10 @@ class PagedCase:
     num_splits: int = 1
     #: Attention sinks (kvpipe.sinks): random logits per query head.
     sinks: bool = False
+    #: flash_attn_with_kvcache's softcap and alibi_slopes (the modifiers in
+    #: the decode kernels; the call chooses num_splits and pack_gqa).
+    softcap: float = 0.0
+    alibi: bool = False
 
     @property
     def v_head_dim(self) -> int:
@@ -68,6 +72,10 @@ class PagedCase:
             extra += f",splits{self.num_splits or 'chosen'}"
         if self.sinks:
             extra += ",sinks"
+        if self.softcap:
+            extra += f",softcap{self.softcap:g}"
+        if self.alibi:
+            extra += ",alibi"
         lengths = ",".join(map(str, self.lengths))
         return (f"paged p{self.page_size} {self.dtype} {dims} "
                 f"{'causal' if self.causal else 'full'} H{self.heads_q}/{self.heads_kv} "
@@ -108,6 +116,18 @@ def paged_grid() -> List[PagedCase]:
                         sinks=True),
               PagedCase("bf16", 64, True, 32, 8, 1, 16, (16, 300, 5000), window=(128, 0),
                         sinks=True)]
+    # Modifiers in the decode kernels, through flash_attn_with_kvcache as
+    # vLLM calls it: Gemma 2's soft-cap with its window (D 256, GQA 2) and
+    # without, BLOOM's ALiBi (MHA: split-KV alone) and ALiBi with GQA 4
+    # (pack-GQA: a slope per row), decode and a 16-query chunk.
+    cases += [PagedCase("bf16", 256, True, 16, 8, 4, 1, (1, 700, 20000), window=(4095, 0),
+                        num_splits=0, softcap=50.0),
+              PagedCase("bf16", 128, True, 32, 16, 8, 16, (16, 300, 5000), num_splits=0,
+                        softcap=30.0),
+              PagedCase("bf16", 128, True, 16, 8, 8, 1, (1, 3000, 20000), num_splits=0,
+                        alibi=True),
+              PagedCase("bf16", 64, True, 64, 8, 2, 4, (4, 129, 7000), num_splits=0,
+                        alibi=True, softcap=20.0)]
     # The other head dims' block sizes under paging (112, 96 and 64 keys per
     # slot, the 64-byte swizzle at 96).
     for head_dim, value_head_dim, p in ((96, None, 16), (96, None, 32), (96, None, 256),
@@ -134,7 +154,7 @@ def kernel_configs(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, An
         config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                       value_head_dim=case.value_head_dim, mask_alignment=alignment,
                       sliding_window=window, kv_lengths=True, page_size=case.page_size,
-                      **({"sinks": True} if case.sinks else {}))
+                      **({"sinks": True} if case.sinks else {}), **_regions(case))
         # The decode plan (split-KV, pack-GQA) paged_attention makes on the
         # H200's SMs: flash_attn_with_kvcache (the appends) chooses both.
         splits = 0 if case.append else case.num_splits
@@ -216,6 +236,14 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
                                              return_softmax_lse=True)
             torch.cuda.synchronize()
             appended_ok = bool(torch.equal(k_cache, k_ref)) and bool(torch.equal(v_cache, v_ref))
+        elif case.softcap or case.alibi:
+            slopes = torch.rand(case.heads_q, device="cuda") * 0.3 if case.alibi else None
+            o, lse = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths,
+                                             block_table=table, causal=case.causal,
+                                             window_size=case.window, softcap=case.softcap,
+                                             alibi_slopes=slopes, num_splits=case.num_splits,
+                                             return_softmax_lse=True)
+            torch.cuda.synchronize()
         else:
             out = torch.full((b, case.seq_q, case.heads_q, case.v_head_dim), float("nan"),
                              dtype=dtype, device="cuda")
@@ -240,6 +268,8 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
                                  q.device, torch)
         if case.sinks:
             ref, lse_ref = _sink_attention(qs, ks, vs, scale, visible, sinks, torch)
+        elif case.softcap or case.alibi:
+            ref, lse_ref = _modified_attention(case, qs, ks, vs, scale, visible, slopes, torch)
         else:
             ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
         got = o[s].transpose(0, 1).float()
@@ -303,6 +333,39 @@ def run_graph_step() -> Dict[str, Any]:
                 "lse_err": 0.0}
     except Exception as exc:  # reported in the table, fails the run
         return {"case": case, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _regions(case: PagedCase) -> Dict[str, Any]:
+    """The case's traced modifiers as compile_attention takes them: what
+    flash_attn_with_kvcache builds from softcap and alibi_slopes."""
+    if not (case.softcap or case.alibi):
+        return {}
+    from kvpipe import modifiers
+    from kvpipe.check_modifiers import _flash_score_mod
+
+    traced = modifiers.trace(_flash_score_mod(case.softcap, case.alibi, False,
+                                              slopes_shape=(case.heads_q,),
+                                              kv_lengths_shape=(len(case.lengths),)))
+    return dict(modifiers=traced.ir, aux_types=traced.aux_types)
+
+
+def _modified_attention(case: PagedCase, qs: Any, ks: Any, vs: Any, scale: float,
+                        visible: Any, slopes: Any, torch: Any) -> Tuple[Any, Any]:
+    """(out, lse) in float32 with flash-attn's soft-cap and ALiBi (its
+    |i + n_k - S_q - j|, n_k the sequence's keys) before the masks."""
+    from kvpipe.check_modifiers import _softmax
+
+    scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
+    if case.softcap:
+        scores = case.softcap * torch.tanh(scores / case.softcap)
+    if case.alibi:
+        n = ks.shape[1]
+        i = torch.arange(case.seq_q, device=qs.device)[:, None] + n - case.seq_q
+        j = torch.arange(n, device=qs.device)[None, :]
+        scores = scores - slopes[:, None, None] * (i - j).abs().float()
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    return _softmax(scores, vs, torch)
 
 
 def run(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, Any]]:

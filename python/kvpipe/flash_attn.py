@@ -219,8 +219,8 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
         learnable_sink: as in flash_attn_func, with every cache (the
             split-KV combine kernel takes them).
         softcap, alibi_slopes: as in flash_attn_func (seqlen_k: each
-            sequence's key count); not with ``block_table`` yet
-            (NotImplementedError).
+            sequence's key count), with every cache (the decode kernels run
+            them: split-KV, pack-GQA).
         rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad: not
             supported yet (NotImplementedError).
 
@@ -245,14 +245,10 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
     if block_table is not None:
         from kvpipe.paged import flash_attn_with_paged_kvcache
 
-        if softcap or alibi_slopes is not None:
-            raise _unsupported("softcap" if softcap else "alibi_slopes",
-                               "score modifiers are not combined with a paged cache "
-                               "(block_table) yet")
-
         return flash_attn_with_paged_kvcache(q, k_cache, v_cache, k, v, cache_seqlens,
                                              block_table, softmax_scale, causal, window,
-                                             return_softmax_lse, num_splits, learnable_sink)
+                                             return_softmax_lse, num_splits, learnable_sink,
+                                             softcap, alibi_slopes)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True)
     batch, capacity = tuple(k_cache.shape)[:2]

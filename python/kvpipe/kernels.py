@@ -253,9 +253,9 @@ class AttentionConfig:
                 for i in aux_grads)):
             raise ValueError(f"aux_grads must index f32 aux_types of a backward family, got "
                              f"{aux_grads!r} with aux_types {aux_types!r}")
-        if modifiers and (split_kv or pack_gqa):
-            raise ValueError("score_mod and mask_mod cannot be combined with split_kv or "
-                             "pack_gqa yet")
+        if pack_gqa and tuning.get("separable_bias"):
+            raise ValueError("separable_bias is not supported with pack_gqa (its terms are "
+                             "the tile's one head's)")
         _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,
                                                           pack_gqa=pack_gqa,
                                                           deterministic=deterministic))

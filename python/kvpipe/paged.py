@@ -134,7 +134,7 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
                     mask_alignment: str = "bottom_right",
                     window_size: Tuple[int, int] = (-1, -1), num_splits: int = 1,
                     pack_gqa: Optional[bool] = False, sinks: Any = None,
-                    **tuning: int) -> Any:
+                    score_mod: Any = None, mask_mod: Any = None, **tuning: int) -> Any:
     """Attention of ``q`` over a paged K/V cache.
 
     Args:
@@ -154,13 +154,21 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
         sinks: gpt-oss's attention sinks, a float tensor ``(H_q,)`` (as in
             ``kvpipe.attention``; kvpipe.sinks), with every kernel here: in
             the epilogue (split-KV: the combine kernel).
+        score_mod, mask_mod: FlexAttention-style modifiers (as in
+            ``kvpipe.attention``, kvpipe.modifiers), with every kernel here:
+            ``q_idx`` counts the queries of ``q``, ``kv_idx`` the keys of the
+            sequence's pages in order (with the bottom-right alignment, query
+            i of S_q sits at key ``i + kv_lengths[b] - S_q``: the library's
+            alibi takes ``kv_lengths=``).
         **tuning: tuning attributes of the kernel.
 
     Returns:
         ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
     """
-    from kvpipe.attention import (attention_split, check_scale_and_out, forward_outputs,
-                                  launched_mask, normalise_window)
+    from kvpipe import modifiers
+    from kvpipe.attention import (_aux_arguments, _check_modifier_lengths, attention_split,
+                                  check_scale_and_out, forward_outputs, launched_mask,
+                                  normalise_window)
     from kvpipe.launch import (_kernel_for, _multiprocessors, device_launch,
                                forward_config_args, kernel_arguments, launch_grid)
     from kvpipe.sinks import check_sinks, kernel_sinks
@@ -188,6 +196,11 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     _check_decode_args(num_splits, pack_gqa)
     if sinks is not None:
         check_sinks(sinks, q, hq)
+    traced = modifiers.trace(score_mod, mask_mod)
+    _check_modifier_lengths(traced, sq, pages_per_sequence * page_size)
+    aux_pointers = ({name: t.data_ptr() for name, t in _aux_arguments(traced, q).items()}
+                    if traced is not None else {})
+    regions = (traced.ir, traced.aux_types) if traced is not None else ("", ())
     # The kernel reads the table with rows of max_pages_per_seq entries and
     # the lengths densely.
     if tuple(block_table.stride()) != (pages_per_sequence, 1):
@@ -208,10 +221,12 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     values = kernel_values(q, k_cache, v_cache, out, lse.data_ptr() if lse is not None
                            else 0, block_table, kv_lengths, scale, window, layout)
     values["sinks"] = sink_values.data_ptr() if sink_values is not None else 0
+    values.update(aux_pointers)
     if num_splits > 1:
         return attention_split(q, out, lse, layout, config_args, device_index, tuning, values,
-                               num_splits, return_lse)
-    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())))
+                               num_splits, return_lse, regions)
+    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
+                              regions)
     args = kernel_arguments(abi, values)
     grid = launch_grid(abi, sq, hq, b, _multiprocessors(device_index)
                        if abi.get("persistent") else 0)
@@ -248,9 +263,12 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
                                   cache_seqlens: Any, block_table: Any,
                                   softmax_scale: Optional[float], causal: bool,
                                   window: Tuple[int, int], return_softmax_lse: bool,
-                                  num_splits: int = 0, sinks: Any = None) -> Any:
+                                  num_splits: int = 0, sinks: Any = None,
+                                  softcap: float = 0.0, alibi_slopes: Any = None) -> Any:
     """``flash_attn_with_kvcache`` with a ``block_table`` (kvpipe.flash_attn
-    calls it once the arguments every cache shares are checked)."""
+    calls it once the arguments every cache shares are checked); ``softcap``
+    and ``alibi_slopes`` as there (ALiBi's diagonal each sequence's
+    length)."""
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True)
     batch = tuple(q.shape)[0]
     _, page_size, pages_per_sequence = check_paged_cache(k_cache, v_cache, block_table, batch)
@@ -305,9 +323,13 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
         cache_seqlens = before
     else:
         lengths = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
+    from kvpipe.flash_attn import _score_mod
+
+    score_mod = _score_mod(softcap, alibi_slopes, q, lengths)
     if k is not None:
         append_to_paged_cache(k_cache, v_cache, block_table, cache_seqlens, k, v)
     return paged_attention(q, k_cache, v_cache, block_table, lengths, causal=causal,
                            scale=softmax_scale, return_lse=return_softmax_lse, layout="bshd",
                            mask_alignment="bottom_right", window_size=window,
-                           num_splits=num_splits, pack_gqa=None, sinks=sinks)
+                           num_splits=num_splits, pack_gqa=None, sinks=sinks,
+                           score_mod=score_mod)

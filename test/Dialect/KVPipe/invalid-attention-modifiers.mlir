@@ -97,12 +97,20 @@ gpu.module @kernels {
 // -----
 
 gpu.module @kernels {
-  // expected-error @+1 {{'score_mod' and 'mask_mod' are not supported with 'split_kv' or 'pack_gqa' yet}}
-  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, split_kv = true}
-  mask_mod {
-  ^bb0(%b: index, %h: index, %q: index, %kv: index):
-    %t = arith.constant true
-    kvpipe.yield %t : i1
+  // A pack-GQA tile's rows are heads of their own: the separable bias's
+  // terms are evaluated at one head per tile.
+  // expected-error @+1 {{'separable_bias' is not supported with 'pack_gqa' (its terms are the tile's one head's)}}
+  kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, kv_lengths = true, pack_gqa = 4 : i64, consumer_warpgroups = 1 : i64, separable_bias = true, aux_types = [f32]}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %slope = kvpipe.aux_load 0 [%h] : f32
+    %d = arith.subi %q, %kv : index
+    %i = arith.index_cast %d : index to i32
+    %f = arith.sitofp %i : i32 to f32
+    %a = math.absf %f : f32
+    %bias = arith.mulf %slope, %a : f32
+    %r = arith.subf %s, %bias : f32
+    kvpipe.yield %r : f32
   }
 }
 

@@ -324,6 +324,11 @@ AttentionConfig::get(AttentionKernelOp op,
   if (c.separableBiasMma && !c.separableBias)
     return emitError() << "'separable_bias_mma' adds the key term of "
                           "'separable_bias': it needs 'separable_bias' = true";
+  // Its terms are evaluated once per tile at the tile's head; a pack_gqa
+  // tile's rows are heads of their own.
+  if (c.separableBias && c.packGQA)
+    return emitError() << "'separable_bias' is not supported with 'pack_gqa' "
+                          "(its terms are the tile's one head's)";
   c.biasOriginFirst = op.getBiasOriginFirst().value_or(false);
   if (c.biasOriginFirst && !c.separableBias)
     return emitError() << "'bias_origin_first' starts the K/V loop at the "

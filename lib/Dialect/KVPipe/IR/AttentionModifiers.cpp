@@ -112,9 +112,6 @@ LogicalResult AttentionKernelOp::verifyRegions() {
     return emitOpError() << "'mask_mod' is not supported with "
                             "'deterministic' (the ordered dQ additions assume "
                             "the top-left causal mask or none)";
-  if (hasModifiers && (getSplitKv().value_or(false) || getPackGqa()))
-    return emitOpError() << "'score_mod' and 'mask_mod' are not supported "
-                            "with 'split_kv' or 'pack_gqa' yet";
   if (std::optional<ArrayAttr> aux = getAuxTypes()) {
     for (auto [i, attr] : llvm::enumerate(*aux)) {
       Type type = cast<TypeAttr>(attr).getValue();

@@ -676,12 +676,16 @@ KernelBuilder::separableScores(Value s, Value kvRow,
 }
 
 ModifierIndices KernelBuilder::modifierIndices(Value kvRow) {
-  return {c.blockN / 2, batch, head, row0, row1,
-          arith::AddIOp::create(
-              b, kvRow,
-              arith::MulIOp::create(
-                  b, arith::RemUIOp::create(b, lane, index(4)), index(2))),
-          seqQ, seqKV, auxParams, c.auxTypes};
+  // With pack_gqa each row is a query head of its own (setPackedRows).
+  ModifierIndices at{c.blockN / 2, batch, rowHead0 ? rowHead0 : head, row0, row1,
+                     arith::AddIOp::create(
+                         b, kvRow,
+                         arith::MulIOp::create(
+                             b, arith::RemUIOp::create(b, lane, index(4)),
+                             index(2))),
+                     seqQ, seqKV, auxParams, c.auxTypes};
+  at.head1 = rowHead1;
+  return at;
 }
 
 Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
@@ -725,8 +729,10 @@ Value KernelBuilder::modifiedScores(Value s, Value kvBlock, Value &scaleLog2,
   if (!c.maskMod)
     return s;
   // Per element only where the shape does not prove every key of the block
-  // kept for the warpgroup's 64 rows (a uniform branch).
-  Value lastRow = arith::AddIOp::create(b, firstRow, index(63));
+  // kept for the warpgroup's rows (a uniform branch): 64 queries, or with
+  // pack_gqa the query positions its rows pack.
+  Value lastRow =
+      arith::AddIOp::create(b, firstRow, index(c.packedQueries() - 1));
   Value lastKey = arith::AddIOp::create(b, kvRow, index(c.blockN - 1));
   Value allKept =
       maskShape->buildAllKept(b, firstRow, lastRow, kvRow, lastKey);

@@ -407,9 +407,11 @@ void KernelBuilder::startAtBiasOrigin() {
 
 void KernelBuilder::narrowToMaskMod(Value &firstKey, Value &kvEnd) {
   // The keys some row of the Q block keeps, as far as the mask's shape
-  // bounds them: the blocks outside are never loaded.
+  // bounds them: the blocks outside are never loaded. (A pack_gqa tile's
+  // rows are its queries' heads: queriesPerTile() query positions.)
   Value lastRow = arith::SubIOp::create(
-      b, arith::AddIOp::create(b, qBlockRow, index(c.blockM())), index(1));
+      b, arith::AddIOp::create(b, qBlockRow, index(c.queriesPerTile())),
+      index(1));
   auto [lo, hi] = maskShape->buildKeyRange(b, qBlockRow, lastRow);
   if (hi)
     kvEnd = arith::MaxSIOp::create(

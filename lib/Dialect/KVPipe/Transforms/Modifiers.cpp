@@ -469,17 +469,26 @@ forEachElement(ImplicitLocOpBuilder &b, Region &region,
   return results;
 }
 
+/// The query head of element `i` of the fragment: its row's, where the
+/// rows are heads of their own (pack_gqa), else the tile's.
+static Value elementHead(const ModifierIndices &at, int64_t i) {
+  if (at.head1 && !at.transposed && AccumulatorLayout::rowHalf(i) == 1)
+    return at.head1;
+  return at.head;
+}
+
 /// A region's block arguments for one element: the score (a score_mod's;
-/// null for a mask_mod), the batch and head as i32, the query and the key.
+/// null for a mask_mod), the batch and `head` as i32, the query and the
+/// key.
 static SmallVector<Value, 5> regionArguments(ImplicitLocOpBuilder &b,
                                              const ModifierIndices &at,
-                                             Value score, Value query,
-                                             Value key) {
+                                             Value head, Value score,
+                                             Value query, Value key) {
   SmallVector<Value, 5> args;
   if (score)
     args.push_back(score);
   args.append({arith::IndexCastOp::create(b, b.getI32Type(), at.batch),
-               arith::IndexCastOp::create(b, b.getI32Type(), at.head), query,
+               arith::IndexCastOp::create(b, b.getI32Type(), head), query,
                key});
   return args;
 }
@@ -560,7 +569,7 @@ void kvpipe::buildScoreModAuxGradients(ImplicitLocOpBuilder &b,
     for (auto [r, read] : llvm::enumerate(reads)) {
       Value derivative;
       IRMapping inlined;
-      inlineRegion(b, region, regionArguments(b, at, scaled, row, key), at,
+      inlineRegion(b, region, regionArguments(b, at, elementHead(at, i), scaled, row, key), at,
                    &derivative, &inlined, read);
       Value offset = arith::ExtSIOp::create(b, b.getI64Type(),
                                             inlined.lookup(read.getIndex()));
@@ -799,7 +808,7 @@ Value kvpipe::buildScoreMod(ImplicitLocOpBuilder &b, Region &region, Value s,
           scaled = arith::MulFOp::create(b, scaled, scale);
           allowContraction(scaled.getDefiningOp());
         }
-        SmallVector<Value, 5> args = regionArguments(b, at, scaled, row, key);
+        SmallVector<Value, 5> args = regionArguments(b, at, elementHead(at, i), scaled, row, key);
         if (!scaling || (!scaling->input && !scaling->output))
           return inlineRegion(b, region, args, at);
         IRMapping given, inlined;
@@ -872,7 +881,7 @@ Value kvpipe::buildAdditiveScoreMod(ImplicitLocOpBuilder &b, Region &region,
         Value raw = vector::ExtractOp::create(b, s, i);
         IRMapping inlined;
         // The region's own addition is dead in the result (DCE drops it).
-        inlineRegion(b, region, regionArguments(b, at, raw, row, key), at,
+        inlineRegion(b, region, regionArguments(b, at, elementHead(at, i), raw, row, key), at,
                      /*derivative=*/nullptr, &inlined);
         Value factor = inverseScale, other = inlined.lookup(additive.bias);
         if (additive.uniformFactor) {
@@ -997,7 +1006,7 @@ static IRMapping inlineSeparableBiasAt(ImplicitLocOpBuilder &b, Region &region,
   Value zero = arith::ConstantFloatOp::create(b, b.getF32Type(),
                                               APFloat(0.0f));
   inlineRegion(b, region,
-               regionArguments(b, at, zero, toI32(query), toI32(key)), at,
+               regionArguments(b, at, at.head, zero, toI32(query), toI32(key)), at,
                /*derivative=*/nullptr, &inlined);
   return inlined;
 }
@@ -1058,7 +1067,7 @@ kvpipe::buildScoreModWithDerivative(ImplicitLocOpBuilder &b, Region &region,
         allowContraction(scaled.getDefiningOp());
         Value derivative;
         Value value = inlineRegion(
-            b, region, regionArguments(b, at, scaled, row, key), at, &derivative);
+            b, region, regionArguments(b, at, elementHead(at, i), scaled, row, key), at, &derivative);
         derivatives.push_back(derivative);
         return value;
       });
@@ -1075,9 +1084,9 @@ kvpipe::buildScoreModWithDerivative(ImplicitLocOpBuilder &b, Region &region,
 Value kvpipe::buildMaskModKeep(ImplicitLocOpBuilder &b, Region &region,
                                const ModifierIndices &at) {
   SmallVector<Value> kept = forEachElement(
-      b, region, at, [&](int64_t, Value row, Value key) {
+      b, region, at, [&](int64_t i, Value row, Value key) {
         return inlineRegion(b, region,
-                            regionArguments(b, at, Value(), row, key), at);
+                            regionArguments(b, at, elementHead(at, i), Value(), row, key), at);
       });
   return vector::FromElementsOp::create(
       b, VectorType::get({at.numElements}, b.getI1Type()), kept);

@@ -41,6 +41,9 @@ struct ModifierIndices {
   /// queries, so row0/row1 are the thread's two keys and firstColumn the
   /// query of its first column.
   bool transposed = false;
+  /// The query head of row1 where the rows are heads of their own
+  /// (pack_gqa: `head` is row0's); null: `head` for both.
+  mlir::Value head1 = {};
 };
 
 /// The multiplications by constants at the ends of a score_mod that the
