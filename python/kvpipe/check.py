@@ -1092,6 +1092,10 @@ class DecodeCase:
     window: Tuple[int, int]
     #: flash-attn's num_splits: 0 chooses, 1 does not split.
     num_splits: int
+    #: Modifiers in the decode kernels (``_decode_modifiers``), "+"-joined:
+    #: "softcap" (30), "alibi" (per-head slopes, each sequence's diagonal),
+    #: "stride" (a mask_mod keeping the keys not 1 mod 3: no shape to prove).
+    mods: str = ""
 
     @property
     def batch(self) -> int:
@@ -1105,7 +1109,8 @@ class DecodeCase:
         lengths = "/".join(str(n) for n in self.lengths)
         return (f"decode {self.dtype} d{self.head_dim} H{self.heads_q}/{self.heads_kv} "
                 f"q{self.seq_q} cache{self.capacity} lengths {lengths} {mask} "
-                f"splits {self.num_splits or 'chosen'}")
+                f"splits {self.num_splits or 'chosen'}"
+                + (f" mods {self.mods}" if self.mods else ""))
 
 
 def decode_grid() -> List[DecodeCase]:
@@ -1126,7 +1131,34 @@ def decode_grid() -> List[DecodeCase]:
                 dtype, head_dim = ("f16", 64) if (i + j + k) % 3 == 2 else ("bf16", 128)
                 cases.append(DecodeCase(dtype, head_dim, hq, hkv, sq, capacity, lengths,
                                         causal, window, splits))
+    # Modifiers: packed rows with heads of their own (ALiBi's slope per row),
+    # a mask_mod tested per element, chosen and forced splits.
+    cases += [DecodeCase("bf16", 128, 32, 8, 4, 5000, (5000, 1, 3333, 0), True, (-1, -1), 0,
+                         "alibi"),
+              DecodeCase("bf16", 128, 28, 4, 1, 32768, (32768, 1, 20000, 7), True, (-1, -1), 3,
+                         "softcap+stride"),
+              DecodeCase("f16", 64, 16, 16, 16, 700, (700, 16, 466, 0), False, (-1, -1), 0,
+                         "softcap+alibi"),
+              DecodeCase("bf16", 128, 8, 1, 1, 32768, (32768, 5, 21845, 1), True, (255, -1), 0,
+                         "alibi+stride")]
     return cases
+
+
+def _decode_modifiers(case: DecodeCase, slopes: Any, shift: Any, lengths: Any
+                      ) -> Tuple[Any, Any]:
+    """(score_mod, mask_mod) of a decode case: the library's soft-cap and
+    ALiBi (its diagonal each sequence's: query i of S_q at key i + n_k -
+    S_q, ``shift`` the (1,) int tensor -S_q), a strided mask_mod."""
+    from kvpipe import modifiers
+
+    parts = case.mods.split("+") if case.mods else []
+    scores = [modifiers.soft_cap(30.0)] if "softcap" in parts else []
+    if "alibi" in parts:
+        scores.append(modifiers.alibi(slopes, shift, kv_lengths=lengths))
+    score_mod = (scores[0] if len(scores) == 1 else modifiers.compose_scores(*scores)
+                 if scores else None)
+    mask_mod = ((lambda b, h, q_idx, kv_idx: kv_idx % 3 != 1) if "stride" in parts else None)
+    return score_mod, mask_mod
 
 
 def _decode_kernel_config(case: DecodeCase, multiprocessors: int) -> Dict[str, Any]:
@@ -1140,11 +1172,20 @@ def _decode_kernel_config(case: DecodeCase, multiprocessors: int) -> Dict[str, A
     num_splits, pack, tuning = decode_plan(
         case.batch, case.heads_q, case.heads_kv, case.seq_q, case.capacity, case.head_dim,
         case.head_dim, case.num_splits, None, multiprocessors, {})
+    regions = {}
+    if case.mods:
+        from kvpipe import modifiers
+        from kvpipe.check_modifiers import _ShapeOnly
+
+        traced = modifiers.trace(*_decode_modifiers(
+            case, _ShapeOnly((case.heads_q,), "float32"), _ShapeOnly((1,), "int32"),
+            _ShapeOnly((case.batch,), "int32")))
+        regions = dict(modifiers=traced.ir, aux_types=traced.aux_types)
     return dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                 value_head_dim=None,
                 mask_alignment="bottom_right" if case.causal or window else "top_left",
                 sliding_window=window, kv_lengths=True, split_kv=num_splits > 1,
-                pack_gqa=pack, **tuning)
+                pack_gqa=pack, **tuning, **regions)
 
 
 def decode_kernel_configs(multiprocessors: int = H200_MULTIPROCESSORS) -> List[Dict[str, Any]]:
@@ -1169,12 +1210,16 @@ def run_decode_case(case: DecodeCase, seed: int) -> Dict[str, Any]:
     lengths = torch.tensor(case.lengths, dtype=torch.int32, device="cuda")
     out = torch.full(tuple(q.shape), float("nan"), dtype=dtype, device="cuda")
     left, right = case.window
+    slopes = torch.rand(case.heads_q, device="cuda") * 0.3
+    score_mod, mask_mod = _decode_modifiers(
+        case, slopes, torch.tensor([-case.seq_q], dtype=torch.int32, device="cuda"), lengths)
     row: Dict[str, Any] = {"case": case.name}
     try:
         o, lse = kvpipe.attention(q, k_cache, v_cache, causal=case.causal, return_lse=True,
                                   layout="bshd", out=out, mask_alignment="bottom_right",
                                   window_size=(left, right), kv_lengths=lengths,
-                                  num_splits=case.num_splits, pack_gqa=None)
+                                  num_splits=case.num_splits, pack_gqa=None,
+                                  score_mod=score_mod, mask_mod=mask_mod)
         torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -1188,7 +1233,10 @@ def run_decode_case(case: DecodeCase, seed: int) -> Dict[str, Any]:
         vs = v_cache[s, :used].transpose(0, 1).float().repeat_interleave(group, 0)
         visible = reference_mask(case.seq_q, used, case.causal, "bottom_right", case.window,
                                  q.device, torch)
-        ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+        if case.mods:
+            ref, lse_ref = _decode_reference(case, qs, ks, vs, scale, visible, slopes, torch)
+        else:
+            ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
         got = o[s].transpose(0, 1).float()
         finite &= bool(torch.isfinite(got).all())
         # A sequence whose rows all see no key has a zero reference: the
@@ -1201,6 +1249,29 @@ def run_decode_case(case: DecodeCase, seed: int) -> Dict[str, Any]:
     ok = finite and rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE
     row.update(ok=ok, rel=rel_worst, max_abs=abs_worst, lse_err=lse_worst, finite=finite)
     return row
+
+
+def _decode_reference(case: DecodeCase, qs: Any, ks: Any, vs: Any, scale: float,
+                      visible: Any, slopes: Any, torch: Any) -> Tuple[Any, Any]:
+    """(out, lse) of one sequence's (H, S_q, D) float32 inputs with the
+    case's modifiers written out (``_decode_modifiers``)."""
+    from kvpipe.check_modifiers import _softmax
+
+    parts = case.mods.split("+")
+    n = ks.shape[1]
+    i = torch.arange(case.seq_q, device=qs.device)[:, None] + n - case.seq_q
+    j = torch.arange(n, device=qs.device)[None, :]
+    scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
+    if "softcap" in parts:
+        scores = 30.0 * torch.tanh(scores / 30.0)
+    if "alibi" in parts:
+        scores = scores - slopes[:, None, None] * (i - j).abs().float()
+    keep = (j % 3 != 1).expand(case.seq_q, n) if "stride" in parts else None
+    if visible is not None:
+        keep = visible if keep is None else keep & visible
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return _softmax(scores, vs, torch)
 
 
 def run_decode(cases: Optional[List[DecodeCase]] = None) -> List[Dict[str, Any]]:

@@ -317,6 +317,10 @@ def paged_cases() -> List[Any]:
         PagedCase("bf16", 64, True, 16, 71, 1, 1, lengths, num_splits=0),       # falcon-7b
         PagedCase("bf16", 256, True, 16, 8, 4, 1, lengths, window=(1023, 0),    # gemma-3-4b
                   num_splits=0),
+        PagedCase("bf16", 256, True, 16, 16, 8, 1, lengths, window=(4095, 0),   # gemma-2-9b
+                  num_splits=0, softcap=50.0),
+        PagedCase("bf16", 128, True, 16, 32, 32, 1, lengths, num_splits=0,      # bloom-7b1
+                  alibi=True),
         PagedCase("bf16", 96, True, 16, 32, 32, 1, (1, 900, 4000)),             # phi-3-mini
         PagedCase("bf16", 128, True, 64, 8, 1, 4, (4, 2000, 30000),             # 70b/tp8, MTP
                   num_splits=0),
