@@ -134,4 +134,4 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // No spills in any of the four kernels.
 // PTXAS-COUNT-4: 0 bytes spill stores, 0 bytes spill loads
 
-// EXAMPLE-COUNT-3: 0 bytes spill stores, 0 bytes spill loads
+// EXAMPLE-COUNT-5: 0 bytes spill stores, 0 bytes spill loads
