@@ -1135,11 +1135,11 @@ def decode_grid() -> List[DecodeCase]:
     # a mask_mod tested per element, chosen and forced splits.
     cases += [DecodeCase("bf16", 128, 32, 8, 4, 5000, (5000, 1, 3333, 0), True, (-1, -1), 0,
                          "alibi"),
-              DecodeCase("bf16", 128, 28, 4, 1, 32768, (32768, 1, 20000, 7), True, (-1, -1), 3,
+              DecodeCase("bf16", 128, 28, 4, 1, 32768, (32768, 1, 20000, 0), True, (-1, -1), 3,
                          "softcap+stride"),
-              DecodeCase("f16", 64, 16, 16, 16, 700, (700, 16, 466, 0), False, (-1, -1), 0,
+              DecodeCase("f16", 64, 16, 16, 16, 700, (700, 1, 466, 0), False, (-1, -1), 0,
                          "softcap+alibi"),
-              DecodeCase("bf16", 128, 8, 1, 1, 32768, (32768, 5, 21845, 1), True, (255, -1), 0,
+              DecodeCase("bf16", 128, 8, 1, 1, 32768, (32768, 1, 21845, 0), True, (255, -1), 0,
                          "alibi+stride")]
     return cases
 

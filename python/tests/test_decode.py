@@ -236,6 +236,19 @@ def test_decode_grid_covers_the_serving_shapes():
     assert {c["pack_gqa"] for c in configs} >= {0, 4, 7, 8}
 
 
+def test_decode_modifier_cases_run_in_the_decode_kernels():
+    # The modifier cases' kernels: the regions traced, packed where the
+    # group fills a warpgroup's rows (a row's head its own), split where
+    # chosen or asked.
+    cases = [c for c in check.decode_grid() if c.mods]
+    assert {part for c in cases for part in c.mods.split("+")} == {"softcap", "alibi", "stride"}
+    configs = [check._decode_kernel_config(c, 132) for c in cases]
+    assert all("modifiers" in c for c in configs)
+    assert any(c["pack_gqa"] and c["split_kv"] for c in configs)
+    assert any(c["pack_gqa"] == 7 for c in configs)
+    assert all(c in check.decode_kernel_configs() for c in configs)
+
+
 def test_decode_configs_follow_the_plan():
     case = check.DecodeCase("bf16", 128, 32, 8, 1, 5000, (5000, 1, 3333, 0), True,
                             (-1, -1), 0)
