@@ -345,7 +345,7 @@ def _main(argv: Optional[List[str]]) -> int:
                 parser.error("compile --for-check --paged takes neither --random, "
                              "--backward nor --tune")
             # What check --paged and bench --paged launch.
-            configs = check_paged.kernel_configs()
+            configs = check_paged.kernel_configs() + check_paged.paged_varlen_kernel_configs()
             configs += [c for c in bench_paged.kernel_configs() if c not in configs]
             for config in configs:
                 k = compile_attention(**config)

@@ -368,6 +368,169 @@ def _modified_attention(case: PagedCase, qs: Any, ks: Any, vs: Any, scale: float
     return _softmax(scores, vs, torch)
 
 
+@dataclasses.dataclass(frozen=True)
+class PagedVarlenCase:
+    """A serving engine's mixed batch: packed queries (decodes, prefill
+    chunks) over a paged cache, through flash_attn_varlen_func(block_table=)."""
+    head_dim: int
+    page_size: int
+    heads_q: int
+    heads_kv: int
+    lengths_q: Tuple[int, ...]
+    lengths_k: Tuple[int, ...]
+    causal: bool = True
+    window: Tuple[int, int] = (-1, -1)
+    softcap: float = 0.0
+    alibi: bool = False
+    sinks: bool = False
+    #: The key counts as vLLM's seqused_k rather than cu_seqlens_k.
+    seqused: bool = False
+
+    @property
+    def name(self) -> str:
+        extra = "".join(f",{part}" for part in (
+            "window{}:{}".format(*self.window) if self.window != (-1, -1) else "",
+            f"softcap{self.softcap:g}" if self.softcap else "",
+            "alibi" if self.alibi else "", "sinks" if self.sinks else "",
+            "seqused_k" if self.seqused else "") if part)
+        return (f"paged varlen p{self.page_size} bf16 d{self.head_dim} "
+                f"{'causal' if self.causal else 'full'} H{self.heads_q}/{self.heads_kv} "
+                f"q[{','.join(map(str, self.lengths_q))}] k[{','.join(map(str, self.lengths_k))}]"
+                f"{extra}")
+
+
+def paged_varlen_grid() -> List[PagedVarlenCase]:
+    """Mixed batches: decodes (one query), a prefill chunk after a cached
+    prefix, a whole prompt, an empty sequence; page sizes 16 to 256, GQA,
+    a window, the modifiers and sinks."""
+    mixed_q, mixed_k = (1, 300, 1, 0, 17, 1), (5000, 300, 1, 9, 2065, 20000)
+    return [
+        PagedVarlenCase(128, 16, 32, 8, mixed_q, mixed_k),
+        PagedVarlenCase(128, 256, 28, 4, mixed_q, mixed_k, seqused=True),
+        PagedVarlenCase(64, 32, 8, 1, mixed_q, mixed_k, window=(127, 0), sinks=True),
+        PagedVarlenCase(256, 16, 16, 8, mixed_q, mixed_k, window=(4095, 0), softcap=50.0),
+        PagedVarlenCase(128, 64, 8, 8, mixed_q, mixed_k, alibi=True),
+        PagedVarlenCase(96, 16, 4, 2, (40, 1, 200), (40, 700, 1000), causal=False),
+    ]
+
+
+def _varlen_regions(case: PagedVarlenCase) -> Dict[str, Any]:
+    """What flash_attn_varlen_func traces from softcap and alibi_slopes
+    (ALiBi's diagonal a (batch,) int tensor of each sequence's lengths'
+    difference)."""
+    if not (case.softcap or case.alibi):
+        return {}
+    from kvpipe import modifiers
+    from kvpipe.check_modifiers import _ShapeOnly
+
+    mods = [modifiers.soft_cap(case.softcap)] if case.softcap else []
+    if case.alibi:
+        mods.append(modifiers.alibi(_ShapeOnly((case.heads_q,), "float32"), 0,
+                                    kv_lengths=_ShapeOnly((len(case.lengths_q),), "int32")))
+    traced = modifiers.trace(mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods))
+    return dict(modifiers=traced.ir, aux_types=traced.aux_types)
+
+
+def paged_varlen_kernel_configs(cases: Optional[List[PagedVarlenCase]] = None
+                                ) -> List[Dict[str, Any]]:
+    """The kernels of ``run_varlen_case``: attention_varlen_paged's choice."""
+    from kvpipe.attention import launched_mask, normalise_window
+
+    configs: List[Dict[str, Any]] = []
+    for case in cases if cases is not None else paged_varlen_grid():
+        left, right = normalise_window(case.window, case.causal)
+        window = left >= 0 or right >= 0
+        causal, alignment = launched_mask(case.causal, "bottom_right", window,
+                                          max(case.lengths_q), max(case.lengths_k), True)
+        config = dict(head_dim=case.head_dim, dtype="bf16", causal=causal,
+                      value_head_dim=None, mask_alignment=alignment, sliding_window=window,
+                      kv_lengths=False, page_size=case.page_size, varlen=True,
+                      **({"sinks": True} if case.sinks else {}), **_varlen_regions(case))
+        if config not in configs:
+            configs.append(config)
+    return configs
+
+
+def run_varlen_case(case: PagedVarlenCase, seed: int) -> Dict[str, Any]:
+    """flash_attn_varlen_func(block_table=) on a shuffled paged cache, with
+    rows after the last sequence that belong to none (poisoned, and left
+    so), against a per-sequence float32 reference."""
+    import torch
+
+    from kvpipe.flash_attn import _varlen_score_mod, flash_attn_varlen_func
+    from kvpipe.paged import attention_varlen_paged
+
+    torch.manual_seed(seed)
+    padded = PagedCase("bf16", case.head_dim, case.causal, case.page_size, case.heads_q,
+                       case.heads_kv, 1, case.lengths_k)
+    k_cache, v_cache, table, _ = _paged_inputs(padded, torch)
+    offsets = [0]
+    for n in case.lengths_q:
+        offsets.append(offsets[-1] + n)
+    extra = 3  # rows after the last sequence: belong to none
+    q = torch.randn(offsets[-1] + extra, case.heads_q, case.head_dim, dtype=torch.bfloat16,
+                    device="cuda")
+    cu_q = torch.tensor(offsets, dtype=torch.int32, device="cuda")
+    used = torch.tensor(case.lengths_k, dtype=torch.int32, device="cuda")
+    cu_k = torch.nn.functional.pad(torch.cumsum(used, 0, dtype=torch.int32), (1, 0))
+    slopes = torch.rand(case.heads_q, device="cuda") * 0.3 if case.alibi else None
+    sinks = torch.randn(case.heads_q, device="cuda") * 2.0 if case.sinks else None
+    row: Dict[str, Any] = {"case": case.name}
+    try:
+        if case.seqused:  # the drop-in, as vLLM calls it
+            o, lse, _ = flash_attn_varlen_func(
+                q, k_cache, v_cache, cu_q, None, max(case.lengths_q), max(case.lengths_k),
+                causal=case.causal, window_size=case.window, softcap=case.softcap,
+                alibi_slopes=slopes, return_attn_probs=True, block_table=table,
+                learnable_sink=sinks, seqused_k=used)
+        else:  # kvpipe's call, into a poisoned output
+            score_mod = (_varlen_score_mod(case.softcap, slopes, q, cu_q, cu_k)
+                         if case.softcap or case.alibi else None)
+            out = torch.full_like(q, float("nan"))
+            o, lse = attention_varlen_paged(
+                q, k_cache, v_cache, cu_q, cu_k, max(case.lengths_q), max(case.lengths_k),
+                table, causal=case.causal, return_lse=True, window_size=case.window,
+                out=out, score_mod=score_mod, sinks=sinks)
+            if not bool(torch.isnan(o[offsets[-1]:]).all()):
+                row["case"] += " (rows past the last sequence written)"
+                row.update(ok=False)
+                return row
+        torch.cuda.synchronize()
+    except Exception as exc:  # reported in the table, fails the run
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        return row
+    group = case.heads_q // case.heads_kv
+    scale = 1.0 / math.sqrt(case.head_dim)
+    rel_worst, lse_worst, finite = 0.0, 0.0, True
+    modified = PagedCase("bf16", case.head_dim, case.causal, case.page_size, case.heads_q,
+                         case.heads_kv, 0, (), softcap=case.softcap, alibi=case.alibi)
+    for s, (nq, nk) in enumerate(zip(case.lengths_q, case.lengths_k)):
+        if nq == 0:
+            continue
+        ks = _gather(k_cache, table, s, nk, case.page_size).repeat_interleave(group, 0)
+        vs = _gather(v_cache, table, s, nk, case.page_size).repeat_interleave(group, 0)
+        qs = q[offsets[s]:offsets[s + 1]].transpose(0, 1).float()          # (H, nq, D)
+        visible = reference_mask(nq, nk, case.causal, "bottom_right", case.window, q.device,
+                                 torch)
+        if case.sinks:
+            ref, lse_ref = _sink_attention(qs, ks, vs, scale, visible, sinks, torch)
+        elif case.softcap or case.alibi:
+            ref, lse_ref = _modified_attention(dataclasses.replace(modified, seq_q=nq), qs,
+                                               ks, vs, scale, visible, slopes, torch)
+        else:
+            ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+        got = o[offsets[s]:offsets[s + 1]].transpose(0, 1).float()
+        finite &= bool(torch.isfinite(got).all())
+        norm = float(ref.norm())
+        error = float((got - ref).norm()) / norm if norm > 0 else float((got - ref).abs().max())
+        rel_worst = max(rel_worst, error)
+        lse_worst = max(lse_worst, _lse_error(lse[:, offsets[s]:offsets[s + 1]], lse_ref,
+                                              torch))
+    ok = finite and rel_worst < REL_TOLERANCE and lse_worst < LSE_TOLERANCE
+    row.update(ok=ok, rel=rel_worst, max_abs=0.0, lse_err=lse_worst, finite=finite)
+    return row
+
+
 def run(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, Any]]:
     rows = []
     for i, case in enumerate(cases if cases is not None else paged_grid()):
@@ -379,6 +542,14 @@ def run(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, Any]]:
                   if "rel" in row else row.get("error", ""))
         print(f"{'PASS' if row['ok'] else 'FAIL'} {case.name}: {detail}", flush=True)
     if cases is None:
+        for i, varlen_case in enumerate(paged_varlen_grid()):
+            start = time.perf_counter()
+            row = run_varlen_case(varlen_case, seed=888 + i)
+            row["seconds"] = round(time.perf_counter() - start, 3)
+            rows.append(row)
+            detail = (f"rel {row['rel']:.2e} lse {row['lse_err']:.2e}" if "rel" in row
+                      else row.get("error", ""))
+            print(f"{'PASS' if row['ok'] else 'FAIL'} {varlen_case.name}: {detail}", flush=True)
         rows.append(run_graph_step())
         print(f"{'PASS' if rows[-1]['ok'] else 'FAIL'} {rows[-1]['case']}: "
               f"{rows[-1].get('error', rows[-1].get('rel'))}", flush=True)

@@ -333,7 +333,7 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
                            window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                            alibi_slopes: Any = None, deterministic: bool = False,
                            return_attn_probs: bool = False, block_table: Any = None,
-                           learnable_sink: Any = None) -> Any:
+                           learnable_sink: Any = None, seqused_k: Any = None) -> Any:
     """flash-attn's ``flash_attn_varlen_func``: a batch of sequences packed
     without padding.
 
@@ -357,7 +357,16 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         alibi_slopes: fp32 ``(nheads,)`` or ``(batch, nheads)``: the scores
             get ``- slope * |i + seqlen_k - seqlen_q - j|``, each sequence's
             own lengths.
-        dropout_p, block_table: must be 0 / None.
+        block_table: int32 ``(batch, max_num_blocks_per_seq)``: k and v
+            are then paged caches ``(num_blocks, page_block_size, nheads_k,
+            headdim)`` and sequence b has ``cu_seqlens_k[b+1] -
+            cu_seqlens_k[b]`` keys in its row of pages (flash-attn 2's
+            convention; a serving engine's mixed batch of decodes and
+            prefill chunks in one launch). Forward only.
+        seqused_k: vLLM's alternative to ``cu_seqlens_k`` with a block
+            table: int32 ``(batch,)`` key counts (``cu_seqlens_k`` then
+            None).
+        dropout_p: must be 0.
         deterministic: the backward's (inputs requiring grad: per sequence,
             the dense backward family; not with softcap or alibi_slopes, which
             the packed backward runs); the forward is deterministic.
@@ -370,8 +379,10 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         with ``softmax_lse`` fp32 ``(nheads, total_q)``.
     """
     window = _check_common(dropout_p, softcap, alibi_slopes, window_size, causal)
-    if block_table is not None:
-        raise _unsupported("block_table", "paged KV caches")
+    if block_table is not None or seqused_k is not None:
+        return _varlen_paged(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
+                             max_seqlen_k, softmax_scale, causal, window, softcap,
+                             alibi_slopes, return_attn_probs, block_table, learnable_sink)
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     if not isinstance(return_attn_probs, bool):
@@ -385,6 +396,47 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
                               return_lse=return_attn_probs, mask_alignment="bottom_right",
                               window_size=window, score_mod=score_mod,
                               deterministic=deterministic, sinks=learnable_sink)
+    if return_attn_probs:
+        out, lse = result
+        return out, lse, None
+    return result
+
+
+def _varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                  seqused_k: Any, max_seqlen_q: int, max_seqlen_k: int,
+                  softmax_scale: Optional[float], causal: bool, window: Tuple[int, int],
+                  softcap: float, alibi_slopes: Any, return_attn_probs: bool,
+                  block_table: Any, learnable_sink: Any) -> Any:
+    """flash_attn_varlen_func over a paged cache (``block_table``), the key
+    counts from ``cu_seqlens_k`` or vLLM's ``seqused_k``."""
+    from kvpipe.paged import attention_varlen_paged
+
+    if block_table is None:
+        raise ValueError("seqused_k goes with block_table (the paged caches' key counts)")
+    if (cu_seqlens_k is None) == (seqused_k is None):
+        raise ValueError("with block_table, give cu_seqlens_k or seqused_k (the sequences' "
+                         "key counts), not both")
+    if seqused_k is not None:
+        _tensors.check_tensor("seqused_k", seqused_k, rank=1, dtype="i32", device="cuda",
+                              last_dim_contiguous=False, stride_alignment_bytes=None)
+        import torch
+
+        # The offsets of the counts: one cumulative sum on the device.
+        cu_seqlens_k = torch.nn.functional.pad(torch.cumsum(seqused_k, 0, dtype=torch.int32),
+                                               (1, 0))
+    if any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache)):
+        raise _unsupported("block_table with inputs that require grad",
+                           "the paged varlen kernel is forward only")
+    score_mod = None
+    if softcap or alibi_slopes is not None:
+        _tensors.check_tensor("cu_seqlens_q", cu_seqlens_q, rank=1, dtype="i32", device="cuda",
+                              last_dim_contiguous=False, stride_alignment_bytes=None)
+        score_mod = _varlen_score_mod(softcap, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k)
+    result = attention_varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k,
+                                    max_seqlen_q, max_seqlen_k, block_table, causal=causal,
+                                    scale=softmax_scale, return_lse=return_attn_probs,
+                                    mask_alignment="bottom_right", window_size=window,
+                                    score_mod=score_mod, sinks=learnable_sink)
     if return_attn_probs:
         out, lse = result
         return out, lse, None

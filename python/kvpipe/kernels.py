@@ -239,7 +239,7 @@ class AttentionConfig:
             raise ValueError("deterministic=True with backward=True supports the top-left "
                              "causal mask or none: not sliding_window or a bottom_right "
                              "causal mask_alignment (docs/backward.md)")
-        _check_page_size(page_size, kv_lengths, backward)
+        _check_page_size(page_size, kv_lengths or varlen is True, backward)
         if not isinstance(modifiers, str):
             raise TypeError(f"modifiers must be the traced regions' text, got {modifiers!r}")
         aux_types = tuple(aux_types)
@@ -360,8 +360,8 @@ def _check_page_size(page_size: Any, kv_lengths: bool, backward: bool) -> None:
         raise ValueError(f"page_size must be one of {PAGE_SIZES} (or 0: no paging), "
                          f"got {page_size}")
     if not kv_lengths or backward:
-        raise ValueError("page_size needs kv_lengths=True (the lengths index the block "
-                         "table) and the forward kernel (not backward=True)")
+        raise ValueError("page_size needs kv_lengths=True or varlen=True (the lengths index "
+                         "the block table) and the forward kernel (not backward=True)")
 
 
 def _check_varlen(varlen: Any, backward: bool, kv_lengths: bool,

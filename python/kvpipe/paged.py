@@ -333,3 +333,133 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
                            mask_alignment="bottom_right", window_size=window,
                            num_splits=num_splits, pack_gqa=None, sinks=sinks,
                            score_mod=score_mod)
+
+
+def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any,
+                           cu_seqlens_k: Any, max_seqlen_q: int, max_seqlen_k: int,
+                           block_table: Any, causal: bool = False,
+                           scale: Optional[float] = None, return_lse: bool = False,
+                           mask_alignment: str = "bottom_right",
+                           window_size: Tuple[int, int] = (-1, -1), out: Any = None,
+                           score_mod: Any = None, mask_mod: Any = None, sinks: Any = None,
+                           **tuning: int) -> Any:
+    """Packed variable-length queries over a paged K/V cache: a serving
+    engine's mixed batch (decodes and prefill chunks in one launch, vLLM's
+    ``flash_attn_varlen_func(..., block_table=)``), forward only.
+
+    Args:
+        q: ``(total_q, H_q, D)``, sequence b at rows ``[cu_seqlens_q[b],
+            cu_seqlens_q[b+1])``.
+        k_cache, v_cache: ``(num_pages, page_size, H_kv, D)`` as for
+            :func:`paged_attention`.
+        cu_seqlens_q: int32 ``(batch + 1,)`` query offsets.
+        cu_seqlens_k: int32 ``(batch + 1,)``: sequence b has
+            ``cu_seqlens_k[b+1] - cu_seqlens_k[b]`` keys, in its row of
+            ``block_table`` (flash-attn 2's convention with a block table).
+        max_seqlen_q, max_seqlen_k: the longest sequences (the grid covers
+            ``max_seqlen_q`` rows per sequence); ``max_seqlen_k`` at most
+            the table's row of keys.
+        block_table: int32 ``(batch, n)`` page indices.
+        causal, mask_alignment, window_size, scale, return_lse, score_mod,
+            mask_mod, sinks: as in :func:`paged_attention` (bottom-right by
+            default: a sequence's queries are its last).
+        out: an optional ``(total_q, H_q, D_v)`` contiguous output.
+
+    Returns:
+        ``out``, or ``(out, lse)`` with the fp32 ``(H_q, total_q)``
+        log-sum-exp. Rows after ``cu_seqlens_q[-1]`` are not written.
+
+    Raises:
+        ValueError / TypeError: a bad argument, named.
+    """
+    from kvpipe import modifiers
+    from kvpipe.attention import (_aux_arguments, _check_masks, _check_modifier_lengths,
+                                  checked_scale, launched_mask)
+    from kvpipe.launch import (_kernel_for, device_launch, forward_config_args,
+                               kernel_arguments, launch_grid)
+    from kvpipe.sinks import check_sinks, kernel_sinks
+    from kvpipe.varlen import _PackedView, _is_contiguous, check_cu_seqlens_args
+
+    _tensors.check_tensor("q", q, rank=3, device="cuda", last_dim_contiguous=True,
+                          stride_alignment_bytes=16)
+    batch = check_cu_seqlens_args(cu_seqlens_q, cu_seqlens_k, q)
+    _, page_size, pages_per_sequence = check_paged_cache(k_cache, v_cache, block_table, batch)
+    total_q, hq, d = tuple(q.shape)
+    _, _, hkv, dk = tuple(k_cache.shape)
+    dv = tuple(v_cache.shape)[3]
+    if str(q.dtype) != str(k_cache.dtype) or str(q.device) != str(k_cache.device):
+        raise ValueError(f"q must have k_cache's dtype and device ({k_cache.dtype} on "
+                         f"{k_cache.device}), got {q.dtype} on {q.device}")
+    kernels.dtype_name(q.dtype)  # raises TypeError for other dtypes
+    if dk != d or (d, dv) not in kernels.HEAD_DIM_PAIRS:
+        raise ValueError(f"q's head dim ({d}) must equal k_cache's ({dk}), and (q, v_cache) "
+                         f"head dims be one of {kernels.HEAD_DIM_PAIRS}, got ({d}, {dv})")
+    if hq % hkv != 0 or hq > 65535:
+        raise ValueError(f"q's heads ({hq}) must be a multiple of k_cache's ({hkv}) and at "
+                         "most 65535")
+    maxima = []
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(value, bool) or not hasattr(value, "__index__") or value.__index__() < 0:
+            raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+        maxima.append(value.__index__())
+    max_seqlen_q, max_seqlen_k = min(maxima[0], total_q), maxima[1]
+    if max_seqlen_k > pages_per_sequence * page_size:
+        raise ValueError(f"max_seqlen_k ({max_seqlen_k}) must be at most block_table's row of "
+                         f"keys ({pages_per_sequence} pages of {page_size})")
+    window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
+                                                             window_size)
+    scale = checked_scale(scale, d)
+    traced = modifiers.trace(score_mod, mask_mod)
+    _check_modifier_lengths(traced, max_seqlen_q, max_seqlen_k)
+    if sinks is not None:
+        check_sinks(sinks, q, hq)
+    if out is not None and (tuple(out.shape) != (total_q, hq, dv)
+                            or str(out.dtype) != str(q.dtype)
+                            or str(out.device) != str(q.device) or not _is_contiguous(out)):
+        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape "
+                         f"{(total_q, hq, dv)} on {q.device}, got {out.dtype} "
+                         f"{tuple(out.shape)} on {out.device}")
+
+    import torch
+
+    if out is None:
+        out = torch.empty((total_q, hq, dv), dtype=q.dtype, device=q.device)
+    lse = (torch.empty((hq, total_q), dtype=torch.float32, device=q.device) if return_lse
+           else None)
+    if max_seqlen_q == 0:
+        return (out, lse) if return_lse else out
+    if tuple(block_table.stride()) != (pages_per_sequence, 1):
+        block_table = block_table.contiguous()
+    cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
+    sink_values = kernel_sinks(sinks) if sinks is not None else None
+    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window,
+                                           max_seqlen_q, max_seqlen_k, True)
+    # The paged kernels' own block sizes (a multiple of the page or within
+    # one): the dense varlen plan's 80-key blocks fit 16-key pages only.
+    kernel, abi = _kernel_for(forward_config_args(d, kernels.dtype_name(q.dtype), causal,
+                                                  dv if dv != d else None, mask_alignment,
+                                                  sliding_window, False, page_size=page_size,
+                                                  sinks=sink_values is not None),
+                              device_index, tuple(sorted(tuning.items())),
+                              (traced.ir, traced.aux_types) if traced else ("", ()),
+                              varlen=True)
+    args = kernel_arguments(abi, {
+        "q_map": ("q", _PackedView(q), "bshd"), "k_map": ("k_cache", k_cache, "bshd"),
+        "v_map": ("v_cache", v_cache, "bshd"), "o_map": ("out", _PackedView(out), "bshd"),
+        "lse": lse.data_ptr() if lse is not None else 0,
+        "seq_q": max_seqlen_q, "seq_kv": max_seqlen_k, "heads_per_kv_head": hq // hkv,
+        "scale_log2": scale * 1.4426950408889634, "heads_q": hq, "batch": batch,
+        "window_left": window_left, "window_right": window_right,
+        "block_table": block_table.data_ptr(), "max_pages_per_seq": pages_per_sequence,
+        "cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
+        "o": out.data_ptr(), "total_q": total_q,
+        "sinks": sink_values.data_ptr() if sink_values is not None else 0,
+        **({name: t.data_ptr() for name, t in _aux_arguments(traced, q).items()}
+           if traced else {})})
+    grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
+    guard, stream = device_launch(device_index)
+    with guard:
+        kernel.launch(grid, (abi["threads"], 1, 1), args,
+                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
+    return (out, lse) if return_lse else out

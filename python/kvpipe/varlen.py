@@ -62,6 +62,28 @@ class _PackedView:
 CHECK_CU_SEQLENS_ENV = "KVPIPE_CHECK_CU_SEQLENS"
 
 
+def check_cu_seqlens_args(cu_seqlens_q: Any, cu_seqlens_k: Any, q: Any) -> int:
+    """Checks the offsets' dtype, shape and device (not their values: that
+    needs a device read); returns the batch."""
+    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        _tensors.check_tensor(name, t, rank=1, dtype="i32", device="cuda",
+                              last_dim_contiguous=False, stride_alignment_bytes=None)
+        if str(t.device) != str(q.device):
+            raise ValueError(f"{name} must be on q's device {q.device}, got {t.device}")
+    entries = tuple(cu_seqlens_q.shape)[0]
+    if entries < 2:
+        raise ValueError(f"cu_seqlens_q must have shape (batch + 1,) with batch >= 1, got "
+                         f"{tuple(cu_seqlens_q.shape)}")
+    if tuple(cu_seqlens_k.shape) != (entries,):
+        raise ValueError(f"cu_seqlens_k must have cu_seqlens_q's shape ({entries},) (batch + "
+                         f"1 offsets), got {tuple(cu_seqlens_k.shape)}")
+    batch = entries - 1
+    if batch > 65535:
+        raise ValueError(f"the batch (cu_seqlens_q's length - 1 = {batch}) must be at most "
+                         "65535 (a grid dimension)")
+    return batch
+
+
 def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
                         max_seqlen_q: Any, max_seqlen_k: Any) -> Tuple[int, ...]:
     """Checks what can be checked without reading device memory: the packed
@@ -102,22 +124,7 @@ def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k:
                          f"({hkv}) (grouped-query attention)")
     if hq > 65535:
         raise ValueError(f"q's heads ({hq}) must be at most 65535 (a grid dimension)")
-    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
-        _tensors.check_tensor(name, t, rank=1, dtype="i32", device="cuda",
-                              last_dim_contiguous=False, stride_alignment_bytes=None)
-        if str(t.device) != str(q.device):
-            raise ValueError(f"{name} must be on q's device {q.device}, got {t.device}")
-    entries = tuple(cu_seqlens_q.shape)[0]
-    if entries < 2:
-        raise ValueError(f"cu_seqlens_q must have shape (batch + 1,) with batch >= 1, got "
-                         f"{tuple(cu_seqlens_q.shape)}")
-    if tuple(cu_seqlens_k.shape) != (entries,):
-        raise ValueError(f"cu_seqlens_k must have cu_seqlens_q's shape ({entries},) (batch + "
-                         f"1 offsets), got {tuple(cu_seqlens_k.shape)}")
-    batch = entries - 1
-    if batch > 65535:
-        raise ValueError(f"the batch (cu_seqlens_q's length - 1 = {batch}) must be at most "
-                         "65535 (a grid dimension)")
+    batch = check_cu_seqlens_args(cu_seqlens_q, cu_seqlens_k, q)
     maxima = []
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         # Any integer (numpy's too), not a bool or a float.

@@ -121,7 +121,7 @@ def test_page_size_in_the_kernel_configuration():
     assert "page" not in plain.kernel_name and "page_size" not in plain.declaration()
     with pytest.raises(ValueError, match="page_size must be one of"):
         kernels.AttentionConfig.make(128, "bf16", True, kv_lengths=True, page_size=24)
-    with pytest.raises(ValueError, match="page_size needs kv_lengths=True"):
+    with pytest.raises(ValueError, match="page_size needs kv_lengths=True or varlen=True"):
         kernels.AttentionConfig.make(128, "bf16", True, page_size=64)
     with pytest.raises(TypeError, match="page_size must be an int"):
         kernels.AttentionConfig.make(128, "bf16", True, kv_lengths=True, page_size="16")

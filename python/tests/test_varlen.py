@@ -20,7 +20,8 @@ FLASH_ATTN_VARLEN_FUNC = [  # flash-attn 2.x's, then FA4's learnable_sink
     ("max_seqlen_k", inspect.Parameter.empty), ("dropout_p", 0.0), ("softmax_scale", None),
     ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0), ("alibi_slopes", None),
     ("deterministic", False), ("return_attn_probs", False), ("block_table", None),
-    ("learnable_sink", None)]  # FlashAttention-4's (gpt-oss's attention sinks)
+    ("learnable_sink", None),  # FlashAttention-4's (gpt-oss's attention sinks)
+    ("seqused_k", None)]  # vLLM's key counts with a block table
 
 
 def packed(total_q=300, total_k=500, hq=8, hkv=2, d=128, dv=None, batch=3, **kw):
@@ -43,13 +44,58 @@ def test_valid_arguments_reach_the_launch(monkeypatch):
         flash_attn.flash_attn_varlen_func(*packed(), 200, 400, causal=True)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"dropout_p": 0.1}, "dropout_p"),
-    ({"block_table": FakeTensor((3, 4), dtype="int32")}, "block_table"),
+def test_unsupported_arguments_are_named():
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flash_attn.flash_attn_varlen_func(*packed(), 200, 400, dropout_p=0.1)
+
+
+def paged_caches(pages=40, page=16, hkv=2, d=128, batch=3, width=8):
+    k_cache = FakeTensor((pages, page, hkv, d), ptr=0x600000)
+    v_cache = FakeTensor((pages, page, hkv, d), ptr=0x700000)
+    table = FakeTensor((batch, width), dtype="int32", ptr=0x800000)
+    return k_cache, v_cache, table
+
+
+def test_a_block_table_runs_the_paged_varlen_kernel(monkeypatch):
+    # flash-attn 2's varlen call over paged caches (vLLM's mixed batches):
+    # valid arguments reach the launch, with cu_seqlens_k or seqused_k.
+    q, _, _, cu_q, cu_k = packed()
+    k_cache, v_cache, table = paged_caches()
+    torch_stand_in(monkeypatch)
+    with pytest.raises(ReachedTorch):
+        flash_attn.flash_attn_varlen_func(q, k_cache, v_cache, cu_q, cu_k, 200, 128,
+                                          causal=True, block_table=table, softcap=30.0)
+    used = FakeTensor((3,), dtype="int32", ptr=0x900000)
+    with pytest.raises(ReachedTorch):
+        flash_attn.flash_attn_varlen_func(q, k_cache, v_cache, cu_q, None, 200, 128,
+                                          causal=True, block_table=table, seqused_k=used)
+
+
+@pytest.mark.parametrize("change,error,match", [
+    ({"max_seqlen_k": 129}, ValueError, "max_seqlen_k .129. must be at most block_table's row"),
+    ({"table": FakeTensor((2, 8), dtype="int32", ptr=0x800000)}, ValueError, "block_table"),
+    ({"table": FakeTensor((3, 8), dtype="int64", ptr=0x800000)}, TypeError, "block_table"),
+    ({"k_cache": FakeTensor((40, 24, 2, 128), ptr=0x600000),
+      "v_cache": FakeTensor((40, 24, 2, 128), ptr=0x700000)}, ValueError, "page size"),
+    ({"q": FakeTensor((300, 8, 64), ptr=0x100000)}, ValueError, "head dim"),
+    ({"q": FakeTensor((300, 7, 128), ptr=0x100000)}, ValueError, "multiple of k_cache's"),
+    ({"cu_k": FakeTensor((5,), dtype="int32", ptr=0x500000)}, ValueError, "cu_seqlens_k"),
+    ({"seqused_k": FakeTensor((3,), dtype="int32", ptr=0x900000)}, ValueError,
+     "cu_seqlens_k or seqused_k"),
+    ({"table": None, "seqused_k": FakeTensor((3,), dtype="int32", ptr=0x900000)}, ValueError,
+     "seqused_k goes with block_table"),
 ])
-def test_unsupported_arguments_are_named(kwargs, match):
-    with pytest.raises(NotImplementedError, match=match):
-        flash_attn.flash_attn_varlen_func(*packed(), 200, 400, **kwargs)
+def test_paged_varlen_arguments_are_checked(change, error, match):
+    q, _, _, cu_q, cu_k = packed()
+    k_cache, v_cache, table = paged_caches()
+    args = dict(q=q, k_cache=k_cache, v_cache=v_cache, cu_k=cu_k, table=table,
+                max_seqlen_k=128, seqused_k=None)
+    args.update(change)
+    with pytest.raises(error, match=match):
+        flash_attn.flash_attn_varlen_func(args["q"], args["k_cache"], args["v_cache"], cu_q,
+                                          args["cu_k"], 200, args["max_seqlen_k"],
+                                          causal=True, block_table=args["table"],
+                                          seqused_k=args["seqused_k"])
 
 
 def test_softcap_and_alibi_become_a_score_mod_of_the_varlen_kernel(monkeypatch):

@@ -141,7 +141,7 @@ gpu.module @m {
 // -----
 
 gpu.module @m {
-  // expected-error @+1 {{'page_size' needs 'kv_lengths' = true (the length of each batch's row of the block table)}}
+  // expected-error @+1 {{'page_size' needs 'kv_lengths' = true or 'varlen' = true (the length of each batch's row of the block table)}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = false, page_size = 64 : i64}
 }
 

@@ -276,19 +276,20 @@ AttentionConfig::get(AttentionKernelOp op,
   if (c.persistent && (c.splitKV || c.packGQA))
     return emitError() << "'" << (c.splitKV ? "split_kv" : "pack_gqa")
                        << "' is not supported with 'persistent'";
+  c.varlen = op.getVarlen().value_or(false);
   if (c.pageSize) {
     // The block table is indexed by the batch's length (one kv_lengths[b]
-    // per row of the table), and a slot of block_n keys must be whole pages
-    // or lie in one page.
-    if (!c.kvLengths)
-      return emitError() << "'page_size' needs 'kv_lengths' = true (the "
-                            "length of each batch's row of the block table)";
+    // per row of the table; a packed batch's from cu_seqlens_k), and a slot
+    // of block_n keys must be whole pages or lie in one page.
+    if (!c.kvLengths && !c.varlen)
+      return emitError() << "'page_size' needs 'kv_lengths' = true or 'varlen' "
+                            "= true (the length of each batch's row of the "
+                            "block table)";
     if (c.blockN % c.pageSize != 0 && c.pageSize % c.blockN != 0)
       return emitError() << "'block_n' (" << c.blockN
                          << ") must be a multiple of 'page_size' ("
                          << c.pageSize << ") or divide it";
   }
-  c.varlen = op.getVarlen().value_or(false);
   // The predicated epilogue stores from the staged Q rows, which a
   // persistent CTA reloads; the tile's offsets would be read by each role.
   if (c.varlen && c.persistent)
