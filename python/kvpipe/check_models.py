@@ -9,9 +9,10 @@ for models people train, backward through autograd:
 
 - ``MODEL_CASES``: prefill and training steps (``ModelCase``), each against a
   float32 torch reference of the same layer on fresh random inputs;
-- ``paged_cases()`` / ``varlen_cases()``: serving at the models' shapes (a
-  vLLM-style paged cache, packed variable-length batches), run by
-  check_paged / check_varlen;
+- ``paged_cases()`` / ``paged_varlen_cases()`` / ``varlen_cases()``: serving
+  at the models' shapes (a vLLM-style paged cache, its mixed steps of decodes
+  and chunks, packed variable-length batches), run by check_paged /
+  check_varlen;
 - ``LARGE_CASES``: tensors of more than 2^31 elements (a long-context
   prefill and its backward, a paged cache of 4.6 GB per K and V), where a
   32-bit offset anywhere would show; checked on sampled rows and keys, whose
@@ -327,6 +328,18 @@ def paged_cases() -> List[Any]:
     ]
 
 
+def paged_varlen_cases() -> List[Any]:
+    """vLLM's mixed steps (flash_attn_varlen_func with a block table and
+    seqused_k): decodes and prefill chunks of Llama's and Qwen's layers in
+    one launch, and gpt-oss's local layer with its sinks."""
+    from kvpipe.check_paged import PagedVarlenCase
+
+    queries, keys = (1, 1, 512, 1, 37, 1, 1), (4097, 12000, 3000, 1, 37, 700, 30000)
+    return [PagedVarlenCase(128, 16, 32, 8, queries, keys, seqused=True),
+            PagedVarlenCase(128, 16, 28, 4, queries, keys),
+            PagedVarlenCase(64, 16, 64, 8, queries, keys, window=(127, 0), sinks=True)]
+
+
 def varlen_backward_cases() -> List[Any]:
     """Training on packed documents (check_varlen.run_backward_case, the
     packed backward): llama's, and gpt-oss's with sinks and its window."""
@@ -562,6 +575,8 @@ def run(large: bool = True) -> List[Dict[str, Any]]:
         timed(lambda: run_case(case, 9100 + i))
     for i, case in enumerate(paged_cases()):
         timed(lambda: check_paged.run_case(case, 9200 + i))
+    for i, case in enumerate(paged_varlen_cases()):
+        timed(lambda: check_paged.run_varlen_case(case, 9250 + i))
     for i, case in enumerate(varlen_cases()):
         timed(lambda: check_varlen.run_case(case, 9300 + i, tail=True))
     for i, case in enumerate(varlen_backward_cases()):
@@ -616,6 +631,7 @@ def model_kernel_configs() -> List[Dict[str, Any]]:
 
     configs = [c for case in MODEL_CASES for c in case_kernel_configs(case)]
     configs += check_paged.kernel_configs(paged_cases())
+    configs += check_paged.paged_varlen_kernel_configs(paged_varlen_cases())
     configs += check_varlen.forward_kernel_configs(varlen_cases())
     configs += check_varlen.packed_backward_kernel_configs(varlen_backward_cases())
     for case in LARGE_CASES:
