@@ -198,8 +198,10 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
         check_sinks(sinks, q, hq)
     traced = modifiers.trace(score_mod, mask_mod)
     _check_modifier_lengths(traced, sq, pages_per_sequence * page_size)
-    aux_pointers = ({name: t.data_ptr() for name, t in _aux_arguments(traced, q).items()}
-                    if traced is not None else {})
+    # Held until the launch: the kernel reads these (float32 / int32 copies
+    # where the tensors were not).
+    aux_values = _aux_arguments(traced, q) if traced is not None else {}
+    aux_pointers = {name: t.data_ptr() for name, t in aux_values.items()}
     regions = (traced.ir, traced.aux_types) if traced is not None else ("", ())
     # The kernel reads the table with rows of max_pages_per_seq entries and
     # the lengths densely.
@@ -413,6 +415,8 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
     _check_modifier_lengths(traced, max_seqlen_q, max_seqlen_k)
     if sinks is not None:
         check_sinks(sinks, q, hq)
+    # Held until the launch (the kernel reads them).
+    aux_values = _aux_arguments(traced, q) if traced is not None else {}
     if out is not None and (tuple(out.shape) != (total_q, hq, dv)
                             or str(out.dtype) != str(q.dtype)
                             or str(out.device) != str(q.device) or not _is_contiguous(out)):
@@ -455,8 +459,7 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
         "cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
         "o": out.data_ptr(), "total_q": total_q,
         "sinks": sink_values.data_ptr() if sink_values is not None else 0,
-        **({name: t.data_ptr() for name, t in _aux_arguments(traced, q).items()}
-           if traced else {})})
+        **{name: t.data_ptr() for name, t in aux_values.items()}})
     grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
     guard, stream = device_launch(device_index)
     with guard:

@@ -315,9 +315,11 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                               device_index, tuple(sorted(tuning.items())),
                               (traced.ir, traced.aux_types) if traced else ("", ()),
                               varlen=True)
+    # Held until the launch: the kernel reads them (copies where converted).
+    aux_values = _aux_arguments(traced, q) if traced else {}
     args = varlen_kernel_arguments(abi, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, scale, (window_left, window_right),
-                                   _aux_arguments(traced, q) if traced else {},
+                                   aux_values,
                                    sink_values.data_ptr() if sink_values is not None else 0)
     grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, varlen B=%d H=%d/%d "
