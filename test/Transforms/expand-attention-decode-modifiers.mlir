@@ -43,6 +43,20 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     %same = arith.cmpi eq, %dq, %dk : i32
     kvpipe.yield %same : i1
   }
+  // A soft-cap in a split kernel: each split's log-sum-exp, by which the
+  // combine kernel weighs the splits, takes the exponent's scale, log2(e)
+  // times the cap folded out of the region (72.13), not the scale
+  // parameter (the scores are already scaled).
+  kvpipe.attention_kernel @softcap_split {head_dim = 64 : i64, element_type = bf16, causal = false, kv_lengths = true, split_kv = true, consumer_warpgroups = 1 : i64}
+  score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index):
+    %inv = arith.constant 2.000000e-02 : f32
+    %cap = arith.constant 5.000000e+01 : f32
+    %x = arith.mulf %s, %inv : f32
+    %t = math.tanh %x fastmath<afn> : f32
+    %r = arith.mulf %t, %cap : f32
+    kvpipe.yield %r : f32
+  }
   // A window as a mask_mod in a split kernel packing groups of 8: the
   // split's keys; the blocks the window can reach, and the per-element
   // mask, from the tile's 8 query positions (not its 64 packed rows).
@@ -79,6 +93,15 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK-LABEL: gpu.func @softcap_documents(
 //       CHECK:   llvm.inline_asm "tanh.approx.f32 $0, $1;"
 
+// CHECK-LABEL: gpu.func @softcap_split(
+//       CHECK:   %[[EXPONENT:.*]] = arith.constant 72.1347{{[0-9]*}} : f32
+//       CHECK:   %[[LSE:.*]] = llvm.getelementptr %[[LSEPARTIAL:arg12]][
+//       CHECK:   %[[LOGSUM:.*]] = math.log2
+//  CHECK-NEXT:   %[[MAX:.*]] = arith.mulf %{{.*}}, %[[EXPONENT]] : f32
+//  CHECK-NEXT:   arith.addf %[[MAX]], %[[LOGSUM]] : f32
+//       CHECK:   llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr<1>
+// CHECK-LABEL: gpu.func @softcap_split_combine(
+
 // CHECK-LABEL: gpu.func @window_split(
 // The tile's 8 query positions from block * 8: its keys from 127 before
 // the first to the last (the block's end: + 8), then the split's share.
@@ -91,4 +114,4 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 //       CHECK:   scf.for
 //       CHECK:   arith.addi %{{.*}}, %c7 : index
 
-// PTXAS-COUNT-5: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-COUNT-7: 0 bytes spill stores, 0 bytes spill loads

@@ -136,7 +136,10 @@ void KernelBuilder::buildPartialEpilogue(Value acc, const RowStats &state) {
   Value lse = LLVM::GEPOp::create(
       b, LLVM::LLVMPointerType::get(ctx, 1), b.getF32Type(),
       param(AttentionParam::LsePartial), ValueRange{splitBase});
-  buildLogSumExpStore(b, {lse, param(AttentionParam::ScaleLog2), state.m0,
+  // The exponent's scale (softmaxScaleLog2: with a score_mod that leaves
+  // the scores scaled, log2(e) times its folded output factor), as the
+  // other epilogues': the combine weighs the splits by these.
+  buildLogSumExpStore(b, {lse, softmaxScaleLog2(), state.m0,
                           state.m1, out.sum0, out.sum1, row0, row1, lane,
                           batch, headsQ, heads[0], seqQ,
                           /*infiniteWithoutKeys=*/false, rowHead1, rowUsed0,
