@@ -84,18 +84,33 @@ def _score_mod(softcap: float, alibi_slopes: Any, q: Any, seq_kv: Any) -> Any:
         if isinstance(seq_kv, int) and seq_kv == seq_q:
             mods.append(modifiers.alibi(alibi_slopes, 0))
         else:
-            import torch
-
             if isinstance(seq_kv, int):
                 shift, lengths = seq_kv - seq_q, {}
             else:  # per-sequence key counts: the kernel adds each one
                 shift, lengths = -seq_q, {"kv_lengths": seq_kv}
-            mods.append(modifiers.alibi(
-                alibi_slopes, torch.tensor([shift], dtype=torch.int32, device=q.device),
-                **lengths))
+            mods.append(modifiers.alibi(alibi_slopes, _shift_tensor(shift, q.device),
+                                        **lengths))
     if not mods:
         return None
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
+
+
+#: ALiBi's diagonal shifts as (1,) int32 device tensors, by (device, shift):
+#: built once, since copying a host value to the device on every call (a
+#: decode step's) waits for the stream (a pageable copy), which kept the host
+#: from queueing ahead: 0.39 ms a call at B 8 x 8k (scripts/gpu/
+#: decode-modifiers.py, session 33). The kernels only read them.
+_SHIFTS: dict = {}
+
+
+def _shift_tensor(shift: int, device: Any) -> Any:
+    key = (str(device), shift)
+    found = _SHIFTS.get(key)
+    if found is None:
+        import torch
+
+        found = _SHIFTS[key] = torch.tensor([shift], dtype=torch.int32, device=device)
+    return found
 
 
 def _varlen_score_mod(softcap: float, alibi_slopes: Any, q: Any, cu_seqlens_q: Any,
