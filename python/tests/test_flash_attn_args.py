@@ -203,3 +203,23 @@ def test_check_mods_lists_the_kernel_flash_attn_traces_for_equal_lengths():
             flash_attn._score_mod(softcap, Loadable((2, 4), dtype="float32"), q, skv))
         assert any(c.get("modifiers") == traced.ir and c["causal"] == causal
                    for c in configs), (sq, skv)
+
+
+def test_alibi_shift_tensors_are_built_once(monkeypatch):
+    # ALiBi's diagonal shift goes to the device once per (device, value):
+    # a host-to-device copy on every decode step waited for the stream.
+    import sys
+    import types
+
+    made = []
+    torch = types.ModuleType("torch")
+    torch.int32 = "int32"
+    torch.tensor = lambda data, dtype=None, device=None: made.append((tuple(data), device)) \
+        or object()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(flash_attn, "_SHIFTS", {})
+    first = flash_attn._shift_tensor(-1, "cuda:0")
+    assert flash_attn._shift_tensor(-1, "cuda:0") is first
+    assert flash_attn._shift_tensor(-4, "cuda:0") is not first
+    assert flash_attn._shift_tensor(-1, "cuda:1") is not first
+    assert made == [((-1,), "cuda:0"), ((-4,), "cuda:0"), ((-1,), "cuda:1")]
