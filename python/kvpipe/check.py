@@ -313,6 +313,22 @@ def _lse_error(lse: Any, lse_ref: Any, torch: Any) -> float:
     return float((lse[finite_rows] - lse_ref[finite_rows]).abs().max())
 
 
+def flash_score_modifiers(scores: Any, softcap: float, slopes: Any, torch: Any) -> Any:
+    """flash-attn's soft-cap, then its ALiBi, on float32 scaled scores
+    ``(..., S_q, S_kv)`` whose last three dims are (heads, queries, keys):
+    ``softcap * tanh(s / softcap)`` (0: none), then ``- slope * |i + S_kv -
+    S_q - j|`` (the bottom-right diagonal) with ``slopes`` ``(H,)`` or ``(B,
+    H)`` broadcast against the leading dims (None: none)."""
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    if slopes is not None:
+        sq, skv = scores.shape[-2:]
+        i = torch.arange(sq, device=scores.device)[:, None] + skv - sq
+        j = torch.arange(skv, device=scores.device)[None, :]
+        scores = scores - slopes[..., None, None] * (i - j).abs().float()
+    return scores
+
+
 def reference_mask(seq_q: int, seq_kv: int, causal: bool, alignment: str,
                    window: Tuple[int, int], device: Any, torch: Any) -> Any:
     """The keys each query sees, as a (seq_q, seq_kv) bool tensor, or None
@@ -1259,13 +1275,10 @@ def _decode_reference(case: DecodeCase, qs: Any, ks: Any, vs: Any, scale: float,
 
     parts = case.mods.split("+")
     n = ks.shape[1]
-    i = torch.arange(case.seq_q, device=qs.device)[:, None] + n - case.seq_q
+    scores = flash_score_modifiers(torch.matmul(qs, ks.transpose(-1, -2)) * scale,
+                                   30.0 if "softcap" in parts else 0.0,
+                                   slopes if "alibi" in parts else None, torch)
     j = torch.arange(n, device=qs.device)[None, :]
-    scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
-    if "softcap" in parts:
-        scores = 30.0 * torch.tanh(scores / 30.0)
-    if "alibi" in parts:
-        scores = scores - slopes[:, None, None] * (i - j).abs().float()
     keep = (j % 3 != 1).expand(case.seq_q, n) if "stride" in parts else None
     if visible is not None:
         keep = visible if keep is None else keep & visible

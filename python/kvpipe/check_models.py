@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kvpipe import modifiers
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _sink_softmax,
-                          compare_grads, reference_mask, unique_configs)
+                          compare_grads, flash_score_modifiers, reference_mask, unique_configs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,13 +220,8 @@ def _reference(case: ModelCase, q: Any, k: Any, v: Any, slopes: Any, sinks: Any,
     group = layer.heads_q // layer.heads_kv
     kf = k.float().repeat_interleave(group, dim=1)
     vf = v.float().repeat_interleave(group, dim=1)
-    scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * layer.softmax_scale
-    if layer.softcap:
-        scores = layer.softcap * torch.tanh(scores / layer.softcap)
-    if layer.alibi:
-        i = torch.arange(case.seq_q, device=q.device)[:, None] + case.seq_kv - case.seq_q
-        j = torch.arange(case.seq_kv, device=q.device)[None, :]
-        scores = scores - slopes[None, :, None, None] * (i - j).abs().float()
+    scores = flash_score_modifiers(torch.matmul(q.float(), kf.transpose(-1, -2))
+                                   * layer.softmax_scale, layer.softcap, slopes, torch)
     visible = reference_mask(case.seq_q, case.seq_kv, layer.causal, case.alignment,
                              layer.window, q.device, torch)
     if visible is not None:
@@ -627,6 +622,7 @@ def case_kernel_configs(case: ModelCase) -> List[Dict[str, Any]]:
 def model_kernel_configs() -> List[Dict[str, Any]]:
     """Every kernel ``run`` launches."""
     from kvpipe import check_paged, check_varlen
+    from kvpipe.check_modifiers import training_kernel_configs
     from kvpipe.check_paged import PagedCase
 
     configs = [c for case in MODEL_CASES for c in case_kernel_configs(case)]
@@ -635,18 +631,11 @@ def model_kernel_configs() -> List[Dict[str, Any]]:
     configs += check_varlen.forward_kernel_configs(varlen_cases())
     configs += check_varlen.packed_backward_kernel_configs(varlen_backward_cases())
     for case in LARGE_CASES:
-        if case.kind == "prefill":
-            configs += training_configs_plain(case.head_dim, case.seq)
+        if case.kind == "prefill":  # a causal training step without modifiers
+            configs += training_kernel_configs((None, None), case.head_dim, None, "bf16", True,
+                                               "top_left", False, case.seq, case.seq)
         else:
             configs += check_paged.kernel_configs([PagedCase(
                 "bf16", case.head_dim, True, 16, case.heads_q, case.heads_kv, 1, case.lengths,
                 num_splits=0)])
     return unique_configs(configs)
-
-
-def training_configs_plain(head_dim: int, seq: int) -> List[Dict[str, Any]]:
-    """A causal top-left training step of kvpipe.attention without modifiers."""
-    from kvpipe.check_modifiers import training_kernel_configs
-
-    return training_kernel_configs((None, None), head_dim, None, "bf16", True, "top_left",
-                                   False, seq, seq)

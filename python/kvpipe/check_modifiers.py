@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kvpipe import modifiers
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _sink_softmax,
-                          compare_grads, reference_mask, unique_configs)
+                          compare_grads, flash_score_modifiers, reference_mask, unique_configs)
 
 #: The modifiers the grid checks (names of ModCase.mod): score modifiers,
 #: mask modifiers, and combinations.
@@ -341,13 +341,10 @@ def _flash_scores(qf: Any, kf: Any, causal: bool, softcap: float, slopes: Any, t
     heads): soft-cap, then ALiBi and the causal mask aligned bottom-right."""
     sq, skv, h, d = qf.shape[1], kf.shape[1], qf.shape[2], qf.shape[3]
     qt, kt = qf.transpose(1, 2), kf.transpose(1, 2).repeat_interleave(h // kf.shape[2], dim=1)
-    scores = torch.matmul(qt, kt.transpose(-1, -2)) / math.sqrt(d)
-    if softcap:
-        scores = softcap * torch.tanh(scores / softcap)
+    scores = flash_score_modifiers(torch.matmul(qt, kt.transpose(-1, -2)) / math.sqrt(d),
+                                   softcap, slopes, torch)
     ii = torch.arange(sq, device=qf.device)[:, None]
     jj = torch.arange(skv, device=qf.device)[None, :]
-    if slopes is not None:
-        scores = scores - slopes[:, :, None, None] * (ii + skv - sq - jj).abs().float()
     if causal:
         scores = scores.masked_fill(jj > ii + skv - sq, float("-inf"))
     return scores

@@ -23,7 +23,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
-                          _sink_attention, reference_mask)
+                          _sink_attention, flash_score_modifiers, reference_mask)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +154,9 @@ def kernel_configs(cases: Optional[List[PagedCase]] = None) -> List[Dict[str, An
         config = dict(head_dim=case.head_dim, dtype=case.dtype, causal=case.causal,
                       value_head_dim=case.value_head_dim, mask_alignment=alignment,
                       sliding_window=window, kv_lengths=True, page_size=case.page_size,
-                      **({"sinks": True} if case.sinks else {}), **_regions(case))
+                      **({"sinks": True} if case.sinks else {}),
+                      **_regions(case.softcap, case.alibi, case.heads_q, len(case.lengths),
+                                 False))
         # The decode plan (split-KV, pack-GQA) paged_attention makes on the
         # H200's SMs: flash_attn_with_kvcache (the appends) chooses both.
         splits = 0 if case.append else case.num_splits
@@ -213,6 +215,8 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
     k_cache, v_cache, table, lengths = _paged_inputs(case, torch)
     q = torch.randn(b, case.seq_q, case.heads_q, case.head_dim, dtype=dtype, device="cuda")
     scale = 1.0 / math.sqrt(case.head_dim)
+    slopes = torch.rand(case.heads_q, device="cuda") * 0.3 if case.alibi else None
+    sinks = torch.randn(case.heads_q, device="cuda") * 2.0 if case.sinks else None
     row: Dict[str, Any] = {"case": case.name}
     appended_ok = True
     try:
@@ -237,7 +241,6 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
             torch.cuda.synchronize()
             appended_ok = bool(torch.equal(k_cache, k_ref)) and bool(torch.equal(v_cache, v_ref))
         elif case.softcap or case.alibi:
-            slopes = torch.rand(case.heads_q, device="cuda") * 0.3 if case.alibi else None
             o, lse = flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths,
                                              block_table=table, causal=case.causal,
                                              window_size=case.window, softcap=case.softcap,
@@ -247,8 +250,6 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
         else:
             out = torch.full((b, case.seq_q, case.heads_q, case.v_head_dim), float("nan"),
                              dtype=dtype, device="cuda")
-            sinks = (torch.randn(case.heads_q, device="cuda") * 2.0 if case.sinks
-                     else None)
             o, lse = paged_attention(q, k_cache, v_cache, table, lengths, causal=case.causal,
                                      return_lse=True, out=out, mask_alignment=case.alignment,
                                      window_size=case.window, num_splits=case.num_splits,
@@ -266,12 +267,8 @@ def run_case(case: PagedCase, seed: int) -> Dict[str, Any]:
         qs = q[s].transpose(0, 1).float()                         # (H, S_q, D)
         visible = reference_mask(case.seq_q, n, case.causal, case.alignment, case.window,
                                  q.device, torch)
-        if case.sinks:
-            ref, lse_ref = _sink_attention(qs, ks, vs, scale, visible, sinks, torch)
-        elif case.softcap or case.alibi:
-            ref, lse_ref = _modified_attention(case, qs, ks, vs, scale, visible, slopes, torch)
-        else:
-            ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+        ref, lse_ref = _sequence_reference(qs, ks, vs, scale, visible, torch, sinks,
+                                           case.softcap, slopes)
         got = o[s].transpose(0, 1).float()
         finite &= bool(torch.isfinite(got).all())
         rel_worst = max(rel_worst, float((got - ref).norm() / ref.norm().clamp_min(1e-30)))
@@ -335,34 +332,38 @@ def run_graph_step() -> Dict[str, Any]:
         return {"case": case, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
-def _regions(case: PagedCase) -> Dict[str, Any]:
-    """The case's traced modifiers as compile_attention takes them: what
-    flash_attn_with_kvcache builds from softcap and alibi_slopes."""
-    if not (case.softcap or case.alibi):
+def _regions(softcap: float, alibi: bool, heads_q: int, batch: int,
+             shift_compiled: bool) -> Dict[str, Any]:
+    """The traced modifiers, as compile_attention takes them, that the
+    flash-attn drop-ins build from softcap and alibi_slopes over per-sequence
+    key counts: flash_attn_with_kvcache's shift read at run time,
+    flash_attn_varlen_func's compiled in (``shift_compiled``)."""
+    if not (softcap or alibi):
         return {}
     from kvpipe import modifiers
     from kvpipe.check_modifiers import _flash_score_mod
 
-    traced = modifiers.trace(_flash_score_mod(case.softcap, case.alibi, False,
-                                              slopes_shape=(case.heads_q,),
-                                              kv_lengths_shape=(len(case.lengths),)))
+    traced = modifiers.trace(_flash_score_mod(softcap, alibi, shift_compiled,
+                                              slopes_shape=(heads_q,),
+                                              kv_lengths_shape=(batch,)))
     return dict(modifiers=traced.ir, aux_types=traced.aux_types)
 
 
-def _modified_attention(case: PagedCase, qs: Any, ks: Any, vs: Any, scale: float,
-                        visible: Any, slopes: Any, torch: Any) -> Tuple[Any, Any]:
-    """(out, lse) in float32 with flash-attn's soft-cap and ALiBi (its
-    |i + n_k - S_q - j|, n_k the sequence's keys) before the masks."""
+def _sequence_reference(qs: Any, ks: Any, vs: Any, scale: float, visible: Any, torch: Any,
+                        sinks: Any = None, softcap: float = 0.0,
+                        slopes: Any = None) -> Tuple[Any, Any]:
+    """One sequence's float32 (out, lse) from its (H, S_q, D) queries and
+    gathered keys and values: with the sinks' column, or flash-attn's
+    soft-cap and ALiBi (the diagonal at the sequence's own key count) before
+    the masks, or plain."""
+    if sinks is not None:
+        return _sink_attention(qs, ks, vs, scale, visible, sinks, torch)
+    if not softcap and slopes is None:
+        return _masked_attention(qs, ks, vs, scale, visible, torch)
     from kvpipe.check_modifiers import _softmax
 
-    scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
-    if case.softcap:
-        scores = case.softcap * torch.tanh(scores / case.softcap)
-    if case.alibi:
-        n = ks.shape[1]
-        i = torch.arange(case.seq_q, device=qs.device)[:, None] + n - case.seq_q
-        j = torch.arange(n, device=qs.device)[None, :]
-        scores = scores - slopes[:, None, None] * (i - j).abs().float()
+    scores = flash_score_modifiers(torch.matmul(qs, ks.transpose(-1, -2)) * scale, softcap,
+                                   slopes, torch)
     if visible is not None:
         scores = scores.masked_fill(~visible, float("-inf"))
     return _softmax(scores, vs, torch)
@@ -414,23 +415,6 @@ def paged_varlen_grid() -> List[PagedVarlenCase]:
     ]
 
 
-def _varlen_regions(case: PagedVarlenCase) -> Dict[str, Any]:
-    """What flash_attn_varlen_func traces from softcap and alibi_slopes
-    (ALiBi's diagonal a (batch,) int tensor of each sequence's lengths'
-    difference)."""
-    if not (case.softcap or case.alibi):
-        return {}
-    from kvpipe import modifiers
-    from kvpipe.check_modifiers import _ShapeOnly
-
-    mods = [modifiers.soft_cap(case.softcap)] if case.softcap else []
-    if case.alibi:
-        mods.append(modifiers.alibi(_ShapeOnly((case.heads_q,), "float32"), 0,
-                                    kv_lengths=_ShapeOnly((len(case.lengths_q),), "int32")))
-    traced = modifiers.trace(mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods))
-    return dict(modifiers=traced.ir, aux_types=traced.aux_types)
-
-
 def paged_varlen_kernel_configs(cases: Optional[List[PagedVarlenCase]] = None
                                 ) -> List[Dict[str, Any]]:
     """The kernels of ``run_varlen_case``: attention_varlen_paged's choice."""
@@ -445,7 +429,9 @@ def paged_varlen_kernel_configs(cases: Optional[List[PagedVarlenCase]] = None
         config = dict(head_dim=case.head_dim, dtype="bf16", causal=causal,
                       value_head_dim=None, mask_alignment=alignment, sliding_window=window,
                       kv_lengths=False, page_size=case.page_size, varlen=True,
-                      **({"sinks": True} if case.sinks else {}), **_varlen_regions(case))
+                      **({"sinks": True} if case.sinks else {}),
+                      **_regions(case.softcap, case.alibi, case.heads_q, len(case.lengths_q),
+                                 True))
         if config not in configs:
             configs.append(config)
     return configs
@@ -502,8 +488,6 @@ def run_varlen_case(case: PagedVarlenCase, seed: int) -> Dict[str, Any]:
     group = case.heads_q // case.heads_kv
     scale = 1.0 / math.sqrt(case.head_dim)
     rel_worst, lse_worst, finite = 0.0, 0.0, True
-    modified = PagedCase("bf16", case.head_dim, case.causal, case.page_size, case.heads_q,
-                         case.heads_kv, 0, (), softcap=case.softcap, alibi=case.alibi)
     for s, (nq, nk) in enumerate(zip(case.lengths_q, case.lengths_k)):
         if nq == 0:
             continue
@@ -512,13 +496,8 @@ def run_varlen_case(case: PagedVarlenCase, seed: int) -> Dict[str, Any]:
         qs = q[offsets[s]:offsets[s + 1]].transpose(0, 1).float()          # (H, nq, D)
         visible = reference_mask(nq, nk, case.causal, "bottom_right", case.window, q.device,
                                  torch)
-        if case.sinks:
-            ref, lse_ref = _sink_attention(qs, ks, vs, scale, visible, sinks, torch)
-        elif case.softcap or case.alibi:
-            ref, lse_ref = _modified_attention(dataclasses.replace(modified, seq_q=nq), qs,
-                                               ks, vs, scale, visible, slopes, torch)
-        else:
-            ref, lse_ref = _masked_attention(qs, ks, vs, scale, visible, torch)
+        ref, lse_ref = _sequence_reference(qs, ks, vs, scale, visible, torch, sinks,
+                                           case.softcap, slopes)
         got = o[offsets[s]:offsets[s + 1]].transpose(0, 1).float()
         finite &= bool(torch.isfinite(got).all())
         norm = float(ref.norm())

@@ -36,7 +36,8 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from kvpipe.check import (LSE_TOLERANCE, REL_TOLERANCE, _lse_error, _masked_attention,
-                          _sink_attention, _sink_softmax, reference_mask, unique_configs)
+                          _sink_attention, _sink_softmax, flash_score_modifiers, reference_mask,
+                          unique_configs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,17 +156,11 @@ MODIFIER_CASES = [
 def _flash_varlen_score_mod(case: VarlenCase, softcap: float, alibi: bool) -> Any:
     """What flash_attn_varlen_func traces for a case (``_varlen_score_mod``),
     with shape-only tensors: the kernel ``compile --for-check --varlen``
-    must hold."""
-    from kvpipe import modifiers
-    from kvpipe.check_modifiers import _ShapeOnly
+    must hold (ALiBi's diagonal each sequence's, a (batch,) tensor)."""
+    from kvpipe.check_modifiers import _flash_score_mod
 
-    mods = []
-    if softcap:
-        mods.append(modifiers.soft_cap(softcap))
-    if alibi:
-        mods.append(modifiers.alibi(_ShapeOnly((case.heads_q,), "float32"), 0,
-                                    kv_lengths=_ShapeOnly((len(case.lengths_q),), "int32")))
-    return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
+    return _flash_score_mod(softcap, alibi, True, slopes_shape=(case.heads_q,),
+                            kv_lengths_shape=(len(case.lengths_q),))
 
 
 def modifier_kernel_configs() -> List[Dict[str, Any]]:
@@ -326,13 +321,8 @@ def _reference_scores(case: VarlenCase, qs: Any, ks: Any, scale: float, softcap:
                       slopes: Any, n_q: int, n_k: int, torch: Any) -> Any:
     """One sequence's float32 scores (H, n_q, n_k) with flash-attn's softcap
     and ALiBi (slopes per head, or None) and the case's mask (-inf)."""
-    scores = torch.matmul(qs, ks.transpose(-1, -2)) * scale
-    if softcap:
-        scores = softcap * torch.tanh(scores / softcap)
-    if slopes is not None:
-        i = torch.arange(n_q, device=qs.device)[:, None]
-        j = torch.arange(n_k, device=qs.device)[None, :]
-        scores = scores - slopes[:, None, None] * (i + n_k - n_q - j).abs()
+    scores = flash_score_modifiers(torch.matmul(qs, ks.transpose(-1, -2)) * scale, softcap,
+                                   slopes, torch)
     visible = reference_mask(n_q, n_k, case.causal, case.alignment, case.window,
                              qs.device, torch)
     if visible is not None:

@@ -377,10 +377,10 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
     from kvpipe import modifiers
     from kvpipe.attention import (_aux_arguments, _check_masks, _check_modifier_lengths,
                                   checked_scale, launched_mask)
-    from kvpipe.launch import (_kernel_for, device_launch, forward_config_args,
-                               kernel_arguments, launch_grid)
+    from kvpipe.launch import _kernel_for, device_launch, forward_config_args, launch_grid
     from kvpipe.sinks import check_sinks, kernel_sinks
-    from kvpipe.varlen import _PackedView, _is_contiguous, check_cu_seqlens_args
+    from kvpipe.varlen import (check_cu_seqlens_args, check_maxima, check_packed_outputs,
+                               varlen_kernel_arguments)
 
     _tensors.check_tensor("q", q, rank=3, device="cuda", last_dim_contiguous=True,
                           stride_alignment_bytes=16)
@@ -399,12 +399,8 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
     if hq % hkv != 0 or hq > 65535:
         raise ValueError(f"q's heads ({hq}) must be a multiple of k_cache's ({hkv}) and at "
                          "most 65535")
-    maxima = []
-    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if isinstance(value, bool) or not hasattr(value, "__index__") or value.__index__() < 0:
-            raise TypeError(f"{name} must be a non-negative int, got {value!r}")
-        maxima.append(value.__index__())
-    max_seqlen_q, max_seqlen_k = min(maxima[0], total_q), maxima[1]
+    max_seqlen_q, max_seqlen_k = check_maxima(max_seqlen_q, max_seqlen_k)
+    max_seqlen_q = min(max_seqlen_q, total_q)
     if max_seqlen_k > pages_per_sequence * page_size:
         raise ValueError(f"max_seqlen_k ({max_seqlen_k}) must be at most block_table's row of "
                          f"keys ({pages_per_sequence} pages of {page_size})")
@@ -417,12 +413,7 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
         check_sinks(sinks, q, hq)
     # Held until the launch (the kernel reads them).
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
-    if out is not None and (tuple(out.shape) != (total_q, hq, dv)
-                            or str(out.dtype) != str(q.dtype)
-                            or str(out.device) != str(q.device) or not _is_contiguous(out)):
-        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape "
-                         f"{(total_q, hq, dv)} on {q.device}, got {out.dtype} "
-                         f"{tuple(out.shape)} on {out.device}")
+    check_packed_outputs(q, out, None, total_q, hq, dv)
 
     import torch
 
@@ -448,18 +439,11 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
                               device_index, tuple(sorted(tuning.items())),
                               (traced.ir, traced.aux_types) if traced else ("", ()),
                               varlen=True)
-    args = kernel_arguments(abi, {
-        "q_map": ("q", _PackedView(q), "bshd"), "k_map": ("k_cache", k_cache, "bshd"),
-        "v_map": ("v_cache", v_cache, "bshd"), "o_map": ("out", _PackedView(out), "bshd"),
-        "lse": lse.data_ptr() if lse is not None else 0,
-        "seq_q": max_seqlen_q, "seq_kv": max_seqlen_k, "heads_per_kv_head": hq // hkv,
-        "scale_log2": scale * 1.4426950408889634, "heads_q": hq, "batch": batch,
-        "window_left": window_left, "window_right": window_right,
-        "block_table": block_table.data_ptr(), "max_pages_per_seq": pages_per_sequence,
-        "cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
-        "o": out.data_ptr(), "total_q": total_q,
-        "sinks": sink_values.data_ptr() if sink_values is not None else 0,
-        **{name: t.data_ptr() for name, t in aux_values.items()}})
+    args = varlen_kernel_arguments(abi, q, k_cache, v_cache, out, lse, cu_seqlens_q,
+                                   cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale,
+                                   (window_left, window_right), aux_values,
+                                   sink_values.data_ptr() if sink_values is not None else 0,
+                                   block_table=block_table)
     grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
     guard, stream = device_launch(device_index)
     with guard:

@@ -125,15 +125,41 @@ def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k:
     if hq > 65535:
         raise ValueError(f"q's heads ({hq}) must be at most 65535 (a grid dimension)")
     batch = check_cu_seqlens_args(cu_seqlens_q, cu_seqlens_k, q)
+    return (batch, total_q, total_k, hq, hkv, d, dv,
+            *check_maxima(max_seqlen_q, max_seqlen_k))
+
+
+def check_maxima(max_seqlen_q: Any, max_seqlen_k: Any) -> Tuple[int, int]:
+    """The longest sequences as ints: any integer (numpy's too), not a bool
+    or a float, and not negative."""
     maxima = []
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        # Any integer (numpy's too), not a bool or a float.
         if isinstance(value, bool) or not hasattr(value, "__index__"):
             raise TypeError(f"{name} must be an int, got {value!r}")
         if value.__index__() < 0:
             raise ValueError(f"{name} must be non-negative, got {value}")
         maxima.append(value.__index__())
-    return (batch, total_q, total_k, hq, hkv, d, dv, *maxima)
+    return maxima[0], maxima[1]
+
+
+def check_packed_outputs(q: Any, out: Any, lse_out: Any, total_q: int, heads_q: int,
+                         value_head_dim: int) -> None:
+    """Checks the optional outputs of a packed batch: ``out`` ``(total_q,
+    H_q, D_v)`` and ``lse_out`` fp32 ``(H_q, total_q)``, contiguous, on q's
+    device (``out``'s rows are written with 16-byte stores)."""
+    for name, t, shape, dtype in (("out", out, (total_q, heads_q, value_head_dim),
+                                   str(q.dtype)),
+                                  ("lse_out", lse_out, (heads_q, total_q), "torch.float32")):
+        if t is None:
+            continue
+        _tensors.check_tensor(name, t, rank=len(shape), device="cuda",
+                              last_dim_contiguous=True,
+                              stride_alignment_bytes=16 if name == "out" else None)
+        if (tuple(t.shape) != shape or str(t.dtype) != dtype or str(t.device) != str(q.device)
+                or not _is_contiguous(t)):
+            raise ValueError(f"{name} must be a contiguous {dtype} tensor of shape {shape} on "
+                             f"{q.device}, got {t.dtype} {tuple(t.shape)} strides "
+                             f"{tuple(t.stride())} on {t.device}")
 
 
 def validate_cu_seqlens(cu_seqlens_q: Any, cu_seqlens_k: Any, total_q: int, total_k: int,
@@ -260,19 +286,7 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     _check_modifier_lengths(traced, max_seqlen_q, max_seqlen_k)
     if sinks is not None:
         check_sinks(sinks, q, hq)
-    for name, t, shape, dtype in (("out", out, (total_q, hq, dv), str(q.dtype)),
-                                  ("lse_out", lse_out, (hq, total_q), "torch.float32")):
-        if t is None:
-            continue
-        # The output's rows are written with 16-byte stores.
-        _tensors.check_tensor(name, t, rank=len(shape), device="cuda",
-                              last_dim_contiguous=True,
-                              stride_alignment_bytes=16 if name == "out" else None)
-        if (tuple(t.shape) != shape or str(t.dtype) != dtype or str(t.device) != str(q.device)
-                or not _is_contiguous(t)):
-            raise ValueError(f"{name} must be a contiguous {dtype} tensor of shape {shape} on "
-                             f"{q.device}, got {t.dtype} {tuple(t.shape)} strides "
-                             f"{tuple(t.stride())} on {t.device}")
+    check_packed_outputs(q, out, lse_out, total_q, hq, dv)
     if lse_out is not None and not return_lse:
         raise ValueError("lse_out needs return_lse=True")
     if check_cu_seqlens is None:
@@ -588,15 +602,27 @@ def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: An
                             cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
                             max_seqlen_k: int, scale: float,
                             window: Tuple[int, int],
-                            aux: Optional[Dict[str, Any]] = None, sinks: int = 0) -> list:
+                            aux: Optional[Dict[str, Any]] = None, sinks: int = 0,
+                            block_table: Any = None) -> list:
     """The launch arguments of a ``varlen`` kernel: the packed tensors'
     maps as ``(1, total, H, D)``, the maxima as seq_q / seq_kv, the offsets,
     the output's address and rows, the modifiers' tensors (``aux<i>``;
-    docs/kernel-abi.md), the sinks' address (kernels with ``sinks``)."""
-    hq, hkv = tuple(q.shape)[1], tuple(k.shape)[1]
+    docs/kernel-abi.md), the sinks' address (kernels with ``sinks``). With
+    ``block_table`` (a ``page_size`` kernel) k and v are paged caches
+    ``(num_pages, page_size, H_kv, D)``, mapped as the paged kernels map
+    them, and the table and its row length follow."""
+    hq = tuple(q.shape)[1]
+    if block_table is None:
+        hkv, kv_maps = tuple(k.shape)[1], {"k_map": ("k", _PackedView(k), "bshd"),
+                                           "v_map": ("v", _PackedView(v), "bshd")}
+    else:
+        hkv, kv_maps = tuple(k.shape)[2], {
+            "k_map": ("k_cache", k, "bshd"), "v_map": ("v_cache", v, "bshd"),
+            "block_table": block_table.data_ptr(),
+            "max_pages_per_seq": tuple(block_table.shape)[1]}
     return kernel_arguments(abi, {
-        "q_map": ("q", _PackedView(q), "bshd"), "k_map": ("k", _PackedView(k), "bshd"),
-        "v_map": ("v", _PackedView(v), "bshd"), "o_map": ("out", _PackedView(out), "bshd"),
+        "q_map": ("q", _PackedView(q), "bshd"), **kv_maps,
+        "o_map": ("out", _PackedView(out), "bshd"),
         "lse": lse.data_ptr() if lse is not None else 0,
         "seq_q": max_seqlen_q, "seq_kv": max_seqlen_k, "heads_per_kv_head": hq // hkv,
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": tuple(cu_seqlens_q.shape)[0] - 1,
