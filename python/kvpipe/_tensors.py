@@ -61,12 +61,30 @@ RankSpec = Union[int, Collection[int], None]
 DtypeSpec = Union[DtypeLike, Collection[DtypeLike], None]
 
 
+#: Canonical names already resolved, by dtype (name or torch dtype): every
+#: launch asks for its tensors' dtypes.
+_NAMES: dict = {}
+
+
 def dtype_name(dtype: DtypeLike) -> str:
     """Returns the canonical name (``"bf16"``, ...) of a dtype name or torch dtype.
 
     Raises:
         TypeError: the dtype is not one kvpipe knows.
     """
+    try:
+        return _NAMES[dtype]
+    except (KeyError, TypeError):  # TypeError: an unhashable stand-in
+        pass
+    name = _dtype_name(dtype)
+    try:
+        _NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _dtype_name(dtype: DtypeLike) -> str:
     text = dtype if isinstance(dtype, str) else str(dtype)
     key = text[len("torch."):] if text.startswith("torch.") else text
     if key in ELEMENT_SIZES:
@@ -83,6 +101,9 @@ def element_size(dtype: DtypeLike) -> int:
 
 
 _TENSOR_ATTRS = ("shape", "stride", "dtype", "device", "data_ptr", "element_size")
+#: torch's tensor types seen: their instances have every attribute of
+#: _TENSOR_ATTRS (no hasattr on each check).
+_TENSOR_TYPES: set = set()
 
 
 def check_tensor(
@@ -112,9 +133,11 @@ def check_tensor(
         TypeError: ``t`` is not tensor-like, or has the wrong dtype.
         ValueError: wrong rank, device, strides or alignment.
     """
-    missing = [a for a in _TENSOR_ATTRS if not hasattr(t, a)]
-    if missing:
-        raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    if type(t) not in _TENSOR_TYPES:
+        if any(not hasattr(t, a) for a in _TENSOR_ATTRS):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+        if type(t).__module__.split(".")[0] == "torch":
+            _TENSOR_TYPES.add(type(t))
     shape = tuple(t.shape)
     _check_rank(name, shape, rank)
     _check_dtype(name, t.dtype, dtype)

@@ -43,11 +43,13 @@ def _check_inputs(q: Any, k: Any, v: Any, layout: str) -> Tuple[Tuple[int, ...],
     for name, t in (("q", q), ("k", k), ("v", v)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True,
                               stride_alignment_bytes=16)
-    dtypes = {str(t.dtype) for t in (q, k, v)}
-    if len(dtypes) != 1:
+    # (Equal objects first: the strings are for stand-ins that compare
+    # otherwise.)
+    if not (q.dtype == k.dtype == v.dtype) and len({str(t.dtype) for t in (q, k, v)}) != 1:
         raise TypeError(f"q, k and v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     kernels.dtype_name(q.dtype)  # raises TypeError for other dtypes
-    if len({str(t.device) for t in (q, k, v)}) != 1:
+    if (not (q.device == k.device == v.device)
+            and len({str(t.device) for t in (q, k, v)}) != 1):
         raise ValueError(f"q, k and v must be on the same device, got {q.device}, "
                          f"{k.device}, {v.device}")
     qs, ks, vs = (_bhsd_view(n, t, layout)[0] for n, t in (("q", q), ("k", k), ("v", v)))
@@ -421,6 +423,9 @@ _PADDED_HEAD_DIMS = (f"or another multiple of 8 up to {kernels.MAX_PADDED_HEAD_D
                      "(run zero-padded as the next)")
 
 
+_GENERATED_PAIRS = frozenset(kernels.HEAD_DIM_PAIRS)
+
+
 def _head_dim_padding(q: Any, k: Any, v: Any) -> Optional[Tuple[int, int, int, int]]:
     """``(d, d_v, D, D_v)`` where q/k's head dim ``d`` and v's ``d_v`` (the
     last dimension in every layout) are not a generated pair but run zero
@@ -428,10 +433,12 @@ def _head_dim_padding(q: Any, k: Any, v: Any) -> Optional[Tuple[int, int, int, i
     to 256, e.g. 80 as 96, 32 as 64); None otherwise, also for inputs the
     checks refuse (they name the argument)."""
     shapes = [tuple(getattr(t, "shape", ())) for t in (q, k, v)]
-    if any(len(shape) < 3 or not all(isinstance(n, int) for n in shape) for shape in shapes):
+    if any(len(shape) < 3 for shape in shapes):
         return None
     d, dk, dv = (shape[-1] for shape in shapes)
-    if dk != d:
+    if (d, dv) in _GENERATED_PAIRS:  # (no padding: the common case, decided first)
+        return None
+    if dk != d or not all(isinstance(n, int) for shape in shapes for n in shape):
         return None
     pair = kernels.padded_head_dims(d, dv)
     if pair is None or pair == (d, dv):

@@ -27,6 +27,7 @@ import ctypes
 import importlib
 import numbers
 import operator
+import struct
 import sys
 from types import ModuleType
 from typing import Any, Optional, Sequence, Union
@@ -38,8 +39,10 @@ __all__ = [
     "I32Arg",
     "I64Arg",
     "Kernel",
+    "ArgLayout",
     "KernelArg",
     "Module",
+    "PackedArgs",
     "PtrArg",
     "TensorMapArg",
     "check",
@@ -407,6 +410,113 @@ def pack_args(args: Sequence[KernelArg]) -> ctypes.Array:
     return (ctypes.c_void_p * len(args))(*[arg.address for arg in args])
 
 
+class ArgLayout:
+    """Where each argument of a kernel goes in one host buffer, by kind:
+    ``"tensor_map"`` (128 bytes, 64-aligned), ``"pointer"`` (u64), ``"i32"``,
+    ``"i64"``, ``"f32"``.
+
+    ``pack`` writes every argument with one ``struct.pack_into`` and the
+    ``void*[]`` that ``cuLaunchKernel`` takes after them: a launch costs a
+    few microseconds of host time where an object per argument
+    (``KernelArg``) costs tens, which a decode step's launch cannot afford.
+    A layout is made once per kernel signature and used from any thread
+    (each ``pack`` has its own buffer).
+    """
+
+    __slots__ = ("kinds", "offsets", "sizes", "tensor_maps", "pointers", "_struct",
+                 "_pointers", "_pointer_offset", "_size")
+    #: kind -> (KernelArg class, struct code, size, host alignment).
+    KINDS = {"tensor_map": ("TensorMapArg", "128s", 128, 64), "pointer": ("PtrArg", "Q", 8, 8),
+             "i32": ("I32Arg", "i", 4, 4), "i64": ("I64Arg", "q", 8, 8),
+             "f32": ("F32Arg", "f", 4, 4)}
+
+    def __init__(self, kinds: Sequence[str]):
+        unknown = [kind for kind in kinds if kind not in self.KINDS]
+        if unknown:
+            raise ValueError(f"argument kinds must be among {sorted(self.KINDS)}, got {unknown}")
+        self.kinds = tuple(kinds)
+        fmt, offset, offsets = "<", 0, []
+        for kind in self.kinds:
+            _, code, size, align = self.KINDS[kind]
+            padding = -offset % align
+            if padding:
+                fmt += f"{padding}x"
+            offset += padding
+            offsets.append(offset)
+            fmt += code
+            offset += size
+        self.offsets = tuple(offsets)
+        self.sizes = tuple(self.KINDS[kind][2] for kind in self.kinds)
+        #: The positions of the tensor maps and of the pointers.
+        self.tensor_maps = tuple(i for i, kind in enumerate(self.kinds) if kind == "tensor_map")
+        self.pointers = tuple(i for i, kind in enumerate(self.kinds) if kind == "pointer")
+        self._struct = struct.Struct(fmt)
+        self._pointer_offset = offset + (-offset % 8)
+        self._pointers = struct.Struct(f"<{len(self.kinds)}Q")
+        self._size = self._pointer_offset + 8 * len(self.kinds)
+
+    def pack(self, values: Sequence[Any]) -> "PackedArgs":
+        """The arguments ``values`` (tensor maps as their 128 bytes, pointers
+        and numbers as ints and floats), one per kind, in a new buffer.
+
+        Raises:
+            ValueError / TypeError: a value out of its kind's range or of the
+                wrong type (as the ``KernelArg`` of its kind raises).
+        """
+        if len(values) != len(self.kinds):
+            raise ValueError(f"{len(self.kinds)} arguments ({', '.join(self.kinds)}), got "
+                             f"{len(values)}")
+        buffer = ctypes.create_string_buffer(self._size + 63)
+        start = -ctypes.addressof(buffer) % 64
+        try:
+            self._struct.pack_into(buffer, start, *values)
+        except (struct.error, TypeError, OverflowError):
+            # Each kind's own checks name what is wrong; a float beyond
+            # f32's range is inf there, as ctypes stores it.
+            for offset, kind, value in zip(self.offsets, self.kinds, values):
+                arg = _ARG_CLASSES[kind](value)
+                ctypes.memmove(ctypes.addressof(buffer) + start + offset, arg.address, arg.size)
+        base = ctypes.addressof(buffer) + start
+        self._pointers.pack_into(buffer, start + self._pointer_offset,
+                                 *[base + offset for offset in self.offsets])
+        return PackedArgs(self, buffer, base)
+
+
+class PackedArgs(Sequence):
+    """A kernel's arguments packed by an ``ArgLayout``: ``address`` is the
+    ``void*[]`` for ``cuLaunchKernel``; item i is argument i as the
+    ``KernelArg`` of its kind (a copy, for inspection)."""
+
+    __slots__ = ("layout", "_buffer", "_base")
+
+    def __init__(self, layout: ArgLayout, buffer: Any, base: int):
+        self.layout = layout
+        self._buffer = buffer  # keeps the bytes alive as long as this object
+        self._base = base
+
+    @property
+    def address(self) -> int:
+        return self._base + self.layout._pointer_offset
+
+    def __len__(self) -> int:
+        return len(self.layout.kinds)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        kind = self.layout.kinds[index]
+        raw = ctypes.string_at(self._base + self.layout.offsets[index], self.layout.sizes[index])
+        if kind == "tensor_map":
+            return TensorMapArg(raw)
+        if kind == "f32":
+            return F32Arg(struct.unpack("<f", raw)[0])
+        return _ARG_CLASSES[kind](int.from_bytes(raw, "little", signed=kind != "pointer"))
+
+
+_ARG_CLASSES = {"tensor_map": TensorMapArg, "pointer": PtrArg, "i32": I32Arg, "i64": I64Arg,
+                "f32": F32Arg}
+
+
 # ---------------------------------------------------------------------------
 # Launch configuration
 
@@ -605,6 +715,8 @@ class Kernel:
         # Launch configurations already validated (a decode step launches
         # the same few each time; validating costs microseconds).
         self._configs: dict = {}
+        # ArgLayouts whose sizes matched the driver's (PackedArgs launches).
+        self._checked_layouts: set = set()
 
     def attribute(self, name: str) -> int:
         """Returns a function attribute by short name: num_regs, shared_size_bytes,
@@ -655,7 +767,8 @@ class Kernel:
 
         Args:
             grid, block: ints or tuples of 1 to 3 positive ints.
-            args: one KernelArg per kernel parameter, in order.
+            args: one KernelArg per kernel parameter, in order, or the
+                ``PackedArgs`` of an ``ArgLayout``.
             shared_mem: dynamic shared memory per block, in bytes.
             stream: a torch.cuda.Stream, a CUstream, an int handle, or None
                 (torch's current stream if torch has initialised CUDA, else 0).
@@ -678,11 +791,20 @@ class Kernel:
             if remembered and len(self._configs) < _MAX_CACHED_CONFIGS:
                 self._configs[(grid, block, shared_mem)] = config
         grid3, block3, shared_mem = config
-        params = pack_args(args)
-        self._check_arg_sizes(args)
+        if isinstance(args, PackedArgs):
+            # Sizes compared once per layout (the kernel's parameters do not
+            # change).
+            if args.layout not in self._checked_layouts:
+                self._check_arg_sizes(args)
+                self._checked_layouts.add(args.layout)
+            params_address = args.address
+        else:
+            params = pack_args(args)
+            self._check_arg_sizes(args)
+            params_address = ctypes.addressof(params)
         handle = _stream_handle(stream)
         result = driver().cuLaunchKernel(self.handle, *grid3, *block3, shared_mem, handle,
-                                         ctypes.addressof(params), 0)
+                                         params_address, 0)
         code = result[0] if isinstance(result, tuple) else result
         if code != 0:
             raise CudaError(code, self._describe_launch(grid3, block3, shared_mem, handle))

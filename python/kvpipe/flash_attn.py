@@ -305,7 +305,9 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
                              f"{k_cache.device}, got {cache_seqlens.dtype} "
                              f"{tuple(cache_seqlens.shape)} on {cache_seqlens.device}")
         used = None
-        lengths = cache_seqlens + seqlen_new
+        # (Without new keys the lengths are read as given: no elementwise
+        # kernel and allocation in a decode step.)
+        lengths = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
     else:
         raise TypeError(f"cache_seqlens must be None, an int or an int32 tensor, got "
                         f"{type(cache_seqlens).__name__}")

@@ -267,8 +267,9 @@ class KernelABIError(RuntimeError):
     cannot provide: a compiler and a runtime of different kvpipe releases."""
 
 
-def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> list:
-    """The launch arguments in the order the ABI's ``params`` lists them.
+def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> cuda.PackedArgs:
+    """The launch arguments in the order the ABI's ``params`` lists them,
+    packed for ``Kernel.launch`` (the ABI's ``cuda.ArgLayout``).
 
     ``values`` maps each parameter name to its value: tensor maps to the
     ``(name, tensor, layout)`` they encode (the box and swizzle come from the
@@ -276,32 +277,33 @@ def kernel_arguments(abi: Dict[str, Any], values: Dict[str, Any]) -> list:
     numbers; each parameter's kind is the ABI's (``param_kinds``) or, for
     the kinds ABI version 2 fixed, this table's.
     """
-    params = _param_kinds(abi)
-    unknown = [name for name, _ in params if name not in values]
-    if unknown:
-        raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
-                             "that this runtime does not provide")
+    params, layout = _param_kinds(abi)
     if abi.get("pack_gqa") and values.get("heads_per_kv_head") != abi["pack_gqa"]:
         raise ValueError(f"heads_per_kv_head ({values.get('heads_per_kv_head')}) must equal the "
                          f"pack_gqa ({abi['pack_gqa']}) kernel {abi.get('kernel')} was "
                          "compiled for")
-    args = []
-    for name, kind in params:
-        value = values[name]
-        if kind == "tensor_map":
-            tensor_name, tensor, layout = value
-            args.append(cuda.TensorMapArg(_tensor_map(tensor_name, tensor, layout, abi[name])))
-        else:
-            args.append(_SCALAR_ARGS[kind](value))
-    return args
+    try:
+        ordered = [values[name] for name, _ in params]
+    except KeyError:
+        unknown = [name for name, _ in params if name not in values]
+        raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
+                             "that this runtime does not provide") from None
+    for i in layout.tensor_maps:
+        tensor_name, tensor, tensor_layout = ordered[i]
+        ordered[i] = _tensor_map(tensor_name, tensor, tensor_layout, abi[params[i][0]])
+    for i in layout.pointers:
+        if type(ordered[i]) is not int and hasattr(ordered[i], "data_ptr"):
+            ordered[i] = ordered[i].data_ptr()
+    return layout.pack(ordered)
 
 
-_resolved_kinds: Dict[int, Tuple[Dict[str, Any], Tuple[Tuple[str, str], ...]]] = {}
+_resolved_kinds: Dict[int, Tuple[Dict[str, Any], Tuple[Tuple[str, str], ...],
+                                 cuda.ArgLayout]] = {}
 
 
-def _param_kinds(abi: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
-    """``(name, kind)`` of each parameter of a kernel's ABI, in order,
-    resolved once per ABI (every launch reads them).
+def _param_kinds(abi: Dict[str, Any]) -> Tuple[Tuple[Tuple[str, str], ...], cuda.ArgLayout]:
+    """``(name, kind)`` of each parameter of a kernel's ABI, in order, and
+    their ``cuda.ArgLayout``, resolved once per ABI (every launch reads them).
 
     Raises:
         KernelABIError: an ABI version or a parameter kind this runtime does
@@ -309,7 +311,7 @@ def _param_kinds(abi: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
     """
     found = _resolved_kinds.get(id(abi))
     if found is not None and found[0] is abi:
-        return found[1]
+        return found[1], found[2]
     if abi.get("abi_version") not in ABI_VERSIONS:
         raise KernelABIError(f"kernel {abi.get('kernel')} has ABI version "
                              f"{abi.get('abi_version')}; this runtime knows {ABI_VERSIONS}: "
@@ -321,9 +323,10 @@ def _param_kinds(abi: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
         raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
                              "that this runtime does not provide")
     params = tuple((name, kinds[name]) for name in abi["params"])
+    layout = cuda.ArgLayout([kind for _, kind in params])
     # The ABI is kept with its entry, so that its id is not reused meanwhile.
-    _resolved_kinds[id(abi)] = (abi, params)
-    return params
+    _resolved_kinds[id(abi)] = (abi, params, layout)
+    return params, layout
 
 
 #: Parameter kinds of ABI version 2, for compilers that do not write them.
@@ -334,8 +337,7 @@ _V2_PARAM_KINDS = {"q_map": "tensor_map", "k_map": "tensor_map", "v_map": "tenso
                    "kv_lengths": "pointer", "num_splits": "i32", "o_partial": "pointer",
                    "lse_partial": "pointer", "cu_seqlens_q": "pointer",
                    "cu_seqlens_k": "pointer", "o": "pointer", "total_q": "i32"}
-_SCALAR_ARGS = {"pointer": cuda.PtrArg, "i32": cuda.I32Arg, "i64": cuda.I64Arg,
-                "f32": cuda.F32Arg}
+_SCALAR_ARGS = ("pointer", "i32", "i64", "f32")
 
 
 class BackwardConfig(NamedTuple):

@@ -29,12 +29,13 @@ The library below builds the common modifiers (each returns a callback):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import math
 import struct
 import sys
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 __all__ = ["Value", "TracedModifiers", "TraceError", "trace", "soft_cap", "alibi",
            "relative_bias", "causal", "sliding_window", "prefix_lm", "document",
@@ -418,19 +419,25 @@ def _torch_mode() -> Any:
     consult its index's ``__torch_function__`` (FlexAttention intercepts
     indexing with a mode too, TransformGetItemToIndex). Without torch, no
     mode: fakes index through :func:`load`."""
+    global _trace_mode_class
     torch = sys.modules.get("torch")
     if torch is None:
         return contextlib.nullcontext()
-    from torch.overrides import TorchFunctionMode
+    if _trace_mode_class is None:  # (a class made once: making one costs microseconds)
+        from torch.overrides import TorchFunctionMode
 
-    class _TraceMode(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if _mentions_value(args) or _mentions_value(kwargs.values()):
-                return Value.__torch_function__(func, types, args, kwargs)
-            return func(*args, **kwargs)
+        class _TraceMode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if _mentions_value(args) or _mentions_value(kwargs.values()):
+                    return Value.__torch_function__(func, types, args, kwargs)
+                return func(*args, **kwargs)
 
-    return _TraceMode()
+        _trace_mode_class = _TraceMode
+    return _trace_mode_class()
+
+
+_trace_mode_class: Any = None
 
 
 def _trace_region(kind: str, fn: Callable[..., Any], aux: _AuxTensors) -> str:
@@ -478,15 +485,84 @@ def trace(score_mod: Optional[Callable[..., Any]] = None,
             raise TypeError(f"{name} must be a callable, got {type(fn).__name__}")
     if score_mod is None and mask_mod is None:
         return None
+    signature = _call_signature(score_mod, mask_mod)
+    if signature is not None:
+        key, tensors = signature
+        found = _library_traces.get(key)
+        if found is not None:
+            _library_traces.move_to_end(key)
+            template, positions = found
+            return dataclasses.replace(template, aux_tensors=[tensors[i] for i in positions])
     aux = _AuxTensors()
     regions = []
     if score_mod is not None:
         regions.append(_trace_region("score_mod", score_mod, aux))
     if mask_mod is not None:
         regions.append(_trace_region("mask_mod", mask_mod, aux))
-    return TracedModifiers(" ".join(regions), tuple(aux.types), list(aux.tensors),
-                           score_mod is not None, mask_mod is not None,
-                           frozenset(aux.score_mod_reads))
+    traced = TracedModifiers(" ".join(regions), tuple(aux.types), list(aux.tensors),
+                             score_mod is not None, mask_mod is not None,
+                             frozenset(aux.score_mod_reads))
+    if signature is not None:
+        positions = [next((i for i, t in enumerate(tensors) if t is read), None)
+                     for read in aux.tensors]
+        if None not in positions:  # (every tensor read is one the signature names)
+            _library_traces[key] = (dataclasses.replace(traced, aux_tensors=[]), positions)
+            if len(_library_traces) > _MAX_LIBRARY_TRACES:
+                _library_traces.popitem(last=False)
+    return traced
+
+
+#: Traces of the library's modifiers (``_library``) by call signature, with
+#: the positions of the tensors they read among the signature's: a decode
+#: step with flash-attn's ``softcap=`` / ``alibi_slopes=`` traces once, not
+#: on every call (which cost as much host time as the launch).
+_library_traces: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
+_MAX_LIBRARY_TRACES = 64
+
+
+def _library(fn: Callable[..., Any], key: Tuple[Any, ...], *tensors: Any) -> Callable[..., Any]:
+    """Marks a modifier of this library: its regions depend only on ``key``
+    (hashable: its parameters) and on the shapes and dtypes of ``tensors``,
+    the ones it may index, so that ``trace`` reuses the regions of an equal
+    signature over the new call's tensors. A user's callback has no such
+    signature (it may capture anything) and is traced on every call."""
+    fn.__kvpipe_signature__ = (key, tensors)  # type: ignore[attr-defined]
+    return fn
+
+
+def _signature(fn: Optional[Callable[..., Any]]) -> Optional[Tuple[Any, Tuple[Any, ...]]]:
+    if fn is None:
+        return ((), ())
+    return getattr(fn, "__kvpipe_signature__", None)
+
+
+def _call_signature(score_mod: Optional[Callable[..., Any]],
+                    mask_mod: Optional[Callable[..., Any]]) -> Optional[Tuple[Any, Any]]:
+    """The cache key of a trace of library modifiers, and the tensors they
+    may read; None where either callback is not the library's. The key
+    holds each tensor's shape and dtype (the regions index by the shape and
+    load by the dtype) and which of them are the same tensor (read once)."""
+    score, mask = _signature(score_mod), _signature(mask_mod)
+    if score is None or mask is None:
+        return None
+    tensors = score[1] + mask[1]
+    try:
+        described = tuple((_shape(t), str(t.dtype),
+                           next(i for i, u in enumerate(tensors) if u is t)) for t in tensors)
+    except (AttributeError, TypeError):
+        return None
+    return (score[0], mask[0], described), tensors
+
+
+def _library_combination(name: str, fn: Callable[..., Any],
+                         parts: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+    """``fn``, a combination of ``parts``, marked as the library's where
+    every part is (its key names the parts' keys in order)."""
+    signatures = [getattr(part, "__kvpipe_signature__", None) for part in parts]
+    if None in signatures:
+        return fn
+    return _library(fn, (name,) + tuple(key for key, _ in signatures),
+                    *(t for _, tensors in signatures for t in tensors))
 
 
 #: What the internal ``_traced`` arguments of kvpipe.attention's layers
@@ -547,7 +623,7 @@ def soft_cap(cap: float, approximate: bool = True) -> Callable[..., Any]:
             return x._r.emit(f"math.tanh {x.name} fastmath<afn> : f32", _F32) * cap
         return _unary("tanh", x) * cap
 
-    return score_mod
+    return _library(score_mod, ("soft_cap", cap, approximate))
 
 
 def alibi(slopes: Any, shift: Any = 0, kv_lengths: Any = None) -> Callable[..., Any]:
@@ -577,7 +653,10 @@ def alibi(slopes: Any, shift: Any = 0, kv_lengths: Any = None) -> Callable[..., 
             distance = distance + kv_lengths[b]
         return score - slope * abs(distance)
 
-    return score_mod
+    tensors = (slopes,) + (() if isinstance(shift, int) else (shift,)) + (
+        () if kv_lengths is None else (kv_lengths,))
+    return _library(score_mod, ("alibi", shift if isinstance(shift, int) else None,
+                                kv_lengths is not None), *tensors)
 
 
 def _zero(like: Value) -> Value:
@@ -601,14 +680,14 @@ def relative_bias(table: Any, max_distance: int) -> Callable[..., Any]:
         d = _min_max(True, _min_max(False, kv_idx - q_idx, -max_distance), max_distance)
         return score + table[h, d + max_distance]
 
-    return score_mod
+    return _library(score_mod, ("relative_bias", max_distance), table)
 
 
 def causal(offset: int = 0) -> Callable[..., Any]:
     """The causal mask: query i keeps keys ``<= i + offset``."""
     def mask_mod(b, h, q_idx, kv_idx):
         return kv_idx <= (q_idx + offset if offset else q_idx)
-    return mask_mod
+    return _library(mask_mod, ("causal", offset))
 
 
 def sliding_window(left: int, right: int = 0, offset: int = 0) -> Callable[..., Any]:
@@ -621,7 +700,7 @@ def sliding_window(left: int, right: int = 0, offset: int = 0) -> Callable[..., 
     def mask_mod(b, h, q_idx, kv_idx):
         d = kv_idx - q_idx
         return (d >= offset - left) & (d <= offset + right)
-    return mask_mod
+    return _library(mask_mod, ("sliding_window", left, right, offset))
 
 
 def prefix_lm(prefix: int) -> Callable[..., Any]:
@@ -632,7 +711,7 @@ def prefix_lm(prefix: int) -> Callable[..., Any]:
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx) | (kv_idx < prefix)
-    return mask_mod
+    return _library(mask_mod, ("prefix_lm", prefix))
 
 
 def document(document_ids: Any) -> Callable[..., Any]:
@@ -645,7 +724,7 @@ def document(document_ids: Any) -> Callable[..., Any]:
         if per_batch:
             return document_ids[b, q_idx] == document_ids[b, kv_idx]
         return document_ids[q_idx] == document_ids[kv_idx]
-    return mask_mod
+    return _library(mask_mod, ("document",), document_ids)
 
 
 def and_masks(*masks: Callable[..., Any]) -> Callable[..., Any]:
@@ -655,7 +734,7 @@ def and_masks(*masks: Callable[..., Any]) -> Callable[..., Any]:
         for m in masks[1:]:
             result = result & m(b, h, q_idx, kv_idx)
         return result
-    return mask_mod
+    return _library_combination("and_masks", mask_mod, masks)
 
 
 def or_masks(*masks: Callable[..., Any]) -> Callable[..., Any]:
@@ -665,7 +744,7 @@ def or_masks(*masks: Callable[..., Any]) -> Callable[..., Any]:
         for m in masks[1:]:
             result = result | m(b, h, q_idx, kv_idx)
         return result
-    return mask_mod
+    return _library_combination("or_masks", mask_mod, masks)
 
 
 def compose_scores(*mods: Callable[..., Any]) -> Callable[..., Any]:
@@ -675,4 +754,4 @@ def compose_scores(*mods: Callable[..., Any]) -> Callable[..., Any]:
         for mod in mods:
             score = mod(score, b, h, q_idx, kv_idx)
         return score
-    return score_mod
+    return _library_combination("compose_scores", score_mod, mods)

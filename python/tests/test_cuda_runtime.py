@@ -84,6 +84,54 @@ def test_pack_args_rejects_untyped_values():
         cuda.pack_args([cuda.I32Arg(1), 5])
 
 
+def test_arg_layout_packs_each_argument_where_its_pointer_points():
+    layout = cuda.ArgLayout(["i32", "tensor_map", "pointer", "i32", "i64", "f32", "tensor_map"])
+    # Natural alignment, tensor maps on 64 bytes: the PTX parameter space's.
+    assert layout.offsets == (0, 64, 192, 200, 208, 216, 256)
+    assert layout.tensor_maps == (1, 6) and layout.pointers == (2,)
+    first, second = bytes(range(128)), bytes(range(128, 256))
+    values = [-7, first, 0xDEAD_BEEF_0000, 2**31 - 1, -(2**40) - 3, 1.5, second]
+    packed = layout.pack(values)
+    assert packed.address % 8 == 0
+    reference = [cuda.I32Arg(-7), cuda.TensorMapArg(first), cuda.PtrArg(0xDEAD_BEEF_0000),
+                 cuda.I32Arg(2**31 - 1), cuda.I64Arg(-(2**40) - 3), cuda.F32Arg(1.5),
+                 cuda.TensorMapArg(second)]
+    assert _read_params(packed.address, layout.sizes) == [bytes(a) for a in reference]
+    pointers = (ctypes.c_void_p * len(values)).from_address(packed.address)
+    assert pointers[1] % 64 == 0 and pointers[6] % 64 == 0  # (as alignas(64) CUtensorMap)
+    # Item i is argument i as its KernelArg (for inspection).
+    assert [type(a) for a in packed] == [type(a) for a in reference]
+    assert [bytes(a) for a in packed] == [bytes(a) for a in reference]
+    # Each pack has its own buffer: an earlier one is not overwritten.
+    later = layout.pack([1, second, 2, 3, 4, 5.0, first])
+    assert _read_params(packed.address, layout.sizes) == [bytes(a) for a in reference]
+    assert bytes(later[1]) == second
+
+
+@pytest.mark.parametrize("kind, value, error, match", [
+    ("pointer", -1, ValueError, r"PtrArg must be in \[0, "),
+    ("i32", 2**31, ValueError, r"I32Arg must be in \[-2147483648, 2147483647\]"),
+    ("i32", 1.0, TypeError, "I32Arg must be an int, got float"),
+    ("i64", 2**63, ValueError, "I64Arg must be in"),
+    ("f32", "1.0", TypeError, "F32Arg must be a float, got str"),
+])
+def test_arg_layout_refuses_what_the_kernel_args_refuse(kind, value, error, match):
+    with pytest.raises(error, match=match):
+        cuda.ArgLayout(["i32", kind]).pack([0, value])
+
+
+def test_arg_layout_stores_floats_past_f32_as_ctypes_does():
+    packed = cuda.ArgLayout(["f32"]).pack([1e39])
+    assert bytes(packed[0]) == bytes(cuda.F32Arg(1e39)) == struct.pack("<f", float("inf"))
+
+
+def test_arg_layout_errors():
+    with pytest.raises(ValueError, match=r"kinds must be among .* got \['u8'\]"):
+        cuda.ArgLayout(["i32", "u8"])
+    with pytest.raises(ValueError, match=r"2 arguments \(i32, f32\), got 1"):
+        cuda.ArgLayout(["i32", "f32"]).pack([1])
+
+
 # ---------------------------------------------------------------------------
 # Launch configuration
 
@@ -149,6 +197,26 @@ def test_launch_passes_configuration_and_argument_bytes(fake_launch):
     assert calls == [{"f": "handle", "grid": (132, 2, 1), "block": (384, 1, 1), "shared": 1024,
                       "stream": 0x55, "extra": 0,
                       "args": [desc, struct.pack("<Q", 0x1000), struct.pack("<i", 9)]}]
+
+
+@needs_bindings
+def test_packed_launch_checks_the_layout_once(fake_launch):
+    calls, state = fake_launch
+    state["sizes"] = (128, 8, 4)
+    kernel = cuda.Kernel("handle", "attn", param_sizes=(128, 8, 4))
+    layout = cuda.ArgLayout(["tensor_map", "pointer", "i32"])
+    desc = bytes(range(128, 256))
+    kernel.launch((132, 2), 384, layout.pack([desc, 0x1000, 9]), shared_mem=1024, stream=0x55)
+    kernel.launch((132, 2), 384, layout.pack([desc, 0x2000, 10]), shared_mem=1024, stream=0x55)
+    assert [c["args"] for c in calls] == [
+        [desc, struct.pack("<Q", 0x1000), struct.pack("<i", 9)],
+        [desc, struct.pack("<Q", 0x2000), struct.pack("<i", 10)]]
+    assert kernel._checked_layouts == {layout}
+    # A layout whose sizes are not the kernel's is refused, before the launch.
+    with pytest.raises(TypeError, match=r"argument 2 of kernel 'attn' is 4 bytes, got I64Arg"):
+        kernel.launch(1, 1, cuda.ArgLayout(["tensor_map", "pointer", "i64"]).pack(
+            [desc, 0, 0]))
+    assert len(calls) == 2
 
 
 @needs_bindings
@@ -428,11 +496,17 @@ def echo_kernel():
     return cuda.Module(ECHO_PTX, name="echo").function("echo_args")
 
 
+def _echo_values(out):
+    """The echo kernel's arguments but the map, as plain values."""
+    return [None, out.data_ptr(), -123456, -(2**50) + 5, 0.375]
+
+
 def _echo_args(out):
     """Arguments for echo_args writing to ``out``, and the 148 bytes it should write."""
     desc = bytes((7 * i + 3) % 256 for i in range(128))
-    args = [cuda.TensorMapArg(desc), cuda.PtrArg(out.data_ptr()), cuda.I32Arg(-123456),
-            cuda.I64Arg(-(2**50) + 5), cuda.F32Arg(0.375)]
+    values = _echo_values(out)
+    args = [cuda.TensorMapArg(desc), cuda.PtrArg(values[1]), cuda.I32Arg(values[2]),
+            cuda.I64Arg(values[3]), cuda.F32Arg(values[4])]
     # out[132:136] is never written (the u64 is stored 8-byte aligned).
     expected = (desc + struct.pack("<i", -123456) + bytes(4)
                 + struct.pack("<q", -(2**50) + 5) + struct.pack("<f", 0.375))
@@ -458,6 +532,18 @@ def test_gpu_kernel_receives_each_argument(echo_kernel):
     out = torch.zeros(148, dtype=torch.uint8, device="cuda")
     args, expected = _echo_args(out)
     echo_kernel.launch(1, 32, args)
+    cuda.synchronize()
+    assert bytes(out.cpu().numpy().tobytes()) == expected
+
+
+@gpu
+def test_gpu_kernel_receives_each_packed_argument(echo_kernel):
+    import torch
+
+    out = torch.zeros(148, dtype=torch.uint8, device="cuda")
+    args, expected = _echo_args(out)
+    layout = cuda.ArgLayout(["tensor_map", "pointer", "i32", "i64", "f32"])
+    echo_kernel.launch(1, 32, layout.pack([bytes(args[0])] + _echo_values(out)[1:]))
     cuda.synchronize()
     assert bytes(out.cpu().numpy().tobytes()) == expected
 

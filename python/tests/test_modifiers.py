@@ -575,3 +575,77 @@ def test_check_mods_tune_runs_the_grid_with_the_tuning(monkeypatch):
     cases = check_modifiers.mods_grid()[:2]
     rows = check_modifiers.run_mods(cases, tuning=lever)
     assert len(rows) == 2 and seen == [lever, lever]
+
+
+def _library_cases():
+    """Library modifiers, each built twice over distinct tensors of the same shapes."""
+    def build():
+        slopes, table = Tensor((4,), dtype="float32"), Tensor((4, 9), dtype="float32")
+        shift, lengths = Tensor((1,), dtype="int32"), Tensor((2,), dtype="int32")
+        ids = Tensor((2, 64), dtype="int32")
+        return [
+            (m.soft_cap(30.0), None),
+            (m.alibi(slopes, shift, kv_lengths=lengths), None),
+            (m.compose_scores(m.soft_cap(50.0), m.alibi(slopes, 3)), m.causal(2)),
+            (m.relative_bias(table, 4), m.and_masks(m.sliding_window(8, 0), m.document(ids))),
+            (None, m.or_masks(m.prefix_lm(5), m.causal())),
+        ]
+    return build(), build()
+
+
+def test_library_modifiers_trace_once_per_signature(monkeypatch):
+    # A decode step's flash-attn softcap=/alibi_slopes= build new callbacks
+    # over new tensors each call: their regions come from the first trace,
+    # read from the new call's tensors.
+    monkeypatch.setattr(m, "_library_traces", type(m._library_traces)())
+    first, second = _library_cases()
+    traces = [m.trace(*mods) for mods in first]
+    regions = []
+    real = m._trace_region
+    monkeypatch.setattr(m, "_trace_region", lambda *a: regions.append(a) or real(*a))
+    for mods, before in zip(second, traces):
+        again = m.trace(*mods)
+        assert again.ir == before.ir and again.aux_types == before.aux_types
+        assert again.score_mod_reads == before.score_mod_reads
+        # The tensors are the new callbacks' own, in the order the regions read them.
+        tensors = m._call_signature(*mods)[1]
+        assert all(any(t is u for u in tensors) for t in again.aux_tensors)
+        assert not any(t is u for t in again.aux_tensors for u in before.aux_tensors)
+    assert regions == []
+    # A cached trace is what tracing afresh gives.
+    monkeypatch.setattr(m, "_library_traces", type(m._library_traces)())
+    for mods, cached in zip(second, [m.trace(*mods) for mods in second]):
+        fresh = m.trace(*mods)
+        assert (fresh.ir, fresh.aux_types, len(fresh.aux_tensors)) == (
+            cached.ir, cached.aux_types, len(cached.aux_tensors))
+
+
+def test_library_traces_are_keyed_by_shape_dtype_and_identity(monkeypatch):
+    monkeypatch.setattr(m, "_library_traces", type(m._library_traces)())
+    per_head = m.trace(m.alibi(Tensor((4,), dtype="float32")))
+    per_batch = m.trace(m.alibi(Tensor((2, 4), dtype="float32")))
+    assert per_head.ir != per_batch.ir
+    # The same tensor as shift and as lengths is one parameter, two are two.
+    one = Tensor((1,), dtype="int32")
+    shared = m.trace(m.alibi(Tensor((1,), dtype="float32"), one, kv_lengths=one))
+    separate = m.trace(m.alibi(Tensor((1,), dtype="float32"), one,
+                               kv_lengths=Tensor((1,), dtype="int32")))
+    assert len(shared.aux_tensors) == 2 and len(separate.aux_tensors) == 3
+    # Parameters are part of the key.
+    assert m.trace(m.soft_cap(20.0)).ir != m.trace(m.soft_cap(30.0)).ir
+    assert m.trace(m.soft_cap(20.0)).ir != m.trace(m.soft_cap(20.0, approximate=False)).ir
+
+
+def test_user_callbacks_are_traced_on_every_call(monkeypatch):
+    monkeypatch.setattr(m, "_library_traces", type(m._library_traces)())
+    scale = [2.0]
+
+    def score_mod(s, b, h, q, kv):
+        return s * scale[0]
+
+    assert "2.0" in m.trace(score_mod).ir.replace("2.000000e+00", "2.0")
+    scale[0] = 3.0  # a captured value changed: the next trace sees it
+    assert "3.0" in m.trace(score_mod).ir.replace("3.000000e+00", "3.0")
+    # A library combination with a user's part is not the library's.
+    assert m._call_signature(m.compose_scores(m.soft_cap(5.0), score_mod), None) is None
+    assert len(m._library_traces) == 0
