@@ -1,0 +1,142 @@
+"""The host time of kvpipe's launchers without a GPU: CPU torch tensors stand in for CUDA ones
+and a fake driver takes the launches, so what is timed is kvpipe's Python between the call
+and cuLaunchKernel (checks, plans, tensor maps from the cache, argument packing); torch's
+CUDA allocations and the driver's own time are not in it (on the GPU, `bench --decode`
+prints the whole host time per call).
+
+    python3 scripts/host-profile.py                  # us per call of each case
+    python3 scripts/host-profile.py --profile CASE   # and cProfile's top functions
+
+Needs torch (CPU) and this checkout's compiler (KVPIPE_OPT, or build/bin/kvpipe-opt) for the
+kernels' ABIs; the kernel cache is KVPIPE_CACHE_DIR's as usual.
+"""
+import argparse
+import contextlib
+import cProfile
+import ctypes
+import os
+import pstats
+import sys
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+os.environ.setdefault("KVPIPE_OPT", str(ROOT / "build" / "bin" / "kvpipe-opt"))
+
+import torch  # noqa: E402
+
+import kvpipe  # noqa: E402
+from kvpipe import _tensors, cuda, launch, plans, tma  # noqa: E402
+from kvpipe.flash_attn import flash_attn_with_kvcache  # noqa: E402
+
+attention_module = sys.modules["kvpipe.attention"]
+MULTIPROCESSORS = 132
+
+
+def fake_device() -> None:
+    """CPU tensors pass as CUDA ones; the driver's calls return at once."""
+    check_tensor = _tensors.check_tensor
+    _tensors.check_tensor = lambda name, t, *, device="cuda", **kw: check_tensor(
+        name, t, device=None, **kw)
+    descriptor = ctypes.create_string_buffer(tma.TENSOR_MAP_BYTES)
+
+    class Encoded:
+        def getPtr(self):
+            return ctypes.addressof(descriptor)
+
+    class Names:
+        def __getattr__(self, name):
+            return name
+
+    driver = types.SimpleNamespace(
+        cuuint64_t=int, cuuint32_t=int, CUtensorMapDataType=Names(),
+        CUtensorMapInterleave=Names(), CUtensorMapSwizzle=Names(),
+        CUtensorMapL2promotion=Names(), CUtensorMapFloatOOBfill=Names(),
+        cuTensorMapEncodeTiled=lambda *a: (0, Encoded()), cuLaunchKernel=lambda *a: (0,))
+    cuda.driver = tma.driver = lambda: driver
+    tma.init_driver = lambda: None
+    tma._call = lambda function, *a, context=None: getattr(driver, function)(*a)[1]
+    launch.device_launch = attention_module.device_launch = (
+        lambda index: (contextlib.nullcontext(), 0))
+    launch._multiprocessors = plans._multiprocessors = lambda index: MULTIPROCESSORS
+
+    def forward_outputs(q, out, out_shape, lse_shape, return_lse):
+        out = torch.empty(out_shape, dtype=q.dtype) if out is None else out
+        lse = torch.empty(lse_shape, dtype=torch.float32) if return_lse else None
+        return out, lse, 0
+    attention_module.forward_outputs = forward_outputs
+
+    def load_kernel(key):  # the compiler's ABI, a kernel handle the fake driver takes
+        config_args, _, tuning, modifiers, varlen = key
+        d, dtype, causal, dv, alignment, window, lengths, *extra = config_args
+        split_kv, pack_gqa, page_size, sinks = (
+            tuple(extra) + launch._FORWARD_EXTRA_DEFAULTS[len(extra):])
+        compiled = kvpipe.compile_attention(
+            d, dtype, causal, value_head_dim=dv, mask_alignment=alignment,
+            sliding_window=window, kv_lengths=lengths, split_kv=split_kv, pack_gqa=pack_gqa,
+            page_size=page_size, sinks=sinks, modifiers=modifiers[0], aux_types=modifiers[1],
+            varlen=varlen, **dict(tuning))
+        if split_kv:
+            combine = compiled.kernel_abi("combine")
+            launch._loaded_combine[key[:3]] = (cuda.Kernel(object(), combine["kernel"]),
+                                               combine)
+        launch._loaded[key] = (cuda.Kernel(object(), compiled.name), compiled.abi)
+        return launch._loaded[key]
+    launch._load_kernel = load_kernel
+
+
+def cases():
+    """Decode steps (Sq 1, H 32/8, D 128, bf16, bshd) at 8 x 32k: the split-KV, pack-GQA plan."""
+    b, hq, hkv, d, n = 8, 32, 8, 128, 32768
+    q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16)
+    k = torch.empty(b, n, hkv, d, dtype=torch.bfloat16)
+    v = torch.empty_like(k)
+    lengths = torch.full((b,), n, dtype=torch.int32)
+    slopes = torch.rand(hq, dtype=torch.float32)
+    return {
+        "attention": lambda: kvpipe.attention(
+            q, k, v, causal=True, layout="bshd", mask_alignment="bottom_right",
+            kv_lengths=lengths, num_splits=0, pack_gqa=None),
+        "kvcache": lambda: flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, causal=True),
+        "kvcache_softcap": lambda: flash_attn_with_kvcache(
+            q, k, v, cache_seqlens=lengths, causal=True, softcap=50.0),
+        "kvcache_alibi": lambda: flash_attn_with_kvcache(
+            q, k, v, cache_seqlens=lengths, causal=True, alibi_slopes=slopes),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile", metavar="CASE", help="cProfile this case too")
+    args = parser.parse_args()
+    fake_device()
+    calls = cases()
+    for call in calls.values():
+        call()  # (loads the kernel)
+    best = {name: float("inf") for name in calls}
+    for _ in range(args.rounds):  # interleaved; the best round of each (the host is shared)
+        for name, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                call()
+            best[name] = min(best[name], (time.perf_counter() - start) / args.calls * 1e6)
+    print("| case | us per call (kvpipe's Python, fake driver; best of "
+          f"{args.rounds} rounds of {args.calls}) |\n| --- | --- |")
+    for name, us in best.items():
+        print(f"| {name} | {us:.1f} |")
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(args.calls):
+            calls[args.profile]()
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
