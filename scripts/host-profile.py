@@ -6,6 +6,8 @@ prints the whole host time per call).
 
     python3 scripts/host-profile.py                  # us per call of each case
     python3 scripts/host-profile.py --profile CASE   # and cProfile's top functions
+    python3 scripts/host-profile.py --gpu ...        # on a GPU: the real driver and tensors
+                                                     # (host time of calls queued ahead)
 
 Needs torch (CPU) and this checkout's compiler (KVPIPE_OPT, or build/bin/kvpipe-opt) for the
 kernels' ABIs; the kernel cache is KVPIPE_CACHE_DIR's as usual.
@@ -87,14 +89,14 @@ def fake_device() -> None:
     launch._load_kernel = load_kernel
 
 
-def cases():
+def cases(device: str):
     """Decode steps (Sq 1, H 32/8, D 128, bf16, bshd) at 8 x 32k: the split-KV, pack-GQA plan."""
     b, hq, hkv, d, n = 8, 32, 8, 128, 32768
-    q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16)
-    k = torch.empty(b, n, hkv, d, dtype=torch.bfloat16)
-    v = torch.empty_like(k)
-    lengths = torch.full((b,), n, dtype=torch.int32)
-    slopes = torch.rand(hq, dtype=torch.float32)
+    q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device=device)
+    k = torch.zeros(b, n, hkv, d, dtype=torch.bfloat16, device=device)
+    v = torch.zeros_like(k)
+    lengths = torch.full((b,), n, dtype=torch.int32, device=device)
+    slopes = torch.rand(hq, dtype=torch.float32, device=device)
     return {
         "attention": lambda: kvpipe.attention(
             q, k, v, causal=True, layout="bshd", mask_alignment="bottom_right",
@@ -112,20 +114,30 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", metavar="CASE", help="cProfile this case too")
+    parser.add_argument("--gpu", action="store_true",
+                        help="time on a GPU with the real driver (no fakes); each round's "
+                             "calls are queued ahead of the GPU, then synchronised")
     args = parser.parse_args()
-    fake_device()
-    calls = cases()
+    if args.gpu:
+        args.calls = min(args.calls, 100)  # (the queue must not fill: host time only)
+    else:
+        fake_device()
+    calls = cases("cuda" if args.gpu else "cpu")
+    sync = torch.cuda.synchronize if args.gpu else (lambda: None)
     for call in calls.values():
         call()  # (loads the kernel)
     best = {name: float("inf") for name in calls}
     for _ in range(args.rounds):  # interleaved; the best round of each (the host is shared)
         for name, call in calls.items():
+            sync()
             start = time.perf_counter()
             for _ in range(args.calls):
                 call()
             best[name] = min(best[name], (time.perf_counter() - start) / args.calls * 1e6)
-    print("| case | us per call (kvpipe's Python, fake driver; best of "
-          f"{args.rounds} rounds of {args.calls}) |\n| --- | --- |")
+            sync()
+    what = "host time, GPU" if args.gpu else "kvpipe's Python, fake driver"
+    print(f"| case | us per call ({what}; best of {args.rounds} rounds of {args.calls}) |\n"
+          "| --- | --- |")
     for name, us in best.items():
         print(f"| {name} | {us:.1f} |")
     if args.profile:
@@ -134,6 +146,7 @@ def main() -> int:
         for _ in range(args.calls):
             calls[args.profile]()
         profile.disable()
+        sync()
         pstats.Stats(profile).sort_stats("tottime").print_stats(25)
     return 0
 

@@ -206,7 +206,10 @@ def _bhsd_view(name: str, t: Any, layout: str) -> Tuple[Tuple[int, ...], Tuple[i
 
 
 _maps: "OrderedDict[Tuple[Any, ...], bytes]" = OrderedDict()
-_MAX_CACHED_MAPS = 256
+#: A serving step launches every layer on its own Q, output and K/V cache
+#: buffers (four maps a layer, 80 layers and more): the maps of a whole step
+#: stay cached (128 bytes each).
+_MAX_CACHED_MAPS = 4096
 
 
 def _tensor_map(name: str, t: Any, layout: str, spec: Dict[str, Any]) -> bytes:
