@@ -678,15 +678,20 @@ def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[
     combine, combine_abi = _loaded_combine[key]
     b, hq, sq = values["batch"], values["heads_q"], values["seq_q"]
     dv = tuple(out.shape)[-1]
-    o_partial = torch.empty((num_splits, b, hq, sq, dv), dtype=torch.float32, device=q.device)
-    lse_partial = torch.empty((num_splits, b, hq, sq), dtype=torch.float32, device=q.device)
+    # One allocation for both partials: O's (num_splits, B, H_q, S_q, D_v),
+    # then the lse's (num_splits, B, H_q, S_q) at a multiple of 128 bytes
+    # (D_v is a multiple of 32).
+    rows = num_splits * b * hq * sq
+    partials = torch.empty(rows * (dv + 1), dtype=torch.float32, device=q.device)
+    o_partial = partials.data_ptr()
+    lse_partial = o_partial + rows * dv * 4
     args = kernel_arguments(abi, {
-        **values, "num_splits": num_splits, "o_partial": o_partial.data_ptr(),
-        "lse_partial": lse_partial.data_ptr()})
+        **values, "num_splits": num_splits, "o_partial": o_partial,
+        "lse_partial": lse_partial})
     grid = launch_grid(abi, sq, hq, b, 0, num_splits)
     out_strides = _bhsd_view("out", out, layout)[1]
     combine_args = kernel_arguments(combine_abi, {
-        "o_partial": o_partial.data_ptr(), "lse_partial": lse_partial.data_ptr(),
+        "o_partial": o_partial, "lse_partial": lse_partial,
         "o": out.data_ptr(), "lse": lse.data_ptr() if lse is not None else 0,
         "o_stride_b": out_strides[0], "o_stride_h": out_strides[1],
         "o_stride_s": out_strides[2], "seq_q": sq, "heads_q": hq, "batch": b,
