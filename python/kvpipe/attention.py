@@ -436,7 +436,9 @@ def _head_dim_padding(q: Any, k: Any, v: Any) -> Optional[Tuple[int, int, int, i
     if any(len(shape) < 3 for shape in shapes):
         return None
     d, dk, dv = (shape[-1] for shape in shapes)
-    if (d, dv) in _GENERATED_PAIRS:  # (no padding: the common case, decided first)
+    # No padding, the common case, decided first (symbolic sizes, which
+    # torch.compile may pass, are not hashable: the full test below).
+    if type(d) is int and type(dv) is int and (d, dv) in _GENERATED_PAIRS:
         return None
     if dk != d or not all(isinstance(n, int) for shape in shapes for n in shape):
         return None

@@ -33,13 +33,13 @@ from types import ModuleType
 from typing import Any, Optional, Sequence, Union
 
 __all__ = [
+    "ArgLayout",
     "CudaError",
     "DriverNotFoundError",
     "F32Arg",
     "I32Arg",
     "I64Arg",
     "Kernel",
-    "ArgLayout",
     "KernelArg",
     "Module",
     "PackedArgs",
@@ -425,10 +425,9 @@ class ArgLayout:
 
     __slots__ = ("kinds", "offsets", "sizes", "tensor_maps", "pointers", "_struct",
                  "_pointers", "_pointer_offset", "_size")
-    #: kind -> (KernelArg class, struct code, size, host alignment).
-    KINDS = {"tensor_map": ("TensorMapArg", "128s", 128, 64), "pointer": ("PtrArg", "Q", 8, 8),
-             "i32": ("I32Arg", "i", 4, 4), "i64": ("I64Arg", "q", 8, 8),
-             "f32": ("F32Arg", "f", 4, 4)}
+    #: kind -> (struct code, size, host alignment).
+    KINDS = {"tensor_map": ("128s", 128, 64), "pointer": ("Q", 8, 8), "i32": ("i", 4, 4),
+             "i64": ("q", 8, 8), "f32": ("f", 4, 4)}
 
     def __init__(self, kinds: Sequence[str]):
         unknown = [kind for kind in kinds if kind not in self.KINDS]
@@ -437,7 +436,7 @@ class ArgLayout:
         self.kinds = tuple(kinds)
         fmt, offset, offsets = "<", 0, []
         for kind in self.kinds:
-            _, code, size, align = self.KINDS[kind]
+            code, size, align = self.KINDS[kind]
             padding = -offset % align
             if padding:
                 fmt += f"{padding}x"
@@ -446,7 +445,7 @@ class ArgLayout:
             fmt += code
             offset += size
         self.offsets = tuple(offsets)
-        self.sizes = tuple(self.KINDS[kind][2] for kind in self.kinds)
+        self.sizes = tuple(self.KINDS[kind][1] for kind in self.kinds)
         #: The positions of the tensor maps and of the pointers.
         self.tensor_maps = tuple(i for i, kind in enumerate(self.kinds) if kind == "tensor_map")
         self.pointers = tuple(i for i, kind in enumerate(self.kinds) if kind == "pointer")
@@ -466,6 +465,9 @@ class ArgLayout:
         if len(values) != len(self.kinds):
             raise ValueError(f"{len(self.kinds)} arguments ({', '.join(self.kinds)}), got "
                              f"{len(values)}")
+        for i in self.tensor_maps:  # (struct would pad or cut other lengths)
+            if len(values[i]) != TensorMapArg.size:
+                TensorMapArg(values[i])  # raises, naming what it needs
         buffer = ctypes.create_string_buffer(self._size + 63)
         start = -ctypes.addressof(buffer) % 64
         try:

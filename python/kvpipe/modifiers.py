@@ -489,9 +489,8 @@ def trace(score_mod: Optional[Callable[..., Any]] = None,
     if signature is not None:
         key, tensors = signature
         found = _library_traces.get(key)
-        if found is not None:
-            _library_traces.move_to_end(key)
-            template, positions = found
+        if found is not None:  # (first in, first out past the bound: no reordering,
+            template, positions = found  # which another thread's eviction could race)
             return dataclasses.replace(template, aux_tensors=[tensors[i] for i in positions])
     aux = _AuxTensors()
     regions = []
@@ -515,7 +514,8 @@ def trace(score_mod: Optional[Callable[..., Any]] = None,
 #: Traces of the library's modifiers (``_library``) by call signature, with
 #: the positions of the tensors they read among the signature's: a decode
 #: step with flash-attn's ``softcap=`` / ``alibi_slopes=`` traces once, not
-#: on every call (which cost as much host time as the launch).
+#: on every call (which cost as much host time as the launch). Insertion
+#: order: the oldest goes past the bound.
 _library_traces: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
 _MAX_LIBRARY_TRACES = 64
 

@@ -114,6 +114,7 @@ def test_arg_layout_packs_each_argument_where_its_pointer_points():
     ("i32", 1.0, TypeError, "I32Arg must be an int, got float"),
     ("i64", 2**63, ValueError, "I64Arg must be in"),
     ("f32", "1.0", TypeError, "F32Arg must be a float, got str"),
+    ("tensor_map", b"\0" * 64, ValueError, "128 bytes of a CUtensorMap, got 64"),
 ])
 def test_arg_layout_refuses_what_the_kernel_args_refuse(kind, value, error, match):
     with pytest.raises(error, match=match):
