@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
-os.environ.setdefault("KVPIPE_OPT", str(ROOT / "build" / "bin" / "kvpipe-opt"))
+if (ROOT / "build" / "bin" / "kvpipe-opt").exists():  # (a GPU machine has only the cache)
+    os.environ.setdefault("KVPIPE_OPT", str(ROOT / "build" / "bin" / "kvpipe-opt"))
 
 import torch  # noqa: E402
 
@@ -106,6 +107,11 @@ def cases(device: str):
             q, k, v, cache_seqlens=lengths, causal=True, softcap=50.0),
         "kvcache_alibi": lambda: flash_attn_with_kvcache(
             q, k, v, cache_seqlens=lengths, causal=True, alibi_slopes=slopes),
+        "attention_window": lambda: kvpipe.attention(
+            q, k, v, causal=True, layout="bshd", mask_alignment="bottom_right",
+            window_size=(4095, 0), kv_lengths=lengths, num_splits=0, pack_gqa=None),
+        "kvcache_window": lambda: flash_attn_with_kvcache(
+            q, k, v, cache_seqlens=lengths, causal=True, window_size=(4095, 0)),
     }
 
 
@@ -113,7 +119,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--profile", metavar="CASE", help="cProfile this case too")
+    parser.add_argument("--profile", metavar="CASE[,CASE]",
+                        help="cProfile these cases too")
     parser.add_argument("--gpu", action="store_true",
                         help="time on a GPU with the real driver (no fakes); each round's "
                              "calls are queued ahead of the GPU, then synchronised")
@@ -140,14 +147,15 @@ def main() -> int:
           "| --- | --- |")
     for name, us in best.items():
         print(f"| {name} | {us:.1f} |")
-    if args.profile:
+    for name in args.profile.split(",") if args.profile else ():
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(args.calls):
-            calls[args.profile]()
+            calls[name]()
         profile.disable()
         sync()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        print(f"\n### {name}")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(20)
     return 0
 
 
