@@ -65,11 +65,7 @@ def fake_device() -> None:
         lambda index: (contextlib.nullcontext(), 0))
     launch._multiprocessors = plans._multiprocessors = lambda index: MULTIPROCESSORS
 
-    def forward_outputs(q, out, out_shape, lse_shape, return_lse):
-        out = torch.empty(out_shape, dtype=q.dtype) if out is None else out
-        lse = torch.empty(lse_shape, dtype=torch.float32) if return_lse else None
-        return out, lse, 0
-    attention_module.forward_outputs = forward_outputs
+    attention_module._device_index = lambda q: 0
 
     def load_kernel(key):  # the compiler's ABI, a kernel handle the fake driver takes
         config_args, _, tuning, modifiers, varlen = key

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+import threading
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from kvpipe import _tensors, kernels, schedule
 from kvpipe import compiler as _compiler
@@ -579,6 +580,53 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
         kvpipe.cuda.CudaError: the launch failed (with the kernel's name and
             configuration).
     """
+    traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
+    key = _signature(q, k, v, causal, scale, return_lse, layout, out, mask_alignment,
+                     window_size, kv_lengths, num_splits, pack_gqa, traced, sinks, tuning)
+    launch = _launches.get(key) if key is not None else None
+    if launch is None or not _aligned(q, k, v, out):
+        launch = _plan_forward(q, k, v, causal, scale, layout, out, mask_alignment,
+                               window_size, kv_lengths, num_splits, pack_gqa, traced, sinks,
+                               tuning)
+        if key is not None:
+            with _launches_lock:
+                _launches[key] = launch
+                if len(_launches) > _MAX_LAUNCHES:
+                    _launches.pop(next(iter(_launches)))
+    return _launch_forward(launch, q, k, v, out, kv_lengths, traced, sinks, layout,
+                           return_lse)
+
+
+class _ForwardLaunch(NamedTuple):
+    """What a forward call's signature decides (``_plan_forward``): the
+    checks passed, the plan, the kernel, its grid and its scalar arguments.
+    A decode step repeats its signature every call, and deciding it again
+    was most of the call's host time; remembered per signature
+    (``_launches``), the call keeps only what its pointers need (their
+    alignment, the outputs, the tensor maps from their cache, the launch)."""
+
+    out_shape: Tuple[int, ...]
+    lse_shape: Tuple[int, int, int]
+    device_index: int
+    #: The main kernel's key for _kernel_for, and its spill fallback.
+    config_args: Tuple[Any, ...]
+    tuning: Dict[str, Any]
+    regions: Tuple[str, Tuple[str, ...]]
+    fallback: Optional[Tuple[Tuple[str, Any], ...]]
+    #: The scalar arguments (and the tile table's pointer).
+    scalars: Dict[str, Any]
+    num_splits: int
+    #: The tile table (device tensor) the scalars point into, kept alive.
+    tile_table: Any
+    kv_lengths_contiguous: bool
+
+
+def _plan_forward(q: Any, k: Any, v: Any, causal: Any, scale: Any, layout: Any, out: Any,
+                  mask_alignment: Any, window_size: Any, kv_lengths: Any, num_splits: Any,
+                  pack_gqa: Any, traced: Any, sinks: Any,
+                  tuning: Dict[str, Any]) -> _ForwardLaunch:
+    """attention_impl's checks (each raising with the argument's name) and
+    plan for a call: everything but what depends on its pointers."""
     (b, hq, sq, d), (_, hkv, skv, _), (_, _, _, dv) = _check_inputs(q, k, v, layout)
     out_shape = tuple(q.shape[:-1]) + (dv,)
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
@@ -591,19 +639,13 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
             raise ValueError(f"kv_lengths must have shape ({b},) (one length per batch) on "
                              f"{q.device}, got {tuple(kv_lengths.shape)} on "
                              f"{kv_lengths.device}")
-        if tuple(kv_lengths.stride()) != (1,):
-            kv_lengths = kv_lengths.contiguous()
     causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window, sq, skv,
                                            kv_lengths is not None)
     scale = check_scale_and_out(scale, d, out, out_shape, q)
-
-    traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
     _check_modifier_lengths(traced, sq, skv)
-    aux_values = _aux_arguments(traced, q) if traced is not None else {}
     if sinks is not None:
         check_sinks(sinks, q, hq)
-    out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
-    sink_values = kernel_sinks(sinks) if sinks is not None else None
+    device_index = _device_index(q)
     num_splits, pack, tuning = launch_decode_plan(b, hq, hkv, sq, skv, d, dv, num_splits,
                                                   pack_gqa, device_index, tuning)
     fallback = None
@@ -615,44 +657,108 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     config_args = forward_config_args(d, kernels.dtype_name(q.dtype), causal,
                                       dv if dv != d else None, mask_alignment, sliding_window,
                                       kv_lengths is not None, split_kv=num_splits > 1,
-                                      pack_gqa=pack, sinks=sink_values is not None)
-    sinks_pointer = sink_values.data_ptr() if sink_values is not None else 0
+                                      pack_gqa=pack, sinks=sinks is not None)
     regions = (traced.ir, traced.aux_types) if traced else ("", ())
-    aux_pointers = {name: t.data_ptr() for name, t in aux_values.items()}
-    if num_splits > 1:
-        return attention_split(q, out, lse, layout, config_args, device_index, tuning, {
-            "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
-            "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
-            "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
-            "window_left": window_left, "window_right": window_right,
-            "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
-            "sinks": sinks_pointer, **aux_pointers}, num_splits, return_lse, regions)
-    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
-                              regions,
-                              spill_fallback=(tuple(sorted(fallback.items()))
-                                              if fallback is not None else None))
+    scalars = {"seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
+               "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
+               "window_left": window_left, "window_right": window_right}
+    table = None
+    if num_splits == 1:
+        _, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
+                             regions,
+                             spill_fallback=(tuple(sorted(fallback.items()))
+                                             if fallback is not None else None))
+        if abi.get("tile_table"):
+            grid = launch_grid(abi, sq, hq, b,
+                               _multiprocessors(device_index) if abi.get("persistent") else 0)
+            table = schedule.device_tile_table(schedule.launch_tile_shape(
+                abi, sq, skv, hq, hq // hkv, b, window_left, window_right), grid[0],
+                device_index)
+    scalars["tile_table"] = table.data_ptr() if table is not None else 0
+    return _ForwardLaunch(
+        out_shape, (b, hq, sq), device_index, config_args, tuning, regions,
+        tuple(sorted(fallback.items())) if fallback is not None else None, scalars,
+        num_splits, table,
+        kv_lengths is None or tuple(kv_lengths.stride()) == (1,))
+
+
+def _launch_forward(launch: _ForwardLaunch, q: Any, k: Any, v: Any, out: Any, kv_lengths: Any,
+                    traced: Any, sinks: Any, layout: str, return_lse: bool) -> Any:
+    """A planned forward's launch with this call's tensors."""
+    import torch
+
+    if out is None:
+        out = torch.empty(launch.out_shape, dtype=q.dtype, device=q.device)
+    lse = (torch.empty(launch.lse_shape, dtype=torch.float32, device=q.device)
+           if return_lse else None)
+    if kv_lengths is not None and not launch.kv_lengths_contiguous:
+        kv_lengths = kv_lengths.contiguous()
+    aux_values = _aux_arguments(traced, q) if traced is not None else {}
+    sink_values = kernel_sinks(sinks) if sinks is not None else None
+    values = {"q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
+              **launch.scalars,
+              "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
+              "sinks": sink_values.data_ptr() if sink_values is not None else 0,
+              **{name: t.data_ptr() for name, t in aux_values.items()}}
+    device_index = launch.device_index
+    if launch.num_splits > 1:
+        return attention_split(q, out, lse, layout, launch.config_args, device_index,
+                               launch.tuning, values, launch.num_splits, return_lse,
+                               launch.regions)
+    kernel, abi = _kernel_for(launch.config_args, device_index,
+                              tuple(sorted(launch.tuning.items())), launch.regions,
+                              spill_fallback=launch.fallback)
+    b, hq, sq = launch.lse_shape
     grid = launch_grid(abi, sq, hq, b,
                        _multiprocessors(device_index) if abi.get("persistent") else 0)
-    table = 0
-    if abi.get("tile_table"):
-        table = schedule.device_tile_table(schedule.launch_tile_shape(
-            abi, sq, skv, hq, hq // hkv, b, window_left, window_right), grid[0],
-            device_index).data_ptr()
-    args = kernel_arguments(abi, {
-        "q_map": ("q", q, layout), "k_map": ("k", k, layout), "v_map": ("v", v, layout),
-        "o_map": ("out", out, layout), "lse": lse.data_ptr() if lse is not None else 0,
-        "seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
-        "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
-        "window_left": window_left, "window_right": window_right,
-        "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
-        "tile_table": table, "sinks": sinks_pointer, **aux_pointers})
-    log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d/%d S=%d/%d",
-        abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, hkv, sq, skv)
+    args = kernel_arguments(abi, {**values, "o_map": ("out", out, layout),
+                                  "lse": lse.data_ptr() if lse is not None else 0})
+    log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d S=%d/%d",
+        abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, sq,
+        launch.scalars["seq_kv"])
     guard, stream = device_launch(device_index)
     with guard:
         kernel.launch(grid, (abi["threads"], 1, 1), args,
                       shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
+
+
+#: Planned forwards by call signature (``_signature``), oldest first.
+_launches: Dict[Any, _ForwardLaunch] = {}
+_launches_lock = threading.Lock()
+_MAX_LAUNCHES = 1024
+
+
+def _tensor_signature(t: Any) -> Any:
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+
+
+def _signature(q: Any, k: Any, v: Any, causal: Any, scale: Any, return_lse: Any, layout: Any,
+               out: Any, mask_alignment: Any, window_size: Any, kv_lengths: Any,
+               num_splits: Any, pack_gqa: Any, traced: Any, sinks: Any,
+               tuning: Dict[str, Any]) -> Any:
+    """The key of a call's plan: everything ``_plan_forward`` reads but the
+    tensors' addresses (shapes, strides, dtypes and devices; the options;
+    the traced regions). None where a value is not hashable or not a tensor
+    (the checks name it)."""
+    try:
+        key = (_tensor_signature(q), _tensor_signature(k), _tensor_signature(v), causal,
+               scale, return_lse, layout, _tensor_signature(out), mask_alignment,
+               tuple(window_size), _tensor_signature(kv_lengths), num_splits, pack_gqa,
+               (traced.ir, traced.aux_types) if traced is not None else None,
+               _tensor_signature(sinks), tuple(sorted(tuning.items())))
+        hash(key)
+        # A device without an index is the current one, whichever that is.
+        return key if q.device.index is not None else key + (_device_index(q),)
+    except (AttributeError, TypeError):
+        return None
+
+
+def _aligned(q: Any, k: Any, v: Any, out: Any) -> bool:
+    """Whether this call's q, k, v (and out) start 16-byte aligned, as TMA
+    needs (the plan checked everything else about them)."""
+    return not (q.data_ptr() % 16 or k.data_ptr() % 16 or v.data_ptr() % 16
+                or (out is not None and out.data_ptr() % 16))
 
 
 def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[Any, ...],
@@ -744,6 +850,16 @@ def check_scale_and_out(scale: Any, head_dim: int, out: Any, out_shape: Tuple[in
     return scale
 
 
+def _device_index(q: Any) -> int:
+    """q's device index (the current device for a device without one)."""
+    index = getattr(q.device, "index", None)
+    if index is None:
+        import torch
+
+        index = torch.cuda.current_device()
+    return index
+
+
 def forward_outputs(q: Any, out: Any, out_shape: Tuple[int, ...],
                     lse_shape: Tuple[int, int, int], return_lse: bool) -> Tuple[Any, Any, int]:
     """The forward's output (``out``, or a new tensor like q of ``out_shape``),
@@ -753,8 +869,7 @@ def forward_outputs(q: Any, out: Any, out_shape: Tuple[int, ...],
     if out is None:
         out = torch.empty(out_shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
-    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    return out, lse, device_index
+    return out, lse, _device_index(q)
 
 
 def _aux_arguments(traced: Any, q: Any) -> Dict[str, Any]:

@@ -1,0 +1,149 @@
+"""Remembered launch plans (kvpipe.attention's ``_launches``): a call whose
+signature was planned before launches exactly what planning it again
+launches. CPU torch tensors stand in for CUDA ones and a fake driver records
+the launches (needs torch, CPU is enough)."""
+
+import contextlib
+import sys
+
+import pytest
+
+import kvpipe
+from kvpipe import _tensors, cuda, launch, modifiers, plans, schedule
+from needs import needs_torch
+
+attention_module = sys.modules["kvpipe.attention"]
+
+
+@pytest.fixture
+def launches(compiler, tmp_path, monkeypatch):
+    """Every launch as (kernel, grid, block, shared memory, argument bytes);
+    allocations come from a pool (the same address for the same request), so
+    that two calls' arguments compare byte for byte."""
+    import torch
+
+    monkeypatch.setenv("KVPIPE_CACHE_DIR", str(tmp_path))
+    check_tensor = _tensors.check_tensor
+    monkeypatch.setattr(_tensors, "check_tensor", lambda name, t, *, device="cuda", **kw:
+                        check_tensor(name, t, device=None, **kw))
+    monkeypatch.setattr(launch, "_loaded", {})
+    combines = {}  # (attention.py holds the dict by name too)
+    monkeypatch.setattr(launch, "_loaded_combine", combines)
+    monkeypatch.setattr(attention_module, "_loaded_combine", combines)
+    monkeypatch.setattr(launch, "_maps", type(launch._maps)())
+    monkeypatch.setattr(launch, "_tensor_map", lambda name, t, layout, spec: (
+        t.data_ptr().to_bytes(8, "little") + bytes(str((t.shape, t.stride(), spec)), "ascii")
+    ).ljust(128, b"\0")[:128])
+    monkeypatch.setattr(attention_module, "_launches", {})
+    monkeypatch.setattr(attention_module, "_device_index", lambda q: 0)
+    monkeypatch.setattr(attention_module, "device_launch",
+                        lambda index: (contextlib.nullcontext(), 0))
+    for module in (launch, plans, attention_module):
+        monkeypatch.setattr(module, "_multiprocessors", lambda index: 132)
+    tables = {}
+
+    def device_tile_table(shape, ctas, index):  # built once per key, as on a device
+        if (shape, ctas) not in tables:
+            tables[shape, ctas] = torch.tensor(schedule.build_tile_table(
+                shape, ctas, schedule.L2_GROUP_BYTES), dtype=torch.int32)
+        return tables[shape, ctas]
+    monkeypatch.setattr(schedule, "device_tile_table", device_tile_table)
+
+    def load_kernel(key):
+        config_args, _, tuning, regions, varlen = key
+        d, dtype, causal, dv, alignment, window, lengths, *extra = config_args
+        split_kv, pack_gqa, page_size, sinks = (
+            tuple(extra) + launch._FORWARD_EXTRA_DEFAULTS[len(extra):])
+        compiled = kvpipe.compile_attention(
+            d, dtype, causal, value_head_dim=dv, mask_alignment=alignment,
+            sliding_window=window, kv_lengths=lengths, split_kv=split_kv, pack_gqa=pack_gqa,
+            page_size=page_size, sinks=sinks, modifiers=regions[0], aux_types=regions[1],
+            varlen=varlen, **dict(tuning))
+        if split_kv:
+            combine = compiled.kernel_abi("combine")
+            launch._loaded_combine[key[:3]] = (cuda.Kernel(None, combine["kernel"]), combine)
+        launch._loaded[key] = (cuda.Kernel(None, compiled.name), compiled.abi)
+        return launch._loaded[key]
+    monkeypatch.setattr(launch, "_load_kernel", load_kernel)
+
+    recorded = []
+
+    def record(self, grid, block, args, shared_mem=0, stream=None):
+        recorded.append((self.name, grid, block, shared_mem, [bytes(a) for a in args]))
+    monkeypatch.setattr(cuda.Kernel, "launch", record)
+
+    pool = {}
+    empty = torch.empty
+
+    def pooled(*shape, dtype=None, device=None):
+        key = (str(shape), dtype)
+        if key not in pool:
+            pool[key] = empty(*shape, dtype=dtype)
+        return pool[key]
+    monkeypatch.setattr(torch, "empty", pooled)
+    return recorded
+
+
+@needs_torch
+def test_a_remembered_plan_launches_what_planning_launches(launches):
+    # A call with new tensors of a planned signature (other addresses, other
+    # values) launches what planning that call afresh launches.
+    import torch
+    from kvpipe.flash_attn import flash_attn_with_kvcache
+
+    b, hq, hkv, n = 2, 8, 2, 2048
+
+    def decode_tensors():
+        return dict(q=torch.randn(b, 1, hq, 128, dtype=torch.bfloat16),
+                    k=torch.randn(b, n, hkv, 128, dtype=torch.bfloat16),
+                    v=torch.randn(b, n, hkv, 128, dtype=torch.bfloat16),
+                    lengths=torch.randint(1, n, (b,), dtype=torch.int32),
+                    slopes=torch.rand(hq))
+
+    def prefill_tensors():
+        return {name: torch.randn(1, 4, 300, 64, dtype=torch.float16) for name in "qkv"}
+
+    calls = {  # name: (tensors, call, launches)
+        "decode, split and packed": (decode_tensors, lambda t: flash_attn_with_kvcache(
+            t["q"], t["k"], t["v"], cache_seqlens=t["lengths"], causal=True, num_splits=3), 2),
+        "decode, window, soft-cap": (decode_tensors, lambda t: flash_attn_with_kvcache(
+            t["q"], t["k"], t["v"], cache_seqlens=t["lengths"], causal=True,
+            window_size=(500, 0), softcap=30.0), 2),
+        "decode, ALiBi, lse": (decode_tensors, lambda t: flash_attn_with_kvcache(
+            t["q"], t["k"], t["v"], cache_seqlens=t["lengths"], causal=True,
+            alibi_slopes=t["slopes"], return_softmax_lse=True), 2),
+        "prefill, causal": (prefill_tensors, lambda t: kvpipe.attention(
+            t["q"], t["k"], t["v"], causal=True), 1),
+        "prefill, mask_mod": (prefill_tensors, lambda t: kvpipe.attention(
+            t["q"], t["k"], t["v"], mask_mod=modifiers.prefix_lm(100), scale=0.5), 1),
+    }
+    for name, (tensors, call, count) in calls.items():
+        attention_module._launches.clear()
+        call(tensors())
+        assert len(attention_module._launches) == 1, name
+        again = tensors()
+        launches.clear()
+        call(again)  # from the remembered plan
+        remembered = list(launches)
+        attention_module._launches.clear()
+        launches.clear()
+        call(again)  # planned afresh
+        assert len(remembered) == count and remembered == launches, name
+        launches.clear()
+
+
+@needs_torch
+def test_a_plan_is_per_signature(launches):
+    import torch
+
+    x = torch.zeros(1, 4, 256, 64, dtype=torch.bfloat16)
+    kvpipe.attention(x, x, x)
+    kvpipe.attention(x, x, x, causal=True)
+    kvpipe.attention(x[:, :, :128], x, x)            # another shape
+    kvpipe.attention(x.transpose(1, 2).contiguous().transpose(1, 2), x, x)  # other strides
+    kvpipe.attention(x, x, x, scale=0.25)
+    assert len(attention_module._launches) == 5
+    # An unaligned view is planned again (its checks name it).
+    unaligned = torch.zeros(1 * 4 * 256 * 64 + 1, dtype=torch.bfloat16)[1:].view(1, 4, 256, 64)
+    with pytest.raises(ValueError, match="q's data pointer must be 16-byte aligned"):
+        kvpipe.attention(unaligned, x, x)
