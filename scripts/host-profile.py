@@ -68,16 +68,8 @@ def fake_device() -> None:
     attention_module._device_index = lambda q: 0
 
     def load_kernel(key):  # the compiler's ABI, a kernel handle the fake driver takes
-        config_args, _, tuning, modifiers, varlen = key
-        d, dtype, causal, dv, alignment, window, lengths, *extra = config_args
-        split_kv, pack_gqa, page_size, sinks = (
-            tuple(extra) + launch._FORWARD_EXTRA_DEFAULTS[len(extra):])
-        compiled = kvpipe.compile_attention(
-            d, dtype, causal, value_head_dim=dv, mask_alignment=alignment,
-            sliding_window=window, kv_lengths=lengths, split_kv=split_kv, pack_gqa=pack_gqa,
-            page_size=page_size, sinks=sinks, modifiers=modifiers[0], aux_types=modifiers[1],
-            varlen=varlen, **dict(tuning))
-        if split_kv:
+        compiled = launch.compiled_kernel(key)
+        if compiled.config.split_kv:
             combine = compiled.kernel_abi("combine")
             launch._loaded_combine[key[:3]] = (cuda.Kernel(object(), combine["kernel"]),
                                                combine)

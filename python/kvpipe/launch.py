@@ -92,35 +92,35 @@ def forward_config_args(head_dim: int, dtype: str, causal: bool,
             kv_lengths) + extra[:used]
 
 
+def compiled_kernel(key: Tuple[Any, ...]) -> Any:
+    """The compiled kernel (``kernels.compile_attention``, from the cache or
+    compiled) of a ``_kernel_for`` key."""
+    config_args, _, tuning, modifiers, varlen = key
+    (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window, kv_lengths,
+     *extra) = config_args
+    # Decode (split_kv, pack_gqa), paging (page_size) and sinks follow, where
+    # given, in that order.
+    split_kv, pack_gqa, page_size, sinks = tuple(extra) + _FORWARD_EXTRA_DEFAULTS[len(extra):]
+    return kernels.compile_attention(
+        head_dim, dtype, causal, value_head_dim=value_head_dim,
+        wait_timeout=int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0")),
+        mask_alignment=mask_alignment, sliding_window=sliding_window, kv_lengths=kv_lengths,
+        split_kv=split_kv, pack_gqa=pack_gqa, page_size=page_size, sinks=sinks,
+        modifiers=modifiers[0], aux_types=modifiers[1], varlen=varlen, **dict(tuning))
+
+
 def _load_kernel(key: Tuple[Any, ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
     """Compiles (or takes from the cache) and loads the kernel of a
     ``_kernel_for`` key, once."""
-    config_args, device_index, tuning, modifiers, varlen = key
+    device_index = key[1]
     with _lock:
         found = _loaded.get(key)
         if found is None:
-            (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
-             kv_lengths, *extra) = config_args
-            # Decode (split_kv, pack_gqa), paging (page_size) and sinks
-            # follow, where given, in that order.
-            split_kv, pack_gqa, page_size, sinks = (
-                tuple(extra) + _FORWARD_EXTRA_DEFAULTS[len(extra):])
-            timeout = int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0"))
-            compiled = kernels.compile_attention(head_dim, dtype, causal,
-                                                 value_head_dim=value_head_dim,
-                                                 wait_timeout=timeout,
-                                                 mask_alignment=mask_alignment,
-                                                 sliding_window=sliding_window,
-                                                 kv_lengths=kv_lengths, split_kv=split_kv,
-                                                 pack_gqa=pack_gqa, page_size=page_size,
-                                                 sinks=sinks,
-                                                 modifiers=modifiers[0],
-                                                 aux_types=modifiers[1], varlen=varlen,
-                                                 **dict(tuning))
+            compiled = compiled_kernel(key)
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
-            if split_kv:
+            if compiled.config.split_kv:
                 combine_abi = compiled.kernel_abi("combine")
                 # Under the key without modifiers: split kernels have none.
                 _loaded_combine[key[:3]] = (module.function(combine_abi["kernel"]),

@@ -49,17 +49,9 @@ def launches(compiler, tmp_path, monkeypatch):
         return tables[shape, ctas]
     monkeypatch.setattr(schedule, "device_tile_table", device_tile_table)
 
-    def load_kernel(key):
-        config_args, _, tuning, regions, varlen = key
-        d, dtype, causal, dv, alignment, window, lengths, *extra = config_args
-        split_kv, pack_gqa, page_size, sinks = (
-            tuple(extra) + launch._FORWARD_EXTRA_DEFAULTS[len(extra):])
-        compiled = kvpipe.compile_attention(
-            d, dtype, causal, value_head_dim=dv, mask_alignment=alignment,
-            sliding_window=window, kv_lengths=lengths, split_kv=split_kv, pack_gqa=pack_gqa,
-            page_size=page_size, sinks=sinks, modifiers=regions[0], aux_types=regions[1],
-            varlen=varlen, **dict(tuning))
-        if split_kv:
+    def load_kernel(key):  # the compiler's ABI, no module
+        compiled = launch.compiled_kernel(key)
+        if compiled.config.split_kv:
             combine = compiled.kernel_abi("combine")
             launch._loaded_combine[key[:3]] = (cuda.Kernel(None, combine["kernel"]), combine)
         launch._loaded[key] = (cuda.Kernel(None, compiled.name), compiled.abi)
