@@ -69,7 +69,7 @@ def fake_device() -> None:
 
     def load_kernel(key):  # the compiler's ABI, a kernel handle the fake driver takes
         compiled = launch.compiled_kernel(key)
-        if compiled.config.split_kv:
+        if launch._forward_extras(key[0])[0]:  # split_kv
             combine = compiled.kernel_abi("combine")
             launch._loaded_combine[key[:3]] = (cuda.Kernel(object(), combine["kernel"]),
                                                combine)

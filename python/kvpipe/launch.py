@@ -92,15 +92,21 @@ def forward_config_args(head_dim: int, dtype: str, causal: bool,
             kv_lengths) + extra[:used]
 
 
+def _forward_extras(config_args: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """``(split_kv, pack_gqa, page_size, sinks)`` of a forward kernel's
+    ``config_args``: decode, paging and sinks follow the fixed seven, where
+    given, in that order."""
+    extra = tuple(config_args[7:])
+    return extra + _FORWARD_EXTRA_DEFAULTS[len(extra):]
+
+
 def compiled_kernel(key: Tuple[Any, ...]) -> Any:
     """The compiled kernel (``kernels.compile_attention``, from the cache or
     compiled) of a ``_kernel_for`` key."""
     config_args, _, tuning, modifiers, varlen = key
-    (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window, kv_lengths,
-     *extra) = config_args
-    # Decode (split_kv, pack_gqa), paging (page_size) and sinks follow, where
-    # given, in that order.
-    split_kv, pack_gqa, page_size, sinks = tuple(extra) + _FORWARD_EXTRA_DEFAULTS[len(extra):]
+    (head_dim, dtype, causal, value_head_dim, mask_alignment, sliding_window,
+     kv_lengths) = config_args[:7]
+    split_kv, pack_gqa, page_size, sinks = _forward_extras(config_args)
     return kernels.compile_attention(
         head_dim, dtype, causal, value_head_dim=value_head_dim,
         wait_timeout=int(os.environ.get("KVPIPE_WAIT_TIMEOUT", "0")),
@@ -120,7 +126,7 @@ def _load_kernel(key: Tuple[Any, ...]) -> Tuple[cuda.Kernel, Dict[str, Any]]:
             module = cuda.Module(compiled.image, name=compiled.name, device=device_index)
             kernel = module.function(compiled.name)
             kernel.set_max_dynamic_shared_memory(compiled.abi["dynamic_shared_memory"])
-            if compiled.config.split_kv:
+            if _forward_extras(key[0])[0]:  # split_kv
                 combine_abi = compiled.kernel_abi("combine")
                 # Under the key without modifiers: split kernels have none.
                 _loaded_combine[key[:3]] = (module.function(combine_abi["kernel"]),

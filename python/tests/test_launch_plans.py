@@ -51,7 +51,7 @@ def launches(compiler, tmp_path, monkeypatch):
 
     def load_kernel(key):  # the compiler's ABI, no module
         compiled = launch.compiled_kernel(key)
-        if compiled.config.split_kv:
+        if launch._forward_extras(key[0])[0]:  # split_kv
             combine = compiled.kernel_abi("combine")
             launch._loaded_combine[key[:3]] = (cuda.Kernel(None, combine["kernel"]), combine)
         launch._loaded[key] = (cuda.Kernel(None, compiled.name), compiled.abi)
