@@ -746,7 +746,10 @@ def _signature(q: Any, k: Any, v: Any, causal: Any, scale: Any, return_lse: Any,
                scale, return_lse, layout, _tensor_signature(out), mask_alignment,
                tuple(window_size), _tensor_signature(kv_lengths), num_splits, pack_gqa,
                (traced.ir, traced.aux_types) if traced is not None else None,
-               _tensor_signature(sinks), tuple(sorted(tuning.items())))
+               _tensor_signature(sinks), tuple(sorted(tuning.items())),
+               # (True == 1 == 1.0 hash alike; the checks refuse some of them)
+               tuple(map(type, (causal, scale, return_lse, num_splits, pack_gqa,
+                                *window_size, *tuning.values()))))
         hash(key)
         # A device without an index is the current one, whichever that is.
         return key if q.device.index is not None else key + (_device_index(q),)

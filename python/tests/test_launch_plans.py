@@ -139,3 +139,7 @@ def test_a_plan_is_per_signature(launches):
     unaligned = torch.zeros(1 * 4 * 256 * 64 + 1, dtype=torch.bfloat16)[1:].view(1, 4, 256, 64)
     with pytest.raises(ValueError, match="q's data pointer must be 16-byte aligned"):
         kvpipe.attention(unaligned, x, x)
+    # A value equal to a planned one but of a type the checks refuse is
+    # checked, not taken for the planned one.
+    with pytest.raises(TypeError, match="causal"):
+        kvpipe.attention(x, x, x, causal=1)
