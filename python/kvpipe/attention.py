@@ -608,14 +608,18 @@ class _ForwardLaunch(NamedTuple):
     out_shape: Tuple[int, ...]
     lse_shape: Tuple[int, int, int]
     device_index: int
-    #: The main kernel's key for _kernel_for, and its spill fallback.
+    #: The main kernel's key for _kernel_for (attention_split's arguments).
     config_args: Tuple[Any, ...]
     tuning: Dict[str, Any]
     regions: Tuple[str, Tuple[str, ...]]
-    fallback: Optional[Tuple[Tuple[str, Any], ...]]
     #: The scalar arguments (and the tile table's pointer).
     scalars: Dict[str, Any]
     num_splits: int
+    #: Without a split: the loaded kernel, its ABI and its grid (a split
+    #: family's are attention_split's).
+    kernel: Any
+    abi: Optional[Dict[str, Any]]
+    grid: Optional[Tuple[int, int, int]]
     #: The tile table (device tensor) the scalars point into, kept alive.
     tile_table: Any
     kv_lengths_contiguous: bool
@@ -662,35 +666,28 @@ def _plan_forward(q: Any, k: Any, v: Any, causal: Any, scale: Any, layout: Any, 
     scalars = {"seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
                "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
                "window_left": window_left, "window_right": window_right}
-    table = None
+    kernel = abi = grid = table = None
     if num_splits == 1:
-        _, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
-                             regions,
-                             spill_fallback=(tuple(sorted(fallback.items()))
-                                             if fallback is not None else None))
+        kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
+                                  regions,
+                                  spill_fallback=(tuple(sorted(fallback.items()))
+                                                  if fallback is not None else None))
+        grid = launch_grid(abi, sq, hq, b,
+                           _multiprocessors(device_index) if abi.get("persistent") else 0)
         if abi.get("tile_table"):
-            grid = launch_grid(abi, sq, hq, b,
-                               _multiprocessors(device_index) if abi.get("persistent") else 0)
             table = schedule.device_tile_table(schedule.launch_tile_shape(
                 abi, sq, skv, hq, hq // hkv, b, window_left, window_right), grid[0],
                 device_index)
     scalars["tile_table"] = table.data_ptr() if table is not None else 0
-    return _ForwardLaunch(
-        out_shape, (b, hq, sq), device_index, config_args, tuning, regions,
-        tuple(sorted(fallback.items())) if fallback is not None else None, scalars,
-        num_splits, table,
-        kv_lengths is None or tuple(kv_lengths.stride()) == (1,))
+    return _ForwardLaunch(out_shape, (b, hq, sq), device_index, config_args, tuning, regions,
+                          scalars, num_splits, kernel, abi, grid, table,
+                          kv_lengths is None or tuple(kv_lengths.stride()) == (1,))
 
 
 def _launch_forward(launch: _ForwardLaunch, q: Any, k: Any, v: Any, out: Any, kv_lengths: Any,
                     traced: Any, sinks: Any, layout: str, return_lse: bool) -> Any:
     """A planned forward's launch with this call's tensors."""
-    import torch
-
-    if out is None:
-        out = torch.empty(launch.out_shape, dtype=q.dtype, device=q.device)
-    lse = (torch.empty(launch.lse_shape, dtype=torch.float32, device=q.device)
-           if return_lse else None)
+    out, lse, _ = forward_outputs(q, out, launch.out_shape, launch.lse_shape, return_lse)
     if kv_lengths is not None and not launch.kv_lengths_contiguous:
         kv_lengths = kv_lengths.contiguous()
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
@@ -705,21 +702,16 @@ def _launch_forward(launch: _ForwardLaunch, q: Any, k: Any, v: Any, out: Any, kv
         return attention_split(q, out, lse, layout, launch.config_args, device_index,
                                launch.tuning, values, launch.num_splits, return_lse,
                                launch.regions)
-    kernel, abi = _kernel_for(launch.config_args, device_index,
-                              tuple(sorted(launch.tuning.items())), launch.regions,
-                              spill_fallback=launch.fallback)
-    b, hq, sq = launch.lse_shape
-    grid = launch_grid(abi, sq, hq, b,
-                       _multiprocessors(device_index) if abi.get("persistent") else 0)
+    abi = launch.abi
     args = kernel_arguments(abi, {**values, "o_map": ("out", out, layout),
                                   "lse": lse.data_ptr() if lse is not None else 0})
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d S=%d/%d",
-        abi["kernel"], grid, abi["threads"], abi["dynamic_shared_memory"], b, hq, sq,
-        launch.scalars["seq_kv"])
+        abi["kernel"], launch.grid, abi["threads"], abi["dynamic_shared_memory"],
+        *launch.lse_shape, launch.scalars["seq_kv"])
     guard, stream = device_launch(device_index)
     with guard:
-        kernel.launch(grid, (abi["threads"], 1, 1), args,
-                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
+        launch.kernel.launch(launch.grid, (abi["threads"], 1, 1), args,
+                             shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
 
 
