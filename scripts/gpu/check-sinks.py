@@ -9,11 +9,12 @@ gradient). Exits 1 when a case fails.
     python3 scripts/gpu/check-sinks.py --compile   # here: the kernels into the cache
     python3 scripts/gpu/check-sinks.py             # on the GPU machine
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+from gpu_script import arguments  # noqa: E402
 
 from kvpipe import check_modifiers, check_paged, check_varlen  # noqa: E402
 from kvpipe.check import unique_configs  # noqa: E402
@@ -29,17 +30,7 @@ def kernel_configs():
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the kernels into the cache (no GPU) and stop")
-    args = parser.parse_args()
-    if args.compile:
-        import kvpipe
-
-        configs = kernel_configs()
-        for config in configs:
-            kvpipe.compile_attention(**config)
-        print(f"{len(configs)} kernels compiled")
+    if arguments(__doc__, kernel_configs) is None:
         return 0
     # The modifier and paged checks print their rows; the varlen ones here.
     rows = check_modifiers._run_cases(check_modifiers.SINK_CASES,

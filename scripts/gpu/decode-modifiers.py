@@ -8,11 +8,12 @@ sequence at the context length.
     python3 scripts/gpu/decode-modifiers.py --compile   # here: the kernels into the cache
     python3 scripts/gpu/decode-modifiers.py             # on the GPU machine
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+from gpu_script import arguments  # noqa: E402
 
 import kvpipe  # noqa: E402
 from kvpipe import modifiers  # noqa: E402
@@ -44,14 +45,7 @@ def configs(shape):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the kernels into the cache (no GPU) and stop")
-    args = parser.parse_args()
-    if args.compile:
-        for shape in SHAPES:
-            for config in configs(shape):
-                kvpipe.compile_attention(**config)
+    if arguments(__doc__, lambda: [c for shape in SHAPES for c in configs(shape)]) is None:
         return 0
 
     import torch

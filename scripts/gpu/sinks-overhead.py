@@ -7,11 +7,12 @@ where ../shared/peers/fa4.sh staged it.
     python3 scripts/gpu/sinks-overhead.py --compile   # here: the kernels into the cache
     python3 scripts/gpu/sinks-overhead.py             # on the GPU machine
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+from gpu_script import arguments  # noqa: E402
 
 import kvpipe  # noqa: E402
 from kvpipe.plans import prefill_kernel_configs  # noqa: E402
@@ -21,16 +22,10 @@ HEAD_DIMS = (128, 64)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the kernels into the cache (no GPU) and stop")
-    args = parser.parse_args()
-    if args.compile:
-        for d in HEAD_DIMS:
-            for sinks in (False, True):
-                for config in prefill_kernel_configs(d, None, "bf16", True, "top_left", False,
-                                                     None, N, N, sinks=sinks):
-                    kvpipe.compile_attention(**config)
+    if arguments(__doc__, lambda: [
+            config for d in HEAD_DIMS for sinks in (False, True)
+            for config in prefill_kernel_configs(d, None, "bf16", True, "top_left", False,
+                                                 None, N, N, sinks=sinks)]) is None:
         return 0
 
     import torch

@@ -18,11 +18,12 @@ Each case's TFLOP/s counts its visible pairs; "vs plain" divides by the plain ke
 visible work (the first case of its group).
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+from gpu_script import arguments  # noqa: E402
 
 from kvpipe import bench_modifiers, modifiers, plans  # noqa: E402
 
@@ -73,17 +74,10 @@ def _configs(kwargs, tuning):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the cases' kernels into the cache (no GPU)")
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
-    if args.compile:
-        from kvpipe import kernels
-
-        for group, name, _, kwargs, tuning in _cases():
-            for config in _configs(kwargs, tuning):
-                print(f"{group}, {name}: {kernels.compile_attention(**config).name}")
+    args = arguments(__doc__, lambda: [config for _, _, _, kwargs, tuning in _cases()
+                                       for config in _configs(kwargs, tuning)],
+                     lambda parser: parser.add_argument("--rounds", type=int, default=7))
+    if args is None:
         return 0
     import torch
 

@@ -7,11 +7,12 @@ in interleaved rounds (bench.interleaved_ms); TB/s of the K/V the window leaves 
     python3 scripts/gpu/window-decode.py --compile   # here: the kernels into the cache
     python3 scripts/gpu/window-decode.py             # on the GPU machine
 """
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+from gpu_script import arguments  # noqa: E402
 
 import kvpipe  # noqa: E402
 from kvpipe.plans import decode_plan  # noqa: E402
@@ -35,15 +36,9 @@ def config(shape, window, splits, pack):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the kernels into the cache (no GPU) and stop")
-    args = parser.parse_args()
-    if args.compile:
-        for shape in SHAPES:
-            for window in (True, False):
-                for splits, pack in VARIANTS:
-                    kvpipe.compile_attention(**config(shape, window, splits, pack))
+    if arguments(__doc__, lambda: [config(shape, window, splits, pack) for shape in SHAPES
+                                   for window in (True, False)
+                                   for splits, pack in VARIANTS]) is None:
         return 0
 
     import torch
