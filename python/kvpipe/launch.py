@@ -327,7 +327,7 @@ def _param_kinds(abi: Dict[str, Any]) -> Tuple[Tuple[Tuple[str, str], ...], cuda
                              "use a compiler and a Python package of the same release")
     kinds = {**_V2_PARAM_KINDS, **abi.get("param_kinds", {})}
     unknown = [name for name in abi["params"]
-               if kinds.get(name) not in ("tensor_map", *_SCALAR_ARGS)]
+               if kinds.get(name) not in cuda.ArgLayout.KINDS]
     if unknown:
         raise KernelABIError(f"kernel {abi.get('kernel')} takes parameters {unknown} "
                              "that this runtime does not provide")
@@ -346,7 +346,6 @@ _V2_PARAM_KINDS = {"q_map": "tensor_map", "k_map": "tensor_map", "v_map": "tenso
                    "kv_lengths": "pointer", "num_splits": "i32", "o_partial": "pointer",
                    "lse_partial": "pointer", "cu_seqlens_q": "pointer",
                    "cu_seqlens_k": "pointer", "o": "pointer", "total_q": "i32"}
-_SCALAR_ARGS = ("pointer", "i32", "i64", "f32")
 
 
 class BackwardConfig(NamedTuple):

@@ -122,4 +122,4 @@ def test_the_documented_backward_tables_are_the_compilers(compiler, tmp_path, mo
     for abi in family.abis:
         kinds = abi["param_kinds"]
         assert set(kinds) == set(abi["params"])
-        assert set(kinds.values()) <= set(launch._SCALAR_ARGS) | {"tensor_map"}
+        assert set(kinds.values()) <= set(cuda.ArgLayout.KINDS)
