@@ -31,8 +31,8 @@ if (ROOT / "build" / "bin" / "kvpipe-opt").exists():  # (a GPU machine has only 
 import torch  # noqa: E402
 
 import kvpipe  # noqa: E402
-from kvpipe import _tensors, cuda, launch, plans, tma  # noqa: E402
-from kvpipe.flash_attn import flash_attn_with_kvcache  # noqa: E402
+from kvpipe import _tensors, cuda, launch, paged, plans, tma  # noqa: E402
+from kvpipe.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
 
 attention_module = sys.modules["kvpipe.attention"]
 MULTIPROCESSORS = 132
@@ -100,6 +100,30 @@ def cases(device: str):
             window_size=(4095, 0), kv_lengths=lengths, num_splits=0, pack_gqa=None),
         "kvcache_window": lambda: flash_attn_with_kvcache(
             q, k, v, cache_seqlens=lengths, causal=True, window_size=(4095, 0)),
+        **paged_cases(device),
+    }
+
+
+def paged_cases(device: str):
+    """The same decode steps over a paged cache (pages of 16, vLLM's), through the drop-in and
+    kvpipe.paged; and vLLM's FlashAttention backend's call: flash_attn_varlen_func over the
+    pages with seqused_k (a batch of 8 decodes)."""
+    b, hq, hkv, d, n, page = 8, 32, 8, 128, 32768, 16
+    q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device=device)
+    k = torch.zeros(b * n // page, page, hkv, d, dtype=torch.bfloat16, device=device)
+    v = torch.zeros_like(k)
+    table = torch.arange(b * n // page, dtype=torch.int32, device=device).view(b, n // page)
+    lengths = torch.full((b,), n, dtype=torch.int32, device=device)
+    packed = q.view(b, hq, d)
+    cu_seqlens_q = torch.arange(b + 1, dtype=torch.int32, device=device)
+    return {
+        "paged": lambda: paged.paged_attention(
+            q, k, v, table, lengths, causal=True, num_splits=0, pack_gqa=None),
+        "kvcache_paged": lambda: flash_attn_with_kvcache(
+            q, k, v, cache_seqlens=lengths, block_table=table, causal=True),
+        "varlen_paged": lambda: flash_attn_varlen_func(
+            packed, k, v, cu_seqlens_q, None, 1, n, causal=True, block_table=table,
+            seqused_k=lengths),
     }
 
 

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from kvpipe import _tensors, kernels, schedule
 from kvpipe import compiler as _compiler
 from kvpipe import modifiers as _modifiers
 from kvpipe._log import log
-from kvpipe.launch import (_LOG2E, _bhsd_view, _compile_backward, _kernel_for, _loaded_combine,
-                           _multiprocessors, backward_config_args, combine_grid,
-                           device_launch, forward_config_args, kernel_arguments,
-                           launch_grid)
+from kvpipe.launch import (_LOG2E, LaunchPlans, _bhsd_view, _compile_backward, _kernel_for,
+                           _loaded_combine, _multiprocessors, aligned_16, backward_config_args,
+                           combine_grid, device_launch, forward_config_args, kernel_arguments,
+                           launch_grid, plan_key)
 from kvpipe.plans import _check_decode_args, launch_decode_plan, prefill_plan, spill_fallback
 from kvpipe.sinks import check_sinks, kernel_sinks
 
@@ -583,16 +582,12 @@ def attention_impl(q: Any, k: Any, v: Any, causal: bool = False, scale: Optional
     traced = _modifiers.trace_unless_traced(_traced, score_mod, mask_mod)
     key = _signature(q, k, v, causal, scale, return_lse, layout, out, mask_alignment,
                      window_size, kv_lengths, num_splits, pack_gqa, traced, sinks, tuning)
-    launch = _launches.get(key) if key is not None else None
-    if launch is None or not _aligned(q, k, v, out):
+    launch = _launches.get(key)
+    if launch is None or not aligned_16(q, k, v, out):
         launch = _plan_forward(q, k, v, causal, scale, layout, out, mask_alignment,
                                window_size, kv_lengths, num_splits, pack_gqa, traced, sinks,
                                tuning)
-        if key is not None:
-            with _launches_lock:
-                _launches[key] = launch
-                if len(_launches) > _MAX_LAUNCHES:
-                    _launches.pop(next(iter(_launches)))
+        _launches.remember(key, launch)
     return _launch_forward(launch, q, k, v, out, kv_lengths, traced, sinks, layout,
                            return_lse)
 
@@ -608,18 +603,14 @@ class _ForwardLaunch(NamedTuple):
     out_shape: Tuple[int, ...]
     lse_shape: Tuple[int, int, int]
     device_index: int
-    #: The main kernel's key for _kernel_for (attention_split's arguments).
-    config_args: Tuple[Any, ...]
-    tuning: Dict[str, Any]
-    regions: Tuple[str, Tuple[str, ...]]
     #: The scalar arguments (and the tile table's pointer).
     scalars: Dict[str, Any]
-    num_splits: int
-    #: Without a split: the loaded kernel, its ABI and its grid (a split
-    #: family's are attention_split's).
+    #: Without a split: the loaded kernel, its ABI and its grid.
     kernel: Any
     abi: Optional[Dict[str, Any]]
     grid: Optional[Tuple[int, int, int]]
+    #: With a split: the family's launches.
+    split: Optional["SplitLaunch"]
     #: The tile table (device tensor) the scalars point into, kept alive.
     tile_table: Any
     kv_lengths_contiguous: bool
@@ -666,8 +657,10 @@ def _plan_forward(q: Any, k: Any, v: Any, causal: Any, scale: Any, layout: Any, 
     scalars = {"seq_q": sq, "seq_kv": skv, "heads_per_kv_head": hq // hkv,
                "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": b,
                "window_left": window_left, "window_right": window_right}
-    kernel = abi = grid = table = None
-    if num_splits == 1:
+    kernel = abi = grid = table = split = None
+    if num_splits > 1:
+        split = plan_split(config_args, device_index, tuning, regions, sq, hq, b, num_splits)
+    else:
         kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
                                   regions,
                                   spill_fallback=(tuple(sorted(fallback.items()))
@@ -679,8 +672,8 @@ def _plan_forward(q: Any, k: Any, v: Any, causal: Any, scale: Any, layout: Any, 
                 abi, sq, skv, hq, hq // hkv, b, window_left, window_right), grid[0],
                 device_index)
     scalars["tile_table"] = table.data_ptr() if table is not None else 0
-    return _ForwardLaunch(out_shape, (b, hq, sq), device_index, config_args, tuning, regions,
-                          scalars, num_splits, kernel, abi, grid, table,
+    return _ForwardLaunch(out_shape, (b, hq, sq), device_index, scalars, kernel, abi, grid,
+                          split, table,
                           kv_lengths is None or tuple(kv_lengths.stride()) == (1,))
 
 
@@ -697,76 +690,89 @@ def _launch_forward(launch: _ForwardLaunch, q: Any, k: Any, v: Any, out: Any, kv
               "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
               "sinks": sink_values.data_ptr() if sink_values is not None else 0,
               **{name: t.data_ptr() for name, t in aux_values.items()}}
-    device_index = launch.device_index
-    if launch.num_splits > 1:
-        return attention_split(q, out, lse, layout, launch.config_args, device_index,
-                               launch.tuning, values, launch.num_splits, return_lse,
-                               launch.regions)
+    if launch.split is not None:
+        return attention_split(launch.split, q, out, lse, layout, values, return_lse)
     abi = launch.abi
     args = kernel_arguments(abi, {**values, "o_map": ("out", out, layout),
                                   "lse": lse.data_ptr() if lse is not None else 0})
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d S=%d/%d",
         abi["kernel"], launch.grid, abi["threads"], abi["dynamic_shared_memory"],
         *launch.lse_shape, launch.scalars["seq_kv"])
-    guard, stream = device_launch(device_index)
+    guard, stream = device_launch(launch.device_index)
     with guard:
         launch.kernel.launch(launch.grid, (abi["threads"], 1, 1), args,
                              shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
 
 
-#: Planned forwards by call signature (``_signature``), oldest first.
-_launches: Dict[Any, _ForwardLaunch] = {}
-_launches_lock = threading.Lock()
-_MAX_LAUNCHES = 1024
-
-
-def _tensor_signature(t: Any) -> Any:
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+#: Planned forwards by call signature (``_signature``).
+_launches = LaunchPlans()
 
 
 def _signature(q: Any, k: Any, v: Any, causal: Any, scale: Any, return_lse: Any, layout: Any,
                out: Any, mask_alignment: Any, window_size: Any, kv_lengths: Any,
                num_splits: Any, pack_gqa: Any, traced: Any, sinks: Any,
                tuning: Dict[str, Any]) -> Any:
-    """The key of a call's plan: everything ``_plan_forward`` reads but the
-    tensors' addresses (shapes, strides, dtypes and devices; the options;
-    the traced regions). None where a value is not hashable or not a tensor
-    (the checks name it)."""
+    """The key of a call's plan (``launch.plan_key``): everything
+    ``_plan_forward`` reads but the tensors' addresses, and the traced
+    regions. None where a value is not hashable or not a tensor (the checks
+    name it)."""
+    key = plan_key((q, k, v, out, kv_lengths, sinks),
+                   (causal, scale, return_lse, layout, mask_alignment, num_splits, pack_gqa),
+                   window_size, tuning,
+                   (traced.ir, traced.aux_types) if traced is not None else None)
+    return _device_keyed(key, q)
+
+
+def _device_keyed(key: Any, q: Any) -> Any:
+    """A plan's key with the current device where q's device has no index
+    (it is the current one, whichever that is)."""
     try:
-        key = (_tensor_signature(q), _tensor_signature(k), _tensor_signature(v), causal,
-               scale, return_lse, layout, _tensor_signature(out), mask_alignment,
-               tuple(window_size), _tensor_signature(kv_lengths), num_splits, pack_gqa,
-               (traced.ir, traced.aux_types) if traced is not None else None,
-               _tensor_signature(sinks), tuple(sorted(tuning.items())),
-               # (True == 1 == 1.0 hash alike; the checks refuse some of them)
-               tuple(map(type, (causal, scale, return_lse, num_splits, pack_gqa,
-                                *window_size, *tuning.values()))))
-        hash(key)
-        # A device without an index is the current one, whichever that is.
-        return key if q.device.index is not None else key + (_device_index(q),)
-    except (AttributeError, TypeError):
+        if key is None or q.device.index is not None:
+            return key
+    except AttributeError:  # (not a tensor: the checks name it)
         return None
+    return key + (_device_index(q),)
 
 
-def _aligned(q: Any, k: Any, v: Any, out: Any) -> bool:
-    """Whether this call's q, k, v (and out) start 16-byte aligned, as TMA
-    needs (the plan checked everything else about them)."""
-    return not (q.data_ptr() % 16 or k.data_ptr() % 16 or v.data_ptr() % 16
-                or (out is not None and out.data_ptr() % 16))
+class SplitLaunch(NamedTuple):
+    """A split-KV family planned for a call signature (docs/kernel-abi.md,
+    "Split-KV"): the main kernel, which writes each split's fp32 partial
+    output and log-sum-exp to a workspace, and the combine kernel, which
+    merges them into the output and lse; their grids; the workspace's rows
+    (splits x B x H_q x S_q)."""
+
+    kernel: Any
+    abi: Dict[str, Any]
+    grid: Tuple[int, int, int]
+    combine: Any
+    combine_abi: Dict[str, Any]
+    combine_grid: Tuple[int, int, int]
+    num_splits: int
+    rows: int
+    device_index: int
 
 
-def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[Any, ...],
-                    device_index: int, tuning: Dict[str, Any], values: Dict[str, Any],
-                    num_splits: int, return_lse: bool,
-                    modifiers: Tuple[str, Tuple[str, ...]] = ("", ())) -> Any:
-    """Launches a split-KV family (docs/kernel-abi.md, "Split-KV"): the main
-    kernel writes each split's fp32 partial output and log-sum-exp to a
-    workspace, the combine kernel merges them into ``out`` and ``lse``.
-    ``values``: the main kernel's arguments by name but the workspace's (its
-    maps as ``kernel_arguments`` takes them, and its scalars, and the aux
-    tensors' pointers); ``config_args`` and ``modifiers`` (the traced regions)
-    as ``_kernel_for`` takes them.
+def plan_split(config_args: Tuple[Any, ...], device_index: int, tuning: Dict[str, Any],
+               modifiers: Tuple[str, Tuple[str, ...]], seq_q: int, heads_q: int, batch: int,
+               num_splits: int) -> SplitLaunch:
+    """The split family of a configuration (``config_args`` and
+    ``modifiers``, the traced regions, as ``_kernel_for`` takes them) for
+    launches of these sizes."""
+    key = (config_args, device_index, tuple(sorted(tuning.items())))
+    kernel, abi = _kernel_for(config_args, device_index, key[2], modifiers)
+    # (The combine kernel does not depend on the regions: one per key.)
+    combine, combine_abi = _loaded_combine[key]
+    return SplitLaunch(kernel, abi, launch_grid(abi, seq_q, heads_q, batch, 0, num_splits),
+                       combine, combine_abi, combine_grid(combine_abi, seq_q, heads_q, batch),
+                       num_splits, num_splits * batch * heads_q * seq_q, device_index)
+
+
+def attention_split(split: SplitLaunch, q: Any, out: Any, lse: Any, layout: str,
+                    values: Dict[str, Any], return_lse: bool) -> Any:
+    """Launches a planned split-KV family. ``values``: the main kernel's
+    arguments by name but the workspace's (its maps as ``kernel_arguments``
+    takes them, its scalars, the aux tensors' pointers).
 
     The workspace is taken from torch's caching allocator per call: that is
     cheap, stream-ordered (concurrent calls on other streams get their own)
@@ -775,38 +781,32 @@ def attention_split(q: Any, out: Any, lse: Any, layout: str, config_args: Tuple[
     """
     import torch
 
-    key = (config_args, device_index, tuple(sorted(tuning.items())))
-    kernel, abi = _kernel_for(config_args, device_index, key[2], modifiers)
-    # (The combine kernel does not depend on the regions: one per key.)
-    combine, combine_abi = _loaded_combine[key]
-    b, hq, sq = values["batch"], values["heads_q"], values["seq_q"]
     dv = tuple(out.shape)[-1]
     # One allocation for both partials: O's (num_splits, B, H_q, S_q, D_v),
     # then the lse's (num_splits, B, H_q, S_q) at a multiple of 128 bytes
     # (D_v is a multiple of 32).
-    rows = num_splits * b * hq * sq
-    partials = torch.empty(rows * (dv + 1), dtype=torch.float32, device=q.device)
+    partials = torch.empty(split.rows * (dv + 1), dtype=torch.float32, device=q.device)
     o_partial = partials.data_ptr()
-    lse_partial = o_partial + rows * dv * 4
-    args = kernel_arguments(abi, {
-        **values, "num_splits": num_splits, "o_partial": o_partial,
+    lse_partial = o_partial + split.rows * dv * 4
+    args = kernel_arguments(split.abi, {
+        **values, "num_splits": split.num_splits, "o_partial": o_partial,
         "lse_partial": lse_partial})
-    grid = launch_grid(abi, sq, hq, b, 0, num_splits)
     out_strides = _bhsd_view("out", out, layout)[1]
-    combine_args = kernel_arguments(combine_abi, {
+    combine_args = kernel_arguments(split.combine_abi, {
         "o_partial": o_partial, "lse_partial": lse_partial,
         "o": out.data_ptr(), "lse": lse.data_ptr() if lse is not None else 0,
         "o_stride_b": out_strides[0], "o_stride_h": out_strides[1],
-        "o_stride_s": out_strides[2], "seq_q": sq, "heads_q": hq, "batch": b,
-        "num_splits": num_splits, "sinks": values.get("sinks", 0)})
-    log("launch %s: grid %s, %d splits, then %s", abi["kernel"], grid, num_splits,
-        combine_abi["kernel"])
-    guard, stream = device_launch(device_index)
+        "o_stride_s": out_strides[2], "seq_q": values["seq_q"], "heads_q": values["heads_q"],
+        "batch": values["batch"], "num_splits": split.num_splits,
+        "sinks": values.get("sinks", 0)})
+    log("launch %s: grid %s, %d splits, then %s", split.abi["kernel"], split.grid,
+        split.num_splits, split.combine_abi["kernel"])
+    guard, stream = device_launch(split.device_index)
     with guard:
-        kernel.launch(grid, (abi["threads"], 1, 1), args,
-                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
-        combine.launch(combine_grid(combine_abi, sq, hq, b), (combine_abi["threads"], 1, 1),
-                       combine_args, stream=stream)
+        split.kernel.launch(split.grid, (split.abi["threads"], 1, 1), args,
+                            shared_mem=split.abi["dynamic_shared_memory"], stream=stream)
+        split.combine.launch(split.combine_grid, (split.combine_abi["threads"], 1, 1),
+                             combine_args, stream=stream)
     return (out, lse) if return_lse else out
 
 

@@ -24,10 +24,11 @@ argument raises ``ValueError``/``TypeError`` naming it, before any launch.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 from kvpipe import _tensors, modifiers
 from kvpipe.attention import attention, normalise_window
+from kvpipe.launch import LaunchPlans, plan_key
 from kvpipe.plans import MAX_SPLITS
 from kvpipe.varlen import attention_varlen, check_varlen_inputs
 
@@ -242,6 +243,91 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
     Returns:
         ``out``, or ``(out, softmax_lse)``.
     """
+    host_seqlens = cache_seqlens is None or isinstance(cache_seqlens, int)
+    key = plan_key((q, k_cache, v_cache, k, v, None if host_seqlens else cache_seqlens,
+                    block_table, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad),
+                   (softmax_scale, causal, softcap, rotary_interleaved, num_splits,
+                    cache_seqlens if host_seqlens else None), window_size, {})
+    call = _kvcache_calls.get(key)
+    if call is None:
+        call = _check_kvcache_call(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
+                                   cache_seqlens, cache_batch_idx, cache_leftpad, block_table,
+                                   causal, window_size, softcap, alibi_slopes,
+                                   rotary_interleaved, num_splits)
+        _kvcache_calls.remember(key, call)
+    if block_table is not None:
+        from kvpipe.paged import paged_kvcache_step
+
+        return paged_kvcache_step(q, k_cache, v_cache, k, v, cache_seqlens, block_table,
+                                  call.capacity, call.seqlen_new, softmax_scale, causal,
+                                  call.window, return_softmax_lse, num_splits, learnable_sink,
+                                  softcap, alibi_slopes)
+    seqlen_new, used = call.seqlen_new, call.used
+    lengths = None  # per-sequence key counts on the device, or None for all equal
+    if used is None:
+        # (Without new keys the lengths are read as given: no elementwise
+        # kernel and allocation in a decode step.)
+        lengths = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
+    if k is not None:
+        # Append in place at each sequence's length (no host synchronisation:
+        # the positions are computed on the device).
+        if lengths is None:
+            start = used - seqlen_new
+            k_cache[:, start:used] = k
+            v_cache[:, start:used] = v
+        else:
+            import torch
+
+            positions = (cache_seqlens.long()[:, None] +
+                         torch.arange(seqlen_new, device=k_cache.device)[None, :])
+            rows = torch.arange(tuple(k_cache.shape)[0],
+                                device=k_cache.device)[:, None].expand_as(positions)
+            k_cache[rows, positions] = k
+            v_cache[rows, positions] = v
+
+    score_mod = _score_mod(softcap, alibi_slopes, q, used if lengths is None else lengths)
+    if lengths is None:
+        keys, values = ((k_cache, v_cache) if used == call.capacity else
+                        (k_cache[:, :used], v_cache[:, :used]))
+        return attention(q, keys, values, causal=causal, scale=softmax_scale,
+                         return_lse=return_softmax_lse, layout="bshd",
+                         mask_alignment="bottom_right", window_size=call.window,
+                         num_splits=num_splits, pack_gqa=None,
+                         score_mod=score_mod, sinks=learnable_sink)
+    return attention(q, k_cache, v_cache, causal=causal, scale=softmax_scale,
+                     return_lse=return_softmax_lse, layout="bshd",
+                     mask_alignment="bottom_right", window_size=call.window,
+                     kv_lengths=lengths, num_splits=num_splits, pack_gqa=None,
+                     score_mod=score_mod, sinks=learnable_sink)
+
+
+class _KVCacheCall(NamedTuple):
+    """What ``flash_attn_with_kvcache``'s checks of a call signature decide
+    (``_check_kvcache_call``): a decode step repeats its signature every layer
+    and step, and checking it again was a third of the call's host time."""
+
+    window: Tuple[int, int]
+    #: Keys per sequence a row of the cache (or of the block table) holds.
+    capacity: int
+    seqlen_new: int
+    #: The keys every sequence uses where cache_seqlens is a host value
+    #: (contiguous cache), else None.
+    used: Optional[int]
+
+
+#: Checked calls by signature (``launch.plan_key``; an int cache_seqlens by
+#: value).
+_kvcache_calls = LaunchPlans()
+
+
+def _check_kvcache_call(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any, rotary_cos: Any,
+                        rotary_sin: Any, cache_seqlens: Any, cache_batch_idx: Any,
+                        cache_leftpad: Any, block_table: Any, causal: Any, window_size: Any,
+                        softcap: Any, alibi_slopes: Any, rotary_interleaved: Any,
+                        num_splits: Any) -> _KVCacheCall:
+    """flash_attn_with_kvcache's checks, each raising with the argument's
+    name, but those of the tensors kvpipe.attention checks (q's dtype and
+    head dim, the sinks, the modifiers' tensors) per call."""
     window = _check_common(0.0, softcap, alibi_slopes, window_size, causal)
     for name, value, why in (
             ("rotary_cos", rotary_cos, "apply rotary embeddings before the call"),
@@ -258,12 +344,11 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
     if not isinstance(rotary_interleaved, bool):
         raise TypeError(f"rotary_interleaved must be a bool, got {rotary_interleaved!r}")
     if block_table is not None:
-        from kvpipe.paged import flash_attn_with_paged_kvcache
+        from kvpipe.paged import check_paged_kvcache_call
 
-        return flash_attn_with_paged_kvcache(q, k_cache, v_cache, k, v, cache_seqlens,
-                                             block_table, softmax_scale, causal, window,
-                                             return_softmax_lse, num_splits, learnable_sink,
-                                             softcap, alibi_slopes)
+        capacity, seqlen_new = check_paged_kvcache_call(q, k_cache, v_cache, k, v,
+                                                        cache_seqlens, block_table)
+        return _KVCacheCall(window, capacity, seqlen_new, None)
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _tensors.check_tensor(name, t, rank=4, device="cuda", last_dim_contiguous=True)
     batch, capacity = tuple(k_cache.shape)[:2]
@@ -290,7 +375,6 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
 
     import torch
 
-    lengths = None  # per-sequence key counts on the device, or None for all equal
     if cache_seqlens is None:
         used = capacity
     elif isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
@@ -305,43 +389,10 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
                              f"{k_cache.device}, got {cache_seqlens.dtype} "
                              f"{tuple(cache_seqlens.shape)} on {cache_seqlens.device}")
         used = None
-        # (Without new keys the lengths are read as given: no elementwise
-        # kernel and allocation in a decode step.)
-        lengths = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
     else:
         raise TypeError(f"cache_seqlens must be None, an int or an int32 tensor, got "
                         f"{type(cache_seqlens).__name__}")
-
-    if k is not None:
-        # Append in place at each sequence's length (no host synchronisation:
-        # the positions are computed on the device).
-        if lengths is None:
-            start = used - seqlen_new
-            k_cache[:, start:used] = k
-            v_cache[:, start:used] = v
-        else:
-            positions = (cache_seqlens.long()[:, None] +
-                         torch.arange(seqlen_new, device=k_cache.device)[None, :])
-            rows = torch.arange(batch, device=k_cache.device)[:, None].expand_as(positions)
-            k_cache[rows, positions] = k
-            v_cache[rows, positions] = v
-
-    score_mod = _score_mod(softcap, alibi_slopes, q, used if lengths is None else lengths)
-    if lengths is None:
-        keys, values = ((k_cache, v_cache) if used == capacity else
-                        (k_cache[:, :used], v_cache[:, :used]))
-        result = attention(q, keys, values, causal=causal, scale=softmax_scale,
-                           return_lse=return_softmax_lse, layout="bshd",
-                           mask_alignment="bottom_right", window_size=window,
-                           num_splits=num_splits, pack_gqa=None,
-                           score_mod=score_mod, sinks=learnable_sink)
-    else:
-        result = attention(q, k_cache, v_cache, causal=causal, scale=softmax_scale,
-                           return_lse=return_softmax_lse, layout="bshd",
-                           mask_alignment="bottom_right", window_size=window,
-                           kv_lengths=lengths, num_splits=num_splits, pack_gqa=None,
-                           score_mod=score_mod, sinks=learnable_sink)
-    return result
+    return _KVCacheCall(window, capacity, seqlen_new, used)
 
 
 def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,

@@ -271,6 +271,71 @@ def _encode_packed(t: Any, layout: str, box: Tuple[int, ...], swizzle: int) -> b
 ABI_VERSIONS = (2,)
 
 
+class LaunchPlans:
+    """Launch plans remembered per call signature (``plan_key``), for the
+    launchers whose calls repeat (a decode step launches the same signature
+    every layer and step): what the checks and the plan decide, so that a
+    call of a planned signature only binds its tensors' addresses. Bounded
+    (the oldest plan goes first); first in, first out, so that a lookup
+    never reorders what another thread evicts."""
+
+    def __init__(self, capacity: int = 1024):
+        self.capacity = capacity
+        self._plans: Dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        return self._plans.get(key) if key is not None else None
+
+    def remember(self, key: Any, plan: Any) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._plans[key] = plan
+            if len(self._plans) > self.capacity:
+                self._plans.pop(next(iter(self._plans)))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+def tensor_signature(t: Any) -> Any:
+    """What a plan may read of a tensor but its address and values (None for
+    None)."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+
+
+def plan_key(tensors: Tuple[Any, ...], options: Tuple[Any, ...], window_size: Any,
+             tuning: Dict[str, Any], regions: Any = None) -> Any:
+    """The key of a launch plan: the tensors' signatures (shapes, strides,
+    dtypes, devices; None for absent ones), the scalar options, the window,
+    the tuning and the traced regions, with the type of every scalar: True,
+    1 and 1.0 hash alike, and a launcher's checks accept some of them and
+    refuse others. None where something is not a tensor or not hashable:
+    such a call is checked and planned every time (the checks name the
+    argument). A device without an index is the current one, which the
+    caller adds to the key."""
+    try:
+        scalars = (*options, *window_size, *tuning.values())
+        key = (tuple(map(tensor_signature, tensors)), scalars, tuple(map(type, scalars)),
+               tuple(tuning), regions)
+        hash(key)
+        return key
+    except (AttributeError, TypeError):
+        return None
+
+
+def aligned_16(*tensors: Any) -> bool:
+    """Whether each tensor (None: skipped) starts 16-byte aligned, as TMA
+    needs: what a planned call still checks of its tensors (the plan checked
+    the rest of what their signature holds)."""
+    return not any(t is not None and t.data_ptr() % 16 for t in tensors)
+
+
 class KernelABIError(RuntimeError):
     """A kernel's ABI (what the compiler wrote) names something this runtime
     cannot provide: a compiler and a runtime of different kvpipe releases."""

@@ -23,9 +23,10 @@ contiguous ``kv_lengths`` kernel.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from kvpipe import _tensors, kernels
+from kvpipe.launch import LaunchPlans, aligned_16, plan_key
 
 __all__ = ["paged_attention", "append_to_paged_cache", "check_paged_cache"]
 
@@ -73,6 +74,20 @@ def check_paged_cache(k_cache: Any, v_cache: Any, block_table: Any,
     return num_pages, page_size, pages_per_sequence
 
 
+def kernel_scalars(q_shape: Tuple[int, ...], k_cache_shape: Tuple[int, ...],
+                   pages_per_sequence: int, scale: float, window: Tuple[int, int],
+                   layout: str) -> Dict[str, Any]:
+    """The paged kernel's scalar arguments by name: what a call's shapes and
+    options decide (its plan's part of ``kernel_values``)."""
+    b, sq, hq = (q_shape[0], q_shape[1], q_shape[2]) if layout == "bshd" else (
+        q_shape[0], q_shape[2], q_shape[1])
+    page_size, heads_kv = k_cache_shape[1], k_cache_shape[2]
+    return {"seq_q": sq, "seq_kv": pages_per_sequence * page_size,
+            "heads_per_kv_head": hq // heads_kv, "scale_log2": scale * 1.4426950408889634,
+            "heads_q": hq, "batch": b, "window_left": window[0], "window_right": window[1],
+            "max_pages_per_seq": pages_per_sequence}
+
+
 def kernel_values(q: Any, k_cache: Any, v_cache: Any, out: Any,
                   lse_address: int, block_table: Any, kv_lengths: Any, scale: float,
                   window: Tuple[int, int], layout: str) -> Dict[str, Any]:
@@ -80,19 +95,19 @@ def kernel_values(q: Any, k_cache: Any, v_cache: Any, out: Any,
     orders them as the ABI says): the K/V maps on the whole cache, seen as
     (B, H, S, D) = (page, head, row in page, dim), and the block table with
     its row stride, which must be its row length (contiguous rows)."""
-    shape = tuple(q.shape)
-    b, sq, hq = (shape[0], shape[1], shape[2]) if layout == "bshd" else (
-        shape[0], shape[2], shape[1])
-    page_size, heads_kv = tuple(k_cache.shape)[1], tuple(k_cache.shape)[2]
-    pages_per_sequence = tuple(block_table.shape)[1]
-    return {
-        "q_map": ("q", q, layout), "k_map": ("k_cache", k_cache, "bshd"),
-        "v_map": ("v_cache", v_cache, "bshd"), "o_map": ("out", out, layout),
-        "lse": lse_address, "seq_q": sq, "seq_kv": pages_per_sequence * page_size,
-        "heads_per_kv_head": hq // heads_kv, "scale_log2": scale * 1.4426950408889634,
-        "heads_q": hq, "batch": b, "window_left": window[0], "window_right": window[1],
-        "kv_lengths": kv_lengths.data_ptr(), "block_table": block_table.data_ptr(),
-        "max_pages_per_seq": pages_per_sequence}
+    return {**kernel_scalars(tuple(q.shape), tuple(k_cache.shape),
+                             tuple(block_table.shape)[1], scale, window, layout),
+            **_kernel_tensors(q, k_cache, v_cache, block_table, kv_lengths, layout),
+            "o_map": ("out", out, layout), "lse": lse_address}
+
+
+def _kernel_tensors(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_lengths: Any,
+                    layout: str) -> Dict[str, Any]:
+    """The paged kernel's tensor arguments but the outputs': what a planned
+    call binds."""
+    return {"q_map": ("q", q, layout), "k_map": ("k_cache", k_cache, "bshd"),
+            "v_map": ("v_cache", v_cache, "bshd"), "kv_lengths": kv_lengths.data_ptr(),
+            "block_table": block_table.data_ptr()}
 
 
 def _check_query(q: Any, k_cache: Any, v_cache: Any, layout: str) -> Tuple[int, ...]:
@@ -166,12 +181,60 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
         ``o`` (q's layout and shape, V's head dim), or ``(o, lse)``.
     """
     from kvpipe import modifiers
-    from kvpipe.attention import (_aux_arguments, _check_modifier_lengths, attention_split,
-                                  check_scale_and_out, forward_outputs, launched_mask,
-                                  normalise_window)
-    from kvpipe.launch import (_kernel_for, _multiprocessors, device_launch,
-                               forward_config_args, kernel_arguments, launch_grid)
-    from kvpipe.sinks import check_sinks, kernel_sinks
+    from kvpipe.attention import _device_keyed
+
+    traced = modifiers.trace(score_mod, mask_mod)
+    key = _device_keyed(plan_key(
+        (q, k_cache, v_cache, block_table, kv_lengths, out, sinks),
+        (causal, scale, return_lse, layout, mask_alignment, num_splits, pack_gqa),
+        window_size, tuning, (traced.ir, traced.aux_types) if traced is not None else None), q)
+    plan = _launches.get(key)
+    if plan is None or not aligned_16(q, k_cache, v_cache, out):
+        plan = _plan_paged(q, k_cache, v_cache, block_table, kv_lengths, causal, scale,
+                           return_lse, layout, out, mask_alignment, window_size, num_splits,
+                           pack_gqa, sinks, traced, tuning)
+        _launches.remember(key, plan)
+    return _launch_paged(plan, q, k_cache, v_cache, block_table, kv_lengths, out, sinks,
+                         traced, layout, return_lse)
+
+
+class _PagedLaunch(NamedTuple):
+    """What a paged call's signature decides (``_plan_paged``): the checks
+    passed, the decode plan, the kernel and its scalar arguments; a call of
+    a planned signature binds its tensors (``_launch_paged``)."""
+
+    out_shape: Tuple[int, ...]
+    lse_shape: Tuple[int, int, int]
+    device_index: int
+    scalars: Dict[str, Any]
+    #: Without a split: the loaded kernel, its ABI and its grid.
+    kernel: Any
+    abi: Optional[Dict[str, Any]]
+    grid: Optional[Tuple[int, int, int]]
+    #: With a split: the family's launches.
+    split: Any
+    #: Whether the block table's rows and the lengths are dense as the
+    #: kernel reads them (else each call passes contiguous copies).
+    block_table_dense: bool
+    kv_lengths_dense: bool
+
+
+#: Planned paged calls by signature (``launch.plan_key``).
+_launches = LaunchPlans()
+
+
+def _plan_paged(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_lengths: Any,
+                causal: Any, scale: Any, return_lse: Any, layout: Any, out: Any,
+                mask_alignment: Any, window_size: Any, num_splits: Any, pack_gqa: Any,
+                sinks: Any, traced: Any, tuning: Dict[str, Any]) -> _PagedLaunch:
+    """paged_attention's checks (each raising with the argument's name) and
+    plan: everything but what depends on the tensors' addresses."""
+    from kvpipe.attention import (_check_modifier_lengths, _device_index,
+                                  check_scale_and_out, launched_mask, normalise_window,
+                                  plan_split)
+    from kvpipe.launch import (_kernel_for, _multiprocessors, forward_config_args,
+                               launch_grid)
+    from kvpipe.sinks import check_sinks
     from kvpipe.plans import _check_decode_args, launch_decode_plan
 
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True,
@@ -196,46 +259,67 @@ def paged_attention(q: Any, k_cache: Any, v_cache: Any, block_table: Any, kv_len
     _check_decode_args(num_splits, pack_gqa)
     if sinks is not None:
         check_sinks(sinks, q, hq)
-    traced = modifiers.trace(score_mod, mask_mod)
-    _check_modifier_lengths(traced, sq, pages_per_sequence * page_size)
+    capacity = pages_per_sequence * page_size
+    _check_modifier_lengths(traced, sq, capacity)
+    regions = (traced.ir, traced.aux_types) if traced is not None else ("", ())
+    device_index = _device_index(q)
+    causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window, sq,
+                                           capacity, True)
+    num_splits, pack, tuning = launch_decode_plan(
+        b, hq, tuple(k_cache.shape)[2], sq, capacity, d, vd, num_splits, pack_gqa,
+        device_index, tuning)
+    config_args = forward_config_args(d, kernels.dtype_name(q.dtype), causal,
+                                      vd if vd != d else None, mask_alignment, sliding_window,
+                                      True, num_splits > 1, pack, page_size, sinks is not None)
+    kernel = abi = grid = split = None
+    if num_splits > 1:
+        split = plan_split(config_args, device_index, tuning, regions, sq, hq, b, num_splits)
+    else:
+        kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
+                                  regions)
+        grid = launch_grid(abi, sq, hq, b,
+                           _multiprocessors(device_index) if abi.get("persistent") else 0)
+    return _PagedLaunch(
+        out_shape, (b, hq, sq), device_index,
+        kernel_scalars(tuple(q.shape), tuple(k_cache.shape), pages_per_sequence, scale,
+                       window, layout),
+        kernel, abi, grid, split,
+        tuple(block_table.stride()) == (pages_per_sequence, 1),
+        tuple(kv_lengths.stride()) == (1,))
+
+
+def _launch_paged(plan: _PagedLaunch, q: Any, k_cache: Any, v_cache: Any, block_table: Any,
+                  kv_lengths: Any, out: Any, sinks: Any, traced: Any, layout: str,
+                  return_lse: bool) -> Any:
+    """A planned paged call's launch with this call's tensors."""
+    from kvpipe.attention import _aux_arguments, attention_split, forward_outputs
+    from kvpipe.launch import device_launch, kernel_arguments
+    from kvpipe.sinks import kernel_sinks
+
+    # The kernel reads the table with rows of max_pages_per_seq entries and
+    # the lengths densely.
+    if not plan.block_table_dense:
+        block_table = block_table.contiguous()
+    if not plan.kv_lengths_dense:
+        kv_lengths = kv_lengths.contiguous()
     # Held until the launch: the kernel reads these (float32 / int32 copies
     # where the tensors were not).
     aux_values = _aux_arguments(traced, q) if traced is not None else {}
-    aux_pointers = {name: t.data_ptr() for name, t in aux_values.items()}
-    regions = (traced.ir, traced.aux_types) if traced is not None else ("", ())
-    # The kernel reads the table with rows of max_pages_per_seq entries and
-    # the lengths densely.
-    if tuple(block_table.stride()) != (pages_per_sequence, 1):
-        block_table = block_table.contiguous()
-    if tuple(kv_lengths.stride()) != (1,):
-        kv_lengths = kv_lengths.contiguous()
-    out, lse, device_index = forward_outputs(q, out, out_shape, (b, hq, sq), return_lse)
     sink_values = kernel_sinks(sinks) if sinks is not None else None
-    causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window, sq,
-                                           pages_per_sequence * page_size, True)
-    num_splits, pack, tuning = launch_decode_plan(
-        b, hq, tuple(k_cache.shape)[2], sq, pages_per_sequence * page_size, d, vd, num_splits,
-        pack_gqa, device_index, tuning)
-    config_args = forward_config_args(d, kernels.dtype_name(q.dtype), causal,
-                                      vd if vd != d else None, mask_alignment, sliding_window,
-                                      True, num_splits > 1, pack, page_size,
-                                      sink_values is not None)
-    values = kernel_values(q, k_cache, v_cache, out, lse.data_ptr() if lse is not None
-                           else 0, block_table, kv_lengths, scale, window, layout)
-    values["sinks"] = sink_values.data_ptr() if sink_values is not None else 0
-    values.update(aux_pointers)
-    if num_splits > 1:
-        return attention_split(q, out, lse, layout, config_args, device_index, tuning, values,
-                               num_splits, return_lse, regions)
-    kernel, abi = _kernel_for(config_args, device_index, tuple(sorted(tuning.items())),
-                              regions)
-    args = kernel_arguments(abi, values)
-    grid = launch_grid(abi, sq, hq, b, _multiprocessors(device_index)
-                       if abi.get("persistent") else 0)
-    guard, stream = device_launch(device_index)
+    out, lse, _ = forward_outputs(q, out, plan.out_shape, plan.lse_shape, return_lse)
+    values = {**plan.scalars,
+              **_kernel_tensors(q, k_cache, v_cache, block_table, kv_lengths, layout),
+              "sinks": sink_values.data_ptr() if sink_values is not None else 0,
+              **{name: t.data_ptr() for name, t in aux_values.items()}}
+    if plan.split is not None:
+        return attention_split(plan.split, q, out, lse, layout, values, return_lse)
+    abi = plan.abi
+    args = kernel_arguments(abi, {**values, "o_map": ("out", out, layout),
+                                  "lse": lse.data_ptr() if lse is not None else 0})
+    guard, stream = device_launch(plan.device_index)
     with guard:
-        kernel.launch(grid, (abi["threads"], 1, 1), args,
-                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
+        plan.kernel.launch(plan.grid, (abi["threads"], 1, 1), args,
+                           shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
 
 
@@ -261,16 +345,13 @@ def append_to_paged_cache(k_cache: Any, v_cache: Any, block_table: Any, cache_se
     v_cache[pages, rows] = v
 
 
-def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
-                                  cache_seqlens: Any, block_table: Any,
-                                  softmax_scale: Optional[float], causal: bool,
-                                  window: Tuple[int, int], return_softmax_lse: bool,
-                                  num_splits: int = 0, sinks: Any = None,
-                                  softcap: float = 0.0, alibi_slopes: Any = None) -> Any:
-    """``flash_attn_with_kvcache`` with a ``block_table`` (kvpipe.flash_attn
-    calls it once the arguments every cache shares are checked); ``softcap``
-    and ``alibi_slopes`` as there (ALiBi's diagonal each sequence's
-    length)."""
+def check_paged_kvcache_call(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
+                             cache_seqlens: Any, block_table: Any) -> Tuple[int, int]:
+    """``flash_attn_with_kvcache``'s checks of a paged cache, its block
+    table, the new keys and ``cache_seqlens`` (kvpipe.flash_attn calls it
+    once the arguments every cache shares are checked, once per call
+    signature); returns the capacity of a table row in keys and the new keys'
+    count."""
     _tensors.check_tensor("q", q, rank=4, device="cuda", last_dim_contiguous=True)
     batch = tuple(q.shape)[0]
     _, page_size, pages_per_sequence = check_paged_cache(k_cache, v_cache, block_table, batch)
@@ -314,14 +395,27 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
     if longest is not None and longest > capacity:
         raise ValueError(f"block_table's rows hold {pages_per_sequence} pages of {page_size} "
                          f"keys ({capacity}), fewer than cache_seqlens + seqlen_new = {longest}")
+    return capacity, seqlen_new
 
+
+def paged_kvcache_step(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
+                       cache_seqlens: Any, block_table: Any, capacity: int, seqlen_new: int,
+                       softmax_scale: Optional[float], causal: bool,
+                       window: Tuple[int, int], return_softmax_lse: bool,
+                       num_splits: int = 0, sinks: Any = None,
+                       softcap: float = 0.0, alibi_slopes: Any = None) -> Any:
+    """``flash_attn_with_kvcache`` with a ``block_table``, its arguments
+    checked (``check_paged_kvcache_call``): appends the new keys, then
+    attends over each sequence's pages; ``softcap`` and ``alibi_slopes`` as
+    there (ALiBi's diagonal each sequence's length)."""
     import torch
 
+    batch = tuple(q.shape)[0]
     if cache_seqlens is None:
-        lengths = torch.full((batch,), capacity, dtype=torch.int32, device=k_cache.device)
+        lengths = _lengths_tensor(batch, capacity, k_cache.device)
     elif isinstance(cache_seqlens, int):
-        before = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=k_cache.device)
-        lengths = before + seqlen_new if seqlen_new else before
+        before = _lengths_tensor(batch, cache_seqlens, k_cache.device)
+        lengths = _lengths_tensor(batch, cache_seqlens + seqlen_new, k_cache.device)
         cache_seqlens = before
     else:
         lengths = cache_seqlens + seqlen_new if seqlen_new else cache_seqlens
@@ -335,6 +429,30 @@ def flash_attn_with_paged_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any, v:
                            mask_alignment="bottom_right", window_size=window,
                            num_splits=num_splits, pack_gqa=None, sinks=sinks,
                            score_mod=score_mod)
+
+
+#: Host-given lengths (``cache_seqlens`` None or an int) as (B,) int32 device
+#: tensors, by (device, batch, length): filled once, as ALiBi's shifts
+#: (kvpipe.flash_attn), where a decode step would fill a new one every call.
+#: The kernels only read them.
+_LENGTHS: Dict[Tuple[str, int, int], Any] = {}
+_MAX_LENGTHS = 4096
+
+
+def _lengths_tensor(batch: int, length: int, device: Any) -> Any:
+    key = (str(device), batch, length)
+    found = _LENGTHS.get(key)
+    if found is None:
+        import torch
+
+        found = torch.full((batch,), length, dtype=torch.int32, device=device)
+        # One filled while a CUDA graph is captured is filled only when the
+        # graph replays: not for other calls.
+        if not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            if len(_LENGTHS) >= _MAX_LENGTHS:
+                _LENGTHS.pop(next(iter(_LENGTHS)))
+            _LENGTHS[key] = found
+    return found
 
 
 def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any,
@@ -376,7 +494,7 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
     """
     from kvpipe import modifiers
     from kvpipe.attention import (_aux_arguments, _check_masks, _check_modifier_lengths,
-                                  checked_scale, launched_mask)
+                                  _device_index, checked_scale, launched_mask)
     from kvpipe.launch import _kernel_for, device_launch, forward_config_args, launch_grid
     from kvpipe.sinks import check_sinks, kernel_sinks
     from kvpipe.varlen import (check_cu_seqlens_args, check_maxima, check_packed_outputs,
@@ -427,7 +545,7 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
         block_table = block_table.contiguous()
     cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     sink_values = kernel_sinks(sinks) if sinks is not None else None
-    device_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    device_index = _device_index(q)
     causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window,
                                            max_seqlen_q, max_seqlen_k, True)
     # The paged kernels' own block sizes (a multiple of the page or within

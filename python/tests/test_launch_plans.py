@@ -34,7 +34,7 @@ def launches(compiler, tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "_tensor_map", lambda name, t, layout, spec: (
         t.data_ptr().to_bytes(8, "little") + bytes(str((t.shape, t.stride(), spec)), "ascii")
     ).ljust(128, b"\0")[:128])
-    monkeypatch.setattr(attention_module, "_launches", {})
+    monkeypatch.setattr(attention_module, "_launches", launch.LaunchPlans())
     monkeypatch.setattr(attention_module, "_device_index", lambda q: 0)
     monkeypatch.setattr(attention_module, "device_launch",
                         lambda index: (contextlib.nullcontext(), 0))
