@@ -403,7 +403,8 @@ class PagedVarlenCase:
 def paged_varlen_grid() -> List[PagedVarlenCase]:
     """Mixed batches: decodes (one query), a prefill chunk after a cached
     prefix, a whole prompt, an empty sequence; page sizes 16 to 256, GQA,
-    a window, the modifiers and sinks."""
+    a window, the modifiers and sinks; the key counts as cu_seqlens_k or
+    vLLM's seqused_k."""
     mixed_q, mixed_k = (1, 300, 1, 0, 17, 1), (5000, 300, 1, 9, 2065, 20000)
     return [
         PagedVarlenCase(128, 16, 32, 8, mixed_q, mixed_k),
@@ -411,6 +412,9 @@ def paged_varlen_grid() -> List[PagedVarlenCase]:
         PagedVarlenCase(64, 32, 8, 1, mixed_q, mixed_k, window=(127, 0), sinks=True),
         PagedVarlenCase(256, 16, 16, 8, mixed_q, mixed_k, window=(4095, 0), softcap=50.0),
         PagedVarlenCase(128, 64, 8, 8, mixed_q, mixed_k, alibi=True),
+        # vLLM's call with ALiBi: the kernel reads seqused_k, ALiBi's
+        # diagonal is seqused_k - the query counts.
+        PagedVarlenCase(128, 16, 16, 4, mixed_q, mixed_k, alibi=True, seqused=True),
         PagedVarlenCase(96, 16, 4, 2, (40, 1, 200), (40, 700, 1000), causal=False),
     ]
 
@@ -428,7 +432,7 @@ def paged_varlen_kernel_configs(cases: Optional[List[PagedVarlenCase]] = None
                                           max(case.lengths_q), max(case.lengths_k), True)
         config = dict(head_dim=case.head_dim, dtype="bf16", causal=causal,
                       value_head_dim=None, mask_alignment=alignment, sliding_window=window,
-                      kv_lengths=False, page_size=case.page_size, varlen=True,
+                      kv_lengths=case.seqused, page_size=case.page_size, varlen=True,
                       **({"sinks": True} if case.sinks else {}),
                       **_regions(case.softcap, case.alibi, case.heads_q, len(case.lengths_q),
                                  True))

@@ -115,10 +115,11 @@ def _shift_tensor(shift: int, device: Any) -> Any:
 
 
 def _varlen_score_mod(softcap: float, alibi_slopes: Any, q: Any, cu_seqlens_q: Any,
-                      cu_seqlens_k: Any) -> Any:
+                      cu_seqlens_k: Any, seqused_k: Any = None) -> Any:
     """``_score_mod`` for packed sequences: the regions' ``b`` is the
     sequence, and ALiBi's diagonal is each sequence's ``seqlen_k -
-    seqlen_q``, read from an int32 tensor of the differences."""
+    seqlen_q``, read from an int32 tensor of the differences (the key
+    counts from ``cu_seqlens_k`` or, where given, ``seqused_k``)."""
     mods = []
     if softcap:
         mods.append(modifiers.soft_cap(softcap))
@@ -134,7 +135,8 @@ def _varlen_score_mod(softcap: float, alibi_slopes: Any, q: Any, cu_seqlens_q: A
         if getattr(alibi_slopes, "requires_grad", False):
             alibi_slopes = alibi_slopes.detach()  # as flash-attn: no gradient
         lengths_q = cu_seqlens_q[1:] - cu_seqlens_q[:-1]
-        lengths_k = cu_seqlens_k[1:] - cu_seqlens_k[:-1]
+        lengths_k = (seqused_k if seqused_k is not None
+                     else cu_seqlens_k[1:] - cu_seqlens_k[:-1])
         mods.append(modifiers.alibi(alibi_slopes, 0, kv_lengths=lengths_k - lengths_q))
     return mods[0] if len(mods) == 1 else modifiers.compose_scores(*mods)
 
@@ -451,60 +453,63 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
         return _varlen_paged(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                              max_seqlen_k, softmax_scale, causal, window, softcap,
                              alibi_slopes, return_attn_probs, block_table, learnable_sink)
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     if not isinstance(return_attn_probs, bool):
         raise TypeError(f"return_attn_probs must be a bool, got {return_attn_probs!r}")
-    score_mod = None
-    if softcap or alibi_slopes is not None:
-        check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        score_mod = _varlen_score_mod(softcap, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k)
-    result = attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                              causal=causal, scale=softmax_scale,
-                              return_lse=return_attn_probs, mask_alignment="bottom_right",
-                              window_size=window, score_mod=score_mod,
-                              deterministic=deterministic, sinks=learnable_sink)
+    result = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     softmax_scale, causal, window, softcap, alibi_slopes, deterministic,
+                     return_attn_probs, learnable_sink)
     if return_attn_probs:
         out, lse = result
         return out, lse, None
     return result
 
 
+def _varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
+            max_seqlen_k: int, softmax_scale: Optional[float], causal: bool,
+            window: Tuple[int, int], softcap: float, alibi_slopes: Any, deterministic: bool,
+            return_lse: bool, sinks: Any, out: Any = None) -> Any:
+    """flash_attn_varlen_func over packed K/V (``_check_common`` checked the
+    options): ``out``, or ``(out, lse)``; ``out`` written where given."""
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    score_mod = None
+    if softcap or alibi_slopes is not None:
+        check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        score_mod = _varlen_score_mod(softcap, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k)
+    return attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            causal=causal, scale=softmax_scale, return_lse=return_lse,
+                            mask_alignment="bottom_right", window_size=window,
+                            score_mod=score_mod, deterministic=deterministic, sinks=sinks,
+                            out=out)
+
+
 def _varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
                   seqused_k: Any, max_seqlen_q: int, max_seqlen_k: int,
                   softmax_scale: Optional[float], causal: bool, window: Tuple[int, int],
                   softcap: float, alibi_slopes: Any, return_attn_probs: bool,
-                  block_table: Any, learnable_sink: Any) -> Any:
+                  block_table: Any, learnable_sink: Any, out: Any = None) -> Any:
     """flash_attn_varlen_func over a paged cache (``block_table``), the key
-    counts from ``cu_seqlens_k`` or vLLM's ``seqused_k``."""
-    from kvpipe.paged import attention_varlen_paged
+    counts from ``cu_seqlens_k`` or vLLM's ``seqused_k``; ``out`` written
+    where given."""
+    from kvpipe.paged import _check_seqlens, attention_varlen_paged
 
     if block_table is None:
         raise ValueError("seqused_k goes with block_table (the paged caches' key counts)")
-    if (cu_seqlens_k is None) == (seqused_k is None):
-        raise ValueError("with block_table, give cu_seqlens_k or seqused_k (the sequences' "
-                         "key counts), not both")
-    if seqused_k is not None:
-        _tensors.check_tensor("seqused_k", seqused_k, rank=1, dtype="i32", device="cuda",
-                              last_dim_contiguous=False, stride_alignment_bytes=None)
-        import torch
-
-        # The offsets of the counts: one cumulative sum on the device.
-        cu_seqlens_k = torch.nn.functional.pad(torch.cumsum(seqused_k, 0, dtype=torch.int32),
-                                               (1, 0))
     if any(getattr(t, "requires_grad", False) for t in (q, k_cache, v_cache)):
         raise _unsupported("block_table with inputs that require grad",
                            "the paged varlen kernel is forward only")
     score_mod = None
     if softcap or alibi_slopes is not None:
-        _tensors.check_tensor("cu_seqlens_q", cu_seqlens_q, rank=1, dtype="i32", device="cuda",
-                              last_dim_contiguous=False, stride_alignment_bytes=None)
-        score_mod = _varlen_score_mod(softcap, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k)
+        _check_seqlens(cu_seqlens_q, cu_seqlens_k, seqused_k, q)
+        score_mod = _varlen_score_mod(softcap, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k,
+                                      seqused_k)
+    # (The kernel reads seqused_k as given: no offsets computed per call.)
     result = attention_varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k,
                                     max_seqlen_q, max_seqlen_k, block_table, causal=causal,
                                     scale=softmax_scale, return_lse=return_attn_probs,
                                     mask_alignment="bottom_right", window_size=window,
-                                    score_mod=score_mod, sinks=learnable_sink)
+                                    score_mod=score_mod, sinks=learnable_sink,
+                                    seqused_k=seqused_k, out=out)
     if return_attn_probs:
         out, lse = result
         return out, lse, None

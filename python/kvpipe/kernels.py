@@ -258,7 +258,8 @@ class AttentionConfig:
                              "the tile's one head's)")
         _check_varlen(varlen, backward, kv_lengths, dict(tuning, split_kv=split_kv,
                                                           pack_gqa=pack_gqa,
-                                                          deterministic=deterministic))
+                                                          deterministic=deterministic,
+                                                          page_size=page_size))
         if not isinstance(sinks, bool):
             raise TypeError(f"sinks must be a bool, got {sinks!r}")
         if sinks and backward:
@@ -377,9 +378,10 @@ def _check_varlen(varlen: Any, backward: bool, kv_lengths: bool,
         raise ValueError("varlen=True is not supported with backward=True and "
                          "deterministic=True (the ordered dQ additions number the K/V "
                          "blocks of one sequence length)")
-    if kv_lengths:
-        raise ValueError("varlen=True is not supported with kv_lengths=True (the sequences' "
-                         "key counts come from cu_seqlens_k)")
+    if kv_lengths and not attributes.get("page_size"):
+        raise ValueError("varlen=True with kv_lengths=True needs page_size (packed K/V rows "
+                         "are addressed by cu_seqlens_k; a paged cache's key counts may come "
+                         "from kv_lengths)")
     for name in ("persistent", "split_kv", "pack_gqa"):
         if attributes.get(name):
             raise ValueError(f"varlen=True is not supported with {name}")

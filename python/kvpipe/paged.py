@@ -462,7 +462,7 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
                            mask_alignment: str = "bottom_right",
                            window_size: Tuple[int, int] = (-1, -1), out: Any = None,
                            score_mod: Any = None, mask_mod: Any = None, sinks: Any = None,
-                           **tuning: int) -> Any:
+                           seqused_k: Any = None, **tuning: int) -> Any:
     """Packed variable-length queries over a paged K/V cache: a serving
     engine's mixed batch (decodes and prefill chunks in one launch, vLLM's
     ``flash_attn_varlen_func(..., block_table=)``), forward only.
@@ -475,7 +475,11 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
         cu_seqlens_q: int32 ``(batch + 1,)`` query offsets.
         cu_seqlens_k: int32 ``(batch + 1,)``: sequence b has
             ``cu_seqlens_k[b+1] - cu_seqlens_k[b]`` keys, in its row of
-            ``block_table`` (flash-attn 2's convention with a block table).
+            ``block_table`` (flash-attn 2's convention with a block table);
+            or None with ``seqused_k``.
+        seqused_k: int32 ``(batch,)``: sequence b has ``seqused_k[b]`` keys
+            (vLLM's convention; the kernel reads them, clamped to
+            ``[0, max_seqlen_k]``), in place of ``cu_seqlens_k``.
         max_seqlen_q, max_seqlen_k: the longest sequences (the grid covers
             ``max_seqlen_q`` rows per sequence); ``max_seqlen_k`` at most
             the table's row of keys.
@@ -493,16 +497,81 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
         ValueError / TypeError: a bad argument, named.
     """
     from kvpipe import modifiers
-    from kvpipe.attention import (_aux_arguments, _check_masks, _check_modifier_lengths,
-                                  _device_index, checked_scale, launched_mask)
-    from kvpipe.launch import _kernel_for, device_launch, forward_config_args, launch_grid
-    from kvpipe.sinks import check_sinks, kernel_sinks
-    from kvpipe.varlen import (check_cu_seqlens_args, check_maxima, check_packed_outputs,
-                               varlen_kernel_arguments)
+    from kvpipe.attention import _device_keyed
+
+    traced = modifiers.trace(score_mod, mask_mod)
+    key = _device_keyed(plan_key(
+        (q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, seqused_k, block_table, out, sinks),
+        (max_seqlen_q, max_seqlen_k, causal, scale, return_lse, mask_alignment),
+        window_size, tuning, (traced.ir, traced.aux_types) if traced is not None else None), q)
+    plan = _varlen_launches.get(key)
+    if plan is None or not aligned_16(q, k_cache, v_cache, out):
+        plan = _plan_varlen_paged(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                  max_seqlen_q, max_seqlen_k, block_table, causal, scale,
+                                  mask_alignment, window_size, out, sinks, traced, tuning)
+        _varlen_launches.remember(key, plan)
+    return _launch_varlen_paged(plan, q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k,
+                                seqused_k, block_table, out, sinks, traced, return_lse)
+
+
+class _VarlenPagedLaunch(NamedTuple):
+    """What a paged varlen call's signature decides (``_plan_varlen_paged``):
+    the checks passed, the kernel, its grid and its scalar arguments."""
+
+    out_shape: Tuple[int, int, int]
+    lse_shape: Tuple[int, int]
+    device_index: int
+    #: None: no query rows (max_seqlen_q 0), nothing to launch.
+    kernel: Any
+    abi: Optional[Dict[str, Any]]
+    grid: Optional[Tuple[int, int, int]]
+    max_seqlen_q: int
+    max_seqlen_k: int
+    scale: float
+    window: Tuple[int, int]
+    block_table_dense: bool
+
+
+#: Planned paged varlen calls by signature (``launch.plan_key``).
+_varlen_launches = LaunchPlans()
+
+
+def _check_seqlens(cu_seqlens_q: Any, cu_seqlens_k: Any, seqused_k: Any, q: Any) -> int:
+    """The key counts' arguments: ``cu_seqlens_k`` or ``seqused_k``, not
+    both (``check_cu_seqlens_args`` checks the offsets); returns the batch."""
+    from kvpipe.varlen import check_cu_seqlens_args
+
+    if (cu_seqlens_k is None) == (seqused_k is None):
+        raise ValueError("with block_table, give cu_seqlens_k or seqused_k (the sequences' "
+                         "key counts), not both")
+    if cu_seqlens_k is not None:
+        return check_cu_seqlens_args(cu_seqlens_q, cu_seqlens_k, q)
+    batch = check_cu_seqlens_args(cu_seqlens_q, cu_seqlens_q, q)
+    _tensors.check_tensor("seqused_k", seqused_k, rank=1, dtype="i32", device="cuda",
+                          last_dim_contiguous=False, stride_alignment_bytes=None)
+    if tuple(seqused_k.shape) != (batch,) or str(seqused_k.device) != str(q.device):
+        raise ValueError(f"seqused_k must have shape ({batch},) (one key count per sequence) "
+                         f"on q's device {q.device}, got {tuple(seqused_k.shape)} on "
+                         f"{seqused_k.device}")
+    return batch
+
+
+def _plan_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any,
+                       cu_seqlens_k: Any, seqused_k: Any, max_seqlen_q: Any,
+                       max_seqlen_k: Any, block_table: Any, causal: Any, scale: Any,
+                       mask_alignment: Any, window_size: Any, out: Any, sinks: Any,
+                       traced: Any, tuning: Dict[str, Any]) -> _VarlenPagedLaunch:
+    """attention_varlen_paged's checks (each raising with the argument's
+    name) and plan: everything but what depends on the tensors' addresses."""
+    from kvpipe.attention import (_check_masks, _check_modifier_lengths, _device_index,
+                                  checked_scale, launched_mask)
+    from kvpipe.launch import _kernel_for, forward_config_args, launch_grid
+    from kvpipe.sinks import check_sinks
+    from kvpipe.varlen import check_maxima, check_packed_outputs
 
     _tensors.check_tensor("q", q, rank=3, device="cuda", last_dim_contiguous=True,
                           stride_alignment_bytes=16)
-    batch = check_cu_seqlens_args(cu_seqlens_q, cu_seqlens_k, q)
+    batch = _check_seqlens(cu_seqlens_q, cu_seqlens_k, seqused_k, q)
     _, page_size, pages_per_sequence = check_paged_cache(k_cache, v_cache, block_table, batch)
     total_q, hq, d = tuple(q.shape)
     _, _, hkv, dk = tuple(k_cache.shape)
@@ -525,46 +594,66 @@ def attention_varlen_paged(q: Any, k_cache: Any, v_cache: Any, cu_seqlens_q: Any
     window_left, window_right, sliding_window = _check_masks(causal, mask_alignment,
                                                              window_size)
     scale = checked_scale(scale, d)
-    traced = modifiers.trace(score_mod, mask_mod)
     _check_modifier_lengths(traced, max_seqlen_q, max_seqlen_k)
     if sinks is not None:
         check_sinks(sinks, q, hq)
-    # Held until the launch (the kernel reads them).
-    aux_values = _aux_arguments(traced, q) if traced is not None else {}
     check_packed_outputs(q, out, None, total_q, hq, dv)
+    device_index = _device_index(q)
+    kernel = abi = grid = None
+    if max_seqlen_q > 0:
+        causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window,
+                                               max_seqlen_q, max_seqlen_k, True)
+        # The paged kernels' own block sizes (a multiple of the page or
+        # within one): the dense varlen plan's 80-key blocks fit 16-key
+        # pages only.
+        kernel, abi = _kernel_for(
+            forward_config_args(d, kernels.dtype_name(q.dtype), causal,
+                                dv if dv != d else None, mask_alignment, sliding_window,
+                                seqused_k is not None, page_size=page_size,
+                                sinks=sinks is not None),
+            device_index, tuple(sorted(tuning.items())),
+            (traced.ir, traced.aux_types) if traced else ("", ()), varlen=True)
+        grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
+    return _VarlenPagedLaunch(
+        (total_q, hq, dv), (hq, total_q), device_index, kernel, abi, grid, max_seqlen_q,
+        max_seqlen_k, scale, (window_left, window_right),
+        tuple(block_table.stride()) == (pages_per_sequence, 1))
 
+
+def _launch_varlen_paged(plan: _VarlenPagedLaunch, q: Any, k_cache: Any, v_cache: Any,
+                         cu_seqlens_q: Any, cu_seqlens_k: Any, seqused_k: Any,
+                         block_table: Any, out: Any, sinks: Any, traced: Any,
+                         return_lse: bool) -> Any:
+    """A planned paged varlen call's launch with this call's tensors."""
     import torch
 
+    from kvpipe.attention import _aux_arguments
+    from kvpipe.launch import device_launch
+    from kvpipe.sinks import kernel_sinks
+    from kvpipe.varlen import varlen_kernel_arguments
+
+    # Held until the launch (the kernel reads them).
+    aux_values = _aux_arguments(traced, q) if traced is not None else {}
     if out is None:
-        out = torch.empty((total_q, hq, dv), dtype=q.dtype, device=q.device)
-    lse = (torch.empty((hq, total_q), dtype=torch.float32, device=q.device) if return_lse
+        out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
+    lse = (torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device) if return_lse
            else None)
-    if max_seqlen_q == 0:
+    if plan.kernel is None:
         return (out, lse) if return_lse else out
-    if tuple(block_table.stride()) != (pages_per_sequence, 1):
+    if not plan.block_table_dense:
         block_table = block_table.contiguous()
-    cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
+    cu_seqlens_q = cu_seqlens_q.contiguous()
+    lengths = seqused_k.contiguous() if seqused_k is not None else cu_seqlens_k.contiguous()
     sink_values = kernel_sinks(sinks) if sinks is not None else None
-    device_index = _device_index(q)
-    causal, mask_alignment = launched_mask(causal, mask_alignment, sliding_window,
-                                           max_seqlen_q, max_seqlen_k, True)
-    # The paged kernels' own block sizes (a multiple of the page or within
-    # one): the dense varlen plan's 80-key blocks fit 16-key pages only.
-    kernel, abi = _kernel_for(forward_config_args(d, kernels.dtype_name(q.dtype), causal,
-                                                  dv if dv != d else None, mask_alignment,
-                                                  sliding_window, False, page_size=page_size,
-                                                  sinks=sink_values is not None),
-                              device_index, tuple(sorted(tuning.items())),
-                              (traced.ir, traced.aux_types) if traced else ("", ()),
-                              varlen=True)
+    abi = plan.abi
     args = varlen_kernel_arguments(abi, q, k_cache, v_cache, out, lse, cu_seqlens_q,
-                                   cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale,
-                                   (window_left, window_right), aux_values,
+                                   lengths, plan.max_seqlen_q, plan.max_seqlen_k, plan.scale,
+                                   plan.window, aux_values,
                                    sink_values.data_ptr() if sink_values is not None else 0,
-                                   block_table=block_table)
-    grid = launch_grid(abi, max_seqlen_q, hq, batch, 0)
-    guard, stream = device_launch(device_index)
+                                   block_table=block_table,
+                                   kv_lengths=seqused_k is not None)
+    guard, stream = device_launch(plan.device_index)
     with guard:
-        kernel.launch(grid, (abi["threads"], 1, 1), args,
-                      shared_mem=abi["dynamic_shared_memory"], stream=stream)
+        plan.kernel.launch(plan.grid, (abi["threads"], 1, 1), args,
+                           shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out

@@ -603,14 +603,16 @@ def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: An
                             max_seqlen_k: int, scale: float,
                             window: Tuple[int, int],
                             aux: Optional[Dict[str, Any]] = None, sinks: int = 0,
-                            block_table: Any = None) -> list:
+                            block_table: Any = None, kv_lengths: bool = False) -> list:
     """The launch arguments of a ``varlen`` kernel: the packed tensors'
     maps as ``(1, total, H, D)``, the maxima as seq_q / seq_kv, the offsets,
     the output's address and rows, the modifiers' tensors (``aux<i>``;
     docs/kernel-abi.md), the sinks' address (kernels with ``sinks``). With
     ``block_table`` (a ``page_size`` kernel) k and v are paged caches
     ``(num_pages, page_size, H_kv, D)``, mapped as the paged kernels map
-    them, and the table and its row length follow."""
+    them, and the table and its row length follow; ``kv_lengths``: the
+    (paged) kernel takes the key counts ``cu_seqlens_k`` then holds (B,),
+    as ``kv_lengths``."""
     hq = tuple(q.shape)[1]
     if block_table is None:
         hkv, kv_maps = tuple(k.shape)[1], {"k_map": ("k", _PackedView(k), "bshd"),
@@ -627,6 +629,7 @@ def varlen_kernel_arguments(abi: Dict[str, Any], q: Any, k: Any, v: Any, out: An
         "seq_q": max_seqlen_q, "seq_kv": max_seqlen_k, "heads_per_kv_head": hq // hkv,
         "scale_log2": scale * _LOG2E, "heads_q": hq, "batch": tuple(cu_seqlens_q.shape)[0] - 1,
         "window_left": window[0], "window_right": window[1],
-        "cu_seqlens_q": cu_seqlens_q.data_ptr(), "cu_seqlens_k": cu_seqlens_k.data_ptr(),
+        "cu_seqlens_q": cu_seqlens_q.data_ptr(),
+        "kv_lengths" if kv_lengths else "cu_seqlens_k": cu_seqlens_k.data_ptr(),
         "o": out.data_ptr(), "total_q": tuple(q.shape)[0], "sinks": sinks,
         **{name: t.data_ptr() for name, t in (aux or {}).items()}})

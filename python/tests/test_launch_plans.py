@@ -9,10 +9,22 @@ import sys
 import pytest
 
 import kvpipe
-from kvpipe import _tensors, cuda, launch, modifiers, plans, schedule
+from kvpipe import _tensors, cuda, flash_attn, launch, modifiers, paged, plans, schedule
 from needs import needs_torch
 
 attention_module = sys.modules["kvpipe.attention"]
+#: Every launcher's plans (and the drop-in's checked calls).
+PLANS = ((attention_module, "_launches"), (paged, "_launches"), (paged, "_varlen_launches"),
+         (flash_attn, "_kvcache_calls"))
+
+
+def clear_plans():
+    for module, name in PLANS:
+        getattr(module, name).clear()
+
+
+def planned():
+    return sum(len(getattr(module, name)) for module, name in PLANS)
 
 
 @pytest.fixture
@@ -34,10 +46,12 @@ def launches(compiler, tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "_tensor_map", lambda name, t, layout, spec: (
         t.data_ptr().to_bytes(8, "little") + bytes(str((t.shape, t.stride(), spec)), "ascii")
     ).ljust(128, b"\0")[:128])
-    monkeypatch.setattr(attention_module, "_launches", launch.LaunchPlans())
+    for module, name in PLANS:
+        monkeypatch.setattr(module, name, launch.LaunchPlans())
     monkeypatch.setattr(attention_module, "_device_index", lambda q: 0)
-    monkeypatch.setattr(attention_module, "device_launch",
-                        lambda index: (contextlib.nullcontext(), 0))
+    for module in (attention_module, launch):
+        monkeypatch.setattr(module, "device_launch",
+                            lambda index: (contextlib.nullcontext(), 0))
     for module in (launch, plans, attention_module):
         monkeypatch.setattr(module, "_multiprocessors", lambda index: 132)
     tables = {}
@@ -95,6 +109,15 @@ def test_a_remembered_plan_launches_what_planning_launches(launches):
     def prefill_tensors():
         return {name: torch.randn(1, 4, 300, 64, dtype=torch.float16) for name in "qkv"}
 
+    def paged_tensors():  # 2 sequences of up to 2048 keys in pages of 16, shuffled
+        pages = torch.randperm(b * n // 16, dtype=torch.int32)
+        return dict(q=torch.randn(b, 1, hq, 128, dtype=torch.bfloat16),
+                    k=torch.randn(b * n // 16, 16, hkv, 128, dtype=torch.bfloat16),
+                    v=torch.randn(b * n // 16, 16, hkv, 128, dtype=torch.bfloat16),
+                    table=pages.view(b, n // 16),
+                    lengths=torch.randint(1, n, (b,), dtype=torch.int32),
+                    cu_q=torch.arange(b + 1, dtype=torch.int32))
+
     calls = {  # name: (tensors, call, launches)
         "decode, split and packed": (decode_tensors, lambda t: flash_attn_with_kvcache(
             t["q"], t["k"], t["v"], cache_seqlens=t["lengths"], causal=True, num_splits=3), 2),
@@ -104,20 +127,30 @@ def test_a_remembered_plan_launches_what_planning_launches(launches):
         "decode, ALiBi, lse": (decode_tensors, lambda t: flash_attn_with_kvcache(
             t["q"], t["k"], t["v"], cache_seqlens=t["lengths"], causal=True,
             alibi_slopes=t["slopes"], return_softmax_lse=True), 2),
+        "paged decode, split": (paged_tensors, lambda t: flash_attn.flash_attn_with_kvcache(
+            t["q"], t["k"], t["v"], cache_seqlens=t["lengths"], block_table=t["table"],
+            causal=True, num_splits=2, return_softmax_lse=True), 2),
+        "paged decode, unsplit, window": (paged_tensors, lambda t: paged.paged_attention(
+            t["q"], t["k"], t["v"], t["table"], t["lengths"], causal=True,
+            window_size=(300, 0)), 1),
+        "paged varlen, seqused_k, soft-cap": (paged_tensors, lambda t:
+            flash_attn.flash_attn_varlen_func(
+                t["q"].view(b, hq, 128), t["k"], t["v"], t["cu_q"], None, 1, n, causal=True,
+                softcap=20.0, block_table=t["table"], seqused_k=t["lengths"]), 1),
         "prefill, causal": (prefill_tensors, lambda t: kvpipe.attention(
             t["q"], t["k"], t["v"], causal=True), 1),
         "prefill, mask_mod": (prefill_tensors, lambda t: kvpipe.attention(
             t["q"], t["k"], t["v"], mask_mod=modifiers.prefix_lm(100), scale=0.5), 1),
     }
     for name, (tensors, call, count) in calls.items():
-        attention_module._launches.clear()
+        clear_plans()
         call(tensors())
-        assert len(attention_module._launches) == 1, name
+        assert planned() >= 1, name
         again = tensors()
         launches.clear()
         call(again)  # from the remembered plan
         remembered = list(launches)
-        attention_module._launches.clear()
+        clear_plans()
         launches.clear()
         call(again)  # planned afresh
         assert len(remembered) == count and remembered == launches, name
@@ -143,3 +176,35 @@ def test_a_plan_is_per_signature(launches):
     # checked, not taken for the planned one.
     with pytest.raises(TypeError, match="causal"):
         kvpipe.attention(x, x, x, causal=1)
+
+
+@needs_torch
+def test_seqused_k_is_the_kernels_kv_lengths(launches):
+    # vLLM's seqused_k goes to the paged varlen kernel as given (its
+    # kv_lengths), with no cu_seqlens_k computed from it per call.
+    import torch
+
+    b, hq, hkv, n = 3, 8, 2, 256
+    k = torch.randn(b * n // 16, 16, hkv, 128, dtype=torch.bfloat16)
+    table = torch.arange(b * n // 16, dtype=torch.int32).view(b, n // 16)
+    used = torch.tensor([5, 256, 1], dtype=torch.int32)
+    cu_q = torch.tensor([0, 1, 3, 4], dtype=torch.int32)
+    q = torch.randn(4, hq, 128, dtype=torch.bfloat16)
+    for _ in range(2):  # planned, then from the plan
+        launches.clear()
+        flash_attn.flash_attn_varlen_func(q, k, k, cu_q, None, 2, n, causal=True,
+                                          block_table=table, seqused_k=used)
+        (plan,) = paged._varlen_launches._plans.values()
+        params = plan.abi["params"]
+        assert "cu_seqlens_k" not in params and plan.abi["kv_lengths"]
+        (_, _, _, _, args), = launches
+        by_name = dict(zip(params, args))
+        assert by_name["kv_lengths"] == used.data_ptr().to_bytes(8, "little")
+        assert by_name["cu_seqlens_q"] == cu_q.data_ptr().to_bytes(8, "little")
+    # Both key counts, or neither, are refused, naming them.
+    with pytest.raises(ValueError, match="cu_seqlens_k or seqused_k"):
+        flash_attn.flash_attn_varlen_func(q, k, k, cu_q, cu_q, 2, n, block_table=table,
+                                          seqused_k=used)
+    with pytest.raises(ValueError, match=r"seqused_k must have shape \(3,\)"):
+        flash_attn.flash_attn_varlen_func(q, k, k, cu_q, None, 2, n, block_table=table,
+                                          seqused_k=used[:2])

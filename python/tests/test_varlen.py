@@ -332,7 +332,7 @@ def test_the_kernel_configuration_says_varlen():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"kv_lengths": True}, "not supported with kv_lengths"),
+    ({"kv_lengths": True}, "varlen=True with kv_lengths=True needs page_size"),
     ({"backward": True, "deterministic": True}, "not supported with backward=True and "
                                                 "deterministic=True"),
     ({"persistent": True}, "not supported with persistent"),

@@ -15,6 +15,9 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   kvpipe.attention_kernel @paged_varlen {head_dim = 128 : i64, element_type = bf16, causal = true, mask_alignment = #kvpipe.mask_alignment<bottom_right>, varlen = true, page_size = 16 : i64}
   // 256-key pages: a block lies in one page; a window.
   kvpipe.attention_kernel @paged_varlen256 {head_dim = 64 : i64, element_type = bf16, causal = true, mask_alignment = #kvpipe.mask_alignment<bottom_right>, varlen = true, page_size = 256 : i64, sliding_window = true}
+  // The key counts from kv_lengths (vLLM's seqused_k) in place of
+  // cu_seqlens_k.
+  kvpipe.attention_kernel @paged_varlen_used {head_dim = 128 : i64, element_type = bf16, causal = true, mask_alignment = #kvpipe.mask_alignment<bottom_right>, varlen = true, page_size = 16 : i64, kv_lengths = true}
 }
 
 // CHECK-LABEL: gpu.func @paged_varlen(
@@ -48,4 +51,19 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // CHECK-LABEL: gpu.func @paged_varlen256(
 //  CHECK-SAME:   box = [1, 1, 128, 64]
 
-// PTXAS-COUNT-2: 0 bytes spill stores, 0 bytes spill loads
+// CHECK-LABEL: gpu.func @paged_varlen_used(
+//  CHECK-SAME:   %[[LENS:arg11]]: !llvm.ptr<1>, %[[UTABLE:arg12]]: !llvm.ptr<1>, %{{.*}}: i32, %[[UCUQ:arg14]]: !llvm.ptr<1>
+//  CHECK-SAME:   params = ["q_map", "k_map", "v_map", "o_map", "lse", "seq_q", "seq_kv", "heads_per_kv_head", "scale_log2", "heads_q", "batch", "kv_lengths", "block_table", "max_pages_per_seq", "cu_seqlens_q", "o", "total_q"]
+// Sequence b has kv_lengths[b] keys, clamped to [0, seq_kv]; its queries
+// still come from cu_seqlens_q.
+//       CHECK:   %[[UB:.*]] = arith.index_cast %block_id_z : index to i64
+//       CHECK:   %[[LA:.*]] = llvm.getelementptr %[[LENS]][%[[UB]]]
+//       CHECK:   %[[L:.*]] = llvm.load %[[LA]]
+//       CHECK:   %[[LI:.*]] = arith.index_cast %[[L]] : i32 to index
+//       CHECK:   %[[LPOS:.*]] = arith.maxsi %[[LI]], %c0 : index
+//       CHECK:   arith.minsi %[[LPOS]], %{{.*}} : index
+//       CHECK:   llvm.getelementptr %[[UCUQ]][%[[UB]]]
+//   CHECK-NOT:   cu_seqlens_k
+//       CHECK:   llvm.getelementptr %[[UTABLE]]
+
+// PTXAS-COUNT-3: 0 bytes spill stores, 0 bytes spill loads

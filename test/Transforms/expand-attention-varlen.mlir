@@ -124,7 +124,7 @@ gpu.module @m {
 // -----
 
 gpu.module @m {
-  // expected-error @+1 {{'varlen' is not supported with 'kv_lengths' (the sequences' key counts come from cu_seqlens_k)}}
+  // expected-error @+1 {{'varlen' with 'kv_lengths' needs 'page_size' (packed K/V rows are addressed by cu_seqlens_k; a paged cache's key counts may come from kv_lengths)}}
   kvpipe.attention_kernel @k {head_dim = 128 : i64, element_type = bf16, causal = true, varlen = true, kv_lengths = true}
 }
 

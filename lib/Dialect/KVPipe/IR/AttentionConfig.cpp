@@ -296,10 +296,13 @@ AttentionConfig::get(AttentionKernelOp op,
     return emitError() << "'varlen' is not supported with 'persistent' (the "
                           "predicated epilogue stages the output in the Q "
                           "rows, which a persistent CTA reloads)";
-  // Per-sequence key counts already come from cu_seqlens_k.
-  if (c.varlen && c.kvLengths)
-    return emitError() << "'varlen' is not supported with 'kv_lengths' (the "
-                          "sequences' key counts come from cu_seqlens_k)";
+  // Packed K/V rows are addressed from cu_seqlens_k; the key counts of a
+  // paged cache's sequences may come from kv_lengths instead (vLLM's
+  // seqused_k), their keys from their rows of the block table.
+  if (c.varlen && c.kvLengths && !c.pageSize)
+    return emitError() << "'varlen' with 'kv_lengths' needs 'page_size' (packed "
+                          "K/V rows are addressed by cu_seqlens_k; a paged "
+                          "cache's key counts may come from kv_lengths)";
   // The decode families' tiles pack query heads or split the keys of one
   // sequence of a padded batch.
   if (c.varlen && (c.splitKV || c.packGQA))

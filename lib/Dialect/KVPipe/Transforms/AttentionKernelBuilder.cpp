@@ -588,9 +588,13 @@ kvpipe::getAttentionParams(const AttentionConfig &config) {
                    AttentionParam::LsePartial});
   if (config.pageSize)
     params.append({AttentionParam::BlockTable, AttentionParam::MaxPagesPerSeq});
-  if (config.varlen)
-    params.append({AttentionParam::CuSeqlensQ, AttentionParam::CuSeqlensK,
-                   AttentionParam::Out, AttentionParam::TotalQ});
+  if (config.varlen) {
+    params.push_back(AttentionParam::CuSeqlensQ);
+    // (With kv_lengths, a paged cache's key counts are kv_lengths[b].)
+    if (!config.kvLengths)
+      params.push_back(AttentionParam::CuSeqlensK);
+    params.append({AttentionParam::Out, AttentionParam::TotalQ});
+  }
   if (config.tileTable)
     params.push_back(AttentionParam::TileTable);
   if (config.sinks && !config.splitKV)

@@ -3,7 +3,8 @@
 // `varlen = true` (flash-attn's flash_attn_varlen_func): the batch's
 // sequences are packed one after another in Q, K, V and O without padding,
 // sequence b at the rows [cu_seqlens_q[b], cu_seqlens_q[b+1]) of Q and O and
-// [cu_seqlens_k[b], cu_seqlens_k[b+1]) of K and V. The grid is sized by the
+// [cu_seqlens_k[b], cu_seqlens_k[b+1]) of K and V (with a paged cache and
+// kv_lengths, kv_lengths[b] keys of its row of pages). The grid is sized by the
 // longest sequences (seq_q, seq_kv); each tile reads its sequence's offsets,
 // loads at offset + row, and masks with its sequence's lengths. Its output
 // rows past the sequence's end belong to the next sequence, so they are not
@@ -35,10 +36,16 @@ void KernelBuilder::setSequence() {
                        toIndex(param(AttentionParam::TotalQ)));
   seqStartQ = queries.start;
   seqQ = queries.count;
-  SequenceRows keys = loadSequenceRows(b, param(AttentionParam::CuSeqlensK),
-                                       batch, /*total=*/Value());
-  seqStartKV = keys.start;
-  seqKV = keys.count;
+  if (c.kvLengths) {
+    // A paged cache's sequence: its key count is kv_lengths[b] (setTile,
+    // clamped to seq_kv), its keys are its row of the block table.
+    seqStartKV = index(0);
+  } else {
+    SequenceRows keys = loadSequenceRows(b, param(AttentionParam::CuSeqlensK),
+                                         batch, /*total=*/Value());
+    seqStartKV = keys.start;
+    seqKV = keys.count;
+  }
   if (c.maskAlignment == MaskAlignment::BottomRight)
     diagonal = arith::SubIOp::create(b, seqKV, seqQ);
 }

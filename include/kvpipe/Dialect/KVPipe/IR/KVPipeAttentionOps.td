@@ -103,7 +103,11 @@ def KVPipe_AttentionKernelOp : KVPipe_Op<"attention_kernel",
     predicated on the row being inside the sequence (a TMA store of the
     tile would write into the next sequence's rows); the log-sum-exp goes to
     `lse[head * total_q + row]` (flash-attn's `(nheads, total_q)`). Not with
-    `persistent` or `kv_lengths`.
+    `persistent`. With `page_size` (a paged cache: sequence `b`'s keys are its
+    row of the block table) `kv_lengths` may give the key counts
+    (`kv_lengths[b]`, clamped to `seq_kv`; vLLM's `seqused_k`) in place of
+    `cu_seqlens_k`, which the kernel then does not take; without a paged
+    cache `kv_lengths` is refused (packed K/V rows need their offsets).
 
     `sinks = true` (forward) adds gpt-oss's attention sinks: a runtime
     parameter `sinks`, a pointer to one f32 logit per query head, which
