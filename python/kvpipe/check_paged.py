@@ -386,6 +386,9 @@ class PagedVarlenCase:
     sinks: bool = False
     #: The key counts as vLLM's seqused_k rather than cu_seqlens_k.
     seqused: bool = False
+    #: Through vLLM's interface (kvpipe.vllm_flash_attn, seqused_k, into a
+    #: poisoned out=) rather than flash-attn's.
+    vllm: bool = False
 
     @property
     def name(self) -> str:
@@ -393,7 +396,7 @@ class PagedVarlenCase:
             "window{}:{}".format(*self.window) if self.window != (-1, -1) else "",
             f"softcap{self.softcap:g}" if self.softcap else "",
             "alibi" if self.alibi else "", "sinks" if self.sinks else "",
-            "seqused_k" if self.seqused else "") if part)
+            "seqused_k" if self.seqused else "", "vllm" if self.vllm else "") if part)
         return (f"paged varlen p{self.page_size} bf16 d{self.head_dim} "
                 f"{'causal' if self.causal else 'full'} H{self.heads_q}/{self.heads_kv} "
                 f"q[{','.join(map(str, self.lengths_q))}] k[{','.join(map(str, self.lengths_k))}]"
@@ -414,7 +417,8 @@ def paged_varlen_grid() -> List[PagedVarlenCase]:
         PagedVarlenCase(128, 64, 8, 8, mixed_q, mixed_k, alibi=True),
         # vLLM's call with ALiBi: the kernel reads seqused_k, ALiBi's
         # diagonal is seqused_k - the query counts.
-        PagedVarlenCase(128, 16, 16, 4, mixed_q, mixed_k, alibi=True, seqused=True),
+        PagedVarlenCase(128, 16, 16, 4, mixed_q, mixed_k, alibi=True, seqused=True,
+                        vllm=True),
         PagedVarlenCase(96, 16, 4, 2, (40, 1, 200), (40, 700, 1000), causal=False),
     ]
 
@@ -467,7 +471,20 @@ def run_varlen_case(case: PagedVarlenCase, seed: int) -> Dict[str, Any]:
     sinks = torch.randn(case.heads_q, device="cuda") * 2.0 if case.sinks else None
     row: Dict[str, Any] = {"case": case.name}
     try:
-        if case.seqused:  # the drop-in, as vLLM calls it
+        poisoned = None
+        if case.vllm:  # vLLM's interface, as its FlashAttention backend calls it
+            from kvpipe.vllm_flash_attn import flash_attn_varlen_func as vllm_varlen
+
+            poisoned = torch.full_like(q, float("nan"))
+            o, lse = vllm_varlen(
+                q, k_cache, v_cache, out=poisoned, cu_seqlens_q=cu_q,
+                max_seqlen_q=max(case.lengths_q), seqused_k=used,
+                max_seqlen_k=max(case.lengths_k), causal=case.causal,
+                window_size=list(case.window), softcap=case.softcap, alibi_slopes=slopes,
+                block_table=table, return_softmax_lse=True, s_aux=sinks, fa_version=3)
+            if o is not poisoned:
+                raise AssertionError("vLLM's out= was not the output")
+        elif case.seqused:  # the drop-in, as vLLM calls it
             o, lse, _ = flash_attn_varlen_func(
                 q, k_cache, v_cache, cu_q, None, max(case.lengths_q), max(case.lengths_k),
                 causal=case.causal, window_size=case.window, softcap=case.softcap,
@@ -481,10 +498,11 @@ def run_varlen_case(case: PagedVarlenCase, seed: int) -> Dict[str, Any]:
                 q, k_cache, v_cache, cu_q, cu_k, max(case.lengths_q), max(case.lengths_k),
                 table, causal=case.causal, return_lse=True, window_size=case.window,
                 out=out, score_mod=score_mod, sinks=sinks)
-            if not bool(torch.isnan(o[offsets[-1]:]).all()):
-                row["case"] += " (rows past the last sequence written)"
-                row.update(ok=False)
-                return row
+            poisoned = out
+        if poisoned is not None and not bool(torch.isnan(o[offsets[-1]:]).all()):
+            row["case"] += " (rows past the last sequence written)"
+            row.update(ok=False)
+            return row
         torch.cuda.synchronize()
     except Exception as exc:  # reported in the table, fails the run
         row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
