@@ -386,9 +386,11 @@ class PagedVarlenCase:
     sinks: bool = False
     #: The key counts as vLLM's seqused_k rather than cu_seqlens_k.
     seqused: bool = False
-    #: Through vLLM's interface (kvpipe.vllm_flash_attn, seqused_k, into a
-    #: poisoned out=) rather than flash-attn's.
-    vllm: bool = False
+    #: With seqused: the interface called, "flash_attn" (flash-attn 2's
+    #: drop-in), "vllm" (kvpipe.vllm_flash_attn, into a poisoned out=) or
+    #: "fa3" (kvpipe.flash_attn_interface: SGLang's packed batch, the key
+    #: counts as cache_seqlens).
+    interface: str = "flash_attn"
 
     @property
     def name(self) -> str:
@@ -396,7 +398,9 @@ class PagedVarlenCase:
             "window{}:{}".format(*self.window) if self.window != (-1, -1) else "",
             f"softcap{self.softcap:g}" if self.softcap else "",
             "alibi" if self.alibi else "", "sinks" if self.sinks else "",
-            "seqused_k" if self.seqused else "", "vllm" if self.vllm else "") if part)
+            "seqused_k" if self.seqused else "",
+            self.interface if self.seqused and self.interface != "flash_attn" else "")
+            if part)
         return (f"paged varlen p{self.page_size} bf16 d{self.head_dim} "
                 f"{'causal' if self.causal else 'full'} H{self.heads_q}/{self.heads_kv} "
                 f"q[{','.join(map(str, self.lengths_q))}] k[{','.join(map(str, self.lengths_k))}]"
@@ -418,7 +422,10 @@ def paged_varlen_grid() -> List[PagedVarlenCase]:
         # vLLM's call with ALiBi: the kernel reads seqused_k, ALiBi's
         # diagonal is seqused_k - the query counts.
         PagedVarlenCase(128, 16, 16, 4, mixed_q, mixed_k, alibi=True, seqused=True,
-                        vllm=True),
+                        interface="vllm"),
+        # SGLang's call (FA3's interface) with sinks and a soft-cap.
+        PagedVarlenCase(128, 64, 32, 8, mixed_q, mixed_k, softcap=30.0, sinks=True,
+                        seqused=True, interface="fa3"),
         PagedVarlenCase(96, 16, 4, 2, (40, 1, 200), (40, 700, 1000), causal=False),
     ]
 
@@ -472,7 +479,15 @@ def run_varlen_case(case: PagedVarlenCase, seed: int) -> Dict[str, Any]:
     row: Dict[str, Any] = {"case": case.name}
     try:
         poisoned = None
-        if case.vllm:  # vLLM's interface, as its FlashAttention backend calls it
+        if case.seqused and case.interface == "fa3":  # SGLang's call
+            from kvpipe.flash_attn_interface import flash_attn_with_kvcache as fa3_kvcache
+
+            o, lse, *_ = fa3_kvcache(
+                q=q, k_cache=k_cache, v_cache=v_cache, page_table=table, cache_seqlens=used,
+                cu_seqlens_q=cu_q, max_seqlen_q=max(case.lengths_q), causal=case.causal,
+                window_size=case.window, softcap=case.softcap, return_softmax_lse=True,
+                sinks=sinks)
+        elif case.seqused and case.interface == "vllm":  # vLLM's FlashAttention backend
             from kvpipe.vllm_flash_attn import flash_attn_varlen_func as vllm_varlen
 
             poisoned = torch.full_like(q, float("nan"))

@@ -32,7 +32,7 @@ STEPS = [
 
 def cases():
     return [PagedVarlenCase(HEAD_DIM, page, HEADS_Q, HEADS_KV, lengths_q, lengths_k,
-                            seqused=True, vllm=True)
+                            seqused=True, interface="vllm")
             for page in PAGE_SIZES for _, lengths_q, lengths_k in STEPS]
 
 
