@@ -31,7 +31,8 @@ if (ROOT / "build" / "bin" / "kvpipe-opt").exists():  # (a GPU machine has only 
 import torch  # noqa: E402
 
 import kvpipe  # noqa: E402
-from kvpipe import _tensors, cuda, launch, paged, plans, tma  # noqa: E402
+from kvpipe import (_tensors, cuda, flash_attn_interface, launch, paged, plans, tma,  # noqa: E402
+                    vllm_flash_attn)
 from kvpipe.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402
 
 attention_module = sys.modules["kvpipe.attention"]
@@ -107,7 +108,8 @@ def cases(device: str):
 def paged_cases(device: str):
     """The same decode steps over a paged cache (pages of 16, vLLM's), through the drop-in and
     kvpipe.paged; and vLLM's FlashAttention backend's call: flash_attn_varlen_func over the
-    pages with seqused_k (a batch of 8 decodes)."""
+    pages with seqused_k (a batch of 8 decodes), through flash-attn's and vLLM's interface;
+    SGLang's (FA3's flash_attn_with_kvcache with packed queries)."""
     b, hq, hkv, d, n, page = 8, 32, 8, 128, 32768, 16
     q = torch.randn(b, 1, hq, d, dtype=torch.bfloat16, device=device)
     k = torch.zeros(b * n // page, page, hkv, d, dtype=torch.bfloat16, device=device)
@@ -116,6 +118,7 @@ def paged_cases(device: str):
     lengths = torch.full((b,), n, dtype=torch.int32, device=device)
     packed = q.view(b, hq, d)
     cu_seqlens_q = torch.arange(b + 1, dtype=torch.int32, device=device)
+    out = torch.empty_like(packed)
     return {
         "paged": lambda: paged.paged_attention(
             q, k, v, table, lengths, causal=True, num_splits=0, pack_gqa=None),
@@ -124,6 +127,12 @@ def paged_cases(device: str):
         "varlen_paged": lambda: flash_attn_varlen_func(
             packed, k, v, cu_seqlens_q, None, 1, n, causal=True, block_table=table,
             seqused_k=lengths),
+        "vllm": lambda: vllm_flash_attn.flash_attn_varlen_func(
+            packed, k, v, 1, cu_seqlens_q, n, seqused_k=lengths, block_table=table,
+            causal=True, out=out, fa_version=3),
+        "fa3_packed": lambda: flash_attn_interface.flash_attn_with_kvcache(
+            packed, k, v, page_table=table, cache_seqlens=lengths, cu_seqlens_q=cu_seqlens_q,
+            max_seqlen_q=1, causal=True),
     }
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from kvpipe import _tensors, kernels
-from kvpipe.launch import LaunchPlans, aligned_16, plan_key
+from kvpipe.launch import _LOG2E, LaunchPlans, aligned_16, plan_key
 
 __all__ = ["paged_attention", "append_to_paged_cache", "check_paged_cache"]
 
@@ -83,7 +83,7 @@ def kernel_scalars(q_shape: Tuple[int, ...], k_cache_shape: Tuple[int, ...],
         q_shape[0], q_shape[2], q_shape[1])
     page_size, heads_kv = k_cache_shape[1], k_cache_shape[2]
     return {"seq_q": sq, "seq_kv": pages_per_sequence * page_size,
-            "heads_per_kv_head": hq // heads_kv, "scale_log2": scale * 1.4426950408889634,
+            "heads_per_kv_head": hq // heads_kv, "scale_log2": scale * _LOG2E,
             "heads_q": hq, "batch": b, "window_left": window[0], "window_right": window[1],
             "max_pages_per_seq": pages_per_sequence}
 
