@@ -702,6 +702,50 @@ gpu.func @k(%n: index) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>} 
 
 // -----
 
+// WRONG: nvvm.reqntid = 384 (the kernel launches with exactly 3 warpgroups)
+// and warp_roles declares consumers(1): lowered, warpgroups 1 and 2 both run
+// the consumer region and release with their first thread, 2 arrivals per
+// phase on a barrier that expects 1 (the phase completes while a warpgroup
+// may still read the slot). The checker counted the one consumer warpgroup
+// the roles name: it ignored nvvm.reqntid.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @m {
+gpu.func @k(%n: index) kernel attributes {nvvm.reqntid = array<i32: 384, 1, 1>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c128 = arith.constant 128 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-note @+1 {{the warp roles}}
+  kvpipe.warp_roles producer registers(24) {
+    %tid = gpu.thread_id x
+    %leader = arith.cmpi eq, %tid, %c0 : index
+    scf.if %leader {
+      %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.producer_acquire %s : !p
+        kvpipe.producer_commit %s : !p
+        %t = kvpipe.step %s : !p
+        scf.yield %t : !p
+      }
+    }
+  } consumers(1) registers(232) {
+  ^bb0(%ci: index):
+    %tid = gpu.thread_id x
+    %in = arith.remui %tid, %c128 : index
+    %e = arith.cmpi eq, %in, %c0 : index
+    %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+      kvpipe.consumer_wait %s : !p
+      // expected-error @+1 {{'kvpipe.consumer_release' op 2 threads of the CTA's 3 warpgroups arrive on the consumer barrier per release (0, 1, 1 per warpgroup), but the pipeline expects consumers = 1}}
+      %t = kvpipe.consumer_release %s, %e : !p
+      scf.yield %t : !p
+    }
+  }
+  gpu.return
+}
+}
+
+// -----
+
 // WRONG: the whole kvpipe.warp_roles sits under "if tid >= 128": the
 // producer warpgroup (threads 0..127) never enters it, so the producer region
 // never runs on any thread and the consumers' first wait never returns (hang).

@@ -62,6 +62,10 @@ std::optional<ThreadScope> kvpipe::getThreadScope(Operation *op) {
       dims = gpuFunc.getKnownBlockSizeAttr();
     if (!dims)
       dims = func->getAttrOfType<DenseI32ArrayAttr>("gpu.known_block_size");
+    // The exact block size a launch must have (the kernel fails to launch
+    // with another), else the most it may have.
+    if (!dims)
+      dims = func->getAttrOfType<DenseI32ArrayAttr>("nvvm.reqntid");
     if (!dims)
       dims = func->getAttrOfType<DenseI32ArrayAttr>("nvvm.maxntid");
   }
