@@ -721,3 +721,75 @@ func.func @f(%p: !p, %e: i1, %lse: !ring) -> (!p, vector<2xf32>) {
   %v = vector.load %lse[%slot, %c0] {alignment = 8 : i64} : !ring, vector<2xf32>
   return %t, %v : !p, vector<2xf32>
 }
+
+// -----
+
+// WRONG (found by a red-team pass, session 35): the K ring lives at byte 0
+// of the dynamic shared memory, and a helper the consumer calls per K block
+// takes its own view of the dynamic shared memory at byte 0 and stores its
+// scratch rows there, over the ring's slots, while the producer's TMA fills
+// them. Every gpu.dynamic_shared_memory of a kernel and of the helpers it
+// calls is the same bytes; the checker took each function's for a buffer of
+// its own and accepted the program.
+!p1 = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @scratch(%row: index, %v: vector<64xf32>) {
+    %c0 = arith.constant 0 : index
+    %dyn = gpu.dynamic_shared_memory : memref<?xi8, #smem>
+    %buf = memref.view %dyn[%c0][] : memref<?xi8, #smem> to memref<128x64xf32, #smem>
+    // expected-warning @+1 {{'vector.store' op cannot prove which ring slot the op accesses: its address overlaps ring slots 0, 1 at an offset not computed from a kvpipe.index}}
+    vector.store %v, %buf[%row, %c0] : memref<128x64xf32, #smem>, vector<64xf32>
+    return
+  }
+  gpu.func @ring_dyn(%map: !map, %n: index, %q: !q) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    %dyn = gpu.dynamic_shared_memory : memref<?xi8, #smem>
+    %k = memref.view %dyn[%c0][] : memref<?xi8, #smem> to !ring
+    %p = kvpipe.create : !p1
+    kvpipe.init %p : !p1
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p1) {
+          kvpipe.producer_acquire %s : !p1
+          %slot = kvpipe.index %s : !p1
+          %b = kvpipe.producer_mbar %s : !p1
+          // expected-note @+1 {{the ring, whose slot a kvpipe.index selects here}}
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          %row = arith.muli %i, %c128 : index
+          kvpipe.tma_load %map[%c0, %row, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s {kvpipe.transaction_bytes = 16384 : i64} : !p1
+          %t = kvpipe.step %s : !p1
+          scf.yield %t : !p1
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %myrow = arith.subi %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p1, vector<64xf32>) {
+        kvpipe.consumer_wait %s : !p1
+        %slot = kvpipe.index %s : !p1
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p1
+        func.call @scratch(%myrow, %done) : (index, vector<64xf32>) -> ()
+        scf.yield %t, %done : !p1, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}

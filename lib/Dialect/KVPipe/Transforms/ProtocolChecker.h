@@ -625,6 +625,11 @@ private:
   };
   DenseMap<Value, Place> places;
   Place locate(Value memref, unsigned depth = 0);
+  /// The buffer a `gpu.dynamic_shared_memory` in `function` is: the CTA's
+  /// one dynamic shared memory, of the kernel every chain of calls to
+  /// `function` starts from (the function itself where that is not one
+  /// kernel: a helper several kernels call).
+  Operation *getDynamicSharedMemoryOwner(Operation *function);
   /// A byte range [low, high) of a buffer.
   struct Footprint {
     LinearExpr low, high;

@@ -131,9 +131,10 @@ ProtocolChecker::Place ProtocolChecker::locate(Value memref, unsigned depth) {
   } else if (auto global = dyn_cast<memref::GetGlobalOp>(def)) {
     asBuffer(global.getNameAttr().getAsOpaquePointer());
   } else if (isa<gpu::DynamicSharedMemoryOp>(def)) {
-    // Every dynamic_shared_memory op of a kernel is the same buffer.
+    // Every dynamic_shared_memory op of a kernel, and of the helpers it
+    // calls, is the CTA's one buffer.
     Operation *function = def->getParentOfType<FunctionOpInterface>();
-    asBuffer(function ? function : def);
+    asBuffer(function ? getDynamicSharedMemoryOwner(function) : def);
   } else if (auto view = dyn_cast<memref::ViewOp>(def)) {
     // The source is a contiguous byte buffer: its element 0 is its start.
     Place source = locate(view.getSource(), depth + 1);
@@ -175,6 +176,31 @@ ProtocolChecker::Place ProtocolChecker::locate(Value memref, unsigned depth) {
   }
   places[memref] = place;
   return place;
+}
+
+Operation *ProtocolChecker::getDynamicSharedMemoryOwner(Operation *function) {
+  if (!callSites)
+    callSites.emplace(root);
+  // The roots of the chains of calls to `function`: kernels (or functions
+  // nothing calls).
+  Operation *owner = nullptr;
+  SmallPtrSet<Operation *, 8> seen;
+  SmallVector<Operation *> work = {function};
+  while (!work.empty()) {
+    Operation *current = work.pop_back_val();
+    if (!seen.insert(current).second)
+      continue;
+    ArrayRef<Operation *> calls = callSites->getCalls(current);
+    if (calls.empty()) {
+      if (owner && owner != current)
+        return function;
+      owner = current;
+    }
+    for (Operation *call : calls)
+      if (auto caller = call->getParentOfType<FunctionOpInterface>())
+        work.push_back(caller);
+  }
+  return owner ? owner : function;
 }
 
 SmallVector<ProtocolChecker::Footprint>
