@@ -195,3 +195,138 @@ func.func @stage_tiles_apart(%p: !p, %map: !map, %k: !ring, %i: index) -> !p {
   %t = kvpipe.step %p : !p
   return %t : !p
 }
+
+// -----
+
+// WRONG (red-team pass, session 35): the consumer waits for sub-stage 0 only,
+// then one wgmma reads the whole slot (both halves): half 1 may not have
+// landed. The read's view was matched to sub-stage 0's load by its offsets
+// alone (its sizes were not in the key), and the program was accepted.
+!p2 = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring3 = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!kt2 = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q, %q2: memref<2x64x64xbf16, #smem>) workgroup(%k: !ring3) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p2
+    kvpipe.init %p : !p2
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+          %slot = kvpipe.index %s : !p2
+          kvpipe.producer_acquire %s stage 0 : !p2
+          %b0 = kvpipe.producer_mbar %s stage 0 : !p2
+          %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+          kvpipe.producer_commit %s stage 0 : !p2
+          kvpipe.producer_acquire %s stage 1 : !p2
+          %b1 = kvpipe.producer_mbar %s stage 1 : !p2
+          %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+          kvpipe.producer_commit %s stage 1 : !p2
+          %t = kvpipe.step %s : !p2
+          scf.yield %t : !p2
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p2, vector<64xf32>) {
+        %slot = kvpipe.index %s : !p2
+        %kk = memref.subview %k[%slot, 0, 0, 0] [1, 2, 128, 64] [1, 1, 1, 1] : !ring3 to !kt2
+        kvpipe.consumer_wait %s stage 0 : !p2
+        // expected-warning @+1 {{'kvpipe.warpgroup_mma' op cannot prove which sub-stage of the slot this wgmma reads, and not every sub-stage was waited for before it}}
+        %a = kvpipe.warpgroup_mma %q2, %kk, %o : memref<2x64x64xbf16, #smem>, !kt2 -> vector<64xf32>
+        %a2 = kvpipe.warpgroup_wait %a {pending = 0} : vector<64xf32>
+        %s0 = kvpipe.consumer_release %s, %first stage 0 : !p2
+        kvpipe.consumer_wait %s0 stage 1 : !p2
+        %d = arith.addf %a2, %a2 : vector<64xf32>
+        %s1 = kvpipe.consumer_release %s0, %first stage 1 : !p2
+        scf.yield %s1, %d : !p2, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// WRONG (red-team pass, session 35): the halves' offsets are computed
+// (%base = 0 + 0, %next = %base + 1) rather than constants; every such
+// offset keyed as "?", so the read of half 1 after waiting sub-stage 0 only
+// matched sub-stage 0's load of half 0 and was accepted. Offsets are now
+// keyed as linear expressions (1 here).
+!p2 = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring3 = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!kt2 = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q) workgroup(%k: !ring3) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %c128 = arith.constant 128 : index
+    %base = arith.addi %c0, %c0 : index
+    %next = arith.addi %base, %c1 : index
+    %p = kvpipe.create : !p2
+    kvpipe.init %p : !p2
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+          %slot = kvpipe.index %s : !p2
+          kvpipe.producer_acquire %s stage 0 : !p2
+          %b0 = kvpipe.producer_mbar %s stage 0 : !p2
+          %h0 = memref.subview %k[%slot, %base, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+          kvpipe.producer_commit %s stage 0 : !p2
+          kvpipe.producer_acquire %s stage 1 : !p2
+          %b1 = kvpipe.producer_mbar %s stage 1 : !p2
+          %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+          kvpipe.producer_commit %s stage 1 : !p2
+          %t = kvpipe.step %s : !p2
+          scf.yield %t : !p2
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p2, vector<64xf32>) {
+        %slot = kvpipe.index %s : !p2
+        %k1 = memref.subview %k[%slot, %next, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !kt
+        kvpipe.consumer_wait %s stage 0 : !p2
+        // expected-error @+1 {{'kvpipe.warpgroup_mma' op reads a slot before its data landed: no consumer_wait of the slot at sub-stage 1 runs before it on every path}}
+        %a = kvpipe.warpgroup_mma %q, %k1, %o : !q, !kt -> vector<64xf32>
+        %a2 = kvpipe.warpgroup_wait %a {pending = 0} : vector<64xf32>
+        %s0 = kvpipe.consumer_release %s, %first stage 0 : !p2
+        kvpipe.consumer_wait %s0 stage 1 : !p2
+        %d = arith.addf %a2, %a2 : vector<64xf32>
+        %s1 = kvpipe.consumer_release %s0, %first stage 1 : !p2
+        scf.yield %s1, %d : !p2, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}

@@ -37,17 +37,31 @@ std::string ProtocolChecker::tileKey(Value memref) {
   Value current = memref;
   for (unsigned guard = 0; current && guard < 64; ++guard) {
     Operation *def = current.getDefiningOp();
-    auto offsetKey = [&](OpFoldResult offset) -> std::string {
-      if (std::optional<int64_t> c = getConstantIntValue(offset))
+    // An offset or size as a linear expression over structural atoms (the
+    // producer's and the consumer's computation of one value are one atom):
+    // two tiles' keys are equal only where their views are, so that a read
+    // whose offsets or sizes differ from a load's (half 1 against half 0, or
+    // both halves) is never taken for that load's sub-stage.
+    auto valueKey = [&](OpFoldResult value) -> std::string {
+      if (std::optional<int64_t> c = getConstantIntValue(value))
         return std::to_string(*c);
-      Value v = cast<Value>(offset);
+      Value v = cast<Value>(value);
       Operation *unknown = nullptr;
-      return getSlotsOf(v, 0, unknown).empty() ? "?" : "slot";
+      if (!getSlotsOf(v, 0, unknown).empty())
+        return "slot";
+      LinearExpr linear = arithmetic.getLinear(v);
+      std::string text = std::to_string(linear.constant);
+      for (auto [atom, coefficient] : linear.terms)
+        text += "+" + std::to_string(coefficient) + "*a" + std::to_string(atom);
+      return text;
     };
     if (auto subview = dyn_cast_or_null<memref::SubViewOp>(def)) {
       key += "sv[";
       for (OpFoldResult offset : subview.getMixedOffsets())
-        key += offsetKey(offset) + ",";
+        key += valueKey(offset) + ",";
+      key += "][";
+      for (OpFoldResult size : subview.getMixedSizes())
+        key += valueKey(size) + ",";
       key += "]";
       current = subview.getSource();
     } else if (def &&
