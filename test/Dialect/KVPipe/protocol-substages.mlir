@@ -330,3 +330,71 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// WRONG (red-team pass, session 35): a plain vector.load of half 1 after
+// waiting for sub-stage 0 only (half 1's TMA may not have landed). A plain
+// access counted as inside the slot's window while any sub-stage was held.
+!p2 = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring3 = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!kt2 = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q) workgroup(%k: !ring3) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p2
+    kvpipe.init %p : !p2
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+          %slot = kvpipe.index %s : !p2
+          kvpipe.producer_acquire %s stage 0 : !p2
+          %b0 = kvpipe.producer_mbar %s stage 0 : !p2
+          %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+          kvpipe.producer_commit %s stage 0 : !p2
+          kvpipe.producer_acquire %s stage 1 : !p2
+          %b1 = kvpipe.producer_mbar %s stage 1 : !p2
+          %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+          kvpipe.producer_commit %s stage 1 : !p2
+          %t = kvpipe.step %s : !p2
+          scf.yield %t : !p2
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %lead = arith.cmpi eq, %tid, %c128 : index
+      scf.if %lead {
+      %first = arith.constant true
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p2, vector<64xf32>) {
+        %slot = kvpipe.index %s : !p2
+        %k1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+        kvpipe.consumer_wait %s stage 0 : !p2
+        // expected-warning @+1 {{'vector.load' op cannot prove that this op accesses only a part of the ring slot that it holds: 1 of the slot's 2 sub-stages are held where it runs}}
+        %v = vector.load %k1[%c0, %c0] : !half, vector<64xbf16>
+        %s0 = kvpipe.consumer_release %s, %first stage 0 : !p2
+        kvpipe.consumer_wait %s0 stage 1 : !p2
+        %s1 = kvpipe.consumer_release %s0, %first stage 1 : !p2
+        %ve = arith.extf %v : vector<64xbf16> to vector<64xf32>
+        %d = arith.addf %o, %ve : vector<64xf32>
+        scf.yield %s1, %d : !p2, vector<64xf32>
+      }
+      }
+    }
+    gpu.return
+  }
+}

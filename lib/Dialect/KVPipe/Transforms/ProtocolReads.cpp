@@ -1441,8 +1441,19 @@ void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
       closed = protocol.getOperation();
     }
   }
-  if (!open.empty())
+  auto type = cast<PipelineType>(slot.getType());
+  if (!open.empty()) {
+    // With sub-stages, each part of the slot is held from its own wait
+    // (acquire) to its own release (commit): an access while only some are
+    // held may touch a part that is not (the checker does not match plain
+    // accesses to the part each sub-stage loads, as it does wgmma reads).
+    if (static_cast<int64_t>(open.size()) < type.getQkStages())
+      unproven(op) << "that this op accesses only a part of the ring slot "
+                      "that it holds: "
+                   << open.size() << " of the slot's " << type.getQkStages()
+                   << " sub-stages are held where it runs" << where(slot);
     return;
+  }
   if (closed) {
     InFlightDiagnostic diag =
         error(op) << "accesses a ring slot after its '"
