@@ -123,6 +123,8 @@ func.func @cf_loop_outer_state(%p: !p, %c: i1) {
 // control flow are not counted.
 !p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
 func.func @cf_early_return(%producer: i1, %skip: i1, %e: i1) {
+  // (The created state's chain ends on the path that skips the fill.)
+  // expected-note @below {{a chain of the pipeline's states ends here}}
   %p = kvpipe.create : !p
   kvpipe.init %p : !p
   // expected-warning @below {{cannot prove that the producer and consumer sides advance the same number of slots through unstructured control flow: the checker does not count the paths of 'cf' branches}}
@@ -132,7 +134,6 @@ func.func @cf_early_return(%producer: i1, %skip: i1, %e: i1) {
 ^fill:
   kvpipe.producer_acquire %p : !p
   kvpipe.producer_commit %p : !p
-  // expected-note @below {{a chain of the pipeline's states ends here}}
   %t = kvpipe.step %p : !p
   cf.br ^done
 ^cons:
@@ -198,3 +199,39 @@ func.func @f(%p: !p, %e: i1, %c: i1, %q: !q, %k: !ring, %other: !kt, %n: index) 
   return %t : !p
 }
 
+// -----
+
+// WRONG (red-team pass, session 35): two cf loops, the producer's filling n
+// slots and the consumer's waiting n + 1 times (i <= n): the last wait never
+// returns. Both drop their state on the exit edge (not passed to ^exit), so
+// no chain ended anywhere and nothing was compared: accepted. A state that
+// some path carries out of the region without passing it on ends there.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+func.func @cf_roles(%n: index, %producer: i1, %e: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %p = kvpipe.create : !p
+  kvpipe.init %p : !p
+  // expected-warning @below {{'cf.cond_br' op cannot prove that the producer and consumer sides advance the same number of slots through unstructured control flow}}
+  cf.cond_br %producer, ^ph(%p, %c0 : !p, index), ^ch(%p, %c0 : !p, index)
+^ph(%ps: !p, %pi: index):
+  // expected-note @below {{a chain of the pipeline's states ends here}}
+  %pgo = arith.cmpi slt, %pi, %n : index
+  cf.cond_br %pgo, ^pbody, ^exit
+^pbody:
+  kvpipe.producer_acquire %ps : !p
+  kvpipe.producer_commit %ps : !p
+  %pt = kvpipe.step %ps : !p
+  %pi1 = arith.addi %pi, %c1 : index
+  cf.br ^ph(%pt, %pi1 : !p, index)
+^ch(%cs: !p, %ci: index):
+  %cgo = arith.cmpi sle, %ci, %n : index
+  cf.cond_br %cgo, ^cbody, ^exit
+^cbody:
+  kvpipe.consumer_wait %cs : !p
+  %ct = kvpipe.consumer_release %cs, %e : !p
+  %ci1 = arith.addi %ci, %c1 : index
+  cf.br ^ch(%ct, %ci1 : !p, index)
+^exit:
+  return
+}

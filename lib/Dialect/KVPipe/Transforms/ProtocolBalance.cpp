@@ -117,6 +117,53 @@ bool ProtocolChecker::forwards(OpOperand &use) {
          user->hasTrait<OpTrait::ReturnLike>() || isFunctionReturn(user);
 }
 
+bool ProtocolChecker::endsOnSomePath(Value state) {
+  Region *region = state.getParentRegion();
+  if (!region || region->hasOneBlock())
+    return false;
+  // Blocks that pass the state on (a step, a loop or call, a return of it)
+  // on every path through them, and the branch edges that carry it.
+  SmallPtrSet<Block *, 8> forwarding;
+  DenseSet<std::pair<Block *, unsigned>> carried;
+  for (OpOperand &use : state.getUses()) {
+    if (!forwards(use))
+      continue;
+    Block *block = region->findAncestorBlockInRegion(*use.getOwner()->getBlock());
+    if (!block)
+      continue;
+    auto branch = dyn_cast<BranchOpInterface>(use.getOwner());
+    if (!branch || branch->getBlock() != block) {
+      forwarding.insert(block);
+      continue;
+    }
+    for (unsigned i = 0, e = branch->getNumSuccessors(); i < e; ++i) {
+      SuccessorOperands operands = branch.getSuccessorOperands(i);
+      for (unsigned j = 0, n = operands.size(); j < n; ++j)
+        if (operands[j] == state)
+          carried.insert({block, i});
+    }
+  }
+  Block *home = isa<BlockArgument>(state)
+                    ? cast<BlockArgument>(state).getOwner()
+                    : state.getDefiningOp()->getBlock();
+  home = region->findAncestorBlockInRegion(*home);
+  if (!home)
+    return false;
+  SmallVector<Block *> work = {home};
+  SmallPtrSet<Block *, 8> seen;
+  while (!work.empty()) {
+    Block *block = work.pop_back_val();
+    if (!seen.insert(block).second || forwarding.contains(block))
+      continue;
+    if (block->getNumSuccessors() == 0)
+      return true; // leaves the region with the state not passed on
+    for (unsigned i = 0, e = block->getNumSuccessors(); i < e; ++i)
+      if (!carried.contains({block, i}))
+        work.push_back(block->getSuccessor(i));
+  }
+  return false;
+}
+
 bool ProtocolChecker::isSameCondition(Value a, Value b) {
   return arithmetic.getValueNumber(a) == arithmetic.getValueNumber(b) &&
          isUniform(a);
@@ -233,7 +280,8 @@ void ProtocolChecker::checkTotals() {
   DenseMap<Value, BlockArgument> received;
   for (Value state : flow.getStates()) {
     if (llvm::any_of(state.getUses(),
-                     [](OpOperand &use) { return forwards(use); }))
+                     [](OpOperand &use) { return forwards(use); }) &&
+        !endsOnSomePath(state))
       continue;
     // A state merged from several pipelines only to read a ring index:
     // no chain of the protocol (checkFlow reports any other use).
@@ -297,6 +345,10 @@ void ProtocolChecker::checkTotals() {
   auto describeEnd = [&](End end) {
     if (Operation *def = end.state.getDefiningOp())
       return def;
+    // A block's argument (a cf loop's state): the block's first op.
+    Block *block = cast<BlockArgument>(end.state).getOwner();
+    if (!block->isEntryBlock() && !block->empty())
+      return &block->front();
     return end.state.getParentRegion()->getParentOp();
   };
   // (A function nothing in the module calls is a library's entry: its

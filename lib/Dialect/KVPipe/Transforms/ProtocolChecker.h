@@ -429,6 +429,10 @@ private:
   /// Whether `use` passes the state on (so that it is not where a chain
   /// ends).
   static bool forwards(OpOperand &use);
+  /// Whether, in a region of several blocks, a path from where `state` is
+  /// defined leaves the region without a use that passes it on (a `cf`
+  /// loop's exit edge that drops the state): the chain ends there too.
+  static bool endsOnSomePath(Value state);
   /// Whether two conditions have the same value on every thread of the CTA.
   bool isSameCondition(Value a, Value b);
   /// Whether `condition`, the branch between the producer's and the
