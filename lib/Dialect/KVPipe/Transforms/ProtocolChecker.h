@@ -593,6 +593,17 @@ private:
   /// side the op is on) and not after its release or commit (an error: the
   /// other side may be refilling or reading it).
   void checkSlotAccesses();
+  /// Whether `op` is a plain store (the generic proxy's write, which the
+  /// tensor cores and TMA see only after a fence.proxy.async).
+  static bool writesInGenericProxy(Operation *op);
+  /// Whether a fence.proxy.async for shared memory follows `op` before
+  /// anything that may read a slot in the async proxy or hand it over.
+  static bool isFencedBeforeAsyncUse(Operation *op);
+  /// Whether a wgmma anywhere reads slots of `pipeline` (or reads slots the
+  /// checker cannot attribute): the async proxy then reads its slots.
+  bool isReadInAsyncProxy(Value pipeline);
+  std::optional<DenseSet<Value>> asyncReadPipelines;
+  bool asyncReadUnknown = false;
   void checkSlotAccess(Operation *op, Value slot);
   /// The waits, acquires, releases and commits of the states `ofState`
   /// accepts that dominate `op` in its function, in the order they run.

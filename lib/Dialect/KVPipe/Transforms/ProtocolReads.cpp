@@ -6,6 +6,8 @@
 
 #include "ProtocolChecker.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 using namespace mlir;
 using namespace kvpipe;
 using namespace kvpipe::detail;
@@ -1424,6 +1426,67 @@ ProtocolChecker::getOpensAndClosesBefore(
   return before;
 }
 
+bool ProtocolChecker::isReadInAsyncProxy(Value pipeline) {
+  if (!asyncReadPipelines) {
+    asyncReadPipelines.emplace();
+    root->walk([&](WarpgroupMmaOp mma) {
+      for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
+        if (!isa<MemRefType>(operand.getType()))
+          continue;
+        Operation *unknown = nullptr;
+        for (Value slot : getSlotsRead(operand, unknown))
+          asyncReadPipelines->insert(flow.getPipeline(slot));
+        asyncReadUnknown |= unknown != nullptr;
+      }
+    });
+  }
+  return asyncReadUnknown || asyncReadPipelines->contains(pipeline);
+}
+
+bool ProtocolChecker::writesInGenericProxy(Operation *op) {
+  return isa<memref::StoreOp, vector::StoreOp, vector::MaskedStoreOp,
+             vector::TransferWriteOp, StoreFragmentOp>(op);
+}
+
+bool ProtocolChecker::isFencedBeforeAsyncUse(Operation *op) {
+  // The straight-line continuation of `op`, out through its enclosing ops
+  // up to its function: a fence.proxy.async (for shared memory) must come
+  // before anything that may read the slot in the async proxy or hand it
+  // over (a wgmma, a TMA copy, a commit or release, a call), or the end.
+  auto isAsyncFence = [](Operation *candidate) {
+    auto fence = dyn_cast<NVVM::FenceProxyOp>(candidate);
+    if (!fence)
+      return false;
+    NVVM::ProxyKind kind = fence.getKind();
+    std::optional<NVVM::SharedSpace> space = fence.getSpace();
+    return kind == NVVM::ProxyKind::async ||
+           (kind == NVVM::ProxyKind::async_shared &&
+            (!space || *space == NVVM::SharedSpace::shared_cta));
+  };
+  auto usesAsync = [](Operation *candidate) {
+    WalkResult found = candidate->walk([](Operation *inner) {
+      return isa<WarpgroupMmaOp, AsyncSlotCopyOpInterface, ProducerCommitOp,
+                 ConsumerReleaseOp, CallOpInterface>(inner)
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
+    });
+    return found.wasInterrupted();
+  };
+  for (Operation *at = op; at && !isa<FunctionOpInterface>(at);
+       at = at->getParentOp()) {
+    for (Operation *next = at->getNextNode(); next; next = next->getNextNode()) {
+      if (isAsyncFence(next))
+        return true;
+      if (usesAsync(next))
+        return false;
+    }
+    // A loop's body runs again: its next iteration's accesses follow.
+    if (isa<LoopLikeOpInterface>(at->getParentOp()))
+      return false;
+  }
+  return false;
+}
+
 void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
   if (!reportedAccesses.insert({op, slot}).second)
     return;
@@ -1441,19 +1504,19 @@ void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
       closed = protocol.getOperation();
     }
   }
-  auto type = cast<PipelineType>(slot.getType());
-  if (!open.empty()) {
-    // With sub-stages, each part of the slot is held from its own wait
-    // (acquire) to its own release (commit): an access while only some are
-    // held may touch a part that is not (the checker does not match plain
-    // accesses to the part each sub-stage loads, as it does wgmma reads).
-    if (static_cast<int64_t>(open.size()) < type.getQkStages())
-      unproven(op) << "that this op accesses only a part of the ring slot "
-                      "that it holds: "
-                   << open.size() << " of the slot's " << type.getQkStages()
-                   << " sub-stages are held where it runs" << where(slot);
+  if (!open.empty() && writesInGenericProxy(op) &&
+      isReadInAsyncProxy(flow.getPipeline(slot)) && !isFencedBeforeAsyncUse(op))
+    unproven(op) << "that the tensor cores and TMA see what this op writes "
+                    "into the ring slot: no fence.proxy.async for shared "
+                    "memory follows it before the slot is read by a wgmma, "
+                    "copied, or handed over"
+                 << where(slot);
+  // (With sub-stages, a plain access while any of the slot's sub-stages is
+  // held is taken as an access of a part it holds: plain accesses are not
+  // matched to the part each sub-stage loads, as wgmma reads are. A known
+  // gap: docs/protocol-checking.md, rule 7.)
+  if (!open.empty())
     return;
-  }
   if (closed) {
     InFlightDiagnostic diag =
         error(op) << "accesses a ring slot after its '"
