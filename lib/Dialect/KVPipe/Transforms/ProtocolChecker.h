@@ -512,6 +512,9 @@ private:
 public:
   static Value stepView(Operation *def, SmallVectorImpl<Value> &offsets,
                         SmallVectorImpl<Value> &linearOffsets);
+  /// Whether `op` is a fence.proxy.async that orders the CTA's shared
+  /// memory writes before the async proxy's accesses (wgmma, TMA).
+  static bool isAsyncProxyFence(Operation *op);
 private:
   /// The offsets of `memref`'s view chain within its function (stepView
   /// down to the first op it does not follow); `viewed`: any view op.

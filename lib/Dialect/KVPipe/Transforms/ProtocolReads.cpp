@@ -1453,16 +1453,6 @@ bool ProtocolChecker::isFencedBeforeAsyncUse(Operation *op) {
   // up to its function: a fence.proxy.async (for shared memory) must come
   // before anything that may read the slot in the async proxy or hand it
   // over (a wgmma, a TMA copy, a commit or release, a call), or the end.
-  auto isAsyncFence = [](Operation *candidate) {
-    auto fence = dyn_cast<NVVM::FenceProxyOp>(candidate);
-    if (!fence)
-      return false;
-    NVVM::ProxyKind kind = fence.getKind();
-    std::optional<NVVM::SharedSpace> space = fence.getSpace();
-    return kind == NVVM::ProxyKind::async ||
-           (kind == NVVM::ProxyKind::async_shared &&
-            (!space || *space == NVVM::SharedSpace::shared_cta));
-  };
   auto usesAsync = [](Operation *candidate) {
     WalkResult found = candidate->walk([](Operation *inner) {
       return isa<WarpgroupMmaOp, AsyncSlotCopyOpInterface, ProducerCommitOp,
@@ -1475,7 +1465,7 @@ bool ProtocolChecker::isFencedBeforeAsyncUse(Operation *op) {
   for (Operation *at = op; at && !isa<FunctionOpInterface>(at);
        at = at->getParentOp()) {
     for (Operation *next = at->getNextNode(); next; next = next->getNextNode()) {
-      if (isAsyncFence(next))
+      if (isAsyncProxyFence(next))
         return true;
       if (usesAsync(next))
         return false;

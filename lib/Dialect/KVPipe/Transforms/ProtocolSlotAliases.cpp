@@ -392,15 +392,20 @@ InitOp ProtocolChecker::getInitAfter(Operation *op, Value pipeline,
 static bool isFencedForAsyncProxy(Operation *ancestor, InitOp init) {
   for (Operation *next = ancestor->getNextNode(); next && next != init;
        next = next->getNextNode())
-    if (auto fence = dyn_cast<NVVM::FenceProxyOp>(next)) {
-      NVVM::ProxyKind kind = fence.getKind();
-      std::optional<NVVM::SharedSpace> space = fence.getSpace();
-      if (kind == NVVM::ProxyKind::async ||
-          (kind == NVVM::ProxyKind::async_shared &&
-           (!space || *space == NVVM::SharedSpace::shared_cta)))
-        return true;
-    }
+    if (ProtocolChecker::isAsyncProxyFence(next))
+      return true;
   return false;
+}
+
+bool ProtocolChecker::isAsyncProxyFence(Operation *op) {
+  auto fence = dyn_cast<NVVM::FenceProxyOp>(op);
+  if (!fence)
+    return false;
+  NVVM::ProxyKind kind = fence.getKind();
+  std::optional<NVVM::SharedSpace> space = fence.getSpace();
+  return kind == NVVM::ProxyKind::async ||
+         (kind == NVVM::ProxyKind::async_shared &&
+          (!space || *space == NVVM::SharedSpace::shared_cta));
 }
 
 void ProtocolChecker::checkAliasedAccess(Operation *op, Value memref) {
