@@ -20,8 +20,9 @@ descaling, ``qv``, ``attention_chunk``, rotary embeddings, ``cache_batch_idx``,
 ``seqused_q``, and pages of other sizes than ``kvpipe.kernels.PAGE_SIZES``
 (SGLang's default page size 1 included: its table addresses single tokens).
 FA3's scheduling options (``scheduler_metadata``, ``num_splits``,
-``pack_gqa``, ``sm_margin``) are accepted; ``num_splits`` and ``pack_gqa``
-are passed on where kvpipe's launcher takes them.
+``pack_gqa``, ``sm_margin``) are accepted; ``num_splits`` is passed on to a
+batched call's decode launch (the packed one's varlen kernel does not split),
+``pack_gqa`` is left to kvpipe's decode plan.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def flash_attn_with_kvcache(q: Any, k_cache: Any, v_cache: Any, k: Any = None, v
         causal, window_size, softcap, softmax_scale, sinks: as in
             kvpipe.flash_attn.flash_attn_with_kvcache (``sinks``: gpt-oss's,
             fp32 ``(nheads,)``).
-        num_splits, pack_gqa: the decode kernels' (0 / None: chosen).
+        num_splits: the decode kernels' split (0: chosen), batched calls
+            only; pack_gqa: accepted, chosen by kvpipe's decode plan.
         scheduler_metadata, sm_margin: accepted, not needed.
 
     Returns:
