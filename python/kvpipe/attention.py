@@ -690,18 +690,26 @@ def _launch_forward(launch: _ForwardLaunch, q: Any, k: Any, v: Any, out: Any, kv
               "kv_lengths": kv_lengths.data_ptr() if kv_lengths is not None else 0,
               "sinks": sink_values.data_ptr() if sink_values is not None else 0,
               **{name: t.data_ptr() for name, t in aux_values.items()}}
-    if launch.split is not None:
-        return attention_split(launch.split, q, out, lse, layout, values, return_lse)
-    abi = launch.abi
+    return launch_planned(launch, q, out, lse, layout, values, return_lse)
+
+
+def launch_planned(plan: Any, q: Any, out: Any, lse: Any, layout: str,
+                   values: Dict[str, Any], return_lse: bool) -> Any:
+    """Launches a planned forward (``_ForwardLaunch``, ``paged._PagedLaunch``:
+    its ``split`` family, or its one ``kernel`` with ``abi`` and ``grid``) on
+    the call's arguments ``values`` (all but the output's map and lse)."""
+    if plan.split is not None:
+        return attention_split(plan.split, q, out, lse, layout, values, return_lse)
+    abi = plan.abi
     args = kernel_arguments(abi, {**values, "o_map": ("out", out, layout),
                                   "lse": lse.data_ptr() if lse is not None else 0})
     log("launch %s: grid %s, block (%d, 1, 1), %d B shared, B=%d H=%d S=%d/%d",
-        abi["kernel"], launch.grid, abi["threads"], abi["dynamic_shared_memory"],
-        *launch.lse_shape, launch.scalars["seq_kv"])
-    guard, stream = device_launch(launch.device_index)
+        abi["kernel"], plan.grid, abi["threads"], abi["dynamic_shared_memory"],
+        *plan.lse_shape, plan.scalars["seq_kv"])
+    guard, stream = device_launch(plan.device_index)
     with guard:
-        launch.kernel.launch(launch.grid, (abi["threads"], 1, 1), args,
-                             shared_mem=abi["dynamic_shared_memory"], stream=stream)
+        plan.kernel.launch(plan.grid, (abi["threads"], 1, 1), args,
+                           shared_mem=abi["dynamic_shared_memory"], stream=stream)
     return (out, lse) if return_lse else out
 
 

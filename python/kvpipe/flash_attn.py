@@ -39,6 +39,28 @@ def _unsupported(name: str, why: str) -> NotImplementedError:
     return NotImplementedError(f"kvpipe.flash_attn: {name} is not supported yet ({why})")
 
 
+#: Why kvpipe does not compute an argument of flash-attn's, FA3's or vLLM's
+#: interfaces, by name (``_refuse_unsupported``).
+_UNSUPPORTED = {
+    "qv": "MLA's extra query head dim", "q_v": "MLA's extra query head dim",
+    "q_descale": "fp8 inputs", "k_descale": "fp8 inputs", "v_descale": "fp8 inputs",
+    "rotary_cos": "apply rotary embeddings before the call",
+    "rotary_sin": "apply rotary embeddings before the call",
+    "rotary_seqlens": "apply rotary embeddings before the call",
+    "cache_batch_idx": "index the cache before the call",
+    "cache_leftpad": "left-padded caches", "seqused_q": "per-sequence query counts",
+    "cu_seqlens_k_new": "new keys with packed queries",
+    "cp_tot_seqused_k": "context parallelism"}
+
+
+def _refuse_unsupported(**values: Any) -> None:
+    """Raises ``_unsupported`` for the first of ``values`` that is not None
+    (the drop-ins' arguments kvpipe does not compute, ``_UNSUPPORTED``)."""
+    for name, value in values.items():
+        if value is not None:
+            raise _unsupported(name, _UNSUPPORTED[name])
+
+
 def _check_common(dropout_p: float, softcap: float, alibi_slopes: Any,
                   window_size: Any, causal: bool) -> Tuple[int, int]:
     if not isinstance(causal, bool):
@@ -331,13 +353,8 @@ def _check_kvcache_call(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any, rota
     name, but those of the tensors kvpipe.attention checks (q's dtype and
     head dim, the sinks, the modifiers' tensors) per call."""
     window = _check_common(0.0, softcap, alibi_slopes, window_size, causal)
-    for name, value, why in (
-            ("rotary_cos", rotary_cos, "apply rotary embeddings before the call"),
-            ("rotary_sin", rotary_sin, "apply rotary embeddings before the call"),
-            ("cache_batch_idx", cache_batch_idx, "index the cache before the call"),
-            ("cache_leftpad", cache_leftpad, "left-padded caches")):
-        if value is not None:
-            raise _unsupported(name, why)
+    _refuse_unsupported(rotary_cos=rotary_cos, rotary_sin=rotary_sin,
+                        cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad)
     if isinstance(num_splits, bool) or not isinstance(num_splits, int):
         raise TypeError(f"num_splits must be an int (0: choose), got {num_splits!r}")
     if not 0 <= num_splits <= MAX_SPLITS:

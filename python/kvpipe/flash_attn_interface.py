@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from kvpipe.flash_attn import _check_common, _unsupported
+from kvpipe.flash_attn import _check_common, _refuse_unsupported, _unsupported
 
 __all__ = ["flash_attn_with_kvcache", "flash_attn_varlen_func", "get_scheduler_metadata"]
 
@@ -38,20 +38,6 @@ def get_scheduler_metadata(*args: Any, **kwargs: Any) -> None:
     """FA3's precomputed split schedule: None here (kvpipe's launchers plan
     each call signature once themselves)."""
     return None
-
-
-def _refuse_unsupported(**values: Any) -> None:
-    why = {"qv": "MLA's extra query head dim", "q_descale": "fp8 inputs",
-           "k_descale": "fp8 inputs", "v_descale": "fp8 inputs",
-           "rotary_cos": "apply rotary embeddings before the call",
-           "rotary_sin": "apply rotary embeddings before the call",
-           "rotary_seqlens": "apply rotary embeddings before the call",
-           "cache_batch_idx": "index the cache before the call",
-           "cache_leftpad": "left-padded caches", "seqused_q": "per-sequence query counts",
-           "cu_seqlens_k_new": "new keys with packed queries"}
-    for name, value in values.items():
-        if value is not None:
-            raise _unsupported(name, why[name])
 
 
 def _check_fa3_options(attention_chunk: Any, num_splits: Any, pack_gqa: Any,

@@ -292,8 +292,7 @@ def _launch_paged(plan: _PagedLaunch, q: Any, k_cache: Any, v_cache: Any, block_
                   kv_lengths: Any, out: Any, sinks: Any, traced: Any, layout: str,
                   return_lse: bool) -> Any:
     """A planned paged call's launch with this call's tensors."""
-    from kvpipe.attention import _aux_arguments, attention_split, forward_outputs
-    from kvpipe.launch import device_launch, kernel_arguments
+    from kvpipe.attention import _aux_arguments, forward_outputs, launch_planned
     from kvpipe.sinks import kernel_sinks
 
     # The kernel reads the table with rows of max_pages_per_seq entries and
@@ -311,16 +310,7 @@ def _launch_paged(plan: _PagedLaunch, q: Any, k_cache: Any, v_cache: Any, block_
               **_kernel_tensors(q, k_cache, v_cache, block_table, kv_lengths, layout),
               "sinks": sink_values.data_ptr() if sink_values is not None else 0,
               **{name: t.data_ptr() for name, t in aux_values.items()}}
-    if plan.split is not None:
-        return attention_split(plan.split, q, out, lse, layout, values, return_lse)
-    abi = plan.abi
-    args = kernel_arguments(abi, {**values, "o_map": ("out", out, layout),
-                                  "lse": lse.data_ptr() if lse is not None else 0})
-    guard, stream = device_launch(plan.device_index)
-    with guard:
-        plan.kernel.launch(plan.grid, (abi["threads"], 1, 1), args,
-                           shared_mem=abi["dynamic_shared_memory"], stream=stream)
-    return (out, lse) if return_lse else out
+    return launch_planned(plan, q, out, lse, layout, values, return_lse)
 
 
 def append_to_paged_cache(k_cache: Any, v_cache: Any, block_table: Any, cache_seqlens: Any,

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
-from kvpipe.flash_attn import _check_common, _unsupported
+from kvpipe.flash_attn import _check_common, _refuse_unsupported, _unsupported
+# FA3's schedule, which vLLM asks for the same way: None (kvpipe plans its calls).
+from kvpipe.flash_attn_interface import get_scheduler_metadata  # noqa: F401
 
 __all__ = ["flash_attn_varlen_func", "get_scheduler_metadata", "is_fa_version_supported",
            "fa_version_unsupported_reason"]
@@ -46,13 +48,6 @@ def fa_version_unsupported_reason(fa_version: int, device: Any = None) -> Option
     if fa_version in FA_VERSIONS:
         return None
     return f"kvpipe serves fa_version {FA_VERSIONS}, not {fa_version}"
-
-
-def get_scheduler_metadata(*args: Any, **kwargs: Any) -> None:
-    """FA3's precomputed split schedule: None here (kvpipe's launchers plan
-    each call signature once themselves; ``flash_attn_varlen_func`` accepts
-    None for it, as vLLM passes it)."""
-    return None
 
 
 def flash_attn_varlen_func(q: Any, k: Any, v: Any, max_seqlen_q: int, cu_seqlens_q: Any,
@@ -97,13 +92,8 @@ def flash_attn_varlen_func(q: Any, k: Any, v: Any, max_seqlen_q: int, cu_seqlens
     Returns:
         ``out``, or ``(out, softmax_lse)`` with ``return_softmax_lse``.
     """
-    for name, value, why in (
-            ("q_v", q_v, "MLA's extra query head dim"),
-            ("q_descale", q_descale, "fp8 inputs"), ("k_descale", k_descale, "fp8 inputs"),
-            ("v_descale", v_descale, "fp8 inputs"),
-            ("cp_tot_seqused_k", cp_tot_seqused_k, "context parallelism")):
-        if value is not None:
-            raise _unsupported(name, why)
+    _refuse_unsupported(q_v=q_v, q_descale=q_descale, k_descale=k_descale,
+                        v_descale=v_descale, cp_tot_seqused_k=cp_tot_seqused_k)
     for name, value, default in (("cp_world_size", cp_world_size, 1), ("cp_rank", cp_rank, 0)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, got {value!r}")
