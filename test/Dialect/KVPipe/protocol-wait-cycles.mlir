@@ -28,7 +28,7 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     scf.if %w0 {
       %e = arith.cmpi eq, %tid, %c0 : index
       scf.if %e {
-        // expected-error-re @below {{'kvpipe.consumer_wait' op waits in a cycle across pipelines (a deadlock): the commit or release it waits for runs, on the threads that run it, only after another wait of the cycle returns, and so on back to this one (sub-stage 0 of pipeline created at {{.*}})}}
+        // expected-error-re @below {{'kvpipe.consumer_wait' op waits in a cycle across pipelines (a deadlock): the commit, release or barrier arrival it waits for runs, on the threads that run it, only after another wait of the cycle returns, and so on back to this one (sub-stage 0 of pipeline created at {{.*}})}}
         kvpipe.consumer_wait %b : !p
         %b1 = kvpipe.consumer_release %b, %true : !p
         kvpipe.producer_acquire %a : !p
@@ -315,13 +315,13 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     scf.if %w0 {
       %e = arith.cmpi eq, %tid, %c0 : index
       scf.if %e {
-        // expected-note @below {{which this call waits for: its helper waits on a pipeline it is passed}}
+        // expected-note @below {{which this call waits for: its helper waits on (or acquires) a pipeline it is passed}}
         %r:2 = func.call @wait_b_then_commit_a(%a, %b) : (!p, !p) -> (!p, !p)
       }
     } else {
       %e = arith.cmpi eq, %tid, %c128 : index
       scf.if %e {
-        // expected-warning-re @below {{'kvpipe.consumer_wait' op cannot prove that the waits across pipelines form no cycle: through the waits and commits of a helper, whose slots the checker does not match with the caller's, this wait may wait for itself (sub-stage 0 of pipeline created at {{.*}})}}
+        // expected-warning-re @below {{'kvpipe.consumer_wait' op cannot prove that the waits across pipelines form no cycle: through the waits and signals of a helper, whose slots the checker does not match with the caller's, this wait may wait for itself (sub-stage 0 of pipeline created at {{.*}})}}
         kvpipe.consumer_wait %a : !p
         %a1 = kvpipe.consumer_release %a, %true : !p
         kvpipe.producer_acquire %b : !p
@@ -623,13 +623,13 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     scf.if %w0 {
       %e = arith.cmpi eq, %tid, %c0 : index
       scf.if %e {
-        // expected-warning @+1 {{cannot prove that the waits across pipelines form no cycle: through the waits and commits of a helper}}
+        // expected-warning @+1 {{cannot prove that the waits across pipelines form no cycle: through the waits and signals of a helper}}
         func.call @role0(%a, %b) : (!p, !p) -> ()
       }
     } else {
       %e = arith.cmpi eq, %tid, %c128 : index
       scf.if %e {
-        // expected-note @+1 {{which this call waits for: its helper waits on a pipeline it is passed}}
+        // expected-note @+1 {{which this call waits for: its helper waits on (or acquires) a pipeline it is passed}}
         func.call @role1(%a, %b) : (!p, !p) -> ()
       }
     }
@@ -753,3 +753,325 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
   }
 }
 
+
+// -----
+
+// A wait-for cycle through a fill helper's acquire (found by session 35's
+// red-team pass): the producer fills A's two slots, a third through a
+// helper, then B; the consumer takes B first. The helper's acquire refills
+// A's slot 0 and waits for its release, which the consumer runs only after
+// its wait on B, which needs B's commit after the call. Unproven: the
+// helper's slots are not matched with the caller's.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @fill_one(%s: !p) -> !p {
+    kvpipe.producer_acquire %s : !p
+    kvpipe.producer_commit %s : !p
+    %t = kvpipe.step %s : !p
+    return %t : !p
+  }
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %a : !p
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+        kvpipe.producer_acquire %a1 : !p
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        // expected-note @below {{which this call waits for: its helper waits on (or acquires) a pipeline it is passed}}
+        %a3 = func.call @fill_one(%a2) : (!p) -> !p
+        kvpipe.producer_acquire %b : !p
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %c128 = arith.constant 128 : index
+      %e = arith.cmpi eq, %tid, %c128 : index
+      // expected-warning @below {{'kvpipe.consumer_wait' op cannot prove that the waits across pipelines form no cycle: through the waits and signals of a helper}}
+      kvpipe.consumer_wait %b : !p
+      %b1 = kvpipe.consumer_release %b, %e : !p
+      kvpipe.consumer_wait %a : !p
+      // expected-note @below {{then this 'consumer_release'}}
+      %a1 = kvpipe.consumer_release %a, %e : !p
+      kvpipe.consumer_wait %a1 : !p
+      %a2 = kvpipe.consumer_release %a1, %e : !p
+      kvpipe.consumer_wait %a2 : !p
+      %a3 = kvpipe.consumer_release %a2, %e : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The same fills, the consumer taking A's three slots before B: no cycle
+// (the helper's acquire waits for A's release of slot 0, which waits only
+// for A's first commit). Nothing to report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @fill_one(%s: !p) -> !p {
+    kvpipe.producer_acquire %s : !p
+    kvpipe.producer_commit %s : !p
+    %t = kvpipe.step %s : !p
+    return %t : !p
+  }
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %a : !p
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+        kvpipe.producer_acquire %a1 : !p
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        %a3 = func.call @fill_one(%a2) : (!p) -> !p
+        kvpipe.producer_acquire %b : !p
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %c128 = arith.constant 128 : index
+      %e = arith.cmpi eq, %tid, %c128 : index
+      kvpipe.consumer_wait %a : !p
+      %a1 = kvpipe.consumer_release %a, %e : !p
+      kvpipe.consumer_wait %a1 : !p
+      %a2 = kvpipe.consumer_release %a1, %e : !p
+      kvpipe.consumer_wait %a2 : !p
+      %a3 = kvpipe.consumer_release %a2, %e : !p
+      kvpipe.consumer_wait %b : !p
+      %b1 = kvpipe.consumer_release %b, %e : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// A wait-for cycle through a drain helper's release: the producer fills
+// A's two slots, a third (its acquire waits for the release of A's slot 0),
+// then B; the consumer takes B first, then drains A's slot 0 through a
+// helper. Unproven, as above.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @drain_one(%s: !p, %e: i1) -> !p {
+    kvpipe.consumer_wait %s : !p
+    %t = kvpipe.consumer_release %s, %e : !p
+    return %t : !p
+  }
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %a : !p
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+        kvpipe.producer_acquire %a1 : !p
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        // expected-warning @below {{'kvpipe.producer_acquire' op cannot prove that the waits across pipelines form no cycle: through the waits and signals of a helper}}
+        kvpipe.producer_acquire %a2 : !p
+        kvpipe.producer_commit %a2 : !p
+        %a3 = kvpipe.step %a2 : !p
+        kvpipe.producer_acquire %b : !p
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %c128 = arith.constant 128 : index
+      %e = arith.cmpi eq, %tid, %c128 : index
+      // expected-note @below {{which this 'consumer_wait'}}
+      kvpipe.consumer_wait %b : !p
+      %b1 = kvpipe.consumer_release %b, %e : !p
+      // expected-note @below {{then this call, whose helper commits to (or releases) a pipeline it is passed}}
+      %a1 = func.call @drain_one(%a, %e) : (!p, i1) -> !p
+      kvpipe.consumer_wait %a1 : !p
+      %a2 = kvpipe.consumer_release %a1, %e : !p
+      kvpipe.consumer_wait %a2 : !p
+      %a3 = kvpipe.consumer_release %a2, %e : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The same with the consumer draining A's slot 0 (through the helper)
+// before it takes B: no cycle. Nothing to report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  func.func private @drain_one(%s: !p, %e: i1) -> !p {
+    kvpipe.consumer_wait %s : !p
+    %t = kvpipe.consumer_release %s, %e : !p
+    return %t : !p
+  }
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %a = kvpipe.create : !p
+    kvpipe.init %a : !p
+    %b = kvpipe.create : !p
+    kvpipe.init %b : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %a : !p
+        kvpipe.producer_commit %a : !p
+        %a1 = kvpipe.step %a : !p
+        kvpipe.producer_acquire %a1 : !p
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        kvpipe.producer_acquire %a2 : !p
+        kvpipe.producer_commit %a2 : !p
+        %a3 = kvpipe.step %a2 : !p
+        kvpipe.producer_acquire %b : !p
+        kvpipe.producer_commit %b : !p
+        %b1 = kvpipe.step %b : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %c128 = arith.constant 128 : index
+      %e = arith.cmpi eq, %tid, %c128 : index
+      %a1 = func.call @drain_one(%a, %e) : (!p, i1) -> !p
+      kvpipe.consumer_wait %a1 : !p
+      %a2 = kvpipe.consumer_release %a1, %e : !p
+      kvpipe.consumer_wait %a2 : !p
+      %a3 = kvpipe.consumer_release %a2, %e : !p
+      kvpipe.consumer_wait %b : !p
+      %b1 = kvpipe.consumer_release %b, %e : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// A wait-for cycle through a named barrier (session 35's red-team pass,
+// w18): both warpgroups meet barrier 1 (256 threads), the producer before
+// it commits the slot, the consumer after it waits for that slot. The
+// consumer's wait needs the commit, which follows the producer's barrier,
+// whose phase needs the consumer's arrival, which follows its wait.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %id = arith.constant 1 : i32
+    %count = arith.constant 256 : i32
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      // expected-note @below {{which this named barrier waits for (the phase completes when every thread it counts arrives)}}
+      nvvm.barrier id = %id number_of_threads = %count
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %p : !p
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %p : !p
+        %p1 = kvpipe.step %p : !p
+      }
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      // expected-error @below {{'kvpipe.consumer_wait' op waits in a cycle across pipelines (a deadlock)}}
+      kvpipe.consumer_wait %p : !p
+      // expected-note @below {{then this arrival on a named barrier runs after it on the same threads}}
+      nvvm.barrier id = %id number_of_threads = %count
+      %p1 = kvpipe.consumer_release %p, %e : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The producer meets the barrier after its commit: no cycle. Nothing to
+// report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c128 = arith.constant 128 : index
+    %id = arith.constant 1 : i32
+    %count = arith.constant 256 : i32
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    %tid = gpu.thread_id x
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %e = arith.cmpi eq, %tid, %c0 : index
+      scf.if %e {
+        kvpipe.producer_acquire %p : !p
+        kvpipe.producer_commit %p : !p
+        %p1 = kvpipe.step %p : !p
+      }
+      nvvm.barrier id = %id number_of_threads = %count
+    } else {
+      %e = arith.cmpi eq, %tid, %c128 : index
+      kvpipe.consumer_wait %p : !p
+      nvvm.barrier id = %id number_of_threads = %count
+      %p1 = kvpipe.consumer_release %p, %e : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Two warpgroups meet two named barriers in opposite orders: warpgroup 0
+// waits on barrier 1 before it arrives on barrier 2, warpgroup 1 waits on
+// barrier 2 before it arrives on barrier 1. A deadlock of barriers alone.
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k() kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %b1 = arith.constant 1 : i32
+    %b2 = arith.constant 2 : i32
+    %count = arith.constant 256 : i32
+    %wg = kvpipe.warpgroup_id : index
+    %first = arith.cmpi eq, %wg, %c0 : index
+    scf.if %first {
+      // expected-error @below {{'nvvm.barrier' op waits in a cycle of named barriers (a deadlock)}}
+      nvvm.barrier id = %b1 number_of_threads = %count
+      // expected-note @below {{then this arrival on a named barrier}}
+      nvvm.barrier id = %b2 number_of_threads = %count
+    } else {
+      // expected-note @below {{which this named barrier waits for}}
+      nvvm.barrier id = %b2 number_of_threads = %count
+      // expected-note @below {{then this arrival on a named barrier}}
+      nvvm.barrier id = %b1 number_of_threads = %count
+    }
+    gpu.return
+  }
+}

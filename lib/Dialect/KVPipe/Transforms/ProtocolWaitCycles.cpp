@@ -31,7 +31,11 @@ struct CycleNode {
   std::optional<int64_t> slot;
   bool waits;
   bool call = false;
-  /// The state the op works on (for the diagnostics); none for a call.
+  /// A named barrier of some threads: its arrival (a signal) and, for an
+  /// `nvvm.barrier`, its wait for the phase's other arrivals.
+  bool barrier = false;
+  /// The state the op works on (for the diagnostics); none for a call or a
+  /// barrier.
   Value state() const {
     if (auto protocol = dyn_cast<PipelineProtocolOpInterface>(op))
       return protocol.getPipeline();
@@ -40,8 +44,18 @@ struct CycleNode {
 };
 /// What a helper does to the pipelines it is passed, its callees' included.
 struct CallSummary {
-  bool waits = false;   // a consumer_wait
-  bool commits = false; // a producer_commit
+  bool waits = false;    // a consumer_wait
+  bool commits = false;  // a producer_commit
+  bool acquires = false; // a producer_acquire (waits for a release)
+  bool releases = false; // a consumer_release (an acquire waits for it)
+  bool any() const { return waits || commits || acquires || releases; }
+  CallSummary &operator|=(const CallSummary &other) {
+    waits |= other.waits;
+    commits |= other.commits;
+    acquires |= other.acquires;
+    releases |= other.releases;
+    return *this;
+  }
 };
 /// `to` cannot complete before `from` has: `definite` where the slots are
 /// known to match (the cycle is then a deadlock), not where they may.
@@ -66,16 +80,16 @@ static bool isInLoop(Operation *op) {
   return false;
 }
 
-/// Whether `callee` (or a helper it calls) runs a consumer_wait or a
-/// producer_commit: those are what a call of it may wait on or signal to
-/// the other side (its acquires and releases are the ring's own, which rule
-/// 13 follows only between known slots).
+/// Which of the ops that wait or signal across the two sides `callee` (or
+/// a helper it calls) runs: a call of it may wait for the other side (its
+/// consumer_waits for commits, its producer_acquires for releases) and
+/// signal to it (its commits to waits, its releases to acquires).
 static CallSummary summarizeCallee(PipelineFlow &flow,
                                    FunctionOpInterface callee,
                                    DenseMap<Operation *, CallSummary> &memo) {
-  // A helper in progress (a recursion) counts as doing both.
-  auto [it, inserted] =
-      memo.try_emplace(callee.getOperation(), CallSummary{true, true});
+  // A helper in progress (a recursion) counts as doing everything.
+  auto [it, inserted] = memo.try_emplace(callee.getOperation(),
+                                         CallSummary{true, true, true, true});
   if (!inserted)
     return it->second;
   CallSummary summary;
@@ -84,15 +98,74 @@ static CallSummary summarizeCallee(PipelineFlow &flow,
       summary.waits = true;
     else if (isa<ProducerCommitOp>(op))
       summary.commits = true;
+    else if (isa<ProducerAcquireOp>(op))
+      summary.acquires = true;
+    else if (isa<ConsumerReleaseOp>(op))
+      summary.releases = true;
     else if (auto call = dyn_cast<CallOpInterface>(op))
-      if (FunctionOpInterface inner = flow.resolveCallee(call)) {
-        CallSummary nested = summarizeCallee(flow, inner, memo);
-        summary.waits |= nested.waits;
-        summary.commits |= nested.commits;
-      }
+      if (FunctionOpInterface inner = flow.resolveCallee(call))
+        summary |= summarizeCallee(flow, inner, memo);
   });
   memo[callee.getOperation()] = summary;
   return summary;
+}
+
+/// The slot the state `state` of `function` works on, as slots advanced
+/// from its pipeline's kvpipe.create, where that is a constant (outside
+/// loops, one chain).
+static std::optional<int64_t> knownSlot(PipelineFlow &flow, Value state,
+                                        FunctionOpInterface function) {
+  Operation *at = state.getDefiningOp();
+  if (!at)
+    at = state.getParentBlock()->getParentOp();
+  if ((at != function.getOperation() && isInLoop(at)) || flow.isMixed(state))
+    return std::nullopt;
+  std::optional<StateAdvance> advance = flow.traceAdvance(state, function);
+  if (!advance || !advance->base.getDefiningOp<CreateOp>())
+    return std::nullopt;
+  return advance->slots;
+}
+
+/// Whether a producer_acquire that `call` runs in its helper may refill a
+/// slot (one kv_stages or more past the pipeline's kvpipe.create), so that
+/// it waits for a release. Not where each acquire is at a constant advance
+/// from a state argument that the call passes at a known slot, and the
+/// sum stays below kv_stages: a helper filling a ring's first slots.
+static bool callMayRefill(PipelineFlow &flow, CallOpInterface call,
+                          FunctionOpInterface callee) {
+  if (isInLoop(call))
+    return true;
+  auto caller = call->getParentOfType<FunctionOpInterface>();
+  bool mayRefill = false;
+  callee->walk([&](Operation *op) {
+    if (mayRefill)
+      return;
+    if (isa<CallOpInterface>(op)) {
+      // Acquires a level deeper: not followed.
+      mayRefill = true;
+      return;
+    }
+    auto acquire = dyn_cast<ProducerAcquireOp>(op);
+    if (!acquire)
+      return;
+    Value state = acquire.getPipeline();
+    std::optional<StateAdvance> advance;
+    if (!isInLoop(acquire) && !flow.isMixed(state))
+      advance = flow.traceAdvance(state, callee);
+    auto argument =
+        advance ? dyn_cast<BlockArgument>(advance->base) : BlockArgument();
+    if (!argument || argument.getOwner() != &callee.getFunctionBody().front() ||
+        argument.getArgNumber() >= call.getArgOperands().size()) {
+      mayRefill = true;
+      return;
+    }
+    std::optional<int64_t> slot =
+        knownSlot(flow, call.getArgOperands()[argument.getArgNumber()], caller);
+    int64_t stages = cast<PipelineType>(state.getType()).getKvStages();
+    if (!slot || *slot + advance->slots >= stages)
+      mayRefill = true;
+  });
+  return mayRefill;
 }
 
 namespace {
@@ -219,6 +292,28 @@ static SmallVector<unsigned> findCycle(const CycleGraph &graph,
       SmallVector<unsigned> cycle = {u};
       if (path(u, v, cycle) && path(v, u, cycle)) {
         cycle.pop_back(); // u again
+        // The two paths may cross: cut the loops between a node's two
+        // visits where what remains still crosses pipelines.
+        auto crosses = [&](ArrayRef<unsigned> ops) {
+          return definiteOnly || llvm::any_of(ops, [&](unsigned n) {
+                   return !nodes[n].pipeline ||
+                          nodes[n].pipeline != nodes[u].pipeline;
+                 });
+        };
+        for (bool cut = true; cut;) {
+          cut = false;
+          for (unsigned i = 0; i < cycle.size() && !cut; ++i)
+            for (unsigned j = cycle.size() - 1; j > i && !cut; --j) {
+              if (cycle[i] != cycle[j])
+                continue;
+              SmallVector<unsigned> shorter(cycle.begin(), cycle.begin() + i);
+              shorter.append(cycle.begin() + j, cycle.end());
+              if (crosses(shorter)) {
+                cycle = std::move(shorter);
+                cut = true;
+              }
+            }
+        }
         return cycle;
       }
     }
@@ -256,12 +351,18 @@ void ProtocolChecker::checkWaitCycles() {
   // A note at one op of a wait-for path: what the previous op waits for, or
   // what runs after it.
   auto attachPathNote = [&](InFlightDiagnostic &diag, const CycleNode &node) {
-    if (node.call)
+    if (node.barrier)
+      diag.attachNote(node.op->getLoc())
+          << (node.waits ? "which this named barrier waits for (the phase "
+                           "completes when every thread it counts arrives)"
+                         : "then this arrival on a named barrier runs after "
+                           "it on the same threads");
+    else if (node.call)
       diag.attachNote(node.op->getLoc())
           << (node.waits ? "which this call waits for: its helper waits on "
-                           "a pipeline it is passed"
-                         : "then this call, whose helper commits to a "
-                           "pipeline it is passed");
+                           "(or acquires) a pipeline it is passed"
+                         : "then this call, whose helper commits to (or "
+                           "releases) a pipeline it is passed");
     else if (node.waits)
       diag.attachNote(node.op->getLoc())
           << "which this '" << node.op->getName().stripDialect() << "' of "
@@ -433,13 +534,16 @@ void ProtocolChecker::checkWaitCycles() {
       numbers[protocol] = nodes.size();
       nodes.push_back(node);
     });
-    // Calls of helpers that wait or commit on pipelines they are passed: a
-    // node for the waits and one for the commits, of the pipeline passed or,
-    // passed several, of none (a cycle through them crosses pipelines).
+    // Calls of helpers that wait or signal on pipelines they are passed: a
+    // node for the waits and acquires and one for the commits and releases,
+    // of the pipeline passed or, passed several, of none (a cycle through
+    // them crosses pipelines).
     struct CallNodes {
       unsigned waits, signals;
       SmallVector<Value> pipelines;
       CallSummary summary;
+      /// Whether its acquires may refill a slot (callMayRefill).
+      bool mayRefill;
     };
     SmallVector<CallNodes> calls;
     DenseMap<Operation *, unsigned> callSignal;
@@ -450,7 +554,7 @@ void ProtocolChecker::checkWaitCycles() {
       if (!callee)
         return; // unproven by rule 3 where it takes a state
       CallSummary summary = summarizeCallee(flow, callee, summaries);
-      if (!summary.waits && !summary.commits)
+      if (!summary.any())
         return;
       SmallVector<Value> pipelines;
       for (Value operand : call->getOperands())
@@ -462,12 +566,36 @@ void ProtocolChecker::checkWaitCycles() {
         return;
       Value single = pipelines.size() == 1 ? pipelines.front() : Value();
       CallNodes entry{unsigned(nodes.size()), unsigned(nodes.size() + 1),
-                      pipelines, summary};
+                      pipelines, summary,
+                      summary.acquires && callMayRefill(flow, call, callee)};
       nodes.push_back({call, single, 0, std::nullopt, true, true});
       nodes.push_back({call, single, 0, std::nullopt, false, true});
       numbers[call] = entry.waits;
       callSignal[call] = entry.signals;
       calls.push_back(entry);
+    });
+    // Named barriers outside loops whose ids are known per thread: an
+    // arrival node (a signal, where the op runs) and, for an nvvm.barrier, a
+    // wait node for the other arrivals of its phase (barrierEdges).
+    DenseMap<Operation *, unsigned> barrierArrival;
+    SmallVector<Operation *> namedBarriers;
+    function->walk([&](Operation *op) {
+      if (op->getParentOfType<FunctionOpInterface>() != function)
+        return;
+      bool sync = false;
+      if (auto barrier = dyn_cast<NVVM::BarrierOp>(op))
+        sync = bool(barrier.getNumberOfThreads());
+      if (!sync && !isa<NVVM::BarrierArriveOp>(op))
+        return;
+      namedBarriers.push_back(op);
+      if (sync) {
+        numbers[op] = nodes.size();
+        nodes.push_back({op, Value(), 0, std::nullopt, true, false, true});
+      }
+      barrierArrival[op] = nodes.size();
+      if (!sync)
+        numbers[op] = nodes.size();
+      nodes.push_back({op, Value(), 0, std::nullopt, false, false, true});
     });
     unsigned size = nodes.size();
     if (size < 2)
@@ -527,9 +655,12 @@ void ProtocolChecker::checkWaitCycles() {
       if (found != nested.end())
         return found->second;
       llvm::BitVector bits(size);
-      if (auto it = numbers.find(op); it != numbers.end() && !nodes[it->second].waits)
+      if (auto it = numbers.find(op);
+          it != numbers.end() && !nodes[it->second].waits)
         bits.set(it->second);
       if (auto it = callSignal.find(op); it != callSignal.end())
+        bits.set(it->second);
+      if (auto it = barrierArrival.find(op); it != barrierArrival.end())
         bits.set(it->second);
       for (Region &region : op->getRegions())
         for (Block &block : region)
@@ -564,6 +695,12 @@ void ProtocolChecker::checkWaitCycles() {
             if (auto it = callSignal.find(&op); it != callSignal.end()) {
               // The helper's commits may follow its own waits.
               graph.after[numbers[&op]].set(it->second);
+              acc.set(it->second);
+              continue;
+            }
+            if (auto it = barrierArrival.find(&op);
+                it != barrierArrival.end()) {
+              // A thread arrives on the barrier before it waits there.
               acc.set(it->second);
               continue;
             }
@@ -629,31 +766,104 @@ void ProtocolChecker::checkWaitCycles() {
         }
       }
     }
+    // Named barriers: each thread's k-th op of a barrier id (in program
+    // order) is its arrival in the id's phase k, and an nvvm.barrier in
+    // phase k returns after every arrival of phase k. Matched only where
+    // every named barrier op of the function is outside loops, with known
+    // threads and an id known on each (definite edges); else none, as the
+    // assumptions say (a cycle through a named barrier in a loop).
+    if (scope && !namedBarriers.empty()) {
+      // Per id, per thread, its ops of the id in program order.
+      std::map<uint64_t, DenseMap<int64_t, SmallVector<Operation *>>> phases;
+      bool matched = true;
+      for (Operation *op : namedBarriers) {
+        const std::optional<llvm::BitVector> &threads =
+            threadSets[threadSet[barrierArrival[op]]];
+        Value id = isa<NVVM::BarrierOp>(op)
+                       ? cast<NVVM::BarrierOp>(op).getBarrierId()
+                       : cast<NVVM::BarrierArriveOp>(op).getBarrierId();
+        if (!threads || isInLoop(op)) {
+          matched = false;
+          break;
+        }
+        for (int tid = threads->find_first(); tid >= 0 && matched;
+             tid = threads->find_next(tid)) {
+          ThreadEvaluator eval(tid);
+          std::optional<APInt> value = id ? eval.evaluate(id) : APInt(32, 0);
+          if (!value)
+            matched = false;
+          else
+            phases[value->getZExtValue()][tid].push_back(op);
+        }
+        if (!matched)
+          break;
+      }
+      for (auto &[id, perThread] : phases) {
+        if (!matched)
+          break;
+        size_t length = perThread.begin()->second.size();
+        if (llvm::any_of(perThread, [&](auto &entry) {
+              return entry.second.size() != length;
+            }))
+          continue; // (threads that meet it unequally often: rule 14's)
+        for (size_t k = 0; k < length; ++k) {
+          SetVector<Operation *> phase;
+          for (auto &entry : perThread)
+            phase.insert(entry.second[k]);
+          for (Operation *waiting : phase) {
+            auto it = numbers.find(waiting);
+            if (it == numbers.end() || !nodes[it->second].waits)
+              continue;
+            for (Operation *arriving : phase)
+              if (arriving != waiting)
+                graph.cross[barrierArrival[arriving]].push_back(
+                    {it->second, true});
+          }
+        }
+      }
+    }
     // A helper's waits may return only after a commit of a pipeline it is
-    // passed, and the consumer waits of those pipelines only after its
-    // commits (slots unknown: never definite). Its acquires and releases
-    // are not followed, as in loops (docs: known gaps).
+    // passed, and its acquires that may refill a slot only after a release
+    // of one; the consumer waits of those pipelines only after its commits,
+    // and their acquires that may refill a slot only after its releases
+    // (slots unknown: never definite). An acquire that cannot refill (one
+    // of the first kv_stages slots, or in a loop less than kv_stages past
+    // its iteration's first state) waits for no release, as above.
     auto touches = [](const CallNodes &call, Value pipeline) {
       return llvm::is_contained(call.pipelines, pipeline);
     };
+    auto mayRefill = [&](const CycleNode &acquire) {
+      int64_t stages =
+          cast<PipelineType>(acquire.state().getType()).getKvStages();
+      if (acquire.slot)
+        return *acquire.slot >= stages;
+      std::optional<int64_t> offset = getIterationOffset(acquire.state());
+      return !offset || *offset >= stages;
+    };
+    // Whether call `signals` may release or commit what call `waits` waits
+    // for.
+    auto feeds = [](const CallNodes &signals, const CallNodes &waits) {
+      return (signals.summary.commits && waits.summary.waits) ||
+             (signals.summary.releases && waits.mayRefill);
+    };
     for (const CallNodes &call : calls) {
       for (auto [n, node] : llvm::enumerate(nodes)) {
-        if (node.call)
+        if (node.call || !touches(call, node.pipeline))
           continue;
-        if (call.summary.waits && isa<ProducerCommitOp>(node.op) &&
-            touches(call, node.pipeline))
+        if ((call.summary.waits && isa<ProducerCommitOp>(node.op)) ||
+            (call.mayRefill && isa<ConsumerReleaseOp>(node.op)))
           graph.cross[n].push_back({call.waits, false});
-        if (call.summary.commits && isa<ConsumerWaitOp>(node.op) &&
-            touches(call, node.pipeline))
+        if ((call.summary.commits && isa<ConsumerWaitOp>(node.op)) ||
+            (call.summary.releases && isa<ProducerAcquireOp>(node.op) &&
+             mayRefill(node)))
           graph.cross[call.signals].push_back({unsigned(n), false});
       }
-      if (call.summary.commits)
-        for (const CallNodes &other : calls)
-          if (other.summary.waits &&
-              llvm::any_of(call.pipelines, [&](Value pipeline) {
-                return touches(other, pipeline);
-              }))
-            graph.cross[call.signals].push_back({other.waits, false});
+      for (const CallNodes &other : calls)
+        if (feeds(call, other) &&
+            llvm::any_of(call.pipelines, [&](Value pipeline) {
+              return touches(other, pipeline);
+            }))
+          graph.cross[call.signals].push_back({other.waits, false});
     }
     llvm::BitVector threadsKnown(size);
     for (unsigned n = 0; n < size; ++n)
@@ -671,14 +881,21 @@ void ProtocolChecker::checkWaitCycles() {
     InFlightDiagnostic diag = definite ? error(start.op) : unproven(start.op);
     bool throughCall = llvm::any_of(
         cycle, [&](unsigned n) { return nodes[n].call; });
-    if (definite)
-      diag << "waits in a cycle across pipelines (a deadlock): the commit "
-              "or release it waits for runs, on the threads that run it, "
-              "only after another wait of the cycle returns, and so on back "
+    bool barriersOnly =
+        llvm::all_of(cycle, [&](unsigned n) { return nodes[n].barrier; });
+    if (definite && barriersOnly)
+      diag << "waits in a cycle of named barriers (a deadlock): the arrival "
+              "its phase waits for runs, on the threads that run it, only "
+              "after another barrier of the cycle completes, and so on back "
               "to this one";
+    else if (definite)
+      diag << "waits in a cycle across pipelines (a deadlock): the commit, "
+              "release or barrier arrival it waits for runs, on the threads "
+              "that run it, only after another wait of the cycle returns, and "
+              "so on back to this one";
     else if (throughCall)
       diag << "that the waits across pipelines form no cycle: through the "
-              "waits and commits of a helper, whose slots the checker does "
+              "waits and signals of a helper, whose slots the checker does "
               "not match with the caller's, this wait may wait for itself";
     else
       diag << "that the waits across pipelines form no cycle: through the "
