@@ -573,8 +573,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
 // -----
 
 // The same barrier counting 256 threads: each id is reached by one
-// warpgroup's 128, so it never completes as written and orders nothing the
-// checker can use.
+// warpgroup's 128, so it never completes as written (rule 14's error) and
+// orders nothing the checker can use.
 !p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 2>
 !map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
 #smem = #gpu.address_space<workgroup>
@@ -619,6 +619,8 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
         %v = vector.load %k[%slot, %row, %c0] : !ring, vector<8xbf16>
         %e = vector.extract %v[0] : bf16 from vector<8xbf16>
         memref.store %e, %out[%out_row] : memref<256xbf16>
+        // expected-error @+2 {{'nvvm.barrier' op is reached by 128 threads of the CTA's 3 warpgroups on named barrier 1, whose count is 256: its phase never completes (a hang)}}
+        // expected-error @+1 {{'nvvm.barrier' op is reached by 128 threads of the CTA's 3 warpgroups on named barrier 2, whose count is 256: its phase never completes (a hang)}}
         nvvm.barrier id = %id number_of_threads = %count
         // expected-error @below {{254 threads of the CTA's 3 warpgroups (0, 127, 127 per warpgroup; the first is thread 129) read the slot without arriving on this release}}
         %t = kvpipe.consumer_release %s, %first : !p

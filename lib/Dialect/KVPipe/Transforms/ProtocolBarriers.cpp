@@ -278,6 +278,175 @@ void ProtocolChecker::checkCtaBarriers() {
   }
 }
 
+void ProtocolChecker::checkNamedBarriers() {
+  auto uniform = [&](Value v) { return isUniform(v); };
+  root->walk([&](FunctionOpInterface function) {
+    // The named barrier ops of the function (not of functions nested in it):
+    // the barrier id (none: barrier 0) and the thread count.
+    struct NamedBarrier {
+      Operation *op;
+      Value id, count;
+    };
+    SmallVector<NamedBarrier> barriers;
+    function->walk([&](Operation *op) {
+      if (op->getParentOfType<FunctionOpInterface>() != function)
+        return;
+      if (auto sync = dyn_cast<NVVM::BarrierOp>(op)) {
+        if (sync.getNumberOfThreads())
+          barriers.push_back(
+              {op, sync.getBarrierId(), sync.getNumberOfThreads()});
+      } else if (auto arrive = dyn_cast<NVVM::BarrierArriveOp>(op)) {
+        barriers.push_back(
+            {op, arrive.getBarrierId(), arrive.getNumberOfThreads()});
+      }
+    });
+    if (barriers.empty())
+      return;
+    // In a helper, or a kernel of unknown block size outside roles, the
+    // threads that run it are not known here (the assumptions).
+    std::optional<ThreadScope> scope = getThreadScope(barriers.front().op);
+    if (!scope || !scope->unprovenReason.empty())
+      return;
+    // A count that is not whole warps, whoever runs the op.
+    for (const NamedBarrier &barrier : barriers)
+      if (std::optional<int64_t> count = getConstantIntValue(barrier.count);
+          count && (*count <= 0 || *count % 32 != 0))
+        error(barrier.op) << "gives a named barrier a count of " << *count
+                          << " threads: a named barrier counts whole warps "
+                             "(a positive multiple of 32)";
+    // Per id: the threads that run its ops (`exact`: of the ops whose
+    // threads are known; `most`: also every thread of the CTA for the ops
+    // whose threads are not, whichever id they evaluate there), its ops,
+    // the counts they give.
+    struct IdUse {
+      llvm::BitVector exact, most;
+      SmallVector<Operation *> ops;
+      SmallVector<std::pair<int64_t, Operation *>> counts;
+      bool arrives = false;
+      bool allKnown = true;
+    };
+    std::map<uint64_t, IdUse> ids;
+    // An op whose id cannot be evaluated may be of any id.
+    bool anyIdUnknown = false;
+    for (const NamedBarrier &barrier : barriers) {
+      ThreadCount why;
+      std::pair<Operation *, Value> one = {barrier.op, Value()};
+      std::optional<llvm::BitVector> threads =
+          getThreads(ArrayRef(one), *scope, uniform, why);
+      llvm::BitVector candidates(scope->numThreads);
+      if (threads)
+        candidates = *threads;
+      else
+        candidates.set();
+      for (int tid = candidates.find_first(); tid >= 0;
+           tid = candidates.find_next(tid)) {
+        ThreadEvaluator eval(tid);
+        std::optional<APInt> id =
+            barrier.id ? eval.evaluate(barrier.id) : APInt(32, 0);
+        std::optional<APInt> count = eval.evaluate(barrier.count);
+        if (!id) {
+          // An id computed from runtime values (the skip_idle_warpgroups
+          // kernels pass the turn to a warpgroup computed from the
+          // sequence length) may be any: the assumption.
+          anyIdUnknown = true;
+          break;
+        }
+        IdUse &use = ids[id->getZExtValue()];
+        if (use.most.empty()) {
+          use.exact.resize(scope->numThreads);
+          use.most.resize(scope->numThreads);
+        }
+        use.most.set(tid);
+        if (!threads) {
+          use.allKnown = false;
+          continue; // (a thread that may never run it)
+        }
+        use.exact.set(tid);
+        if (!llvm::is_contained(use.ops, barrier.op))
+          use.ops.push_back(barrier.op);
+        use.arrives |= isa<NVVM::BarrierArriveOp>(barrier.op);
+        if (!count) {
+          use.allKnown = false;
+          continue;
+        }
+        int64_t value = count->getSExtValue();
+        if (!llvm::any_of(use.counts,
+                          [&](auto &entry) { return entry.first == value; }))
+          use.counts.push_back({value, barrier.op});
+      }
+    }
+    // The ids CTA-wide barriers use (barrier 0, or the id they name): every
+    // thread arrives on them.
+    DenseSet<uint64_t> ctaWide;
+    function->walk([&](Operation *op) {
+      if (!isCtaWideBarrier(op))
+        return;
+      std::optional<int64_t> id = 0;
+      if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
+        id = getConstantIntValue(all.getBarrierId());
+      if (id)
+        ctaWide.insert(uint64_t(*id));
+    });
+    for (auto &[id, use] : ids) {
+      if (use.counts.empty() || ctaWide.contains(id))
+        continue;
+      Operation *first = use.counts.front().second;
+      int64_t count = use.counts.front().first;
+      if (use.counts.size() > 1) {
+        InFlightDiagnostic diag =
+            error(use.counts[1].second)
+            << "gives named barrier " << id << " a count of "
+            << use.counts[1].first << " threads where another op gives it "
+            << count << ": the ops that meet on one barrier must agree on "
+            << "its count";
+        diag.attachNote(first->getLoc()) << "the count " << count;
+        continue;
+      }
+      if (count <= 0 || count % 32 != 0)
+        continue; // (reported above)
+      auto noteOthers = [&](InFlightDiagnostic &diag) {
+        for (Operation *op : use.ops)
+          if (op != first)
+            diag.attachNote(op->getLoc())
+                << "another op of named barrier " << id;
+      };
+      // Fewer threads than the count, even counting every thread that may
+      // run an op whose threads are not known: a bar.sync never completes
+      // (a thread blocked in it arrives once per phase).
+      int64_t most = use.most.count();
+      if (!anyIdUnknown && most < count && !use.arrives) {
+        InFlightDiagnostic diag =
+            error(first) << "is reached by " << most << " thread"
+                         << (most == 1 ? "" : "s") << scope->description
+                         << " on named barrier " << id << ", whose count is "
+                         << count << ": its phase never completes (a hang)";
+        noteOthers(diag);
+        continue;
+      }
+      // Where the threads of every op of the id are known (else: the
+      // assumption that a condition the checker cannot evaluate lets the
+      // count through).
+      int64_t reaching = use.exact.count();
+      if (!use.allKnown || anyIdUnknown || reaching == count)
+        continue;
+      InFlightDiagnostic diag =
+          reaching < count
+              ? unproven(first)
+                    << "that named barrier " << id << " (count " << count
+                    << ") completes: " << reaching << " thread"
+                    << (reaching == 1 ? "" : "s") << scope->description
+                    << " reach it, and a thread that only arrives may "
+                       "arrive more than once in a phase"
+              : unproven(first)
+                    << "that the " << reaching << " threads"
+                    << scope->description << " that reach named barrier " << id
+                    << " meet it in phases of its count " << count
+                    << ": which of them share a phase is not checked";
+      noteOthers(diag);
+    }
+  });
+}
+
 bool ProtocolChecker::checkReachedByAll(Operation *barrier, Operation *at) {
   auto note = [&](InFlightDiagnostic &diag) {
     if (at != barrier)

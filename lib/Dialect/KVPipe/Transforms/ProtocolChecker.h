@@ -187,6 +187,10 @@ public:
     checkReleaseArrivals();
     checkReleaseReaders();
     checkWaitCycles();
+    // Last: numbering the barriers' ids and counts before the rules above
+    // changed which values the arithmetic took as CTA-uniform (a release
+    // count of the skip_idle_warpgroups kernels became unproven).
+    checkNamedBarriers();
     return !hasErrors;
   }
 
@@ -398,6 +402,14 @@ private:
   /// checkCtaBarriers for `barrier`, at `at` (the barrier or a call that
   /// runs its function); false when reported.
   bool checkReachedByAll(Operation *barrier, Operation *at);
+  /// Named barriers of some threads (`nvvm.barrier` with a count,
+  /// `nvvm.barrier.arrive`): per barrier id a kernel's ops evaluate, one
+  /// count that is a multiple of the warp size, and as many threads reaching
+  /// the id as its count. Fewer (where every op is a `bar.sync`, which a
+  /// thread cannot run twice in one phase) is a hang: an error; more is
+  /// unproven (which of them share a phase is not checked), and so are ops
+  /// whose threads, id or count are not known.
+  void checkNamedBarriers();
 
   // 7. Flow: states through ops the analysis models, and no aliases
   // (ProtocolFlow.cpp)
