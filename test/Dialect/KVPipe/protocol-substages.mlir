@@ -330,3 +330,208 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// A plain load of half 1 (through the view sub-stage 1's TMA fills) after
+// waiting only for sub-stage 0 (session 35's red-team pass, w07): half 1
+// may not have landed. An error: an access through the view a sub-stage
+// loads into needs that sub-stage held.
+!p2 = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring3 = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!kt2 = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q) workgroup(%k: !ring3) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p2
+    kvpipe.init %p : !p2
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+          %slot = kvpipe.index %s : !p2
+          kvpipe.producer_acquire %s stage 0 : !p2
+          %b0 = kvpipe.producer_mbar %s stage 0 : !p2
+          %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+          kvpipe.producer_commit %s stage 0 : !p2
+          kvpipe.producer_acquire %s stage 1 : !p2
+          %b1 = kvpipe.producer_mbar %s stage 1 : !p2
+          %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+          kvpipe.producer_commit %s stage 1 : !p2
+          %t = kvpipe.step %s : !p2
+          scf.yield %t : !p2
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %lead = arith.cmpi eq, %tid, %c128 : index
+      scf.if %lead {
+      %first = arith.constant true
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p2, vector<64xf32>) {
+        %slot = kvpipe.index %s : !p2
+        %k1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+        kvpipe.consumer_wait %s stage 0 : !p2
+        // expected-error @below {{'vector.load' op accesses the part of the ring slot that sub-stage 1 loads (the view its TMA load fills) while it holds only sub-stage 0 of the slot: sub-stage 1's data may not have landed, or may be handed over}}
+        %v = vector.load %k1[%c0, %c0] : !half, vector<64xbf16>
+        %s0 = kvpipe.consumer_release %s, %first stage 0 : !p2
+        kvpipe.consumer_wait %s0 stage 1 : !p2
+        %s1 = kvpipe.consumer_release %s0, %first stage 1 : !p2
+        %ve = arith.extf %v : vector<64xbf16> to vector<64xf32>
+        %d = arith.addf %o, %ve : vector<64xf32>
+        scf.yield %s1, %d : !p2, vector<64xf32>
+      }
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The same load after the wait for sub-stage 1. Nothing to report.
+!p2 = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring3 = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!kt2 = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q) workgroup(%k: !ring3) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %c128 = arith.constant 128 : index
+    %p = kvpipe.create : !p2
+    kvpipe.init %p : !p2
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+          %slot = kvpipe.index %s : !p2
+          kvpipe.producer_acquire %s stage 0 : !p2
+          %b0 = kvpipe.producer_mbar %s stage 0 : !p2
+          %h0 = memref.subview %k[%slot, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+          kvpipe.producer_commit %s stage 0 : !p2
+          kvpipe.producer_acquire %s stage 1 : !p2
+          %b1 = kvpipe.producer_mbar %s stage 1 : !p2
+          %h1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+          kvpipe.producer_commit %s stage 1 : !p2
+          %t = kvpipe.step %s : !p2
+          scf.yield %t : !p2
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %lead = arith.cmpi eq, %tid, %c128 : index
+      scf.if %lead {
+      %first = arith.constant true
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p2, vector<64xf32>) {
+        %slot = kvpipe.index %s : !p2
+        %k1 = memref.subview %k[%slot, 1, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+        kvpipe.consumer_wait %s stage 0 : !p2
+        %s0 = kvpipe.consumer_release %s, %first stage 0 : !p2
+        kvpipe.consumer_wait %s0 stage 1 : !p2
+        %v = vector.load %k1[%c0, %c0] : !half, vector<64xbf16>
+        %s1 = kvpipe.consumer_release %s0, %first stage 1 : !p2
+        %ve = arith.extf %v : vector<64xbf16> to vector<64xf32>
+        %d = arith.addf %o, %ve : vector<64xf32>
+        scf.yield %s1, %d : !p2, vector<64xf32>
+      }
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The halves' offsets written as index_casts of i32 constants (session 35's
+// red-team pass, fa02; reported as overlapping tiles before integer casts
+// of constants were folded). Each sub-stage loads its own half: nothing to
+// report.
+!p2 = !kvpipe.pipeline<kv_stages = 3, qk_stages = 2, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring3 = memref<3x2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+!kt2 = memref<2x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @ring_qk2(%map: !map, %n: index, %q: !q) workgroup(%k: !ring3) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %c128 = arith.constant 128 : index
+    %z32 = arith.constant 0 : i32
+    %o32 = arith.constant 1 : i32
+    %h0i = arith.index_cast %z32 : i32 to index
+    %h1i = arith.index_cast %o32 : i32 to index
+    %p = kvpipe.create : !p2
+    kvpipe.init %p : !p2
+    %wg = kvpipe.warpgroup_id : index
+    %producer = arith.cmpi eq, %wg, %c0 : index
+    scf.if %producer {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p2) {
+          %slot = kvpipe.index %s : !p2
+          kvpipe.producer_acquire %s stage 0 : !p2
+          %b0 = kvpipe.producer_mbar %s stage 0 : !p2
+          %h0 = memref.subview %k[%slot, %h0i, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c0], %h0, %b0 : !map, !half
+          kvpipe.producer_commit %s stage 0 : !p2
+          kvpipe.producer_acquire %s stage 1 : !p2
+          %b1 = kvpipe.producer_mbar %s stage 1 : !p2
+          %h1 = memref.subview %k[%slot, %h1i, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !half
+          kvpipe.tma_load %map[%c0, %i, %c64], %h1, %b1 : !map, !half
+          kvpipe.producer_commit %s stage 1 : !p2
+          %t = kvpipe.step %s : !p2
+          scf.yield %t : !p2
+        }
+      }
+    } else {
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p, %o = %o0) -> (!p2, vector<64xf32>) {
+        %slot = kvpipe.index %s : !p2
+        %k0 = memref.subview %k[%slot, %h0i, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !kt
+        %k1 = memref.subview %k[%slot, %h1i, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : !ring3 to !kt
+        kvpipe.consumer_wait %s stage 0 : !p2
+        %a = kvpipe.warpgroup_mma %q, %k0, %o : !q, !kt -> vector<64xf32>
+        kvpipe.consumer_wait %s stage 1 : !p2
+        %b = kvpipe.warpgroup_mma %q, %k1, %a : !q, !kt -> vector<64xf32>
+        %w:2 = kvpipe.warpgroup_wait %a, %b {pending = 1} : vector<64xf32>, vector<64xf32>
+        %s0 = kvpipe.consumer_release %s, %first stage 0 : !p2
+        %d = kvpipe.warpgroup_wait %w#1 {pending = 0} : vector<64xf32>
+        %s1 = kvpipe.consumer_release %s0, %first stage 1 : !p2
+        scf.yield %s1, %d : !p2, vector<64xf32>
+      }
+    }
+    gpu.return
+  }
+}

@@ -1100,6 +1100,20 @@ LinearExpr SlotArithmetic::getLinear(Value value) {
       constant.getSignificantBits() <= 64)
     return LinearExpr::ofConstant(constant.getSExtValue());
   Operation *def = value.getDefiningOp();
+  // An integer cast of a constant is the constant it makes (`index_cast` of
+  // an i32 1 is the index 1): extended by the cast's signedness, or
+  // truncated.
+  if (def &&
+      isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
+          arith::ExtUIOp, arith::TruncIOp>(def) &&
+      matchPattern(def->getOperand(0), m_ConstantInt(&constant))) {
+    unsigned width = std::min(getWidth(value), 64u);
+    bool zeroExtends = isa<arith::IndexCastUIOp, arith::ExtUIOp>(def);
+    APInt cast = constant.getBitWidth() >= width ? constant.trunc(width)
+                 : zeroExtends                   ? constant.zext(width)
+                                                 : constant.sext(width);
+    return LinearExpr::ofConstant(cast.getSExtValue());
+  }
   // Only 64-bit arithmetic (index, i64), or arithmetic that is marked not
   // to wrap, is the mathematical sum or product: an i8 or i32 `n + 100`
   // wraps (docs/protocol-checking.md, "Assumptions").

@@ -1501,10 +1501,33 @@ void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
                     "memory follows it before the slot is read by a wgmma, "
                     "copied, or handed over"
                  << where(slot);
-  // (With sub-stages, a plain access while any of the slot's sub-stages is
-  // held is taken as an access of a part it holds: plain accesses are not
-  // matched to the part each sub-stage loads, as wgmma reads are. A known
-  // gap: docs/protocol-checking.md, rule 7.)
+  // With sub-stages, an access through the very view that a sub-stage's
+  // TMA loads into (the tile keys of wgmma reads) is an access of that
+  // part: its sub-stage must be held. Any other view of the slot is taken
+  // as an access of a part held while any sub-stage is: plain accesses are
+  // not matched to parts by their index ranges (a known gap:
+  // docs/protocol-checking.md, rule 7).
+  if (!open.empty() && cast<PipelineType>(slot.getType()).getQkStages() > 1) {
+    for (Value operand : op->getOperands()) {
+      if (!isa<MemRefType>(operand.getType()))
+        continue;
+      int64_t stage = getStageRead(operand, slot);
+      if (stage < 0 || open.contains(stage))
+        continue;
+      SmallVector<int64_t> held(open.begin(), open.end());
+      llvm::sort(held);
+      InFlightDiagnostic diag =
+          error(op) << "accesses the part of the ring slot that sub-stage "
+                    << stage << " loads (the view its TMA load fills) while "
+                    << "it holds only sub-stage" << (held.size() > 1 ? "s" : "")
+                    << " ";
+      llvm::interleaveComma(held, diag);
+      diag << " of the slot: sub-stage " << stage
+           << "'s data may not have landed, or may be handed over"
+           << where(slot, stage);
+      return;
+    }
+  }
   if (!open.empty())
     return;
   if (closed) {
