@@ -899,3 +899,132 @@ func.func @one_helper_one_bound(%n: index) attributes {gpu.kernel, nvvm.maxntid 
   }
   return
 }
+
+// -----
+
+// A producer that fills two slots in a loop of constant trip count and a
+// third after it, against a consumer loop of three: balanced (session 36's
+// red-team pass; the loop-against-loop comparison, 3 against 2, was an
+// error). Two loops are compared alone only where each is its side's whole
+// chain; else the chains' totals are. Nothing to report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%ka: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %pa = kvpipe.create : !p
+    kvpipe.init %pa : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %a1 = scf.for %j = %c0 to %c2 step %c1 iter_args(%a = %pa) -> (!p) {
+          kvpipe.producer_acquire %a : !p
+          %slotan = kvpipe.index %a : !p
+          %ban = kvpipe.producer_mbar %a : !p
+          %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %j, %c0], %tilean, %ban : !map, !half
+          kvpipe.producer_commit %a : !p
+          %an = kvpipe.step %a : !p
+          scf.yield %an : !p
+        }
+        kvpipe.producer_acquire %a1 : !p
+        %slota2 = kvpipe.index %a1 : !p
+        %ba2 = kvpipe.producer_mbar %a1 : !p
+        %tilea2 = memref.subview %ka[%slota2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c2, %c0], %tilea2, %ba2 : !map, !half
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %c3 = arith.constant 3 : index
+      %ra = scf.for %j = %c0 to %c3 step %c1 iter_args(%a = %pa) -> (!p) {
+        kvpipe.consumer_wait %a : !p
+        %slotan = kvpipe.index %a : !p
+        %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %accan = kvpipe.warpgroup_mma %q, %tilean, %o0 : !q, !kt -> vector<64xf32>
+        %donean = kvpipe.warpgroup_wait %accan {pending = 0} : vector<64xf32>
+        %an = kvpipe.consumer_release %a, %first : !p
+        scf.yield %an : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The same against a consumer loop of four: 4 slots against 3, an error of
+// the chains' totals.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%ka: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %pa = kvpipe.create : !p
+    kvpipe.init %pa : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %a1 = scf.for %j = %c0 to %c2 step %c1 iter_args(%a = %pa) -> (!p) {
+          kvpipe.producer_acquire %a : !p
+          %slotan = kvpipe.index %a : !p
+          %ban = kvpipe.producer_mbar %a : !p
+          %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %j, %c0], %tilean, %ban : !map, !half
+          kvpipe.producer_commit %a : !p
+          %an = kvpipe.step %a : !p
+          scf.yield %an : !p
+        }
+        kvpipe.producer_acquire %a1 : !p
+        %slota2 = kvpipe.index %a1 : !p
+        %ba2 = kvpipe.producer_mbar %a1 : !p
+        %tilea2 = memref.subview %ka[%slota2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c2, %c0], %tilea2, %ba2 : !map, !half
+        kvpipe.producer_commit %a1 : !p
+        // expected-note @below {{where the producer side ends}}
+        %a2 = kvpipe.step %a1 : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %c3 = arith.constant 4 : index
+      // expected-error @below {{consumer side advances 4 slot(s) in total but the producer side advances 3: their phases drift apart and the pipeline hangs}}
+      %ra = scf.for %j = %c0 to %c3 step %c1 iter_args(%a = %pa) -> (!p) {
+        kvpipe.consumer_wait %a : !p
+        %slotan = kvpipe.index %a : !p
+        %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %accan = kvpipe.warpgroup_mma %q, %tilean, %o0 : !q, !kt -> vector<64xf32>
+        %donean = kvpipe.warpgroup_wait %accan {pending = 0} : vector<64xf32>
+        %an = kvpipe.consumer_release %a, %first : !p
+        scf.yield %an : !p
+      }
+    }
+    gpu.return
+  }
+}

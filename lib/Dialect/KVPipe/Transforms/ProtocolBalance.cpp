@@ -40,10 +40,22 @@ void ProtocolChecker::checkBalance() {
       if (nested)
         continue;
       std::optional<int64_t> perIteration;
-      if (carriedAt.size() == 1)
-        perIteration = flow.getAdvancePerIteration(loop, carriedAt.front());
+      bool wholeChain = false;
+      if (carriedAt.size() == 1) {
+        unsigned position = carriedAt.front();
+        perIteration = flow.getAdvancePerIteration(loop, position);
+        // (An scf.for's result at the position is the state it carries.)
+        if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
+          std::optional<StateAdvance> start =
+              flow.traceAdvance(forOp.getInitArgs()[position],
+                                loop->getParentOfType<FunctionOpInterface>());
+          wholeChain = start && start->slots == 0 &&
+                       start->base.getDefiningOp<CreateOp>() &&
+                       forOp.getResult(position).use_empty();
+        }
+      }
       loopsOf[pipeline].push_back(
-          {loop, flow.getSides(loop, pipeline), perIteration});
+          {loop, flow.getSides(loop, pipeline), perIteration, wholeChain});
     }
   }
 
@@ -62,7 +74,12 @@ void ProtocolChecker::checkBalance() {
 
 void ProtocolChecker::compareSides(Value pipeline, const LoopSide &producer,
                                    const LoopSide &consumer) {
-  if (!producer.perIteration || !consumer.perIteration)
+  // Two loops are the two sides' whole advance only where neither side
+  // advances the pipeline outside its loop (a producer's two filled slots
+  // in a loop and a third after it against a consumer's loop of three are
+  // balanced): else checkTotals compares the chains' totals.
+  if (!producer.perIteration || !consumer.perIteration ||
+      !producer.wholeChain || !consumer.wholeChain)
     return;
   int64_t perProducer = *producer.perIteration;
   int64_t perConsumer = *consumer.perIteration;

@@ -240,6 +240,10 @@ private:
     Operation *loop;
     PipelineSide sides;
     std::optional<int64_t> perIteration;
+    /// The loop is the whole of its side's chain: it starts from the
+    /// pipeline's kvpipe.create and its result is not advanced further (a
+    /// peeled slot before or after it is counted by checkTotals only).
+    bool wholeChain = false;
   };
   /// Whether `loop` carries a state of `pipeline`.
   bool carries(Operation *loop, Value pipeline);
@@ -614,11 +618,13 @@ private:
   /// Whether a fence.proxy.async for shared memory follows `op` before
   /// anything that may read a slot in the async proxy or hand it over.
   static bool isFencedBeforeAsyncUse(Operation *op);
-  /// Whether a wgmma anywhere reads slots of `pipeline` (or reads slots the
-  /// checker cannot attribute): the async proxy then reads its slots.
-  bool isReadInAsyncProxy(Value pipeline);
-  std::optional<DenseSet<Value>> asyncReadPipelines;
-  bool asyncReadUnknown = false;
+  /// Whether the async proxy accesses slots of `pipeline` (or slots the
+  /// checker cannot attribute): a wgmma or a TMA store reads them, or a TMA
+  /// load or bulk copy fills them (a generic write into a slot the TMA
+  /// refills is ordered before the refill only by a proxy fence).
+  bool isAccessedInAsyncProxy(Value pipeline);
+  std::optional<DenseSet<Value>> asyncPipelines;
+  bool asyncAccessUnknown = false;
   void checkSlotAccess(Operation *op, Value slot);
   /// The waits, acquires, releases and commits of the states `ofState`
   /// accepts that dominate `op` in its function, in the order they run.

@@ -1426,21 +1426,29 @@ ProtocolChecker::getOpensAndClosesBefore(
   return before;
 }
 
-bool ProtocolChecker::isReadInAsyncProxy(Value pipeline) {
-  if (!asyncReadPipelines) {
-    asyncReadPipelines.emplace();
-    root->walk([&](WarpgroupMmaOp mma) {
-      for (Value operand : {Value(mma.getA()), Value(mma.getB())}) {
-        if (!isa<MemRefType>(operand.getType()))
-          continue;
-        Operation *unknown = nullptr;
-        for (Value slot : getSlotsRead(operand, unknown))
-          asyncReadPipelines->insert(flow.getPipeline(slot));
-        asyncReadUnknown |= unknown != nullptr;
+bool ProtocolChecker::isAccessedInAsyncProxy(Value pipeline) {
+  if (!asyncPipelines) {
+    asyncPipelines.emplace();
+    auto add = [&](Value memref) {
+      if (!isa<MemRefType>(memref.getType()))
+        return;
+      Operation *unknown = nullptr;
+      for (Value slot : getSlotsRead(memref, unknown))
+        asyncPipelines->insert(flow.getPipeline(slot));
+      asyncAccessUnknown |= unknown != nullptr;
+    };
+    root->walk([&](Operation *op) {
+      if (auto mma = dyn_cast<WarpgroupMmaOp>(op)) {
+        add(mma.getA());
+        add(mma.getB());
+      } else if (auto store = dyn_cast<TMAStoreOp>(op)) {
+        add(store.getSource());
+      } else if (auto copy = dyn_cast<AsyncSlotCopyOpInterface>(op)) {
+        add(copy.getDest());
       }
     });
   }
-  return asyncReadUnknown || asyncReadPipelines->contains(pipeline);
+  return asyncAccessUnknown || asyncPipelines->contains(pipeline);
 }
 
 bool ProtocolChecker::writesInGenericProxy(Operation *op) {
@@ -1455,8 +1463,8 @@ bool ProtocolChecker::isFencedBeforeAsyncUse(Operation *op) {
   // over (a wgmma, a TMA copy, a commit or release, a call), or the end.
   auto usesAsync = [](Operation *candidate) {
     WalkResult found = candidate->walk([](Operation *inner) {
-      return isa<WarpgroupMmaOp, AsyncSlotCopyOpInterface, ProducerCommitOp,
-                 ConsumerReleaseOp, CallOpInterface>(inner)
+      return isa<WarpgroupMmaOp, AsyncSlotCopyOpInterface, TMAStoreOp,
+                 ProducerCommitOp, ConsumerReleaseOp, CallOpInterface>(inner)
                  ? WalkResult::interrupt()
                  : WalkResult::advance();
     });
@@ -1495,11 +1503,13 @@ void ProtocolChecker::checkSlotAccess(Operation *op, Value slot) {
     }
   }
   if (!open.empty() && writesInGenericProxy(op) &&
-      isReadInAsyncProxy(flow.getPipeline(slot)) && !isFencedBeforeAsyncUse(op))
+      isAccessedInAsyncProxy(flow.getPipeline(slot)) &&
+      !isFencedBeforeAsyncUse(op))
     unproven(op) << "that the tensor cores and TMA see what this op writes "
                     "into the ring slot: no fence.proxy.async for shared "
                     "memory follows it before the slot is read by a wgmma, "
-                    "copied, or handed over"
+                    "copied, or handed over (the async proxy reads or "
+                    "refills this pipeline's slots)"
                  << where(slot);
   // With sub-stages, an access through the very view that a sub-stage's
   // TMA loads into (the tile keys of wgmma reads) is an access of that
