@@ -1028,3 +1028,260 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// Both roles loop "while index(s) != 0 || phase(s) == 0" (one lap of the
+// ring from where they start) and add one peeled slot; the producer peels
+// slot 0 before its loop, the consumer after it, so their loops start from
+// different slots and run different numbers of times (1 and 2): the
+// consumer's last wait is on a slot nobody fills (session 36's red-team
+// pass, w11). A while condition computed from the loop's own states keys the
+// loop by where its states start: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        kvpipe.producer_acquire %p : !p
+        %slott0 = kvpipe.index %p : !p
+        %bt0 = kvpipe.producer_mbar %p : !p
+        %tilet0 = memref.subview %k[%slott0, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c0, %c0], %tilet0, %bt0 : !map, !half
+        kvpipe.producer_commit %p : !p
+        %t0 = kvpipe.step %p : !p
+        // expected-note @below {{where the producer side ends}}
+        %r = scf.while (%s = %t0) : (!p) -> !p {
+          %ix = kvpipe.index %s : !p
+          %ph = kvpipe.phase %s : !p
+          %false = arith.constant false
+          %i0 = arith.cmpi ne, %ix, %c0 : index
+          %p0 = arith.cmpi eq, %ph, %false : i1
+          %go = arith.ori %i0, %p0 : i1
+          scf.condition(%go) %s : !p
+        } do {
+        ^bb0(%s: !p):
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %c0, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r0 = scf.while (%s = %p) : (!p) -> (!p) {
+        %ix = kvpipe.index %s : !p
+        %ph = kvpipe.phase %s : !p
+        %false = arith.constant false
+        %i0 = arith.cmpi ne, %ix, %c0 : index
+        %p0 = arith.cmpi eq, %ph, %false : i1
+        %go = arith.ori %i0, %p0 : i1
+        scf.condition(%go) %s : !p
+      } do {
+      ^bb0(%s: !p):
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o0 : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+      kvpipe.consumer_wait %r0 : !p
+      %slotu9 = kvpipe.index %r0 : !p
+      %tileu9 = memref.subview %k[%slotu9, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %accu9 = kvpipe.warpgroup_mma %q, %tileu9, %o0 : !q, !kt -> vector<64xf32>
+      %doneu9 = kvpipe.warpgroup_wait %accu9 {pending = 0} : vector<64xf32>
+      // expected-warning @below {{'kvpipe.consumer_release' op cannot prove that the producer and consumer loops advance the same number of slots}}
+      %u9 = kvpipe.consumer_release %r0, %first : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The same with both roles peeling slot 0 before the lap loop (its loops
+// start from one slot): balanced. Nothing to report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        kvpipe.producer_acquire %p : !p
+        %slott0 = kvpipe.index %p : !p
+        %bt0 = kvpipe.producer_mbar %p : !p
+        %tilet0 = memref.subview %k[%slott0, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c0, %c0], %tilet0, %bt0 : !map, !half
+        kvpipe.producer_commit %p : !p
+        %t0 = kvpipe.step %p : !p
+        %r = scf.while (%s = %t0) : (!p) -> !p {
+          %ix = kvpipe.index %s : !p
+          %ph = kvpipe.phase %s : !p
+          %false = arith.constant false
+          %i0 = arith.cmpi ne, %ix, %c0 : index
+          %p0 = arith.cmpi eq, %ph, %false : i1
+          %go = arith.ori %i0, %p0 : i1
+          scf.condition(%go) %s : !p
+        } do {
+        ^bb0(%s: !p):
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %c0, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      kvpipe.consumer_wait %p : !p
+      %slotu0 = kvpipe.index %p : !p
+      %tileu0 = memref.subview %k[%slotu0, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %accu0 = kvpipe.warpgroup_mma %q, %tileu0, %o0 : !q, !kt -> vector<64xf32>
+      %doneu0 = kvpipe.warpgroup_wait %accu0 {pending = 0} : vector<64xf32>
+      %u0 = kvpipe.consumer_release %p, %first : !p
+      %r = scf.while (%s = %u0) : (!p) -> (!p) {
+        %ix = kvpipe.index %s : !p
+        %ph = kvpipe.phase %s : !p
+        %false = arith.constant false
+        %i0 = arith.cmpi ne, %ix, %c0 : index
+        %p0 = arith.cmpi eq, %ph, %false : i1
+        %go = arith.ori %i0, %p0 : i1
+        scf.condition(%go) %s : !p
+      } do {
+      ^bb0(%s: !p):
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o0 : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Both roles loop "while index(s) != 0" over a ring of three from
+// different starting slots (the producer after peeling slot 0, the consumer
+// before its peeled slot): 3 fills against 1 wait (w31). Unproven.
+!p = !kvpipe.pipeline<kv_stages = 3, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<3x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        kvpipe.producer_acquire %p : !p
+        %slott0 = kvpipe.index %p : !p
+        %bt0 = kvpipe.producer_mbar %p : !p
+        %tilet0 = memref.subview %k[%slott0, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c0, %c0], %tilet0, %bt0 : !map, !half
+        kvpipe.producer_commit %p : !p
+        %t0 = kvpipe.step %p : !p
+        // expected-note @below {{where the producer side ends}}
+        %r = scf.while (%s = %t0) : (!p) -> !p {
+          %ix = kvpipe.index %s : !p
+          %go = arith.cmpi ne, %ix, %c0 : index
+          scf.condition(%go) %s : !p
+        } do {
+        ^bb0(%s: !p):
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %c0, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r0 = scf.while (%s = %p) : (!p) -> (!p) {
+        %ix = kvpipe.index %s : !p
+        %go = arith.cmpi ne, %ix, %c0 : index
+        scf.condition(%go) %s : !p
+      } do {
+      ^bb0(%s: !p):
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o0 : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+      kvpipe.consumer_wait %r0 : !p
+      %slotu9 = kvpipe.index %r0 : !p
+      %tileu9 = memref.subview %k[%slotu9, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %accu9 = kvpipe.warpgroup_mma %q, %tileu9, %o0 : !q, !kt -> vector<64xf32>
+      %doneu9 = kvpipe.warpgroup_wait %accu9 {pending = 0} : vector<64xf32>
+      // expected-warning @below {{'kvpipe.consumer_release' op cannot prove that the producer and consumer loops advance the same number of slots}}
+      %u9 = kvpipe.consumer_release %r0, %first : !p
+    }
+    gpu.return
+  }
+}

@@ -1075,3 +1075,201 @@ gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
     gpu.return
   }
 }
+
+// -----
+
+// A wait-for cycle through an acquire after a loop (session 36's red-team
+// pass, w28): the producer fills A's two slots in a loop, B's slot 0, A's
+// slot 2 and B's slot 1; the consumer takes B's two slots before A's. The
+// acquire of A's slot 2 waits for the release of A's slot 0, in the
+// consumer's loop after its wait on B's slot 1, whose commit follows that
+// acquire. The release's slot (in a loop) is not matched: unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%ka: !ring, %kb: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %pa = kvpipe.create : !p
+    kvpipe.init %pa : !p
+    %pb = kvpipe.create : !p
+    kvpipe.init %pb : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %a1 = scf.for %j = %c0 to %c2 step %c1 iter_args(%a = %pa) -> (!p) {
+          kvpipe.producer_acquire %a : !p
+          %slotan = kvpipe.index %a : !p
+          %ban = kvpipe.producer_mbar %a : !p
+          %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %j, %c0], %tilean, %ban : !map, !half
+          kvpipe.producer_commit %a : !p
+          %an = kvpipe.step %a : !p
+          scf.yield %an : !p
+        }
+        kvpipe.producer_acquire %pb : !p
+        %slotb1 = kvpipe.index %pb : !p
+        %bb1 = kvpipe.producer_mbar %pb : !p
+        %tileb1 = memref.subview %kb[%slotb1, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c0, %c0], %tileb1, %bb1 : !map, !half
+        kvpipe.producer_commit %pb : !p
+        %b1 = kvpipe.step %pb : !p
+        // expected-warning @below {{'kvpipe.producer_acquire' op cannot prove that the waits across pipelines form no cycle: through the ops in loops, whose slots the checker does not match, this wait may wait for itself}}
+        kvpipe.producer_acquire %a1 : !p
+        %slota2 = kvpipe.index %a1 : !p
+        %ba2 = kvpipe.producer_mbar %a1 : !p
+        %tilea2 = memref.subview %ka[%slota2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c2, %c0], %tilea2, %ba2 : !map, !half
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        kvpipe.producer_acquire %b1 : !p
+        %slotb2 = kvpipe.index %b1 : !p
+        %bb2 = kvpipe.producer_mbar %b1 : !p
+        %tileb2 = memref.subview %kb[%slotb2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c1, %c0], %tileb2, %bb2 : !map, !half
+        // expected-note @below {{then this 'producer_commit'}}
+        kvpipe.producer_commit %b1 : !p
+        %b2 = kvpipe.step %b1 : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      kvpipe.consumer_wait %pb : !p
+      %slotcb1 = kvpipe.index %pb : !p
+      %tilecb1 = memref.subview %kb[%slotcb1, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %acccb1 = kvpipe.warpgroup_mma %q, %tilecb1, %o0 : !q, !kt -> vector<64xf32>
+      %donecb1 = kvpipe.warpgroup_wait %acccb1 {pending = 0} : vector<64xf32>
+      %cb1 = kvpipe.consumer_release %pb, %first : !p
+      // expected-note @below {{which this 'consumer_wait'}}
+      kvpipe.consumer_wait %cb1 : !p
+      %slotcb2 = kvpipe.index %cb1 : !p
+      %tilecb2 = memref.subview %kb[%slotcb2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %acccb2 = kvpipe.warpgroup_mma %q, %tilecb2, %o0 : !q, !kt -> vector<64xf32>
+      %donecb2 = kvpipe.warpgroup_wait %acccb2 {pending = 0} : vector<64xf32>
+      %cb2 = kvpipe.consumer_release %cb1, %first : !p
+      %ra = scf.for %j = %c0 to %c2 step %c1 iter_args(%a = %pa) -> (!p) {
+        kvpipe.consumer_wait %a : !p
+        %slotan = kvpipe.index %a : !p
+        %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %accan = kvpipe.warpgroup_mma %q, %tilean, %o0 : !q, !kt -> vector<64xf32>
+        %donean = kvpipe.warpgroup_wait %accan {pending = 0} : vector<64xf32>
+        // expected-note @below {{then this 'consumer_release'}}
+        %an = kvpipe.consumer_release %a, %first : !p
+        scf.yield %an : !p
+      }
+      kvpipe.consumer_wait %ra : !p
+      %slotra2 = kvpipe.index %ra : !p
+      %tilera2 = memref.subview %ka[%slotra2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %accra2 = kvpipe.warpgroup_mma %q, %tilera2, %o0 : !q, !kt -> vector<64xf32>
+      %donera2 = kvpipe.warpgroup_wait %accra2 {pending = 0} : vector<64xf32>
+      %ra2 = kvpipe.consumer_release %ra, %first : !p
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// The same with the consumer taking B's slot 0, A's three slots, then B's
+// slot 1: no cycle. Nothing to report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%ka: !ring, %kb: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %pa = kvpipe.create : !p
+    kvpipe.init %pa : !p
+    %pb = kvpipe.create : !p
+    kvpipe.init %pb : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %a1 = scf.for %j = %c0 to %c2 step %c1 iter_args(%a = %pa) -> (!p) {
+          kvpipe.producer_acquire %a : !p
+          %slotan = kvpipe.index %a : !p
+          %ban = kvpipe.producer_mbar %a : !p
+          %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %j, %c0], %tilean, %ban : !map, !half
+          kvpipe.producer_commit %a : !p
+          %an = kvpipe.step %a : !p
+          scf.yield %an : !p
+        }
+        kvpipe.producer_acquire %pb : !p
+        %slotb1 = kvpipe.index %pb : !p
+        %bb1 = kvpipe.producer_mbar %pb : !p
+        %tileb1 = memref.subview %kb[%slotb1, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c0, %c0], %tileb1, %bb1 : !map, !half
+        kvpipe.producer_commit %pb : !p
+        %b1 = kvpipe.step %pb : !p
+        kvpipe.producer_acquire %a1 : !p
+        %slota2 = kvpipe.index %a1 : !p
+        %ba2 = kvpipe.producer_mbar %a1 : !p
+        %tilea2 = memref.subview %ka[%slota2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c2, %c0], %tilea2, %ba2 : !map, !half
+        kvpipe.producer_commit %a1 : !p
+        %a2 = kvpipe.step %a1 : !p
+        kvpipe.producer_acquire %b1 : !p
+        %slotb2 = kvpipe.index %b1 : !p
+        %bb2 = kvpipe.producer_mbar %b1 : !p
+        %tileb2 = memref.subview %kb[%slotb2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+        kvpipe.tma_load %map[%c0, %c1, %c0], %tileb2, %bb2 : !map, !half
+        kvpipe.producer_commit %b1 : !p
+        %b2 = kvpipe.step %b1 : !p
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      kvpipe.consumer_wait %pb : !p
+      %slotcb1 = kvpipe.index %pb : !p
+      %tilecb1 = memref.subview %kb[%slotcb1, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %acccb1 = kvpipe.warpgroup_mma %q, %tilecb1, %o0 : !q, !kt -> vector<64xf32>
+      %donecb1 = kvpipe.warpgroup_wait %acccb1 {pending = 0} : vector<64xf32>
+      %cb1 = kvpipe.consumer_release %pb, %first : !p
+      %ra = scf.for %j = %c0 to %c2 step %c1 iter_args(%a = %pa) -> (!p) {
+        kvpipe.consumer_wait %a : !p
+        %slotan = kvpipe.index %a : !p
+        %tilean = memref.subview %ka[%slotan, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %accan = kvpipe.warpgroup_mma %q, %tilean, %o0 : !q, !kt -> vector<64xf32>
+        %donean = kvpipe.warpgroup_wait %accan {pending = 0} : vector<64xf32>
+        %an = kvpipe.consumer_release %a, %first : !p
+        scf.yield %an : !p
+      }
+      kvpipe.consumer_wait %ra : !p
+      %slotra2 = kvpipe.index %ra : !p
+      %tilera2 = memref.subview %ka[%slotra2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %accra2 = kvpipe.warpgroup_mma %q, %tilera2, %o0 : !q, !kt -> vector<64xf32>
+      %donera2 = kvpipe.warpgroup_wait %accra2 {pending = 0} : vector<64xf32>
+      %ra2 = kvpipe.consumer_release %ra, %first : !p
+      kvpipe.consumer_wait %cb1 : !p
+      %slotcb2 = kvpipe.index %cb1 : !p
+      %tilecb2 = memref.subview %kb[%slotcb2, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+      %acccb2 = kvpipe.warpgroup_mma %q, %tilecb2, %o0 : !q, !kt -> vector<64xf32>
+      %donecb2 = kvpipe.warpgroup_wait %acccb2 {pending = 0} : vector<64xf32>
+      %cb2 = kvpipe.consumer_release %cb1, %first : !p
+    }
+    gpu.return
+  }
+}

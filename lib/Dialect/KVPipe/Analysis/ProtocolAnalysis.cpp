@@ -870,6 +870,53 @@ static bool isSignedNonNegative(Value value, std::optional<uint64_t> max) {
          *max < (uint64_t(1) << (width - 1));
 }
 
+/// Whether what decides `whileOp`'s trip count (its condition, and the
+/// values it carries other than states) is computed from one of the states
+/// it carries.
+static bool whileDependsOnStates(scf::WhileOp whileOp) {
+  SmallVector<Value> worklist;
+  scf::ConditionOp condition = whileOp.getConditionOp();
+  if (!condition || !whileOp.getYieldOp())
+    return true;
+  worklist.push_back(condition.getCondition());
+  for (Value value : condition.getArgs())
+    if (!isState(value))
+      worklist.push_back(value);
+  for (Value value : whileOp.getYieldOp().getOperands())
+    if (!isState(value))
+      worklist.push_back(value);
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    if (auto argument = dyn_cast<BlockArgument>(value)) {
+      Operation *owner = argument.getOwner()->getParentOp();
+      if (owner == whileOp.getOperation()) {
+        if (isState(argument))
+          return true;
+        // An "after" argument is the condition's; a "before" one, the
+        // yield's (followed above) or the init (outside).
+        if (argument.getOwner() == whileOp.getAfterBody() &&
+            argument.getArgNumber() < condition.getArgs().size())
+          worklist.push_back(condition.getArgs()[argument.getArgNumber()]);
+        continue;
+      }
+      if (whileOp->isProperAncestor(owner))
+        return true; // (an inner region's values: not followed)
+      continue;
+    }
+    Operation *def = value.getDefiningOp();
+    if (!def || !whileOp->isProperAncestor(def))
+      continue;
+    if (def->getNumRegions())
+      return true;
+    for (Value operand : def->getOperands())
+      worklist.push_back(operand);
+  }
+  return false;
+}
+
 std::string SlotArithmetic::loopSignature(Operation *loop, unsigned depth) {
   auto keys = [&](ValueRange values, std::string &out) {
     for (Value value : values) {
@@ -896,6 +943,25 @@ std::string SlotArithmetic::loopSignature(Operation *loop, unsigned depth) {
   sig = "while(";
   if (!keys(whileOp.getInits(), sig))
     return "";
+  // A condition computed from the loop's own states (`kvpipe.index`, the
+  // phase) counts iterations from where the states start: two such loops
+  // run alike only from the same slots. Their starts are then part of the
+  // signature (their base value and the slots advanced from it).
+  if (whileDependsOnStates(whileOp)) {
+    auto function = loop->getParentOfType<FunctionOpInterface>();
+    for (Value init : whileOp.getInits()) {
+      if (!isState(init))
+        continue;
+      std::optional<StateAdvance> start =
+          function ? flow.traceAdvance(init, function) : std::nullopt;
+      if (!start)
+        return "";
+      sig += "st" +
+             std::to_string(reinterpret_cast<uintptr_t>(
+                 start->base.getAsOpaquePointer())) +
+             "+" + std::to_string(start->slots) + ",";
+    }
+  }
   inProgress.push_back(loop);
   sig += "|";
   bool ok = keys(whileOp.getConditionOp().getCondition(), sig);

@@ -576,7 +576,7 @@ void ProtocolChecker::checkWaitCycles() {
     });
     // Named barriers outside loops whose ids are known per thread: an
     // arrival node (a signal, where the op runs) and, for an nvvm.barrier, a
-    // wait node for the other arrivals of its phase (barrierEdges).
+    // wait node for the other arrivals of its phase (matched below).
     DenseMap<Operation *, unsigned> barrierArrival;
     SmallVector<Operation *> namedBarriers;
     function->walk([&](Operation *op) {
@@ -750,6 +750,13 @@ void ProtocolChecker::checkWaitCycles() {
             if (from.slot && to.slot && *to.slot >= stages &&
                 *from.slot == *to.slot - stages)
               graph.cross[i].push_back({j, true});
+            // An acquire outside loops that may refill a slot (past the
+            // first kv_stages, or at a slot not known: after a loop) waits
+            // for a release whose slot is not known (in a loop, or after
+            // one) that may be the one it needs: not definite.
+            else if (!from.slot && !isInLoop(to.op) &&
+                     (!to.slot || *to.slot >= stages))
+              graph.cross[i].push_back({j, false});
             // In a loop: an acquire `kv_stages` slots or more past the
             // state its iteration starts from refills a slot filled in the
             // same iteration, so it waits for a release of the pipeline in
