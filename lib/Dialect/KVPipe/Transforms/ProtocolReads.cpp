@@ -1122,11 +1122,38 @@ static bool isAsyncAccessRetiredBefore(Operation *access,
     return wait && wait.getN() == 0;
   };
   bool committed = false;
+  // The branches of the scf.if ops the walk has left: a later scf.if on the
+  // same condition runs the same branch on the threads that issued the
+  // access (`scf.if %first {store}` then `scf.if %first {commit; wait}`).
+  SmallVector<std::pair<Value, bool>> branches;
   for (Operation *from = access; from && !isa<FunctionOpInterface>(from);
        from = from->getParentOp()) {
     for (Operation *next = from->getNextNode(); next;
          next = next->getNextNode()) {
-      if (handover && (next == handover || next->isAncestor(handover)))
+      if (handover && next == handover)
+        return false;
+      if (auto ifOp = dyn_cast<scf::IfOp>(next)) {
+        auto taken = llvm::find_if(branches, [&](auto &branch) {
+          return branch.first == ifOp.getCondition();
+        });
+        if (taken != branches.end()) {
+          Region &region =
+              taken->second ? ifOp.getThenRegion() : ifOp.getElseRegion();
+          if (!region.empty())
+            for (Operation &inner : region.front()) {
+              if (handover && inner.isAncestor(handover))
+                return false;
+              if (commits(&inner))
+                committed = true;
+              else if (committed && waitsForAll(&inner))
+                return true;
+            }
+          if (handover && next->isAncestor(handover))
+            return false;
+          continue;
+        }
+      }
+      if (handover && next->isAncestor(handover))
         return false;
       if (commits(next))
         committed = true;
@@ -1135,6 +1162,9 @@ static bool isAsyncAccessRetiredBefore(Operation *access,
     }
     if (!from->getParentRegion()->hasOneBlock())
       return false;
+    if (auto ifOp = dyn_cast<scf::IfOp>(from->getParentOp()))
+      branches.push_back({ifOp.getCondition(),
+                          from->getParentRegion() == &ifOp.getThenRegion()});
   }
   return false;
 }
