@@ -627,3 +627,115 @@ func.func @argument_bound(%n: index, %producer: i1, %e: i1) {
   }
   return
 }
+
+// -----
+
+// A producer loop to `maxsi(n, 0)` (a clamped count) against a consumer
+// loop to `n`, both from 0: the same trip count for every n (session 36's
+// red-team pass: a false "cannot prove"). Nothing to report.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %m = arith.maxsi %n, %c0 : index
+        %r = scf.for %i = %c0 to %m step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %c0, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      %r0 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o0 : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+// Clamped at 1 instead: one fill against none when n <= 0. Unproven.
+!p = !kvpipe.pipeline<kv_stages = 2, qk_stages = 1, producers = 1, consumers = 1>
+!map = !kvpipe.tensor_map<box = [1, 128, 64], element_type = bf16, swizzle = 128>
+#smem = #gpu.address_space<workgroup>
+!ring = memref<2x128x64xbf16, #smem>
+!half = memref<128x64xbf16, strided<[64, 1], offset: ?>, #smem>
+!q = memref<1x64x64xbf16, #smem>
+!kt = memref<1x128x64xbf16, strided<[8192, 64, 1], offset: ?>, #smem>
+gpu.module @kernels [#nvvm.target<chip = "sm_90a", features = "+ptx86">] {
+  gpu.func @k(%map: !map, %n: index, %q: !q) workgroup(%k: !ring) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c128 = arith.constant 128 : index
+    %true = arith.constant true
+    %p = kvpipe.create : !p
+    kvpipe.init %p : !p
+    kvpipe.warp_roles producer registers(24) {
+      %tid = gpu.thread_id x
+      %elected = arith.cmpi eq, %tid, %c0 : index
+      scf.if %elected {
+        %m = arith.maxsi %n, %c1 : index
+        // expected-note @below {{where the producer side ends}}
+        %r = scf.for %i = %c0 to %m step %c1 iter_args(%s = %p) -> (!p) {
+          kvpipe.producer_acquire %s : !p
+          %slot = kvpipe.index %s : !p
+          %b = kvpipe.producer_mbar %s : !p
+          %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !half
+          kvpipe.tma_load %map[%c0, %c0, %c0], %tile, %b : !map, !half
+          kvpipe.producer_commit %s : !p
+          %t = kvpipe.step %s : !p
+          scf.yield %t : !p
+        }
+      }
+    } consumers(1) registers(240) {
+    ^bb0(%ci: index):
+      %tid = gpu.thread_id x
+      %first = arith.cmpi eq, %tid, %c128 : index
+      %o0 = arith.constant dense<0.0> : vector<64xf32>
+      // expected-warning @below {{cannot prove that the producer and consumer loops advance the same number of slots}}
+      %r0 = scf.for %i = %c0 to %n step %c1 iter_args(%s = %p) -> (!p) {
+        kvpipe.consumer_wait %s : !p
+        %slot = kvpipe.index %s : !p
+        %tile = memref.subview %k[%slot, 0, 0] [1, 128, 64] [1, 1, 1] : !ring to !kt
+        %acc = kvpipe.warpgroup_mma %q, %tile, %o0 : !q, !kt -> vector<64xf32>
+        %done = kvpipe.warpgroup_wait %acc {pending = 0} : vector<64xf32>
+        %t = kvpipe.consumer_release %s, %first : !p
+        scf.yield %t : !p
+      }
+    }
+    gpu.return
+  }
+}

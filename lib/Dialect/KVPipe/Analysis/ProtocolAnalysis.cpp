@@ -917,6 +917,24 @@ static bool whileDependsOnStates(scf::WhileOp whileOp) {
   return false;
 }
 
+/// The upper bound of `forOp` without a clamp that does not change its
+/// trip count: a signed loop from a constant to `maxsi(n, c)`, with c at
+/// most that constant, runs as often as one to `n` (neither runs when n is
+/// below it). Front ends clamp counts so.
+static Value getUnclampedUpperBound(scf::ForOp forOp) {
+  Value upper = forOp.getUpperBound();
+  APInt lower, clamp;
+  auto max = upper.getDefiningOp<arith::MaxSIOp>();
+  if (!max || forOp.getUnsignedCmp() ||
+      !matchPattern(forOp.getLowerBound(), m_ConstantInt(&lower)))
+    return upper;
+  for (unsigned i = 0; i < 2; ++i)
+    if (matchPattern(max->getOperand(i), m_ConstantInt(&clamp)) &&
+        clamp.getBitWidth() == lower.getBitWidth() && clamp.sle(lower))
+      return max->getOperand(1 - i);
+  return upper;
+}
+
 std::string SlotArithmetic::loopSignature(Operation *loop, unsigned depth) {
   auto keys = [&](ValueRange values, std::string &out) {
     for (Value value : values) {
@@ -932,7 +950,8 @@ std::string SlotArithmetic::loopSignature(Operation *loop, unsigned depth) {
   std::string sig;
   if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
     sig = forOp.getUnsignedCmp() ? "foru(" : "for(";
-    if (!keys({forOp.getLowerBound(), forOp.getUpperBound(), forOp.getStep()},
+    if (!keys({forOp.getLowerBound(), getUnclampedUpperBound(forOp),
+               forOp.getStep()},
               sig))
       return "";
     return sig + ")";
@@ -1321,7 +1340,7 @@ static std::string serialise(const LinearExpr &expr,
 LinearExpr SlotArithmetic::getTripCount(Operation *loop,
                                         const PathFacts &facts) {
   if (auto forOp = dyn_cast<scf::ForOp>(loop)) {
-    LinearExpr span = getLinear(forOp.getUpperBound());
+    LinearExpr span = getLinear(getUnclampedUpperBound(forOp));
     LinearExpr step = getLinear(forOp.getStep());
     // An unsigned loop counts like a signed one where both bounds are
     // non-negative; otherwise (lb = -1, ub = 1 runs no iteration unsigned,
