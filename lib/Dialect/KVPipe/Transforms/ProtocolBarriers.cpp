@@ -248,6 +248,25 @@ bool ProtocolChecker::isCtaWideBarrier(Operation *op) {
   return false;
 }
 
+std::optional<int64_t> ProtocolChecker::getCtaWideBarrierId(Operation *op) {
+  if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
+    return getConstantIntValue(all.getBarrierId());
+  return 0;
+}
+
+std::optional<ProtocolChecker::NamedBarrierOp>
+ProtocolChecker::getNamedBarrierOp(Operation *op) {
+  if (auto sync = dyn_cast<NVVM::BarrierOp>(op)) {
+    if (sync.getNumberOfThreads())
+      return NamedBarrierOp{op, sync.getBarrierId(), sync.getNumberOfThreads(),
+                            /*waits=*/true};
+  } else if (auto arrive = dyn_cast<NVVM::BarrierArriveOp>(op)) {
+    return NamedBarrierOp{op, arrive.getBarrierId(),
+                          arrive.getNumberOfThreads(), /*waits=*/false};
+  }
+  return std::nullopt;
+}
+
 void ProtocolChecker::checkCtaBarriers() {
   SmallVector<Operation *> barriers;
   root->walk([&](Operation *op) {
@@ -281,24 +300,13 @@ void ProtocolChecker::checkCtaBarriers() {
 void ProtocolChecker::checkNamedBarriers() {
   auto uniform = [&](Value v) { return isUniform(v); };
   root->walk([&](FunctionOpInterface function) {
-    // The named barrier ops of the function (not of functions nested in it):
-    // the barrier id (none: barrier 0) and the thread count.
-    struct NamedBarrier {
-      Operation *op;
-      Value id, count;
-    };
-    SmallVector<NamedBarrier> barriers;
+    // The named barrier ops of the function (not of functions nested in it).
+    SmallVector<NamedBarrierOp> barriers;
     function->walk([&](Operation *op) {
       if (op->getParentOfType<FunctionOpInterface>() != function)
         return;
-      if (auto sync = dyn_cast<NVVM::BarrierOp>(op)) {
-        if (sync.getNumberOfThreads())
-          barriers.push_back(
-              {op, sync.getBarrierId(), sync.getNumberOfThreads()});
-      } else if (auto arrive = dyn_cast<NVVM::BarrierArriveOp>(op)) {
-        barriers.push_back(
-            {op, arrive.getBarrierId(), arrive.getNumberOfThreads()});
-      }
+      if (std::optional<NamedBarrierOp> barrier = getNamedBarrierOp(op))
+        barriers.push_back(*barrier);
     });
     if (barriers.empty())
       return;
@@ -308,7 +316,7 @@ void ProtocolChecker::checkNamedBarriers() {
     if (!scope || !scope->unprovenReason.empty())
       return;
     // A count that is not whole warps, whoever runs the op.
-    for (const NamedBarrier &barrier : barriers)
+    for (const NamedBarrierOp &barrier : barriers)
       if (std::optional<int64_t> count = getConstantIntValue(barrier.count);
           count && (*count <= 0 || *count % 32 != 0))
         error(barrier.op) << "gives a named barrier a count of " << *count
@@ -328,7 +336,7 @@ void ProtocolChecker::checkNamedBarriers() {
     std::map<uint64_t, IdUse> ids;
     // An op whose id cannot be evaluated may be of any id.
     bool anyIdUnknown = false;
-    for (const NamedBarrier &barrier : barriers) {
+    for (const NamedBarrierOp &barrier : barriers) {
       ThreadCount why;
       std::pair<Operation *, Value> one = {barrier.op, Value()};
       std::optional<llvm::BitVector> threads =
@@ -364,7 +372,7 @@ void ProtocolChecker::checkNamedBarriers() {
         use.exact.set(tid);
         if (!llvm::is_contained(use.ops, barrier.op))
           use.ops.push_back(barrier.op);
-        use.arrives |= isa<NVVM::BarrierArriveOp>(barrier.op);
+        use.arrives |= !barrier.waits;
         if (!count) {
           use.allKnown = false;
           continue;
@@ -381,10 +389,7 @@ void ProtocolChecker::checkNamedBarriers() {
     function->walk([&](Operation *op) {
       if (!isCtaWideBarrier(op))
         return;
-      std::optional<int64_t> id = 0;
-      if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
-        id = getConstantIntValue(all.getBarrierId());
-      if (id)
+      if (std::optional<int64_t> id = getCtaWideBarrierId(op))
         ctaWide.insert(uint64_t(*id));
     });
     for (auto &[id, use] : ids) {

@@ -388,6 +388,19 @@ private:
   /// without a thread count, the intrinsics and inline `bar.sync` without a
   /// count. (Named barriers of some threads, with a count, are not.)
   static bool isCtaWideBarrier(Operation *op);
+  /// The barrier a CTA-wide barrier `op` uses: 0, or the id an
+  /// `nvvm.barrier` without a count names; none where that id is not a
+  /// constant.
+  static std::optional<int64_t> getCtaWideBarrierId(Operation *op);
+  /// A named barrier of some threads: an `nvvm.barrier` with a thread count
+  /// (`waits`: its threads wait for the phase) or an `nvvm.barrier.arrive`;
+  /// its id (null: barrier 0) and count.
+  struct NamedBarrierOp {
+    Operation *op;
+    Value id, count;
+    bool waits;
+  };
+  static std::optional<NamedBarrierOp> getNamedBarrierOp(Operation *op);
   /// Whether no other barrier of `barrier`'s function may take part in the
   /// phases of its ids: every CTA-wide barrier names a known id that
   /// `isMine` rejects, there is no barrier the checker does not read (inline
@@ -410,9 +423,10 @@ private:
   /// `nvvm.barrier.arrive`): per barrier id a kernel's ops evaluate, one
   /// count that is a multiple of the warp size, and as many threads reaching
   /// the id as its count. Fewer (where every op is a `bar.sync`, which a
-  /// thread cannot run twice in one phase) is a hang: an error; more is
-  /// unproven (which of them share a phase is not checked), and so are ops
-  /// whose threads, id or count are not known.
+  /// thread cannot run twice in one phase) is a hang: an error, even
+  /// counting every thread for an op whose threads are not known; more, or
+  /// arrivals short of the count, unproven where every op's threads are
+  /// known. Ids the checker cannot evaluate are an assumption.
   void checkNamedBarriers();
 
   // 7. Flow: states through ops the analysis models, and no aliases

@@ -1121,7 +1121,15 @@ static bool isAsyncAccessRetiredBefore(Operation *access,
     auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op);
     return wait && wait.getN() == 0;
   };
+  // Steps past `op`: whether the group is now committed and waited for.
   bool committed = false;
+  auto retires = [&](Operation *op) {
+    if (commits(op))
+      committed = true;
+    else if (committed && waitsForAll(op))
+      return true;
+    return false;
+  };
   // The branches of the scf.if ops the walk has left: a later scf.if on the
   // same condition runs the same branch on the threads that issued the
   // access (`scf.if %first {store}` then `scf.if %first {commit; wait}`).
@@ -1143,9 +1151,7 @@ static bool isAsyncAccessRetiredBefore(Operation *access,
             for (Operation &inner : region.front()) {
               if (handover && inner.isAncestor(handover))
                 return false;
-              if (commits(&inner))
-                committed = true;
-              else if (committed && waitsForAll(&inner))
+              if (retires(&inner))
                 return true;
             }
           if (handover && next->isAncestor(handover))
@@ -1155,9 +1161,7 @@ static bool isAsyncAccessRetiredBefore(Operation *access,
       }
       if (handover && next->isAncestor(handover))
         return false;
-      if (commits(next))
-        committed = true;
-      else if (committed && waitsForAll(next))
+      if (retires(next))
         return true;
     }
     if (!from->getParentRegion()->hasOneBlock())

@@ -171,10 +171,7 @@ bool ProtocolChecker::isAloneAmongBarriers(
     if (op == barrier || !alone)
       return;
     if (isCtaWideBarrier(op)) {
-      // Barrier 0, or the id an nvvm.barrier without a count names.
-      std::optional<int64_t> id = 0;
-      if (auto all = dyn_cast<NVVM::BarrierOp>(op); all && all.getBarrierId())
-        id = getConstantIntValue(all.getBarrierId());
+      std::optional<int64_t> id = getCtaWideBarrierId(op);
       alone = id && !isMine(*id);
       return;
     }

@@ -110,17 +110,15 @@ static CallSummary summarizeCallee(PipelineFlow &flow,
   return summary;
 }
 
-/// The slot the state `state` of `function` works on, as slots advanced
-/// from its pipeline's kvpipe.create, where that is a constant (outside
-/// loops, one chain).
-static std::optional<int64_t> knownSlot(PipelineFlow &flow, Value state,
-                                        FunctionOpInterface function) {
-  Operation *at = state.getDefiningOp();
-  if (!at)
-    at = state.getParentBlock()->getParentOp();
-  if ((at != function.getOperation() && isInLoop(at)) || flow.isMixed(state))
+/// The slot that `op`, using `state`, works on: the slots advanced from its
+/// pipeline's kvpipe.create, where that is a constant (`op` outside loops,
+/// one chain).
+static std::optional<int64_t> getKnownSlot(PipelineFlow &flow, Operation *op,
+                                           Value state) {
+  if (isInLoop(op) || flow.isMixed(state))
     return std::nullopt;
-  std::optional<StateAdvance> advance = flow.traceAdvance(state, function);
+  std::optional<StateAdvance> advance =
+      flow.traceAdvance(state, op->getParentOfType<FunctionOpInterface>());
   if (!advance || !advance->base.getDefiningOp<CreateOp>())
     return std::nullopt;
   return advance->slots;
@@ -135,7 +133,6 @@ static bool callMayRefill(PipelineFlow &flow, CallOpInterface call,
                           FunctionOpInterface callee) {
   if (isInLoop(call))
     return true;
-  auto caller = call->getParentOfType<FunctionOpInterface>();
   bool mayRefill = false;
   callee->walk([&](Operation *op) {
     if (mayRefill)
@@ -159,8 +156,8 @@ static bool callMayRefill(PipelineFlow &flow, CallOpInterface call,
       mayRefill = true;
       return;
     }
-    std::optional<int64_t> slot =
-        knownSlot(flow, call.getArgOperands()[argument.getArgNumber()], caller);
+    std::optional<int64_t> slot = getKnownSlot(
+        flow, call, call.getArgOperands()[argument.getArgNumber()]);
     int64_t stages = cast<PipelineType>(state.getType()).getKvStages();
     if (!slot || *slot + advance->slots >= stages)
       mayRefill = true;
@@ -524,13 +521,8 @@ void ProtocolChecker::checkWaitCycles() {
         return;
       Value state = protocol.getPipeline();
       CycleNode node{protocol, flow.getPipeline(state),
-                     protocol.getSubStage().value_or(0), std::nullopt,
-                     protocol.opensSlot()};
-      if (!isInLoop(protocol) && !flow.isMixed(state))
-        if (std::optional<StateAdvance> advance =
-                flow.traceAdvance(state, function))
-          if (advance->base.getDefiningOp<CreateOp>())
-            node.slot = advance->slots;
+                     protocol.getSubStage().value_or(0),
+                     getKnownSlot(flow, protocol, state), protocol.opensSlot()};
       numbers[protocol] = nodes.size();
       nodes.push_back(node);
     });
@@ -578,22 +570,20 @@ void ProtocolChecker::checkWaitCycles() {
     // arrival node (a signal, where the op runs) and, for an nvvm.barrier, a
     // wait node for the other arrivals of its phase (matched below).
     DenseMap<Operation *, unsigned> barrierArrival;
-    SmallVector<Operation *> namedBarriers;
+    SmallVector<NamedBarrierOp> namedBarriers;
     function->walk([&](Operation *op) {
       if (op->getParentOfType<FunctionOpInterface>() != function)
         return;
-      bool sync = false;
-      if (auto barrier = dyn_cast<NVVM::BarrierOp>(op))
-        sync = bool(barrier.getNumberOfThreads());
-      if (!sync && !isa<NVVM::BarrierArriveOp>(op))
+      std::optional<NamedBarrierOp> barrier = getNamedBarrierOp(op);
+      if (!barrier)
         return;
-      namedBarriers.push_back(op);
-      if (sync) {
+      namedBarriers.push_back(*barrier);
+      if (barrier->waits) {
         numbers[op] = nodes.size();
         nodes.push_back({op, Value(), 0, std::nullopt, true, false, true});
       }
       barrierArrival[op] = nodes.size();
-      if (!sync)
+      if (!barrier->waits)
         numbers[op] = nodes.size();
       nodes.push_back({op, Value(), 0, std::nullopt, false, false, true});
     });
@@ -783,12 +773,11 @@ void ProtocolChecker::checkWaitCycles() {
       // Per id, per thread, its ops of the id in program order.
       std::map<uint64_t, DenseMap<int64_t, SmallVector<Operation *>>> phases;
       bool matched = true;
-      for (Operation *op : namedBarriers) {
+      for (const NamedBarrierOp &barrier : namedBarriers) {
+        Operation *op = barrier.op;
         const std::optional<llvm::BitVector> &threads =
             threadSets[threadSet[barrierArrival[op]]];
-        Value id = isa<NVVM::BarrierOp>(op)
-                       ? cast<NVVM::BarrierOp>(op).getBarrierId()
-                       : cast<NVVM::BarrierArriveOp>(op).getBarrierId();
+        Value id = barrier.id;
         if (!threads || isInLoop(op)) {
           matched = false;
           break;
